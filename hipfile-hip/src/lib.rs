@@ -1,0 +1,40 @@
+//! # hipfile-hip: the GPU runtime boundary of hipfile-rs
+//!
+//! Everything hipfile-rs asks of a GPU goes through one trait, [`GpuRuntime`]: device selection,
+//! pointer queries, pinned host memory, synchronous and asynchronous copies, streams, events and
+//! host functions. This crate is mechanism only: it does what it is told and reports failures as
+//! [`HipError`] carrying a HIP error number; deciding what to do about them is `hipfile-core`'s job.
+//!
+//! Platforms:
+//! - **amd**: the HIP runtime (`libamdhip64.so.7/.6/.5`, or the path in `HIPFILE_HIP_LIBRARY`)
+//!   loaded with `libloading` at run time; every symbol is resolved at load and a missing one is an
+//!   error. ROCm 6 renumbered `hipMemoryType`; answers are decoded by `hipRuntimeGetVersion`.
+//! - **sim**: a simulated GPU in host memory ([`sim::SimRuntime`]), a real implementation that
+//!   makes the whole library testable on a machine without a GPU.
+//!
+//! Nothing here links a GPU runtime, so every build works on a machine without ROCm or CUDA. All
+//! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use hipfile_hip::{DeviceBuffer, GpuRuntime, MemoryKind, sim::SimRuntime};
+//!
+//! let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+//! let mut buf = DeviceBuffer::new(rt.clone(), 4096)?;
+//! buf.write_at(0, b"hello")?;
+//! assert_eq!(rt.pointer_info(buf.ptr() + 1)?.kind, MemoryKind::Device);
+//! # Ok::<(), hipfile_hip::HipError>(())
+//! ```
+
+mod amd;
+mod error;
+mod platform;
+mod runtime;
+pub mod sim;
+
+pub use error::{HipError, HipErrorCode, HipResult};
+pub use platform::{open_default, open_platform, parse_platform, platform_from_env};
+pub use runtime::{
+    DeviceBuffer, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent, OwnedStream,
+    PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle,
+};

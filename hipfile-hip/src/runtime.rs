@@ -1,0 +1,426 @@
+//! The runtime trait every platform implements, and the RAII types built on it.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::error::HipResult;
+
+/// Which GPU platform a runtime drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Platform {
+    /// AMD GPUs through the HIP runtime (`libamdhip64.so`).
+    Amd,
+    /// NVIDIA GPUs through the CUDA runtime, with HIP semantics.
+    Nvidia,
+    /// The simulated GPU in host memory.
+    Sim,
+}
+
+impl Platform {
+    /// The name used by `HIPFILE_PLATFORM` and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::Amd => "amd",
+            Platform::Nvidia => "nvidia",
+            Platform::Sim => "sim",
+        }
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What kind of memory a pointer refers to, decoded from the platform's own numbering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryKind {
+    /// Memory the runtime does not know: ordinary pageable host memory.
+    Unregistered,
+    /// Host memory the runtime allocated pinned or registered.
+    Host,
+    /// Device memory.
+    Device,
+    /// Managed (unified, migratable) memory.
+    Managed,
+    /// A device array (texture memory).
+    Array,
+}
+
+/// What the runtime knows about a pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PointerInfo {
+    /// The kind of memory.
+    pub kind: MemoryKind,
+    /// The device that owns the memory (meaningful for device and managed memory).
+    pub device: i32,
+    /// Start of the allocation holding the pointer (0 when unknown).
+    pub base: usize,
+    /// Length of that allocation in bytes (0 when unknown).
+    pub len: usize,
+}
+
+impl PointerInfo {
+    /// Bytes from `ptr` to the end of its allocation, or `None` if `ptr` lies outside it.
+    pub fn remaining_from(&self, ptr: usize) -> Option<usize> {
+        let end = self.base.checked_add(self.len)?;
+        (ptr >= self.base && ptr <= end).then(|| end - ptr)
+    }
+}
+
+/// Facts about a loaded runtime, for reports such as `hipfile check`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeInfo {
+    /// The platform.
+    pub platform: Platform,
+    /// The runtime's version number as the runtime reports it (`hipRuntimeGetVersion`).
+    pub runtime_version: i32,
+    /// The library that was loaded (a path or soname; "built-in" for the sim).
+    pub library: String,
+}
+
+/// An opaque stream handle of a runtime (`hipStream_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamHandle(pub usize);
+
+/// An opaque event handle of a runtime (`hipEvent_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventHandle(pub usize);
+
+/// A host function queued on a stream.
+pub type HostFn = Box<dyn FnOnce() + Send + 'static>;
+
+/// One GPU runtime: the mechanism hipfile-rs needs from HIP, CUDA or the simulator.
+///
+/// Implementations are thread-safe. Device pointers are plain addresses (`usize`); the copy entry
+/// points that write to or read from them are `unsafe` because the runtime cannot always tell a
+/// device address from a host one: callers check the range with [`GpuRuntime::pointer_info`] first.
+pub trait GpuRuntime: Send + Sync + fmt::Debug {
+    /// Facts about this runtime.
+    fn info(&self) -> RuntimeInfo;
+    /// Number of devices.
+    fn device_count(&self) -> HipResult<i32>;
+    /// The calling thread's current device.
+    fn current_device(&self) -> HipResult<i32>;
+    /// Make `device` the calling thread's current device.
+    fn set_device(&self, device: i32) -> HipResult<()>;
+    /// What the runtime knows about `ptr`.
+    fn pointer_info(&self, ptr: usize) -> HipResult<PointerInfo>;
+
+    /// Allocate `len` bytes of device memory on the current device.
+    fn device_alloc(&self, len: usize) -> HipResult<usize>;
+    /// Allocate `len` bytes of managed memory.
+    fn managed_alloc(&self, len: usize) -> HipResult<usize>;
+    /// Free device or managed memory.
+    ///
+    /// # Safety
+    /// `ptr` came from [`GpuRuntime::device_alloc`] or [`GpuRuntime::managed_alloc`] of this runtime
+    /// and no copy into or out of it is in flight.
+    unsafe fn device_free(&self, ptr: usize) -> HipResult<()>;
+    /// Allocate `len` bytes of pinned host memory.
+    fn host_alloc(&self, len: usize) -> HipResult<NonNull<u8>>;
+    /// Free pinned host memory.
+    ///
+    /// # Safety
+    /// `ptr` came from [`GpuRuntime::host_alloc`] of this runtime and is no longer used.
+    unsafe fn host_free(&self, ptr: NonNull<u8>) -> HipResult<()>;
+
+    /// Copy host bytes to device memory, synchronously.
+    ///
+    /// # Safety
+    /// `[dst, dst + src.len())` is device memory of this runtime that nothing else accesses meanwhile.
+    unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()>;
+    /// Copy device bytes to host memory, synchronously.
+    ///
+    /// # Safety
+    /// `[src, src + dst.len())` is device memory of this runtime.
+    unsafe fn copy_from_device(&self, dst: &mut [u8], src: usize) -> HipResult<()>;
+    /// Fill device memory with `value`, synchronously.
+    ///
+    /// # Safety
+    /// `[dst, dst + len)` is device memory of this runtime that nothing else accesses meanwhile.
+    unsafe fn memset_device(&self, dst: usize, value: u8, len: usize) -> HipResult<()>;
+    /// Queue a host-to-device copy on `stream`.
+    ///
+    /// # Safety
+    /// `[dst, dst + len)` is device memory and `[src, src + len)` readable host memory (pinned for
+    /// an asynchronous copy to overlap); both stay valid and untouched until the copy completes.
+    unsafe fn copy_to_device_async(
+        &self,
+        dst: usize,
+        src: *const u8,
+        len: usize,
+        stream: StreamHandle,
+    ) -> HipResult<()>;
+    /// Queue a device-to-host copy on `stream`.
+    ///
+    /// # Safety
+    /// `[src, src + len)` is device memory and `[dst, dst + len)` writable host memory; both stay
+    /// valid until the copy completes and nothing reads `dst` before then.
+    unsafe fn copy_from_device_async(
+        &self,
+        dst: *mut u8,
+        src: usize,
+        len: usize,
+        stream: StreamHandle,
+    ) -> HipResult<()>;
+
+    /// Create a non-blocking stream on the current device.
+    fn stream_create(&self) -> HipResult<StreamHandle>;
+    /// Destroy a stream after its queued work completes.
+    fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()>;
+    /// Wait for everything queued on `stream`; reports the first failure of its queued work.
+    fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()>;
+    /// Create an event.
+    fn event_create(&self) -> HipResult<EventHandle>;
+    /// Record `event` on `stream`.
+    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()>;
+    /// Wait until `event` has completed.
+    fn event_synchronize(&self, event: EventHandle) -> HipResult<()>;
+    /// Whether `event` has completed (no waiting).
+    fn event_query(&self, event: EventHandle) -> HipResult<bool>;
+    /// Destroy an event.
+    fn event_destroy(&self, event: EventHandle) -> HipResult<()>;
+    /// Run `f` on a runtime thread once the work queued before it on `stream` is done.
+    fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()>;
+}
+
+/// Pinned host memory owned by Rust; freed on drop.
+pub struct PinnedBuffer {
+    runtime: Arc<dyn GpuRuntime>,
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the buffer is plain host memory owned exclusively by this value; the runtime is Sync.
+unsafe impl Send for PinnedBuffer {}
+// SAFETY: shared access only hands out `&[u8]`.
+unsafe impl Sync for PinnedBuffer {}
+
+impl PinnedBuffer {
+    /// Allocate `len` bytes of pinned memory and touch every page, so that the first IO through it
+    /// does not pay for page faults.
+    pub fn new(runtime: Arc<dyn GpuRuntime>, len: usize) -> HipResult<Self> {
+        let ptr = runtime.host_alloc(len.max(1))?;
+        let mut buf = PinnedBuffer { runtime, ptr, len };
+        buf.as_mut_slice().fill(0);
+        Ok(buf)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Raw address, for asynchronous copies.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Raw mutable address, for asynchronous copies.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` points to `len` bytes owned by this buffer, initialised in `new`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The bytes, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl fmt::Debug for PinnedBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnedBuffer")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `host_alloc` of this runtime and the buffer is going away.
+        // A failure to free cannot be reported from drop; the memory is then leaked, not reused.
+        let _ = unsafe { self.runtime.host_free(self.ptr) };
+    }
+}
+
+/// A stream owned by Rust; destroyed on drop.
+pub struct OwnedStream {
+    runtime: Arc<dyn GpuRuntime>,
+    handle: StreamHandle,
+}
+
+impl OwnedStream {
+    /// Create a non-blocking stream on the current device.
+    pub fn new(runtime: Arc<dyn GpuRuntime>) -> HipResult<Self> {
+        let handle = runtime.stream_create()?;
+        Ok(OwnedStream { runtime, handle })
+    }
+
+    /// The runtime handle.
+    pub fn handle(&self) -> StreamHandle {
+        self.handle
+    }
+
+    /// Wait for the queued work.
+    pub fn synchronize(&self) -> HipResult<()> {
+        self.runtime.stream_synchronize(self.handle)
+    }
+}
+
+impl fmt::Debug for OwnedStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("OwnedStream").field(&self.handle).finish()
+    }
+}
+
+impl Drop for OwnedStream {
+    fn drop(&mut self) {
+        let _ = self.runtime.stream_destroy(self.handle);
+    }
+}
+
+/// An event owned by Rust; destroyed on drop.
+pub struct OwnedEvent {
+    runtime: Arc<dyn GpuRuntime>,
+    handle: EventHandle,
+}
+
+impl OwnedEvent {
+    /// Create an event.
+    pub fn new(runtime: Arc<dyn GpuRuntime>) -> HipResult<Self> {
+        let handle = runtime.event_create()?;
+        Ok(OwnedEvent { runtime, handle })
+    }
+
+    /// Record the event on `stream`.
+    pub fn record(&self, stream: &OwnedStream) -> HipResult<()> {
+        self.runtime.event_record(self.handle, stream.handle)
+    }
+
+    /// Wait for the event.
+    pub fn synchronize(&self) -> HipResult<()> {
+        self.runtime.event_synchronize(self.handle)
+    }
+
+    /// Whether the event has completed.
+    pub fn query(&self) -> HipResult<bool> {
+        self.runtime.event_query(self.handle)
+    }
+}
+
+impl fmt::Debug for OwnedEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("OwnedEvent").field(&self.handle).finish()
+    }
+}
+
+impl Drop for OwnedEvent {
+    fn drop(&mut self) {
+        let _ = self.runtime.event_destroy(self.handle);
+    }
+}
+
+/// Device memory owned by Rust (tests, tools, examples); freed on drop.
+pub struct DeviceBuffer {
+    runtime: Arc<dyn GpuRuntime>,
+    ptr: usize,
+    len: usize,
+}
+
+impl DeviceBuffer {
+    /// Allocate `len` bytes on the current device.
+    pub fn new(runtime: Arc<dyn GpuRuntime>, len: usize) -> HipResult<Self> {
+        let ptr = runtime.device_alloc(len)?;
+        Ok(DeviceBuffer { runtime, ptr, len })
+    }
+
+    /// Allocate `len` bytes of managed memory.
+    pub fn new_managed(runtime: Arc<dyn GpuRuntime>, len: usize) -> HipResult<Self> {
+        let ptr = runtime.managed_alloc(len)?;
+        Ok(DeviceBuffer { runtime, ptr, len })
+    }
+
+    /// The device address.
+    pub fn ptr(&self) -> usize {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copy `src` into the buffer at `offset`.
+    pub fn write_at(&mut self, offset: usize, src: &[u8]) -> HipResult<()> {
+        self.check(offset, src.len())?;
+        // SAFETY: range checked against this allocation; `&mut self` makes the access exclusive.
+        unsafe { self.runtime.copy_to_device(self.ptr + offset, src) }
+    }
+
+    /// Copy bytes at `offset` out of the buffer into `dst`.
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> HipResult<()> {
+        self.check(offset, dst.len())?;
+        // SAFETY: range checked against this allocation.
+        unsafe { self.runtime.copy_from_device(dst, self.ptr + offset) }
+    }
+
+    /// Fill the whole buffer with `value`.
+    pub fn fill(&mut self, value: u8) -> HipResult<()> {
+        // SAFETY: the whole allocation, exclusively borrowed.
+        unsafe { self.runtime.memset_device(self.ptr, value, self.len) }
+    }
+
+    /// The whole buffer, copied to the host.
+    pub fn to_vec(&self) -> HipResult<Vec<u8>> {
+        let mut out = vec![0u8; self.len];
+        self.read_at(0, &mut out)?;
+        Ok(out)
+    }
+
+    fn check(&self, offset: usize, len: usize) -> HipResult<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(crate::HipError::call(
+                "DeviceBuffer range",
+                crate::HipErrorCode::INVALID_VALUE,
+            )),
+        }
+    }
+}
+
+impl fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from this runtime's allocator and no copy borrows it past `&self`.
+        let _ = unsafe { self.runtime.device_free(self.ptr) };
+    }
+}
