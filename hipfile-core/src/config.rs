@@ -1,0 +1,210 @@
+//! Configuration: environment switches and the driver settings of the parameter API.
+//!
+//! Environment switches follow upstream hipFile exactly: a value counts only when it is `true` or
+//! `false` (any case); anything else leaves the switch unset; the environment is read once, at
+//! first use, and cached for the life of the process. Settings ([`Settings`]) are what the
+//! cuFile-style parameter API stages while the driver is closed and what the open driver runs with.
+
+use std::sync::OnceLock;
+
+/// The environment switches upstream hipFile reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EnvConfig {
+    /// `HIPFILE_ALLOW_COMPAT_MODE`.
+    pub allow_compat_mode: Option<bool>,
+    /// `HIPFILE_FORCE_COMPAT_MODE`.
+    pub force_compat_mode: Option<bool>,
+    /// `HIPFILE_UNSUPPORTED_FILE_SYSTEMS`.
+    pub unsupported_file_systems: Option<bool>,
+    /// `HIPFILE_STATS_LEVEL` (`true` turns the statistics counters on).
+    pub stats_level: Option<bool>,
+}
+
+/// Parse a switch: `true`/`false` in any case; anything else is unset.
+pub fn parse_switch(value: &str) -> Option<bool> {
+    if value.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if value.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+impl EnvConfig {
+    /// Read the switches through `lookup` (the process environment in [`EnvConfig::cached`]).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let switch = |name: &str| lookup(name).as_deref().and_then(parse_switch);
+        EnvConfig {
+            allow_compat_mode: switch("HIPFILE_ALLOW_COMPAT_MODE"),
+            force_compat_mode: switch("HIPFILE_FORCE_COMPAT_MODE"),
+            unsupported_file_systems: switch("HIPFILE_UNSUPPORTED_FILE_SYSTEMS"),
+            stats_level: switch("HIPFILE_STATS_LEVEL"),
+        }
+    }
+
+    /// The process environment, read at the first call and cached.
+    pub fn cached() -> EnvConfig {
+        static CACHE: OnceLock<EnvConfig> = OnceLock::new();
+        *CACHE.get_or_init(|| EnvConfig::from_lookup(|name| std::env::var(name).ok()))
+    }
+}
+
+/// Whether requests may be staged through host memory when the direct path declines
+/// (`ALLOW_COMPAT_MODE`) and whether they must be (`FORCE_COMPAT_MODE`).
+///
+/// Forcing compat mode keeps the fallback on even when compat mode is disallowed: a user who
+/// forces the fallback wants IO to work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompatMode {
+    /// The fallback may run requests.
+    pub allowed: bool,
+    /// Every request goes to the fallback.
+    pub forced: bool,
+}
+
+/// Everything an open driver runs with. Sizes in KiB follow cuFile's parameter units.
+///
+/// Each field says what it changes; the ones that change nothing say why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Largest single transfer a backend issues, in KiB: bounds the staging chunk of the fallback
+    /// and the size of one direct IO. Default 16384 (16 MiB).
+    pub max_direct_io_size_kb: u64,
+    /// Bound on pinned host memory the staging pool may hold, in KiB. Default 262144 (256 MiB).
+    pub max_pinned_mem_size_kb: u64,
+    /// cuFile's GPU bounce-buffer budget, in KiB. Reported by the driver properties; hipfile-rs
+    /// stages in pinned host memory, never in GPU bounce buffers, so it bounds nothing. Default 131072.
+    pub max_device_cache_size_kb: u64,
+    /// cuFile's size of one GPU bounce buffer, in KiB; reported, bounds nothing (as above). Default 1024.
+    pub per_buffer_cache_size_kb: u64,
+    /// Poll mode (`hipFileDriverSetPollMode`). Reported by the driver properties. Every request
+    /// completes synchronously on the calling thread or the IO workers, so there is no interrupt
+    /// to replace with polling: accepted, changes no behaviour.
+    pub poll_mode: bool,
+    /// Poll threshold in KiB; reported, as `poll_mode`. Default 4.
+    pub poll_thresh_size_kb: u64,
+    /// Upper bound on IO worker threads of the staged engine (0 = sized from the machine).
+    pub max_io_threads: u64,
+    /// Compat mode as set through the parameter API (`None`: the environment decides).
+    pub allow_compat_mode: Option<bool>,
+    /// Forced compat mode as set through the parameter API (`None`: the environment decides).
+    pub force_compat_mode: Option<bool>,
+    /// Batch queue depth reported by the driver properties (batch IO is not supported yet).
+    pub max_batch_io_size: u64,
+    /// Batch timeout in ms reported by the driver properties (batch IO is not supported yet).
+    pub batch_io_timeout_ms: u64,
+    /// Log level name (`ERROR`, `WARN`, `INFO`, `DEBUG`, `TRACE`); hipfile-rs writes diagnostics
+    /// only through its error values, so this is stored and reported, not acted on.
+    pub logging_level: String,
+    /// Log directory; stored and reported as `logging_level`.
+    pub log_dir: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_direct_io_size_kb: 16 * 1024,
+            max_pinned_mem_size_kb: 256 * 1024,
+            max_device_cache_size_kb: 128 * 1024,
+            per_buffer_cache_size_kb: 1024,
+            poll_mode: false,
+            poll_thresh_size_kb: 4,
+            max_io_threads: 0,
+            allow_compat_mode: None,
+            force_compat_mode: None,
+            max_batch_io_size: 128,
+            batch_io_timeout_ms: 0,
+            logging_level: "ERROR".to_string(),
+            log_dir: String::new(),
+        }
+    }
+}
+
+impl Settings {
+    /// Compat mode in force, combining these settings with the environment (settings win).
+    pub fn compat_mode(&self, env: &EnvConfig) -> CompatMode {
+        let forced = self
+            .force_compat_mode
+            .or(env.force_compat_mode)
+            .unwrap_or(false);
+        let allowed = self
+            .allow_compat_mode
+            .or(env.allow_compat_mode)
+            .unwrap_or(true);
+        CompatMode {
+            allowed: allowed || forced,
+            forced,
+        }
+    }
+
+    /// The largest single transfer in bytes (at least one 4 KiB page).
+    pub fn max_direct_io_bytes(&self) -> usize {
+        usize::try_from(self.max_direct_io_size_kb.saturating_mul(1024))
+            .unwrap_or(usize::MAX)
+            .max(4096)
+    }
+
+    /// The pinned memory bound in bytes.
+    pub fn max_pinned_bytes(&self) -> usize {
+        usize::try_from(self.max_pinned_mem_size_kb.saturating_mul(1024)).unwrap_or(usize::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> EnvConfig {
+        EnvConfig::from_lookup(|name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn switches_accept_only_true_and_false_in_any_case() {
+        assert_eq!(parse_switch("TRUE"), Some(true));
+        assert_eq!(parse_switch("False"), Some(false));
+        assert_eq!(parse_switch("1"), None);
+        assert_eq!(parse_switch("yes"), None);
+        assert_eq!(parse_switch(" true"), None);
+        let e = env(&[
+            ("HIPFILE_ALLOW_COMPAT_MODE", "0"),
+            ("HIPFILE_STATS_LEVEL", "tRuE"),
+        ]);
+        assert_eq!(e.allow_compat_mode, None);
+        assert_eq!(e.stats_level, Some(true));
+    }
+
+    #[test]
+    fn forcing_compat_mode_keeps_the_fallback_on_even_when_disallowed() {
+        let s = Settings::default();
+        let e = env(&[
+            ("HIPFILE_ALLOW_COMPAT_MODE", "false"),
+            ("HIPFILE_FORCE_COMPAT_MODE", "true"),
+        ]);
+        assert_eq!(
+            s.compat_mode(&e),
+            CompatMode {
+                allowed: true,
+                forced: true
+            }
+        );
+        let e = env(&[("HIPFILE_ALLOW_COMPAT_MODE", "false")]);
+        assert!(!s.compat_mode(&e).allowed);
+        assert!(s.compat_mode(&EnvConfig::default()).allowed);
+    }
+
+    #[test]
+    fn parameters_override_the_environment() {
+        let s = Settings {
+            allow_compat_mode: Some(true),
+            ..Settings::default()
+        };
+        let e = env(&[("HIPFILE_ALLOW_COMPAT_MODE", "false")]);
+        assert!(s.compat_mode(&e).allowed);
+    }
+}

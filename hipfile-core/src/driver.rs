@@ -1,0 +1,625 @@
+//! The driver: its open/closed state, the tables of registered files and buffers, and the walk
+//! of one read or write from validation to dispatch.
+//!
+//! State as data: the driver is `Closed { staged settings }` or `Open { session, refcount }`.
+//! Lock order: the state mutex first, then a session's file table, then its buffer table; IO holds
+//! no lock while bytes move (it holds `Arc`s and in-flight guards).
+//!
+//! Semantics follow upstream hipFile: `handle_register` opens the driver implicitly (0 -> 1) only
+//! after its own checks pass; `buf_register` opens it before its checks, so a failed buffer
+//! registration still leaves the driver open; IO on a closed driver is `EINVAL` and opens nothing;
+//! closing to zero forgets every file and buffer.
+
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use hipfile_hip::{GpuRuntime, MemoryKind};
+use rustix::io::Errno;
+
+use crate::backend::{BackendContext, IoOp, IoRequest, LiveSettings};
+use crate::config::{EnvConfig, Settings};
+use crate::error::{Error, ErrorKind, Result};
+use crate::file::RegisteredFile;
+use crate::io::{FileIo, PosixIo};
+use crate::registry::{Registry, RegistryBuilder};
+use crate::stats::Stats;
+
+/// Largest transfer of one call, as Linux caps `read(2)`/`write(2)` (`MAX_RW_COUNT`).
+pub const MAX_RW_COUNT: usize = 0x7fff_f000;
+
+/// Opaque identity of a registered file (what C callers see as `hipFileHandle_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileHandleId(pub u64);
+
+/// Where the GPU runtime comes from when the driver opens.
+pub type RuntimeSource = Arc<dyn Fn() -> Result<Arc<dyn GpuRuntime>> + Send + Sync>;
+
+/// How a driver is built. The facade builds the process-wide driver from the defaults; tests
+/// build their own with a simulated runtime, scripted IO and an explicit registry.
+#[derive(Clone)]
+pub struct DriverOptions {
+    /// Opens the GPU runtime (default: the platform the environment names, else auto-detected).
+    pub runtime: RuntimeSource,
+    /// File IO primitives (default: pread/pwrite).
+    pub io: Arc<dyn FileIo>,
+    /// Environment switches (default: the process environment, cached).
+    pub env: EnvConfig,
+    /// The backends (default: what `inventory` collected).
+    pub backends: Option<RegistryBuilder>,
+    /// Backend selection and order (default: `HIPFILE_BACKENDS`).
+    pub selection: Option<String>,
+}
+
+impl std::fmt::Debug for DriverOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverOptions")
+            .field("io", &self.io)
+            .field("env", &self.env)
+            .field("backends", &self.backends)
+            .field("selection", &self.selection)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for DriverOptions {
+    fn default() -> Self {
+        DriverOptions {
+            runtime: Arc::new(|| {
+                hipfile_hip::open_default().map_err(|e| {
+                    let mut err = Error::hip(&e, "no GPU platform");
+                    err = Error::new(ErrorKind::DeviceNotFound, err.context().to_string());
+                    err
+                })
+            }),
+            io: Arc::new(PosixIo),
+            env: EnvConfig::cached(),
+            backends: None,
+            selection: std::env::var("HIPFILE_BACKENDS").ok(),
+        }
+    }
+}
+
+impl DriverOptions {
+    /// Defaults, with a fixed runtime.
+    pub fn with_runtime(runtime: Arc<dyn GpuRuntime>) -> Self {
+        DriverOptions {
+            runtime: Arc::new(move || Ok(Arc::clone(&runtime))),
+            ..DriverOptions::default()
+        }
+    }
+}
+
+/// A buffer registered with the driver.
+#[derive(Debug)]
+pub struct RegisteredBuffer {
+    ptr: usize,
+    len: usize,
+    device: i32,
+    flags: i32,
+    in_flight: AtomicUsize,
+}
+
+impl RegisteredBuffer {
+    /// Device address.
+    pub fn ptr(&self) -> usize {
+        self.ptr
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the length is zero (never true for a registered buffer).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Owning device.
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+    /// Flags given at registration.
+    pub fn flags(&self) -> i32 {
+        self.flags
+    }
+}
+
+#[derive(Debug, Default)]
+struct FileTable {
+    by_id: HashMap<u64, Arc<RegisteredFile>>,
+    by_fd: HashMap<RawFd, u64>,
+}
+
+/// Everything an open driver owns.
+#[derive(Debug)]
+pub struct Session {
+    runtime: Arc<dyn GpuRuntime>,
+    registry: Registry,
+    settings: Arc<LiveSettings>,
+    env: EnvConfig,
+    files: RwLock<FileTable>,
+    buffers: RwLock<HashMap<usize, Arc<RegisteredBuffer>>>,
+    stats: Stats,
+}
+
+impl Session {
+    /// The GPU runtime.
+    pub fn runtime(&self) -> &Arc<dyn GpuRuntime> {
+        &self.runtime
+    }
+    /// The backends.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+    /// Settings in force.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.current()
+    }
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+}
+
+#[derive(Debug)]
+enum State {
+    Closed {
+        staged: Settings,
+    },
+    Open {
+        session: Arc<Session>,
+        refcount: usize,
+        staged: Settings,
+    },
+}
+
+/// The driver. One per process behind the C ABI; tests make as many as they like.
+#[derive(Debug)]
+pub struct Driver {
+    options: DriverOptions,
+    state: Mutex<State>,
+    next_handle: AtomicU64,
+}
+
+/// One read or write as the caller states it, before validation.
+#[derive(Clone, Copy, Debug)]
+pub struct IoCall {
+    /// Direction.
+    pub op: IoOp,
+    /// The registered file.
+    pub handle: FileHandleId,
+    /// Buffer base: a registered buffer, or any device pointer.
+    pub buffer: usize,
+    /// Bytes to move.
+    pub size: usize,
+    /// File offset (negative is `EINVAL`).
+    pub file_offset: i64,
+    /// Offset into the buffer (negative is `EINVAL`).
+    pub buffer_offset: i64,
+}
+
+impl Driver {
+    /// A closed driver built from `options`.
+    pub fn new(options: DriverOptions) -> Self {
+        Driver {
+            options,
+            state: Mutex::new(State::Closed {
+                staged: Settings::default(),
+            }),
+            next_handle: AtomicU64::new(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn start_session(&self, staged: &Settings) -> Result<Arc<Session>> {
+        let runtime = (self.options.runtime)()?;
+        match runtime.device_count() {
+            Ok(n) if n > 0 => {}
+            Ok(_) => {
+                return Err(Error::new(
+                    ErrorKind::DeviceNotFound,
+                    "the platform reports no device",
+                ))
+            }
+            Err(e) => return Err(Error::hip(&e, "counting devices")),
+        }
+        let settings = Arc::new(LiveSettings::new(staged.clone()));
+        let ctx = BackendContext {
+            runtime: Arc::clone(&runtime),
+            io: Arc::clone(&self.options.io),
+            settings: Arc::clone(&settings),
+            env: self.options.env,
+        };
+        let builder = match &self.options.backends {
+            Some(b) => b.clone(),
+            None => RegistryBuilder::from_inventory()?,
+        };
+        let registry = builder.build(&ctx, self.options.selection.as_deref())?;
+        Ok(Arc::new(Session {
+            runtime,
+            registry,
+            settings,
+            env: self.options.env,
+            files: RwLock::new(FileTable::default()),
+            buffers: RwLock::new(HashMap::new()),
+            stats: Stats::new(self.options.env.stats_level.unwrap_or(false)),
+        }))
+    }
+
+    /// Open the session if closed (refcount 1); returns it either way. `bump` adds a reference
+    /// when already open (an explicit `hipFileDriverOpen`); implicit opens do not.
+    fn open_with(&self, state: &mut State, bump: bool) -> Result<Arc<Session>> {
+        match state {
+            State::Open {
+                session, refcount, ..
+            } => {
+                if bump {
+                    *refcount += 1;
+                }
+                Ok(Arc::clone(session))
+            }
+            State::Closed { staged } => {
+                let session = self.start_session(staged)?;
+                *state = State::Open {
+                    session: Arc::clone(&session),
+                    refcount: 1,
+                    staged: staged.clone(),
+                };
+                Ok(session)
+            }
+        }
+    }
+
+    /// `hipFileDriverOpen`: open, or add a reference to the open driver.
+    pub fn open(&self) -> Result<()> {
+        self.open_with(&mut self.lock(), true).map(|_| ())
+    }
+
+    /// `hipFileDriverClose`: drop a reference; at zero, forget every file and buffer.
+    pub fn close(&self) -> Result<()> {
+        let mut state = self.lock();
+        match &mut *state {
+            State::Closed { .. } => Err(Error::new(
+                ErrorKind::DriverNotInitialized,
+                "the driver is not open",
+            )),
+            State::Open {
+                refcount, staged, ..
+            } => {
+                *refcount -= 1;
+                if *refcount == 0 {
+                    let staged = std::mem::take(staged);
+                    *state = State::Closed { staged };
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `hipFileUseCount`: references held on the open driver (0 when closed).
+    pub fn use_count(&self) -> usize {
+        match &*self.lock() {
+            State::Closed { .. } => 0,
+            State::Open { refcount, .. } => *refcount,
+        }
+    }
+
+    /// The open session, if any.
+    pub fn session(&self) -> Option<Arc<Session>> {
+        match &*self.lock() {
+            State::Closed { .. } => None,
+            State::Open { session, .. } => Some(Arc::clone(session)),
+        }
+    }
+
+    /// Change a parameter: allowed only while closed (`hipFileSetParameter*`); applied at open.
+    pub fn stage_settings(&self, change: impl FnOnce(&mut Settings)) -> Result<()> {
+        match &mut *self.lock() {
+            State::Closed { staged } => {
+                change(staged);
+                Ok(())
+            }
+            State::Open { .. } => Err(Error::new(
+                ErrorKind::DriverAlreadyOpen,
+                "parameters can only be set while the driver is closed",
+            )),
+        }
+    }
+
+    /// Change a setting of the open driver (`hipFileDriverSet*`); not allowed while closed.
+    pub fn update_live_settings(&self, change: impl FnOnce(&mut Settings)) -> Result<()> {
+        match &*self.lock() {
+            State::Open { session, .. } => {
+                session.settings.update(change);
+                Ok(())
+            }
+            State::Closed { .. } => Err(Error::new(
+                ErrorKind::DriverNotInitialized,
+                "the driver is not open",
+            )),
+        }
+    }
+
+    /// The settings in force: the open driver's, else the staged ones.
+    pub fn settings(&self) -> Settings {
+        match &*self.lock() {
+            State::Closed { staged } => staged.clone(),
+            State::Open { session, .. } => (*session.settings.current()).clone(),
+        }
+    }
+
+    /// `hipFileHandleRegister`: checks the descriptor, then opens the driver if needed.
+    pub fn handle_register(&self, fd: RawFd) -> Result<FileHandleId> {
+        let file = RegisteredFile::open(fd)?;
+        let mut state = self.lock();
+        let session = self.open_with(&mut state, false)?;
+        let mut files = session
+            .files
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if files.by_fd.contains_key(&fd) {
+            return Err(Error::new(
+                ErrorKind::HandleAlreadyRegistered,
+                format!("descriptor {fd} is already registered"),
+            ));
+        }
+        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        files.by_fd.insert(fd, id);
+        files.by_id.insert(id, Arc::new(file));
+        Ok(FileHandleId(id))
+    }
+
+    /// `hipFileHandleDeregister`: forget a file; refused while IO on it is in flight.
+    pub fn handle_deregister(&self, handle: FileHandleId) -> Result<()> {
+        let session = self
+            .session()
+            .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
+        let mut files = session
+            .files
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let file = files.by_id.get(&handle.0).ok_or_else(|| {
+            Error::new(
+                ErrorKind::HandleNotRegistered,
+                "the file handle is not registered",
+            )
+        })?;
+        if file.in_flight() > 0 {
+            return Err(Error::new(
+                ErrorKind::InternalError,
+                "the file has IO in flight",
+            ));
+        }
+        let fd = file.user_fd();
+        files.by_id.remove(&handle.0);
+        files.by_fd.remove(&fd);
+        Ok(())
+    }
+
+    /// The registered file behind `handle`.
+    pub fn file(&self, handle: FileHandleId) -> Result<Arc<RegisteredFile>> {
+        let session = self
+            .session()
+            .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
+        let files = session.files.read().unwrap_or_else(PoisonError::into_inner);
+        files.by_id.get(&handle.0).cloned().ok_or_else(|| {
+            Error::new(
+                ErrorKind::HandleNotRegistered,
+                "the file handle is not registered",
+            )
+        })
+    }
+
+    /// `hipFileBufRegister`: opens the driver first (even if the checks then fail), then checks
+    /// that `[ptr, ptr + len)` is device memory inside one allocation and not yet registered.
+    pub fn buf_register(&self, ptr: usize, len: usize, flags: i32) -> Result<()> {
+        let session = {
+            let mut state = self.lock();
+            self.open_with(&mut state, false)?
+        };
+        if ptr == 0 || len == 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                "buffer pointer and length must be non-zero",
+            ));
+        }
+        let info = session
+            .runtime
+            .pointer_info(ptr)
+            .map_err(|e| Error::hip(&e, format!("querying pointer {ptr:#x}")))?;
+        if info.kind != MemoryKind::Device {
+            return Err(Error::new(
+                ErrorKind::HipMemoryTypeInvalid,
+                format!("{ptr:#x} is {:?} memory, not device memory", info.kind),
+            ));
+        }
+        match info.remaining_from(ptr) {
+            Some(room) if room >= len => {}
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::HipPointerRangeError,
+                    format!("{len} bytes at {ptr:#x} run past the end of the allocation"),
+                ))
+            }
+        }
+        let mut buffers = session
+            .buffers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if buffers.contains_key(&ptr) {
+            return Err(Error::new(
+                ErrorKind::MemoryAlreadyRegistered,
+                format!("{ptr:#x} is already registered"),
+            ));
+        }
+        buffers.insert(
+            ptr,
+            Arc::new(RegisteredBuffer {
+                ptr,
+                len,
+                device: info.device,
+                flags,
+                in_flight: AtomicUsize::new(0),
+            }),
+        );
+        Ok(())
+    }
+
+    /// `hipFileBufDeregister`.
+    pub fn buf_deregister(&self, ptr: usize) -> Result<()> {
+        let session = self
+            .session()
+            .ok_or_else(|| Error::new(ErrorKind::DriverClosing, "the driver is not open"))?;
+        let mut buffers = session
+            .buffers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        match buffers.get(&ptr) {
+            None => Err(Error::new(
+                ErrorKind::MemoryNotRegistered,
+                format!("{ptr:#x} is not registered"),
+            )),
+            Some(b) if b.in_flight.load(Ordering::Acquire) > 0 => Err(Error::new(
+                ErrorKind::InternalError,
+                format!("{ptr:#x} has IO in flight"),
+            )),
+            Some(_) => {
+                buffers.remove(&ptr);
+                Ok(())
+            }
+        }
+    }
+
+    /// `hipFileRead` / `hipFileWrite`: validate, build the request, dispatch.
+    pub fn io(&self, call: IoCall) -> Result<usize> {
+        let session = self
+            .session()
+            .ok_or_else(|| Error::os(Errno::INVAL.raw_os_error(), "the driver is not open"))?;
+        let file = {
+            let files = session.files.read().unwrap_or_else(PoisonError::into_inner);
+            files.by_id.get(&call.handle.0).cloned().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::HandleNotRegistered,
+                    "the file handle is not registered",
+                )
+            })?
+        };
+        if call.file_offset < 0 || call.buffer_offset < 0 {
+            return Err(Error::os(
+                Errno::INVAL.raw_os_error(),
+                "negative file or buffer offset",
+            ));
+        }
+        let size = call.size.min(MAX_RW_COUNT);
+        let buffer_offset = usize::try_from(call.buffer_offset)
+            .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
+        let (view, _buffer_guard) = self.buffer_view(&session, call.buffer, buffer_offset, size)?;
+        let access = file.access();
+        let allowed = match call.op {
+            IoOp::Read => access.read,
+            IoOp::Write => access.write,
+        };
+        if !allowed {
+            return Err(Error::os(
+                Errno::BADF.raw_os_error(),
+                "the file was not opened for this direction",
+            ));
+        }
+        if size == 0 {
+            return Ok(0);
+        }
+        let _file_guard = file.begin_io();
+        let settings = session.settings.current();
+        let req = IoRequest {
+            op: call.op,
+            file: &file,
+            device_ptr: view.ptr,
+            device: view.device,
+            size,
+            file_offset: call.file_offset as u64,
+            registered_buffer: view.registered,
+            settings: &settings,
+            compat: settings.compat_mode(&session.env),
+            env: &session.env,
+        };
+        let outcome = session.registry.dispatch(&req);
+        session.stats.record(call.op, &outcome);
+        outcome.map(|d| d.bytes)
+    }
+
+    /// Resolve the device range of a request: a registered buffer (exact base), else a temporary
+    /// view from the runtime's pointer query, which also serves interior pointers.
+    fn buffer_view(
+        &self,
+        session: &Session,
+        base: usize,
+        offset: usize,
+        size: usize,
+    ) -> Result<(BufferView, Option<BufferGuard>)> {
+        let past_end = || {
+            Error::new(
+                ErrorKind::InvalidValue,
+                "the request runs past the end of the buffer",
+            )
+        };
+        let end = offset.checked_add(size).ok_or_else(past_end)?;
+        let registered = session
+            .buffers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&base)
+            .cloned();
+        if let Some(buf) = registered {
+            if end > buf.len {
+                return Err(past_end());
+            }
+            buf.in_flight.fetch_add(1, Ordering::AcqRel);
+            let view = BufferView {
+                ptr: base + offset,
+                device: buf.device,
+                registered: true,
+            };
+            return Ok((view, Some(BufferGuard(buf))));
+        }
+        let info = session
+            .runtime
+            .pointer_info(base)
+            .map_err(|e| Error::hip(&e, format!("querying pointer {base:#x}")))?;
+        if info.kind != MemoryKind::Device {
+            return Err(Error::new(
+                ErrorKind::HipMemoryTypeInvalid,
+                format!("{base:#x} is {:?} memory, not device memory", info.kind),
+            ));
+        }
+        match info.remaining_from(base) {
+            Some(room) if room >= end => {}
+            _ => return Err(past_end()),
+        }
+        Ok((
+            BufferView {
+                ptr: base + offset,
+                device: info.device,
+                registered: false,
+            },
+            None,
+        ))
+    }
+}
+
+struct BufferView {
+    ptr: usize,
+    device: i32,
+    registered: bool,
+}
+
+/// Keeps a registered buffer counted as in flight for the length of a request.
+struct BufferGuard(Arc<RegisteredBuffer>);
+
+impl Drop for BufferGuard {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,68 @@
+//! The file IO primitives backends use, behind a trait so tests can script their failures.
+
+use std::fmt;
+use std::io;
+use std::os::fd::BorrowedFd;
+
+/// Positional reads and writes on a descriptor. The default, [`PosixIo`], is `pread`/`pwrite`;
+/// `hipfile-testkit` wraps it to inject scripted failures (EIO on the 3rd read, short transfers,
+/// EINTR, ENOSPC).
+pub trait FileIo: Send + Sync + fmt::Debug {
+    /// Read into `buf` at `offset`; may return fewer bytes than asked (0 at end of file).
+    fn pread(&self, fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Write `buf` at `offset`; may write fewer bytes than asked.
+    fn pwrite(&self, fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize>;
+}
+
+/// `pread(2)` and `pwrite(2)`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PosixIo;
+
+impl FileIo for PosixIo {
+    fn pread(&self, fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        Ok(rustix::io::pread(fd, buf, offset)?)
+    }
+
+    fn pwrite(&self, fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize> {
+        Ok(rustix::io::pwrite(fd, buf, offset)?)
+    }
+}
+
+/// Read until `buf` is full or the file ends: EINTR is retried, short reads are continued.
+/// Returns the bytes read (fewer than `buf.len()` only at end of file).
+pub fn pread_full(
+    io: &dyn FileIo,
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    offset: u64,
+) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match io.pread(fd, &mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Write all of `buf`: EINTR is retried, short writes are continued; a write that makes no
+/// progress is an error (ENOSPC), never a silent short count.
+pub fn pwrite_full(io: &dyn FileIo, fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match io.pwrite(fd, &buf[done..], offset + done as u64) {
+            Ok(0) => {
+                return Err(io::Error::from_raw_os_error(
+                    rustix::io::Errno::NOSPC.raw_os_error(),
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,150 @@
+//! The ranked list of backends an open driver offers requests to, and the dispatch rule.
+
+use std::sync::Arc;
+
+use crate::backend::{Backend, BackendContext, BackendDescriptor, IoRequest};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Collects backend descriptors; builds a [`Registry`].
+#[derive(Debug, Default, Clone)]
+pub struct RegistryBuilder {
+    descriptors: Vec<BackendDescriptor>,
+}
+
+impl RegistryBuilder {
+    /// An empty builder (tests add backends explicitly).
+    pub fn new() -> Self {
+        RegistryBuilder::default()
+    }
+
+    /// Every descriptor submitted through `inventory` in the linked crates.
+    pub fn from_inventory() -> Result<Self> {
+        let mut b = RegistryBuilder::new();
+        for d in inventory::iter::<BackendDescriptor> {
+            b.add(*d)?;
+        }
+        Ok(b)
+    }
+
+    /// Add a descriptor; a second descriptor with the same name is refused.
+    pub fn add(&mut self, d: BackendDescriptor) -> Result<&mut Self> {
+        if self.descriptors.iter().any(|x| x.name == d.name) {
+            return Err(Error::new(
+                ErrorKind::InternalError,
+                format!("a backend named {:?} is already registered", d.name),
+            ));
+        }
+        self.descriptors.push(d);
+        Ok(self)
+    }
+
+    /// Descriptors in rank order: priority descending, then name.
+    pub fn ranked(&self) -> Vec<BackendDescriptor> {
+        let mut v = self.descriptors.clone();
+        v.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(b.name)));
+        v
+    }
+
+    /// Keep only the backends named in `list` (comma separated, as `HIPFILE_BACKENDS`), in the
+    /// order given there. An unknown name is an error, so a typo cannot silently drop a backend.
+    pub fn select(&self, list: &str) -> Result<Vec<BackendDescriptor>> {
+        let mut out = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let d = self
+                .descriptors
+                .iter()
+                .find(|d| d.name == name)
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::DriverSetupError,
+                        format!("HIPFILE_BACKENDS names {name:?}, which is not registered"),
+                    )
+                })?;
+            if !out.iter().any(|x: &BackendDescriptor| x.name == name) {
+                out.push(*d);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Build the backends in rank order, or in the order `HIPFILE_BACKENDS` gives when
+    /// `selection` is set. A backend whose init fails is left out and reported in
+    /// [`Registry::skipped`]; it never stops the driver from opening.
+    pub fn build(&self, ctx: &BackendContext, selection: Option<&str>) -> Result<Registry> {
+        let order = match selection {
+            Some(list) => self.select(list)?,
+            None => self.ranked(),
+        };
+        let mut backends = Vec::new();
+        let mut skipped = Vec::new();
+        for d in order {
+            match (d.init)(ctx) {
+                Ok(b) => backends.push(b),
+                Err(e) => skipped.push((d.name, e)),
+            }
+        }
+        Ok(Registry { backends, skipped })
+    }
+}
+
+/// The backends of an open driver, in the order requests are offered to them.
+#[derive(Debug)]
+pub struct Registry {
+    backends: Vec<Arc<dyn Backend>>,
+    skipped: Vec<(&'static str, Error)>,
+}
+
+impl Registry {
+    /// Backend names in offer order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.backends.iter().map(|b| b.name()).collect()
+    }
+
+    /// Backends whose init failed, with the reason.
+    pub fn skipped(&self) -> &[(&'static str, Error)] {
+        &self.skipped
+    }
+
+    /// Run `req` on the first backend that accepts it. A failure that is eligible for failover
+    /// (see [`Error::is_failover_eligible`]) and moved no bytes hands the whole request to the
+    /// next accepting backend; any other failure is returned as is. When every backend declines,
+    /// the answer is `InternalError` naming each decline.
+    pub fn dispatch(&self, req: &IoRequest<'_>) -> Result<Dispatched> {
+        let mut reasons = Vec::new();
+        for b in &self.backends {
+            if let Err(decline) = b.accepts(req) {
+                reasons.push(format!("{}: {decline}", b.name()));
+                continue;
+            }
+            match b.execute(req) {
+                Ok(bytes) => {
+                    return Ok(Dispatched {
+                        bytes,
+                        backend: b.name(),
+                    })
+                }
+                Err(f) if f.bytes_moved == 0 && f.error.is_failover_eligible() => {
+                    reasons.push(format!("{}: failed over after {}", b.name(), f.error));
+                }
+                Err(f) => return Err(f.error),
+            }
+        }
+        Err(Error::new(
+            ErrorKind::InternalError,
+            if reasons.is_empty() {
+                "no backend is registered".to_string()
+            } else {
+                format!("no backend ran the request ({})", reasons.join("; "))
+            },
+        ))
+    }
+}
+
+/// The outcome of a dispatched request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dispatched {
+    /// Bytes moved.
+    pub bytes: usize,
+    /// The backend that moved them.
+    pub backend: &'static str,
+}
