@@ -26,6 +26,17 @@ impl RegistryBuilder {
         Ok(b)
     }
 
+    /// Add the `inventory` descriptors whose names are not in the builder yet: backends of third
+    /// parties, next to the built-in ones a facade registered explicitly.
+    pub fn add_inventory(&mut self) -> &mut Self {
+        for d in inventory::iter::<BackendDescriptor> {
+            if !self.descriptors.iter().any(|x| x.name == d.name) {
+                self.descriptors.push(*d);
+            }
+        }
+        self
+    }
+
     /// Add a descriptor; a second descriptor with the same name is refused.
     pub fn add(&mut self, d: BackendDescriptor) -> Result<&mut Self> {
         if self.descriptors.iter().any(|x| x.name == d.name) {
