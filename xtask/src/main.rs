@@ -55,6 +55,7 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             Ok(())
         }
+        [] => Err(format!("no command given\n\n{USAGE}")),
         _ => Err(format!("unknown arguments {args:?}\n\n{USAGE}")),
     };
     match result {

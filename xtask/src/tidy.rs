@@ -176,7 +176,11 @@ const SEAMS: &[(&str, &[&str])] = &[
     ("hipfile-fallback", &["hipfile-hip", "hipfile-core"]),
     ("hipfile-fastpath", &["hipfile-hip", "hipfile-core"]),
     ("hipfile-testkit", &["hipfile-hip", "hipfile-core"]),
-    ("hipfile-simhip", &["hipfile-hip", "hipfile-core"]),
+    // The sim HIP library may reuse testkit's fault injection; testkit itself sits on hip + core.
+    (
+        "hipfile-simhip",
+        &["hipfile-hip", "hipfile-core", "hipfile-testkit"],
+    ),
 ];
 
 const BACKEND_CRATES: &[&str] = &["hipfile-fallback", "hipfile-fastpath"];
