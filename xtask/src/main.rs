@@ -1,0 +1,170 @@
+//! # xtask: project automation for hipfile-rs
+//!
+//! Run as `cargo xtask <command>` (an alias in `.cargo/config.toml`). Automation is Rust, not shell
+//! scripts, so it runs the same on every machine that builds the project; xtask itself uses only
+//! std, so it builds in seconds.
+//!
+//! | command       | what it does |
+//! |---------------|--------------|
+//! | `test`        | everything CI runs: fmt check, clippy `-D warnings`, tidy, test-matrix, c-tests; every step runs, then a summary and a last line `N passed, M failed` |
+//! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)`, no unfinished code, no vague names, no panic across the C ABI) |
+//! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
+//! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime |
+//!
+//! Every command exits non-zero when anything failed. The tidy checks also run as a unit test, so
+//! `cargo test -p xtask` enforces them.
+//!
+//! ```text
+//! $ cargo xtask tidy
+//! tidy: crate-seams                          ok
+//! ...
+//! tidy: 7 checks passed, 0 failed
+//! ```
+
+mod ctests;
+mod json;
+mod matrix;
+mod tidy;
+mod workspace;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  test         fmt check, clippy, tidy, test-matrix and c-tests (what CI runs)
+  tidy         check the house rules
+  test-matrix  test each package with each feature set of the matrix
+  c-tests      compile and run the C ABI tests on the simulated HIP runtime
+  help         print this message";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["test"] => test(),
+        ["tidy"] => tidy::run(),
+        ["test-matrix"] => matrix::run(),
+        ["c-tests"] => ctests::run(),
+        ["help" | "--help" | "-h"] => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        [] => Err(format!("no command given\n\n{USAGE}")),
+        _ => Err(format!("unknown arguments {args:?}\n\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            // `test` ends with its own summary line, which must stay the last line of the log.
+            if !why.is_empty() {
+                eprintln!("xtask: {why}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A step of `cargo xtask test`.
+struct Step {
+    name: &'static str,
+    run: fn() -> Result<(), String>,
+}
+
+const TEST_STEPS: &[Step] = &[
+    Step {
+        name: "fmt",
+        run: || cargo_step(&["fmt", "--all", "--", "--check"]),
+    },
+    Step {
+        name: "clippy",
+        run: || {
+            cargo_step(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ])
+        },
+    },
+    Step {
+        name: "tidy",
+        run: tidy::run,
+    },
+    Step {
+        name: "test-matrix",
+        run: matrix::run,
+    },
+    Step {
+        name: "c-tests",
+        run: ctests::run,
+    },
+];
+
+fn cargo_step(args: &[&str]) -> Result<(), String> {
+    println!("$ cargo {}", args.join(" "));
+    let status = workspace::cargo()
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo {} failed ({status})", args.join(" ")))
+    }
+}
+
+/// `cargo xtask test`: every step runs even when an earlier one failed, so one CI log shows all.
+fn test() -> Result<(), String> {
+    let mut outcomes = Vec::new();
+    for step in TEST_STEPS {
+        println!("\n==== xtask test: {} ====", step.name);
+        let outcome = (step.run)();
+        if let Err(why) = &outcome {
+            println!("xtask test: {} failed: {why}", step.name);
+        }
+        outcomes.push((step.name, outcome));
+    }
+    println!("\n==== xtask test summary ====");
+    for (name, outcome) in &outcomes {
+        match outcome {
+            Ok(()) => println!("  {name:<12} ok"),
+            Err(why) => println!("  {name:<12} FAILED: {}", why.lines().next().unwrap_or("")),
+        }
+    }
+    let failed = outcomes.iter().filter(|(_, o)| o.is_err()).count();
+    println!("{} passed, {failed} failed", outcomes.len() - failed);
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err(String::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The house rules, enforced by `cargo test` as well as by `cargo xtask tidy`.
+    #[test]
+    fn tidy_checks_pass_on_this_repository() {
+        let repo = tidy::Repo::load().expect("workspace metadata and sources load");
+        let failures: Vec<String> = tidy::findings(&repo)
+            .into_iter()
+            .filter(|(_, violations)| !violations.is_empty())
+            .map(|(name, violations)| format!("{name}:\n  {}", violations.join("\n  ")))
+            .collect();
+        assert!(
+            failures.is_empty(),
+            "tidy checks failed:\n{}",
+            failures.join("\n")
+        );
+    }
+}

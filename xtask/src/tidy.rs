@@ -1,0 +1,632 @@
+//! `cargo xtask tidy`: the house rules, each a named check. Every check runs and reports; the
+//! command fails when any check found something. The same checks run as a `#[test]`, so
+//! `cargo test -p xtask` enforces them too.
+//!
+//! Patterns that the checks look for are assembled with `concat!` so that this file does not
+//! trip its own checks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::workspace::{self, DepKind, Workspace};
+
+/// What the checks look at: the workspace members and every Rust source file outside `target/`.
+pub struct Repo {
+    pub root: PathBuf,
+    pub workspace: Workspace,
+    /// `(path relative to root, contents)` of every `.rs` file git tracks or would track.
+    pub sources: Vec<(PathBuf, String)>,
+}
+
+impl Repo {
+    pub fn load() -> Result<Repo, String> {
+        let root = workspace::root();
+        let workspace = Workspace::load()?;
+        let sources = rust_sources(&root)?
+            .into_iter()
+            .filter_map(|rel| {
+                // A file listed by git but deleted in the working tree is simply not checked.
+                let text = std::fs::read_to_string(root.join(&rel)).ok()?;
+                Some((rel, text))
+            })
+            .collect();
+        Ok(Repo {
+            root,
+            workspace,
+            sources,
+        })
+    }
+
+    fn rel<'p>(&self, path: &'p Path) -> &'p Path {
+        path.strip_prefix(&self.root).unwrap_or(path)
+    }
+}
+
+/// A named house rule: it returns one line per violation.
+pub struct Check {
+    pub name: &'static str,
+    pub run: fn(&Repo) -> Vec<String>,
+}
+
+pub const CHECKS: &[Check] = &[
+    Check {
+        name: "crate-seams",
+        run: crate_seams,
+    },
+    Check {
+        name: "no-ignored-or-should-panic-tests",
+        run: no_skipped_tests,
+    },
+    Check {
+        name: "crate-roots-have-docs",
+        run: crate_roots_have_docs,
+    },
+    Check {
+        name: "forbid-unsafe-code",
+        run: forbid_unsafe_code,
+    },
+    Check {
+        name: "no-unfinished-code",
+        run: no_unfinished_code,
+    },
+    Check {
+        name: "no-vague-names",
+        run: no_vague_names,
+    },
+    Check {
+        name: "c-abi-catches-panics",
+        run: c_abi_catches_panics,
+    },
+];
+
+/// Runs every check on `repo`: `(check name, violations)` in table order.
+pub fn findings(repo: &Repo) -> Vec<(&'static str, Vec<String>)> {
+    CHECKS
+        .iter()
+        .map(|check| (check.name, (check.run)(repo)))
+        .collect()
+}
+
+/// `cargo xtask tidy`: prints one line per check and every violation, fails if any check failed.
+pub fn run() -> Result<(), String> {
+    let repo = Repo::load()?;
+    let results = findings(&repo);
+    let failed = results.iter().filter(|(_, v)| !v.is_empty()).count();
+    for (name, violations) in &results {
+        let verdict = if violations.is_empty() {
+            "ok"
+        } else {
+            "FAILED"
+        };
+        println!("tidy: {name:<36} {verdict}");
+        for violation in violations {
+            println!("    {violation}");
+        }
+    }
+    println!(
+        "tidy: {} checks passed, {failed} failed",
+        results.len() - failed
+    );
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err(format!("{failed} tidy check(s) failed"))
+    }
+}
+
+fn rust_sources(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let listed = Command::new("git")
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            "--",
+            "*.rs",
+        ])
+        .current_dir(root)
+        .output();
+    let mut files: Vec<PathBuf> = match listed {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
+            .split('\0')
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .collect(),
+        // Not a git checkout (a source tarball): walk the tree instead.
+        _ => {
+            let mut found = Vec::new();
+            walk_rust_files(root, root, &mut found)?;
+            found
+        }
+    };
+    files.retain(|p| !p.starts_with("target") && p.extension().is_some_and(|e| e == "rs"));
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+fn walk_rust_files(root: &Path, dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || (dir == root && name == "target") {
+            continue;
+        }
+        if path.is_dir() {
+            walk_rust_files(root, &path, found)?;
+        } else if name.ends_with(".rs") {
+            found.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// (1) crate seams
+
+/// The hipfile crates a crate may depend on (normal and build dependencies). Crates not listed
+/// here are only bound by the backend rule below.
+const SEAMS: &[(&str, &[&str])] = &[
+    ("hipfile-hip", &[]),
+    ("hipfile-core", &["hipfile-hip"]),
+    ("hipfile-fallback", &["hipfile-hip", "hipfile-core"]),
+    ("hipfile-fastpath", &["hipfile-hip", "hipfile-core"]),
+    ("hipfile-testkit", &["hipfile-hip", "hipfile-core"]),
+    // The sim HIP library may reuse testkit's fault injection; testkit itself sits on hip + core.
+    (
+        "hipfile-simhip",
+        &["hipfile-hip", "hipfile-core", "hipfile-testkit"],
+    ),
+];
+
+const BACKEND_CRATES: &[&str] = &["hipfile-fallback", "hipfile-fastpath"];
+
+/// The only crates that may name a backend crate: the facade force-links them, and the tools built
+/// on the facade may pick one explicitly.
+const BACKEND_USERS: &[&str] = &["hipfile", "hipfile-cli", "hipfile-examples"];
+
+fn crate_seams(repo: &Repo) -> Vec<String> {
+    let mut violations = Vec::new();
+    for member in &repo.workspace.members {
+        for dep in member.path_deps.iter().filter(|d| d.kind != DepKind::Dev) {
+            if let Some((_, allowed)) = SEAMS.iter().find(|(name, _)| *name == member.name) {
+                if dep.name.starts_with("hipfile") && !allowed.contains(&dep.name.as_str()) {
+                    violations.push(format!(
+                        "{} depends on {} (allowed hipfile crates: {})",
+                        member.name,
+                        dep.name,
+                        if allowed.is_empty() {
+                            "none".to_string()
+                        } else {
+                            allowed.join(", ")
+                        }
+                    ));
+                    continue;
+                }
+            }
+            if BACKEND_CRATES.contains(&dep.name.as_str())
+                && !BACKEND_USERS.contains(&member.name.as_str())
+            {
+                violations.push(format!(
+                    "{} names backend crate {}; only {} may",
+                    member.name,
+                    dep.name,
+                    BACKEND_USERS.join(", ")
+                ));
+            }
+        }
+    }
+    violations.extend(dev_dependency_cycles(&repo.workspace));
+    violations
+}
+
+/// A dev-dependency A -> B is a cycle when B reaches A through normal or build dependencies: the
+/// test build of A would then link two copies of A.
+fn dev_dependency_cycles(ws: &Workspace) -> Vec<String> {
+    let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for member in &ws.members {
+        for dep in member.path_deps.iter().filter(|d| d.kind != DepKind::Dev) {
+            edges.entry(&member.name).or_default().insert(&dep.name);
+        }
+    }
+    let mut violations = Vec::new();
+    for member in &ws.members {
+        for dep in member.path_deps.iter().filter(|d| d.kind == DepKind::Dev) {
+            if let Some(path) = find_path(&edges, &dep.name, &member.name) {
+                violations.push(format!(
+                    "dev-dependency cycle: {} -(dev)-> {}",
+                    member.name,
+                    path.join(" -> ")
+                ));
+            }
+        }
+    }
+    violations
+}
+
+fn find_path<'a>(
+    edges: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+    from: &'a str,
+    to: &str,
+) -> Option<Vec<&'a str>> {
+    let mut stack = vec![vec![from]];
+    let mut seen = BTreeSet::new();
+    while let Some(path) = stack.pop() {
+        let last = *path.last()?;
+        if last == to {
+            return Some(path);
+        }
+        if !seen.insert(last) {
+            continue;
+        }
+        for next in edges.get(last).into_iter().flatten() {
+            let mut longer = path.clone();
+            longer.push(next);
+            stack.push(longer);
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// (2) no skipped tests
+
+const SKIPPING_ATTRIBUTES: &[&str] = &[concat!("#[", "ignore"), concat!("#[", "should_panic")];
+
+fn no_skipped_tests(repo: &Repo) -> Vec<String> {
+    scan_lines(repo, |line| {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            return None;
+        }
+        SKIPPING_ATTRIBUTES
+            .iter()
+            .find(|attr| code.contains(*attr))
+            .map(|attr| format!("{attr}] skips or weakens a test; make the test real instead"))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// (3) crate roots start with a //! essay, (4) forbid(unsafe_code) where promised
+
+fn crate_roots_have_docs(repo: &Repo) -> Vec<String> {
+    let mut violations = Vec::new();
+    for member in &repo.workspace.members {
+        for target in member.targets.iter().filter(|t| t.is_crate_root()) {
+            let rel = repo.rel(&target.src_path);
+            match std::fs::read_to_string(&target.src_path) {
+                Ok(text) if text.trim_start().starts_with("//!") => {}
+                Ok(_) => violations.push(format!(
+                    "{}: crate root of {} does not start with a `//!` doc comment",
+                    rel.display(),
+                    member.name
+                )),
+                Err(e) => violations.push(format!("{}: {e}", rel.display())),
+            }
+        }
+    }
+    violations
+}
+
+const FORBID_UNSAFE_CRATES: &[&str] = &["hipfile-core", "hipfile-testkit", "hipfile-cli"];
+
+fn forbid_unsafe_code(repo: &Repo) -> Vec<String> {
+    let mut violations = Vec::new();
+    for name in FORBID_UNSAFE_CRATES {
+        let Some(member) = repo.workspace.member(name) else {
+            continue;
+        };
+        for target in member.targets.iter().filter(|t| t.is_crate_root()) {
+            let text = std::fs::read_to_string(&target.src_path).unwrap_or_default();
+            let forbids = text.lines().any(|line| {
+                let line = line.trim();
+                line.starts_with("#![forbid(") && line.contains("unsafe_code")
+            });
+            if !forbids {
+                violations.push(format!(
+                    "{}: crate root of {name} lacks #![forbid(unsafe_code)]",
+                    repo.rel(&target.src_path).display()
+                ));
+            }
+        }
+    }
+    violations
+}
+
+// ---------------------------------------------------------------------------------------------
+// (5) no unfinished code, (6) no vague names
+
+const UNFINISHED_MARKERS: &[&str] = &[
+    concat!("to", "do!("),
+    concat!("unimple", "mented!("),
+    concat!("TO", "DO"),
+    concat!("FIX", "ME"),
+    concat!("db", "g!("),
+];
+
+fn no_unfinished_code(repo: &Repo) -> Vec<String> {
+    scan_lines(repo, |line| {
+        UNFINISHED_MARKERS
+            .iter()
+            .find(|marker| line.contains(*marker))
+            .map(|marker| format!("`{marker}` left in the code"))
+    })
+}
+
+/// Words that name no responsibility. Types are split at CamelCase humps and modules at `_`, so
+/// `GpuUtilization` passes while `BufferManager` and `mod util` do not.
+const VAGUE_WORDS: &[&str] = &[
+    "manager",
+    "managers",
+    "helper",
+    "helpers",
+    "util",
+    "utils",
+    "utility",
+    "utilities",
+];
+
+fn no_vague_names(repo: &Repo) -> Vec<String> {
+    scan_lines(repo, |line| {
+        let (keyword, name) = declared_item(line)?;
+        let words: Vec<String> = if keyword == "mod" {
+            name.split('_').map(str::to_ascii_lowercase).collect()
+        } else {
+            camel_words(name)
+        };
+        let vague = words.iter().find(|w| VAGUE_WORDS.contains(&w.as_str()))?;
+        Some(format!(
+            "{keyword} `{name}`: `{vague}` names no responsibility; say what it does"
+        ))
+    })
+}
+
+/// The keyword and name of a `struct`/`enum`/`trait`/`mod`/`union`/`type` declaration on `line`.
+fn declared_item(line: &str) -> Option<(&'static str, &str)> {
+    let mut rest = line.trim_start();
+    if let Some(after) = rest.strip_prefix("pub") {
+        rest = match after.trim_start().strip_prefix('(') {
+            Some(scoped) => scoped.split_once(')')?.1,
+            None if after.starts_with(char::is_whitespace) => after,
+            None => return None,
+        }
+        .trim_start();
+    }
+    for qualifier in ["unsafe ", "auto "] {
+        rest = rest.strip_prefix(qualifier).unwrap_or(rest).trim_start();
+    }
+    for keyword in ["struct", "enum", "trait", "mod", "union", "type"] {
+        if let Some(after) = rest.strip_prefix(keyword) {
+            if !after.starts_with(char::is_whitespace) {
+                continue;
+            }
+            let after = after.trim_start();
+            let end = after
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            return (end > 0).then(|| (keyword, &after[..end]));
+        }
+    }
+    None
+}
+
+fn camel_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    for c in name.chars() {
+        if (c.is_uppercase() || c == '_') && !current.is_empty() {
+            words.push(std::mem::take(&mut current));
+        }
+        if c != '_' {
+            current.push(c.to_ascii_lowercase());
+        }
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    words
+}
+
+// ---------------------------------------------------------------------------------------------
+// (7) no panic crosses the C ABI
+
+const CAPI_DIR: &str = "hipfile/src/capi";
+
+fn c_abi_catches_panics(repo: &Repo) -> Vec<String> {
+    let extern_fn = concat!("extern \"C\"", " fn");
+    repo.sources
+        .iter()
+        .filter(|(path, _)| path.starts_with(CAPI_DIR))
+        .filter(|(_, text)| text.contains(extern_fn) && !text.contains("catch_unwind"))
+        .map(|(path, _)| {
+            format!(
+                "{}: defines `{extern_fn}` but never uses catch_unwind; no panic may cross the C ABI",
+                path.display()
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Applies `rule` to every line of every source file: `path:line: message` per hit.
+fn scan_lines(repo: &Repo, rule: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut violations = Vec::new();
+    for (path, text) in &repo.sources {
+        for (index, line) in text.lines().enumerate() {
+            if let Some(message) = rule(line) {
+                violations.push(format!("{}:{}: {message}", path.display(), index + 1));
+            }
+        }
+    }
+    violations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::{Member, PathDep, Target};
+
+    fn member(name: &str, deps: &[(&str, DepKind)]) -> Member {
+        Member {
+            name: name.to_string(),
+            targets: Vec::new(),
+            path_deps: deps
+                .iter()
+                .map(|(dep, kind)| PathDep {
+                    name: dep.to_string(),
+                    kind: *kind,
+                })
+                .collect(),
+        }
+    }
+
+    fn repo(members: Vec<Member>, sources: &[(&str, &str)]) -> Repo {
+        Repo {
+            root: PathBuf::from("/nonexistent"),
+            workspace: Workspace {
+                target_dir: PathBuf::from("/nonexistent/target"),
+                members,
+            },
+            sources: sources
+                .iter()
+                .map(|(p, t)| (PathBuf::from(p), t.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn seams_accept_the_designed_direction() {
+        use DepKind::*;
+        let ok = repo(
+            vec![
+                member("hipfile-hip", &[]),
+                member("hipfile-core", &[("hipfile-hip", Normal)]),
+                member(
+                    "hipfile-fallback",
+                    &[
+                        ("hipfile-core", Normal),
+                        ("hipfile-hip", Normal),
+                        ("hipfile-testkit", Dev),
+                    ],
+                ),
+                member(
+                    "hipfile-testkit",
+                    &[("hipfile-core", Normal), ("hipfile-hip", Normal)],
+                ),
+                member(
+                    "hipfile",
+                    &[("hipfile-fallback", Normal), ("hipfile-core", Normal)],
+                ),
+                member("hipfile-cli", &[("hipfile", Normal)]),
+            ],
+            &[],
+        );
+        assert_eq!(crate_seams(&ok), Vec::<String>::new());
+    }
+
+    #[test]
+    fn seams_reject_upward_and_backend_dependencies_and_dev_cycles() {
+        use DepKind::*;
+        let bad = repo(
+            vec![
+                member("hipfile-hip", &[("hipfile-core", Build)]),
+                member(
+                    "hipfile-core",
+                    &[("hipfile-fallback", Normal), ("hipfile-hip", Dev)],
+                ),
+                member("hipfile-fallback", &[("hipfile-core", Normal)]),
+                member("hipfile-testkit", &[("hipfile", Normal)]),
+                member("hipfile-newthing", &[("hipfile-fastpath", Normal)]),
+            ],
+            &[],
+        );
+        let found = crate_seams(&bad);
+        assert_eq!(found.len(), 5, "{found:#?}");
+        assert!(found
+            .iter()
+            .any(|v| v.starts_with("hipfile-newthing names backend")));
+        assert!(found
+            .iter()
+            .any(|v| v.starts_with("dev-dependency cycle: hipfile-core")));
+    }
+
+    #[test]
+    fn source_rules_flag_what_they_promise() {
+        let skipped = format!(
+            "#[{}]\nfn t() {{}}\n// #[{}] in a comment",
+            "ignore", "ignore"
+        );
+        let unfinished = format!(
+            "fn f() {{ {}!() }}\n// {}: later",
+            "todo",
+            "FIX".to_owned() + "ME"
+        );
+        // Each item sits inside a string literal, never at the start of a source line, so tidy does
+        // not flag this file itself.
+        let vague = [
+            "pub(crate) struct BufferManager;",
+            "mod util;",
+            "struct GpuUtilization;",
+            "pub enum Helpers {}",
+            "type Plain = u8;",
+        ]
+        .join("\n");
+        let capi_bad = concat!("pub extern \"C\"", " fn hipFileDriverOpen() -> i32 { 0 }");
+        let capi_good = concat!(
+            "extern \"C\"",
+            " fn f() { std::panic::catch_unwind(|| 0); }"
+        );
+        let r = repo(
+            Vec::new(),
+            &[
+                ("a/skipped.rs", &skipped),
+                ("a/unfinished.rs", &unfinished),
+                ("a/vague.rs", &vague),
+                ("hipfile/src/capi/driver.rs", capi_bad),
+                ("hipfile/src/capi/ok.rs", capi_good),
+            ],
+        );
+        assert_eq!(no_skipped_tests(&r).len(), 1);
+        assert_eq!(no_unfinished_code(&r).len(), 2);
+        let names = no_vague_names(&r);
+        assert_eq!(names.len(), 3, "{names:#?}");
+        let capi = c_abi_catches_panics(&r);
+        assert_eq!(capi.len(), 1);
+        assert!(capi[0].starts_with("hipfile/src/capi/driver.rs"));
+    }
+
+    #[test]
+    fn crate_root_rules_read_the_root_files() {
+        let dir = std::env::temp_dir().join(format!("xtask-tidy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let good = dir.join("good.rs");
+        let bad = dir.join("bad.rs");
+        std::fs::write(&good, "//! Docs.\n#![forbid(unsafe_code)]\n").expect("write");
+        std::fs::write(&bad, "#![deny(missing_docs)]\n").expect("write");
+        let with_root = |name: &str, path: &Path| Member {
+            targets: vec![Target {
+                kinds: vec!["lib".into()],
+                src_path: path.to_path_buf(),
+            }],
+            ..member(name, &[])
+        };
+        let r = repo(
+            vec![
+                with_root("hipfile-core", &good),
+                with_root("hipfile-cli", &bad),
+            ],
+            &[],
+        );
+        let docs = crate_roots_have_docs(&r);
+        let forbid = forbid_unsafe_code(&r);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(docs.len(), 1);
+        assert_eq!(forbid.len(), 1);
+        assert!(forbid[0].contains("hipfile-cli"));
+    }
+}
