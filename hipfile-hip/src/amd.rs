@@ -158,12 +158,6 @@ impl HipApi {
                 unsafe { symbol(lib, library, $name)? }
             };
         }
-        // SAFETY: both candidates are declared with their hip_runtime_api.h signatures.
-        let event_create = match unsafe { symbol(lib, library, "hipEventCreateWithFlags") } {
-            Ok(f) => EventCreate::WithFlags(f),
-            // SAFETY: as above.
-            Err(_) => EventCreate::Plain(unsafe { symbol(lib, library, "hipEventCreate")? }),
-        };
         Ok(HipApi {
             runtime_get_version: sym!("hipRuntimeGetVersion"),
             get_device_count: sym!("hipGetDeviceCount"),
@@ -182,7 +176,12 @@ impl HipApi {
             stream_create_with_flags: sym!("hipStreamCreateWithFlags"),
             stream_destroy: sym!("hipStreamDestroy"),
             stream_synchronize: sym!("hipStreamSynchronize"),
-            event_create,
+            // SAFETY: both candidates are declared with their hip_runtime_api.h signatures.
+            event_create: match unsafe { symbol(lib, library, "hipEventCreateWithFlags") } {
+                Ok(f) => EventCreate::WithFlags(f),
+                // SAFETY: as above.
+                Err(_) => EventCreate::Plain(unsafe { symbol(lib, library, "hipEventCreate")? }),
+            },
             event_record: sym!("hipEventRecord"),
             event_synchronize: sym!("hipEventSynchronize"),
             event_query: sym!("hipEventQuery"),
