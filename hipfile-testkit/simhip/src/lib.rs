@@ -32,7 +32,9 @@
 //!
 //! Every entry point returns a `hipError_t` (`int`), never unwinds into C (a panic becomes
 //! `hipErrorUnknown`) and answers NULL out-pointers with `hipErrorInvalidValue`. Stream and event
-//! handles are the simulator's handle numbers cast to pointers; the NULL stream runs work inline.
+//! handles are the simulator's handle numbers cast to pointers; the NULL stream runs work inline,
+//! and a NULL or stale event (like a stale stream) is `hipErrorInvalidHandle`, as in HIP. As in
+//! HIP, `hipFree(NULL)`, `hipHostFree(NULL)` and copies of zero bytes succeed.
 //! Copies that touch simulated device memory are checked against its allocations and fail with
 //! `hipErrorInvalidValue` where a GPU would fault; host pointers the simulator does not know are
 //! trusted, as a real runtime trusts them.
@@ -433,7 +435,12 @@ pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> c_int {
 /// `[ptr, ptr + size)` is host memory that stays allocated until `hipHostUnregister`.
 #[no_mangle]
 pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, size: usize, _flags: c_uint) -> c_int {
-    run(|| Ok(sim().host_register(ptr as usize, size)?))
+    run(|| {
+        if ptr.is_null() {
+            return Err(invalid());
+        }
+        Ok(sim().host_register(ptr as usize, size)?)
+    })
 }
 
 /// `hipHostUnregister`.
@@ -442,7 +449,12 @@ pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, size: usize, _flags: 
 /// `ptr` was registered with `hipHostRegister` and no queued work uses it.
 #[no_mangle]
 pub unsafe extern "C" fn hipHostUnregister(ptr: *mut c_void) -> c_int {
-    run(|| Ok(sim().host_unregister(ptr as usize)?))
+    run(|| {
+        if ptr.is_null() {
+            return Err(invalid());
+        }
+        Ok(sim().host_unregister(ptr as usize)?)
+    })
 }
 
 /// `hipPointerGetAttributes`, in the numbering of the configured ROCm generation.

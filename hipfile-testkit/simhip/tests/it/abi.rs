@@ -1,5 +1,5 @@
 //! The ROCm 5 generation. The library reads `HIPFILE_SIM_ROCM` once per process, so the
-//! `platform` tests run again in a child process of this test binary configured for ROCm 5 with
+//! `platform` and `raw_abi` tests run again in a child process of this test binary configured for ROCm 5 with
 //! two devices, loading the library through `HIPFILE_HIP_LIBRARY` this time.
 
 use std::process::Command;
@@ -10,7 +10,7 @@ use crate::support::sim_library;
 fn the_platform_tests_pass_against_the_rocm5_abi_with_two_devices() {
     let exe = std::env::current_exe().unwrap();
     let out = Command::new(exe)
-        .args(["platform::", "--test-threads=2"])
+        .args(["platform::", "raw_abi::", "--test-threads=2"])
         .env("HIPFILE_SIM_ROCM", "5")
         .env("HIPFILE_SIM_DEVICES", "2")
         .env("HIPFILE_HIP_LIBRARY", sim_library())

@@ -9,4 +9,5 @@ mod abi;
 mod c_program;
 mod loading;
 mod platform;
+mod raw_abi;
 mod support;

@@ -16,12 +16,14 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The built `libamdhip64.so`.
+/// The built `libamdhip64.so`. `cargo test` writes the fresh cdylib into `deps/` (next to this
+/// binary) and only `cargo build` copies it up to `target/<profile>/`, where it may be stale; so
+/// `deps/` comes first.
 pub fn sim_library() -> PathBuf {
     let dir = target_dir();
     [
-        dir.join("libamdhip64.so"),
         dir.join("deps").join("libamdhip64.so"),
+        dir.join("libamdhip64.so"),
     ]
     .into_iter()
     .find(|p| p.is_file())
