@@ -15,8 +15,9 @@
 //! - Host functions cross the C boundary through one `extern "C"` trampoline that owns the boxed
 //!   closure and catches any panic, so no unwind ever enters the runtime.
 //!
-//! The library stays loaded for the life of the [`AmdRuntime`] holding it: the function pointers in
-//! the table are only valid while the `Library` they came from lives, and both live in one struct.
+//! The function pointers in the table are only valid while the `Library` they came from lives, so
+//! both live in one struct; beyond that the library is opened `RTLD_NODELETE` and is never
+//! unmapped once loaded, because a GPU runtime's threads and exit handlers outlive any handle.
 
 use std::ffi::{c_char, c_void, CStr};
 use std::fmt;
@@ -299,13 +300,20 @@ impl AmdRuntime {
         Self::from_library(lib, path)
     }
 
+    /// `dlopen` with `RTLD_NODELETE`: a HIP runtime runs threads and registers exit handlers, so
+    /// unmapping it when the last `AmdRuntime` drops could pull code from under them. Dropping the
+    /// runtime releases our handle; the code stays mapped for the life of the process.
     fn dlopen(name: &str) -> HipResult<Library> {
+        let flags =
+            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | libc::RTLD_NODELETE;
         // SAFETY: loading runs the library's initialisers; a HIP runtime's initialisers are sound
         // to run in any process, which is the contract of naming it in HIPFILE_HIP_LIBRARY.
-        unsafe { Library::new(name) }.map_err(|e| HipError::Load {
-            library: name.to_string(),
-            reason: e.to_string(),
-        })
+        unsafe { libloading::os::unix::Library::open(Some(name), flags) }
+            .map(Library::from)
+            .map_err(|e| HipError::Load {
+                library: name.to_string(),
+                reason: e.to_string(),
+            })
     }
 
     fn from_library(lib: Library, name: &str) -> HipResult<Self> {
