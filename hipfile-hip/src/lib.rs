@@ -26,12 +26,13 @@
 //! # Ok::<(), hipfile_hip::HipError>(())
 //! ```
 
-mod amd;
+pub mod amd;
 mod error;
 mod platform;
 mod runtime;
 pub mod sim;
 
+pub use amd::open_library as amd_open_library;
 pub use error::{HipError, HipErrorCode, HipResult};
 pub use platform::{open_default, open_platform, parse_platform, platform_from_env};
 pub use runtime::{

@@ -1,1 +1,900 @@
-//! (being written)
+//! # hipfile-simhip: the simulated GPU as a HIP runtime library
+//!
+//! This crate builds `libamdhip64.so` (soname `libamdhip64.so.6`): a shared library exporting the
+//! HIP runtime entry points with the AMD ABI — `hipMalloc`, `hipMemcpy`, `hipPointerGetAttributes`,
+//! `hipStreamCreate`, `hipLaunchHostFunc`, `hipGetProcAddress` and the rest listed in
+//! [`EXPORTED_SYMBOLS`] — implemented by one process-wide [`hipfile_hip::sim::SimRuntime`]. Loaded
+//! in place of AMD's runtime it lets
+//! - hipfile-rs's AMD platform (`hipfile_hip::amd`) run for real on a machine without a GPU, and
+//! - C programs compiled against the real HIP headers (with `-D__HIP_PLATFORM_AMD__`) run on it.
+//!
+//! ## Using it
+//!
+//! `cargo build -p hipfile-simhip` leaves `target/<profile>/libamdhip64.so`. Then either
+//! - point hipfile-rs at it: `HIPFILE_HIP_LIBRARY=$PWD/target/debug/libamdhip64.so`, or
+//! - link a C program with `-L<dir> -lamdhip64`, where `<dir>` holds `libamdhip64.so` and a
+//!   `libamdhip64.so.6` symlink to it, and run it with `LD_LIBRARY_PATH=<dir>` (or an rpath).
+//!
+//! Because the library's soname is `libamdhip64.so.6`, a program linked against it that also uses
+//! hipfile-rs gets ONE simulator: the AMD platform's `dlopen("libamdhip64.so.6")` finds the copy the
+//! program already loaded, so pointers the program `hipMalloc`ed are device memory to hipfile too.
+//! The library is linked `-z nodelete`: its stream workers run its code, so it is never unmapped.
+//!
+//! ## Configuration
+//!
+//! Read once, at the first call: `HIPFILE_SIM_DEVICES` (device count, default 1) and
+//! `HIPFILE_SIM_ROCM` (`5` or `6`, default 6) — the ABI generation imitated. With `5`,
+//! `hipRuntimeGetVersion` reports a 5.x version, `hipMemoryType` uses the ROCm 5 numbering and
+//! `hipPointerGetAttributes` fails with `hipErrorInvalidValue` for memory it does not know; with
+//! `6`, the ROCm 6 numbering and success with `hipMemoryTypeUnregistered`.
+//!
+//! ## Contract
+//!
+//! Every entry point returns a `hipError_t` (`int`), never unwinds into C (a panic becomes
+//! `hipErrorUnknown`) and answers NULL out-pointers with `hipErrorInvalidValue`. Stream and event
+//! handles are the simulator's handle numbers cast to pointers; the NULL stream runs work inline,
+//! and a NULL or stale event (like a stale stream) is `hipErrorInvalidHandle`, as in HIP. As in
+//! HIP, `hipFree(NULL)`, `hipHostFree(NULL)` and copies of zero bytes succeed.
+//! Copies that touch simulated device memory are checked against its allocations and fail with
+//! `hipErrorInvalidValue` where a GPU would fault; host pointers the simulator does not know are
+//! trusted, as a real runtime trusts them.
+#![allow(non_snake_case)]
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+
+use hipfile_hip::sim::{SimAbi, SimConfig, SimRuntime};
+use hipfile_hip::{
+    EventHandle, GpuRuntime, HipError, HipErrorCode, MemoryKind, PointerInfo, StreamHandle,
+};
+
+/// `hipStream_t`.
+pub type HipStream = *mut c_void;
+/// `hipEvent_t`.
+pub type HipEvent = *mut c_void;
+/// `hipHostFn_t`.
+pub type HipHostFn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// `hipPointerAttribute_t` (32 bytes on every ROCm).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct HipPointerAttribute {
+    /// `hipMemoryType`, in the numbering of the configured ROCm generation.
+    pub memory_type: c_int,
+    /// The owning device.
+    pub device: c_int,
+    /// The device-side address (NULL for memory the device cannot reach).
+    pub device_pointer: *mut c_void,
+    /// The host-side address (NULL for device-only memory).
+    pub host_pointer: *mut c_void,
+    /// 1 for managed memory.
+    pub is_managed: c_int,
+    /// Flags given at allocation.
+    pub allocation_flags: c_uint,
+}
+
+const _: () = assert!(std::mem::size_of::<HipPointerAttribute>() == 32);
+
+static SIM: OnceLock<SimRuntime> = OnceLock::new();
+
+thread_local! {
+    static LAST_ERROR: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The process-wide simulator, built from the environment at first use.
+fn sim() -> &'static SimRuntime {
+    SIM.get_or_init(|| SimRuntime::new(SimConfig::from_env()))
+}
+
+/// A failure on its way to becoming a `hipError_t`.
+struct Status(i32);
+
+impl From<HipError> for Status {
+    fn from(e: HipError) -> Self {
+        Status(e.code().0)
+    }
+}
+
+impl From<HipErrorCode> for Status {
+    fn from(c: HipErrorCode) -> Self {
+        Status(c.0)
+    }
+}
+
+type Ffi = Result<(), Status>;
+
+fn invalid() -> Status {
+    HipErrorCode::INVALID_VALUE.into()
+}
+
+/// The boundary every entry point goes through: catches panics, records the last error.
+fn run(body: impl FnOnce() -> Ffi) -> c_int {
+    let rc = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(Status(code))) => code,
+        Err(_) => HipErrorCode::UNKNOWN.0,
+    };
+    // "Not ready" is an answer, not an error: HIP does not make it the last error either.
+    if rc != 0 && rc != HipErrorCode::NOT_READY.0 {
+        let _ = LAST_ERROR.try_with(|c| c.set(rc));
+    }
+    rc
+}
+
+/// Write `value` through a C out-pointer; NULL is `hipErrorInvalidValue`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing one `T`.
+unsafe fn put<T>(out: *mut T, value: T) -> Ffi {
+    if out.is_null() {
+        return Err(invalid());
+    }
+    // SAFETY: non-null, and the caller guarantees it is writable.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+fn stream(s: HipStream) -> StreamHandle {
+    StreamHandle(s as usize)
+}
+
+fn event(e: HipEvent) -> EventHandle {
+    EventHandle(e as usize)
+}
+
+/// `hipMemoryType` of `kind` in the numbering of `abi`.
+fn memory_type(abi: SimAbi, kind: MemoryKind) -> c_int {
+    match (abi, kind) {
+        (SimAbi::Rocm5, MemoryKind::Unregistered | MemoryKind::Host) => 0,
+        (SimAbi::Rocm5, MemoryKind::Device) => 1,
+        (SimAbi::Rocm5, MemoryKind::Array) => 2,
+        (SimAbi::Rocm5, MemoryKind::Managed) => 4,
+        (SimAbi::Rocm6, MemoryKind::Unregistered) => 0,
+        (SimAbi::Rocm6, MemoryKind::Host) => 1,
+        (SimAbi::Rocm6, MemoryKind::Device) => 2,
+        (SimAbi::Rocm6, MemoryKind::Managed) => 3,
+        (SimAbi::Rocm6, MemoryKind::Array) => 10,
+    }
+}
+
+/// Check one side of a copy: memory the simulator tracks must hold `[ptr, ptr + len)`; untracked
+/// memory is host memory, acceptable unless `device` demands a tracked allocation.
+fn check_side(ptr: usize, len: usize, device: bool) -> Ffi {
+    if ptr == 0 {
+        return Err(invalid());
+    }
+    let info: PointerInfo = sim().pointer_info(ptr)?;
+    if info.kind == MemoryKind::Unregistered {
+        return if device { Err(invalid()) } else { Ok(()) };
+    }
+    match info.remaining_from(ptr) {
+        Some(left) if left >= len => Ok(()),
+        _ => Err(invalid()),
+    }
+}
+
+/// `hipMemcpyKind` values.
+const H2H: c_int = 0;
+const H2D: c_int = 1;
+const D2H: c_int = 2;
+const D2D: c_int = 3;
+const DEFAULT: c_int = 4;
+
+/// Check both sides of a copy of `kind` that is not host-to-device or device-to-host.
+fn check_generic_copy(dst: usize, src: usize, size: usize, kind: c_int) -> Ffi {
+    let device = match kind {
+        D2D => true,
+        H2H | DEFAULT => false,
+        _ => return Err(HipErrorCode::INVALID_MEMCPY_DIRECTION.into()),
+    };
+    check_side(dst, size, device)?;
+    check_side(src, size, device)
+}
+
+/// Copy `size` bytes; the caller has checked the ranges.
+///
+/// # Safety
+/// `[src, src + size)` is readable and `[dst, dst + size)` writable.
+unsafe fn raw_copy(dst: usize, src: usize, size: usize) {
+    // SAFETY: guaranteed by the caller; `copy` tolerates overlap.
+    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Initialisation, versions, devices.
+
+/// `hipInit`: builds the simulator.
+#[no_mangle]
+pub extern "C" fn hipInit(_flags: c_uint) -> c_int {
+    run(|| {
+        sim();
+        Ok(())
+    })
+}
+
+/// `hipRuntimeGetVersion`.
+///
+/// # Safety
+/// `version` is NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn hipRuntimeGetVersion(version: *mut c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    run(|| unsafe { put(version, sim().config().abi.runtime_version()) })
+}
+
+/// `hipDriverGetVersion`: the simulator's driver is its runtime.
+///
+/// # Safety
+/// `version` is NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn hipDriverGetVersion(version: *mut c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    run(|| unsafe { put(version, sim().config().abi.runtime_version()) })
+}
+
+/// `hipGetDeviceCount`.
+///
+/// # Safety
+/// `count` is NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> c_int {
+    run(|| {
+        let n = sim().device_count()?;
+        // SAFETY: the caller's contract.
+        unsafe { put(count, n) }
+    })
+}
+
+/// `hipGetDevice`.
+///
+/// # Safety
+/// `device` is NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> c_int {
+    run(|| {
+        let d = sim().current_device()?;
+        // SAFETY: the caller's contract.
+        unsafe { put(device, d) }
+    })
+}
+
+/// `hipSetDevice`.
+#[no_mangle]
+pub extern "C" fn hipSetDevice(device: c_int) -> c_int {
+    run(|| Ok(sim().set_device(device)?))
+}
+
+/// `hipDeviceSynchronize`: waits for every stream.
+#[no_mangle]
+pub extern "C" fn hipDeviceSynchronize() -> c_int {
+    run(|| Ok(sim().synchronize_all()?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors.
+
+fn error_text(code: c_int) -> (&'static CStr, &'static CStr) {
+    match code {
+        0 => (c"hipSuccess", c"no error"),
+        1 => (c"hipErrorInvalidValue", c"invalid argument"),
+        2 => (c"hipErrorOutOfMemory", c"out of memory"),
+        3 => (c"hipErrorNotInitialized", c"initialization error"),
+        17 => (c"hipErrorInvalidDevicePointer", c"invalid device pointer"),
+        21 => (
+            c"hipErrorInvalidMemcpyDirection",
+            c"invalid copy direction for memcpy",
+        ),
+        35 => (
+            c"hipErrorInsufficientDriver",
+            c"driver version is insufficient for runtime version",
+        ),
+        100 => (c"hipErrorNoDevice", c"no ROCm-capable device is detected"),
+        101 => (c"hipErrorInvalidDevice", c"invalid device ordinal"),
+        201 => (c"hipErrorInvalidContext", c"invalid device context"),
+        400 => (c"hipErrorInvalidHandle", c"invalid resource handle"),
+        500 => (c"hipErrorNotFound", c"named symbol not found"),
+        600 => (c"hipErrorNotReady", c"device not ready"),
+        700 => (
+            c"hipErrorIllegalAddress",
+            c"an illegal memory access was encountered",
+        ),
+        712 => (
+            c"hipErrorHostMemoryAlreadyRegistered",
+            c"part or all of the requested memory range is already mapped",
+        ),
+        713 => (
+            c"hipErrorHostMemoryNotRegistered",
+            c"pointer does not correspond to a registered memory region",
+        ),
+        801 => (c"hipErrorNotSupported", c"operation not supported"),
+        _ => (c"hipErrorUnknown", c"unknown error"),
+    }
+}
+
+/// `hipGetErrorName`: a static string, never NULL.
+#[no_mangle]
+pub extern "C" fn hipGetErrorName(error: c_int) -> *const c_char {
+    error_text(error).0.as_ptr()
+}
+
+/// `hipGetErrorString`: a static string, never NULL.
+#[no_mangle]
+pub extern "C" fn hipGetErrorString(error: c_int) -> *const c_char {
+    error_text(error).1.as_ptr()
+}
+
+/// `hipGetLastError`: the calling thread's last error, which is reset to `hipSuccess`.
+#[no_mangle]
+pub extern "C" fn hipGetLastError() -> c_int {
+    catch_unwind(|| LAST_ERROR.try_with(|c| c.replace(0)).unwrap_or(0))
+        .unwrap_or(HipErrorCode::UNKNOWN.0)
+}
+
+/// `hipPeekAtLastError`: the calling thread's last error, left in place.
+#[no_mangle]
+pub extern "C" fn hipPeekAtLastError() -> c_int {
+    catch_unwind(|| LAST_ERROR.try_with(Cell::get).unwrap_or(0)).unwrap_or(HipErrorCode::UNKNOWN.0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory.
+
+/// `hipMalloc`: device memory on the current device; size 0 gives NULL.
+///
+/// # Safety
+/// `ptr` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> c_int {
+    run(|| {
+        if ptr.is_null() {
+            return Err(invalid());
+        }
+        let p = if size == 0 {
+            0
+        } else {
+            sim().device_alloc(size)?
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(ptr, p as *mut c_void) }
+    })
+}
+
+/// `hipMallocManaged`: managed memory (reported with `isManaged = 1`).
+///
+/// # Safety
+/// `ptr` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn hipMallocManaged(
+    ptr: *mut *mut c_void,
+    size: usize,
+    _flags: c_uint,
+) -> c_int {
+    run(|| {
+        if ptr.is_null() || size == 0 {
+            return Err(invalid());
+        }
+        let p = sim().managed_alloc(size)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(ptr, p as *mut c_void) }
+    })
+}
+
+/// `hipFree`: device or managed memory; NULL is a no-op.
+///
+/// # Safety
+/// `ptr` is NULL or came from `hipMalloc`/`hipMallocManaged` and no queued work uses it.
+#[no_mangle]
+pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> c_int {
+    // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
+    run(|| Ok(unsafe { sim().device_free(ptr as usize) }?))
+}
+
+/// `hipHostMalloc`: pinned host memory; size 0 gives NULL.
+///
+/// # Safety
+/// `ptr` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostMalloc(
+    ptr: *mut *mut c_void,
+    size: usize,
+    _flags: c_uint,
+) -> c_int {
+    run(|| {
+        if ptr.is_null() {
+            return Err(invalid());
+        }
+        let p = if size == 0 {
+            std::ptr::null_mut()
+        } else {
+            sim().host_alloc(size)?.as_ptr().cast::<c_void>()
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(ptr, p) }
+    })
+}
+
+/// `hipHostFree`: NULL is a no-op.
+///
+/// # Safety
+/// `ptr` is NULL or came from `hipHostMalloc` and is no longer used.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> c_int {
+    run(|| match NonNull::new(ptr.cast::<u8>()) {
+        None => Ok(()),
+        // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
+        Some(p) => Ok(unsafe { sim().host_free(p) }?),
+    })
+}
+
+/// `hipHostRegister`: track caller-owned host memory as pinned.
+///
+/// # Safety
+/// `[ptr, ptr + size)` is host memory that stays allocated until `hipHostUnregister`.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, size: usize, _flags: c_uint) -> c_int {
+    run(|| {
+        if ptr.is_null() {
+            return Err(invalid());
+        }
+        Ok(sim().host_register(ptr as usize, size)?)
+    })
+}
+
+/// `hipHostUnregister`.
+///
+/// # Safety
+/// `ptr` was registered with `hipHostRegister` and no queued work uses it.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostUnregister(ptr: *mut c_void) -> c_int {
+    run(|| {
+        if ptr.is_null() {
+            return Err(invalid());
+        }
+        Ok(sim().host_unregister(ptr as usize)?)
+    })
+}
+
+/// `hipPointerGetAttributes`, in the numbering of the configured ROCm generation.
+///
+/// # Safety
+/// `attributes` is NULL or valid for writing a `hipPointerAttribute_t`.
+#[no_mangle]
+pub unsafe extern "C" fn hipPointerGetAttributes(
+    attributes: *mut HipPointerAttribute,
+    ptr: *const c_void,
+) -> c_int {
+    run(|| {
+        if attributes.is_null() || ptr.is_null() {
+            return Err(invalid());
+        }
+        let abi = sim().config().abi;
+        let info = sim().pointer_info(ptr as usize)?;
+        let p = ptr.cast_mut();
+        let (device_pointer, host_pointer) = match info.kind {
+            MemoryKind::Unregistered if abi == SimAbi::Rocm5 => return Err(invalid()),
+            MemoryKind::Unregistered => (std::ptr::null_mut(), p),
+            MemoryKind::Device | MemoryKind::Array => (p, std::ptr::null_mut()),
+            MemoryKind::Host | MemoryKind::Managed => (p, p),
+        };
+        let attr = HipPointerAttribute {
+            memory_type: memory_type(abi, info.kind),
+            device: info.device,
+            device_pointer,
+            host_pointer,
+            is_managed: c_int::from(info.kind == MemoryKind::Managed),
+            allocation_flags: 0,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(attributes, attr) }
+    })
+}
+
+/// `hipMemGetAddressRange`: base and size of the allocation holding `dptr`.
+///
+/// # Safety
+/// `base` and `size` are NULL or valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemGetAddressRange(
+    base: *mut *mut c_void,
+    size: *mut usize,
+    dptr: *mut c_void,
+) -> c_int {
+    run(|| {
+        if base.is_null() || size.is_null() || dptr.is_null() {
+            return Err(invalid());
+        }
+        let info = sim().pointer_info(dptr as usize)?;
+        if info.kind == MemoryKind::Unregistered {
+            return Err(HipErrorCode::NOT_FOUND.into());
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            put(base, info.base as *mut c_void)?;
+            put(size, info.len)
+        }
+    })
+}
+
+/// `hipMemcpy`, synchronous.
+///
+/// # Safety
+/// The host sides of the copy are valid for `size` bytes (device sides are checked).
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpy(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+) -> c_int {
+    run(|| {
+        if size == 0 {
+            return Ok(());
+        }
+        if dst.is_null() || src.is_null() {
+            return Err(invalid());
+        }
+        match kind {
+            H2D => {
+                // SAFETY: the caller guarantees the host source is readable for `size` bytes.
+                let host = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), size) };
+                // SAFETY: the simulator checks the device range before writing.
+                Ok(unsafe { sim().copy_to_device(dst as usize, host) }?)
+            }
+            D2H => {
+                // SAFETY: the caller guarantees the host destination is writable for `size` bytes.
+                let host = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), size) };
+                // SAFETY: the simulator checks the device range before reading.
+                Ok(unsafe { sim().copy_from_device(host, src as usize) }?)
+            }
+            _ => {
+                check_generic_copy(dst as usize, src as usize, size, kind)?;
+                // SAFETY: tracked sides were checked above, the caller vouches for the others.
+                unsafe { raw_copy(dst as usize, src as usize, size) };
+                Ok(())
+            }
+        }
+    })
+}
+
+/// `hipMemcpyAsync`: queued on `stream` (inline on the NULL stream).
+///
+/// # Safety
+/// The host sides of the copy stay valid for `size` bytes until the copy completes.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpyAsync(
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    kind: c_int,
+    s: HipStream,
+) -> c_int {
+    run(|| {
+        if size == 0 {
+            return Ok(());
+        }
+        if dst.is_null() || src.is_null() {
+            return Err(invalid());
+        }
+        match kind {
+            H2D => {
+                // SAFETY: the simulator checks the device range; the caller keeps the host side.
+                Ok(unsafe {
+                    sim().copy_to_device_async(dst as usize, src.cast(), size, stream(s))
+                }?)
+            }
+            D2H => {
+                // SAFETY: as above.
+                Ok(unsafe {
+                    sim().copy_from_device_async(dst.cast(), src as usize, size, stream(s))
+                }?)
+            }
+            _ => {
+                let (d, sr) = (dst as usize, src as usize);
+                check_generic_copy(d, sr, size, kind)?;
+                sim().launch_host_func(
+                    stream(s),
+                    Box::new(move || {
+                        // SAFETY: checked at enqueue; the caller keeps both sides valid until the
+                        // copy completes, which is when this runs.
+                        unsafe { raw_copy(d, sr, size) }
+                    }),
+                )?;
+                Ok(())
+            }
+        }
+    })
+}
+
+/// `hipMemset`: fills device memory with the low byte of `value`.
+///
+/// # Safety
+/// Nothing else accesses the range meanwhile (the range itself is checked).
+#[no_mangle]
+pub unsafe extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) -> c_int {
+    run(|| {
+        if dst.is_null() {
+            return Err(invalid());
+        }
+        // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
+        Ok(unsafe { sim().memset_device(dst as usize, value as u8, size) }?)
+    })
+}
+
+/// `hipMemsetAsync`: queued on `stream` (inline on the NULL stream).
+///
+/// # Safety
+/// Nothing else accesses the range until the fill completes (the range itself is checked).
+#[no_mangle]
+pub unsafe extern "C" fn hipMemsetAsync(
+    dst: *mut c_void,
+    value: c_int,
+    size: usize,
+    s: HipStream,
+) -> c_int {
+    run(|| {
+        if size == 0 {
+            return Ok(());
+        }
+        let d = dst as usize;
+        check_side(d, size, true)?;
+        sim().launch_host_func(
+            stream(s),
+            Box::new(move || {
+                // SAFETY: checked at enqueue; the simulator checks again before writing.
+                let _ = unsafe { sim().memset_device(d, value as u8, size) };
+            }),
+        )?;
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams, events, host functions.
+
+/// `hipStreamCreate`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `hipStream_t`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamCreate(out: *mut HipStream) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { hipStreamCreateWithFlags(out, 0) }
+}
+
+/// `hipStreamCreateWithFlags`: every simulated stream is independent of the NULL stream.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `hipStream_t`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamCreateWithFlags(out: *mut HipStream, _flags: c_uint) -> c_int {
+    run(|| {
+        if out.is_null() {
+            return Err(invalid());
+        }
+        let s = sim().stream_create()?;
+        // SAFETY: the caller's contract.
+        unsafe { put(out, s.0 as HipStream) }
+    })
+}
+
+/// `hipStreamDestroy`: queued work still completes.
+#[no_mangle]
+pub extern "C" fn hipStreamDestroy(s: HipStream) -> c_int {
+    run(|| Ok(sim().stream_destroy(stream(s))?))
+}
+
+/// `hipStreamSynchronize`.
+#[no_mangle]
+pub extern "C" fn hipStreamSynchronize(s: HipStream) -> c_int {
+    run(|| Ok(sim().stream_synchronize(stream(s))?))
+}
+
+/// `hipEventCreate`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `hipEvent_t`.
+#[no_mangle]
+pub unsafe extern "C" fn hipEventCreate(out: *mut HipEvent) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { hipEventCreateWithFlags(out, 0) }
+}
+
+/// `hipEventCreateWithFlags`: flags change nothing in the simulator.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `hipEvent_t`.
+#[no_mangle]
+pub unsafe extern "C" fn hipEventCreateWithFlags(out: *mut HipEvent, _flags: c_uint) -> c_int {
+    run(|| {
+        if out.is_null() {
+            return Err(invalid());
+        }
+        let e = sim().event_create()?;
+        // SAFETY: the caller's contract.
+        unsafe { put(out, e.0 as HipEvent) }
+    })
+}
+
+/// `hipEventRecord`.
+#[no_mangle]
+pub extern "C" fn hipEventRecord(e: HipEvent, s: HipStream) -> c_int {
+    run(|| Ok(sim().event_record(event(e), stream(s))?))
+}
+
+/// `hipEventSynchronize`.
+#[no_mangle]
+pub extern "C" fn hipEventSynchronize(e: HipEvent) -> c_int {
+    run(|| Ok(sim().event_synchronize(event(e))?))
+}
+
+/// `hipEventQuery`: `hipSuccess` when complete, `hipErrorNotReady` otherwise.
+#[no_mangle]
+pub extern "C" fn hipEventQuery(e: HipEvent) -> c_int {
+    run(|| match sim().event_query(event(e))? {
+        true => Ok(()),
+        false => Err(HipErrorCode::NOT_READY.into()),
+    })
+}
+
+/// `hipEventDestroy`.
+#[no_mangle]
+pub extern "C" fn hipEventDestroy(e: HipEvent) -> c_int {
+    run(|| Ok(sim().event_destroy(event(e))?))
+}
+
+/// `hipLaunchHostFunc`: `f(user_data)` runs once the work queued before it is done.
+///
+/// # Safety
+/// `f` is safe to call once with `user_data` from another thread.
+#[no_mangle]
+pub unsafe extern "C" fn hipLaunchHostFunc(
+    s: HipStream,
+    f: HipHostFn,
+    user_data: *mut c_void,
+) -> c_int {
+    run(|| {
+        let f = f.ok_or_else(invalid)?;
+        let user_data = user_data as usize;
+        sim().launch_host_func(
+            stream(s),
+            Box::new(move || {
+                // SAFETY: the caller's contract of hipLaunchHostFunc.
+                unsafe { f(user_data as *mut c_void) }
+            }),
+        )?;
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// hipGetProcAddress.
+
+macro_rules! exported {
+    ($($name:ident),* $(,)?) => {
+        /// Every entry point this library exports, as `hipGetProcAddress` knows them.
+        pub const EXPORTED_SYMBOLS: &[&str] = &[$(stringify!($name)),*];
+
+        fn export_address(symbol: &[u8]) -> Option<*mut c_void> {
+            $(
+                if symbol == stringify!($name).as_bytes() {
+                    return Some($name as *const () as *mut c_void);
+                }
+            )*
+            None
+        }
+    };
+}
+
+exported!(
+    hipInit,
+    hipRuntimeGetVersion,
+    hipDriverGetVersion,
+    hipGetDeviceCount,
+    hipGetDevice,
+    hipSetDevice,
+    hipDeviceSynchronize,
+    hipGetErrorName,
+    hipGetErrorString,
+    hipGetLastError,
+    hipPeekAtLastError,
+    hipMalloc,
+    hipMallocManaged,
+    hipFree,
+    hipHostMalloc,
+    hipHostFree,
+    hipHostRegister,
+    hipHostUnregister,
+    hipPointerGetAttributes,
+    hipMemGetAddressRange,
+    hipMemcpy,
+    hipMemcpyAsync,
+    hipMemset,
+    hipMemsetAsync,
+    hipStreamCreate,
+    hipStreamCreateWithFlags,
+    hipStreamDestroy,
+    hipStreamSynchronize,
+    hipEventCreate,
+    hipEventCreateWithFlags,
+    hipEventRecord,
+    hipEventSynchronize,
+    hipEventQuery,
+    hipEventDestroy,
+    hipLaunchHostFunc,
+    hipGetProcAddress,
+);
+
+/// `hipDriverProcAddressQueryResult` values.
+const PROC_FOUND: c_int = 0;
+const PROC_NOT_FOUND: c_int = 1;
+
+/// `hipGetProcAddress` (ROCm 6 signature): the address of any entry point of this library.
+/// Unknown names give `hipErrorNotFound` with `*pfn = NULL`. `symbol_status` may be NULL.
+///
+/// # Safety
+/// `symbol` is NULL or a NUL-terminated string; `pfn` and `symbol_status` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    _hip_version: c_int,
+    _flags: u64,
+    symbol_status: *mut c_int,
+) -> c_int {
+    run(|| {
+        if symbol.is_null() || pfn.is_null() {
+            return Err(invalid());
+        }
+        // SAFETY: non-null and NUL-terminated by the caller's contract.
+        let name = unsafe { CStr::from_ptr(symbol) };
+        let found = export_address(name.to_bytes());
+        let status = if found.is_some() {
+            PROC_FOUND
+        } else {
+            PROC_NOT_FOUND
+        };
+        // SAFETY: the caller's contract; `symbol_status` is optional.
+        unsafe {
+            put(pfn, found.unwrap_or(std::ptr::null_mut()))?;
+            if !symbol_status.is_null() {
+                put(symbol_status, status)?;
+            }
+        }
+        match found {
+            Some(_) => Ok(()),
+            None => Err(HipErrorCode::NOT_FOUND.into()),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_types_follow_each_generation() {
+        assert_eq!(memory_type(SimAbi::Rocm5, MemoryKind::Device), 1);
+        assert_eq!(memory_type(SimAbi::Rocm5, MemoryKind::Managed), 4);
+        assert_eq!(memory_type(SimAbi::Rocm6, MemoryKind::Device), 2);
+        assert_eq!(memory_type(SimAbi::Rocm6, MemoryKind::Array), 10);
+    }
+
+    #[test]
+    fn every_export_is_found_by_name() {
+        for name in EXPORTED_SYMBOLS {
+            assert!(export_address(name.as_bytes()).is_some(), "{name}");
+        }
+        assert!(export_address(b"hipNoSuchThing").is_none());
+    }
+
+    #[test]
+    fn error_strings_are_never_null() {
+        for code in [0, 1, 500, 600, 12345] {
+            assert!(!hipGetErrorName(code).is_null());
+            assert!(!hipGetErrorString(code).is_null());
+        }
+    }
+}
