@@ -158,11 +158,14 @@ typedef struct HIPFILE_NODISCARD_ hipFileError {
     hipError_t       hip_drv_err; /**< HIP runtime status. */
 } hipFileError_t;
 
-/** True when `code` (possibly negated, as from hipFileRead) is a library error. */
-#define IS_HIPFILE_ERR(code) (abs(code) > HIPFILE_BASE_ERR)
+/**
+ * True when `code` (possibly negated, as from hipFileRead) is a library error.
+ * Both macros take an int or a hipFileOpError_t (converted to int first).
+ */
+#define IS_HIPFILE_ERR(code) (abs((int)(code)) > HIPFILE_BASE_ERR)
 
 /** Text for a library error code, possibly negated. */
-#define HIPFILE_ERRSTR(code) hipFileGetOpErrorString((hipFileOpError_t)abs(code))
+#define HIPFILE_ERRSTR(code) hipFileGetOpErrorString((hipFileOpError_t)abs((int)(code)))
 
 /** True when a hipFileError_t reports a HIP runtime failure. */
 #ifndef IS_HIP_DRV_ERR
