@@ -84,7 +84,8 @@ pub struct Settings {
     pub poll_mode: bool,
     /// Poll threshold in KiB; reported, as `poll_mode`. Default 4.
     pub poll_thresh_size_kb: u64,
-    /// Upper bound on IO worker threads of the staged engine (0 = sized from the machine).
+    /// IO threads. Stored and reported: the staged engine runs each request on the caller's
+    /// thread (0 = sized from the machine, for when it has workers).
     pub max_io_threads: u64,
     /// Compat mode as set through the parameter API (`None`: the environment decides).
     pub allow_compat_mode: Option<bool>,
@@ -94,10 +95,41 @@ pub struct Settings {
     pub max_batch_io_size: u64,
     /// Batch timeout in ms reported by the driver properties (batch IO is not supported yet).
     pub batch_io_timeout_ms: u64,
-    /// Log level name (`ERROR`, `WARN`, `INFO`, `DEBUG`, `TRACE`); hipfile-rs writes diagnostics
-    /// only through its error values, so this is stored and reported, not acted on.
+    /// Statistics level (`hipFileParamProfileStats`): above 0 turns the counters on, as
+    /// `HIPFILE_STATS_LEVEL=true` does.
+    pub stats_level: u64,
+    /// IO queue depth. Stored and reported: requests run synchronously, there is no queue yet.
+    pub io_queue_depth: u64,
+    /// Smallest request split across IO threads, in KiB. Stored and reported: requests are not
+    /// split across threads yet.
+    pub min_io_threshold_kb: u64,
+    /// Pieces one request may be split into. Stored and reported, as `min_io_threshold_kb`.
+    pub max_request_parallelism: u64,
+    /// Extra argument checks. Stored and reported: every argument is always checked.
+    pub api_check_aggressive: bool,
+    /// Parallel IO. Stored and reported, as `min_io_threshold_kb`.
+    pub parallel_io: bool,
+    /// NVTX ranges. Stored and reported: hipfile-rs emits no profiler ranges.
+    pub nvtx: bool,
+    /// Host memory as IO buffers. Stored and reported: as upstream hipFile, only device memory
+    /// may be registered or used for IO.
+    pub allow_system_memory: bool,
+    /// PCI P2P DMA. Stored and reported: the direct path is not part of this build.
+    pub use_pci_p2pdma: bool,
+    /// io_uring. Stored and reported: IO is `pread`/`pwrite`.
+    pub prefer_io_uring: bool,
+    /// Force O_DIRECT. Stored and reported: the staged engine reads through the page cache.
+    pub force_odirect: bool,
+    /// Skip topology detection. Stored and reported: hipfile-rs probes no topology.
+    pub skip_topology_detection: bool,
+    /// Stream memops bypass. Stored and reported: stream IO is not supported yet.
+    pub stream_memops_bypass: bool,
+    /// Log level name (`ERROR`, `WARN`, `INFO`, `DEBUG`, `TRACE`). Stored and reported:
+    /// hipfile-rs reports failures through its return values and writes no log.
     pub logging_level: String,
-    /// Log directory; stored and reported as `logging_level`.
+    /// Log file path; stored and reported, as `logging_level`.
+    pub log_file_path: String,
+    /// Log directory; stored and reported, as `logging_level`.
     pub log_dir: String,
 }
 
@@ -115,7 +147,21 @@ impl Default for Settings {
             force_compat_mode: None,
             max_batch_io_size: 128,
             batch_io_timeout_ms: 0,
+            stats_level: 0,
+            io_queue_depth: 128,
+            min_io_threshold_kb: 8192,
+            max_request_parallelism: 4,
+            api_check_aggressive: false,
+            parallel_io: false,
+            nvtx: false,
+            allow_system_memory: false,
+            use_pci_p2pdma: false,
+            prefer_io_uring: false,
+            force_odirect: false,
+            skip_topology_detection: false,
+            stream_memops_bypass: false,
             logging_level: "ERROR".to_string(),
+            log_file_path: String::new(),
             log_dir: String::new(),
         }
     }

@@ -15,7 +15,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use hipfile_hip::{GpuRuntime, MemoryKind};
+use hipfile_hip::{GpuRuntime, HipErrorCode, MemoryKind};
 use rustix::io::Errno;
 
 use crate::backend::{BackendContext, IoOp, IoRequest, LiveSettings};
@@ -245,7 +245,7 @@ impl Driver {
             env: self.options.env,
             files: RwLock::new(FileTable::default()),
             buffers: RwLock::new(HashMap::new()),
-            stats: Stats::new(self.options.env.stats_level.unwrap_or(false)),
+            stats: Stats::new(self.options.env.stats_level.unwrap_or(false) || staged.stats_level > 0),
         }))
     }
 
@@ -426,10 +426,13 @@ impl Driver {
                 "buffer pointer and length must be non-zero",
             ));
         }
-        let info = session
-            .runtime
-            .pointer_info(ptr)
-            .map_err(|e| Error::hip(&e, format!("querying pointer {ptr:#x}")))?;
+        let info = session.runtime.pointer_info(ptr).map_err(|e| {
+            if e.code() == HipErrorCode::INVALID_VALUE {
+                Error::new(ErrorKind::InvalidValue, format!("the runtime does not know {ptr:#x}: {e}"))
+            } else {
+                Error::hip(&e, format!("querying pointer {ptr:#x}"))
+            }
+        })?;
         if info.kind != MemoryKind::Device {
             return Err(Error::new(
                 ErrorKind::HipMemoryTypeInvalid,
