@@ -245,7 +245,9 @@ impl Driver {
             env: self.options.env,
             files: RwLock::new(FileTable::default()),
             buffers: RwLock::new(HashMap::new()),
-            stats: Stats::new(self.options.env.stats_level.unwrap_or(false) || staged.stats_level > 0),
+            stats: Stats::new(
+                self.options.env.stats_level.unwrap_or(false) || staged.stats_level > 0,
+            ),
         }))
     }
 
@@ -428,7 +430,10 @@ impl Driver {
         }
         let info = session.runtime.pointer_info(ptr).map_err(|e| {
             if e.code() == HipErrorCode::INVALID_VALUE {
-                Error::new(ErrorKind::InvalidValue, format!("the runtime does not know {ptr:#x}: {e}"))
+                Error::new(
+                    ErrorKind::InvalidValue,
+                    format!("the runtime does not know {ptr:#x}: {e}"),
+                )
             } else {
                 Error::hip(&e, format!("querying pointer {ptr:#x}"))
             }

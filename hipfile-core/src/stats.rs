@@ -19,8 +19,10 @@ pub struct StatsSnapshot {
     pub bytes_read: u64,
     /// Bytes written.
     pub bytes_written: u64,
-    /// Requests that failed.
-    pub errors: u64,
+    /// Reads that failed.
+    pub read_errors: u64,
+    /// Writes that failed.
+    pub write_errors: u64,
     /// Requests run by the fallback.
     pub fallback_ops: u64,
     /// Requests run by another backend.
@@ -35,7 +37,8 @@ pub struct Stats {
     writes: AtomicU64,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
-    errors: AtomicU64,
+    read_errors: AtomicU64,
+    write_errors: AtomicU64,
     fallback_ops: AtomicU64,
     other_backend_ops: AtomicU64,
 }
@@ -61,7 +64,11 @@ impl Stats {
         }
         match outcome {
             Err(_) => {
-                self.errors.fetch_add(1, Ordering::Relaxed);
+                let errors = match op {
+                    IoOp::Read => &self.read_errors,
+                    IoOp::Write => &self.write_errors,
+                };
+                errors.fetch_add(1, Ordering::Relaxed);
             }
             Ok(d) => {
                 let (count, bytes) = match op {
@@ -88,7 +95,8 @@ impl Stats {
             writes: get(&self.writes),
             bytes_read: get(&self.bytes_read),
             bytes_written: get(&self.bytes_written),
-            errors: get(&self.errors),
+            read_errors: get(&self.read_errors),
+            write_errors: get(&self.write_errors),
             fallback_ops: get(&self.fallback_ops),
             other_backend_ops: get(&self.other_backend_ops),
         }

@@ -15,7 +15,7 @@
 //! (`hipFileIONotSupported` for batch IO, `hipFileAsyncNotSupported` for async and stream IO;
 //! upstream's Python bindings probe `hipFileStreamRegister` for the latter).
 
-#![allow(non_snake_case)] // the exported names are upstream's
+#![allow(non_snake_case, non_upper_case_globals)] // the exported names and constants are upstream's
 #![allow(clippy::missing_safety_doc)] // the C header documents the contract of every function
 
 mod types;
@@ -128,7 +128,9 @@ fn handle_id(fh: hipFileHandle_t) -> FileHandleId {
 /// Text for every `hipFileOpError_t`.
 #[no_mangle]
 pub extern "C" fn hipFileGetOpErrorString(status: hipFileOpError_t) -> *const c_char {
-    guarded(c"hipFile: internal error".as_ptr(), || error_text(status).as_ptr())
+    guarded(c"hipFile: internal error".as_ptr(), || {
+        error_text(status).as_ptr()
+    })
 }
 
 fn error_text(status: hipFileOpError_t) -> &'static CStr {
@@ -176,7 +178,10 @@ fn error_text(status: hipFileOpError_t) -> &'static CStr {
 
 /// Register a file descriptor.
 #[no_mangle]
-pub unsafe extern "C" fn hipFileHandleRegister(fh: *mut hipFileHandle_t, descr: *mut hipFileDescr_t) -> hipFileError_t {
+pub unsafe extern "C" fn hipFileHandleRegister(
+    fh: *mut hipFileHandle_t,
+    descr: *mut hipFileDescr_t,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
         if fh.is_null() || descr.is_null() {
             return hipFileError_t::op(hipFileInvalidValue);
@@ -214,7 +219,11 @@ pub extern "C" fn hipFileHandleDeregister(fh: hipFileHandle_t) {
 
 /// Register device memory.
 #[no_mangle]
-pub extern "C" fn hipFileBufRegister(buffer_base: *const c_void, length: usize, flags: c_int) -> hipFileError_t {
+pub extern "C" fn hipFileBufRegister(
+    buffer_base: *const c_void,
+    length: usize,
+    flags: c_int,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
         result_pair(driver().buf_register(buffer_base as usize, length, flags))
     })
@@ -228,9 +237,23 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileErr
     })
 }
 
-fn io(op: IoOp, fh: hipFileHandle_t, buffer: usize, size: usize, file_offset: hoff_t, buffer_offset: hoff_t) -> ssize_t {
+fn io(
+    op: IoOp,
+    fh: hipFileHandle_t,
+    buffer: usize,
+    size: usize,
+    file_offset: hoff_t,
+    buffer_offset: hoff_t,
+) -> ssize_t {
     guarded(-(hipFileInternalError as ssize_t), || {
-        ssize(driver().io(IoCall { op, handle: handle_id(fh), buffer, size, file_offset, buffer_offset }))
+        ssize(driver().io(IoCall {
+            op,
+            handle: handle_id(fh),
+            buffer,
+            size,
+            file_offset,
+            buffer_offset,
+        }))
     })
 }
 
@@ -243,7 +266,14 @@ pub extern "C" fn hipFileRead(
     file_offset: hoff_t,
     buffer_offset: hoff_t,
 ) -> ssize_t {
-    io(IoOp::Read, fh, buffer_base as usize, size, file_offset, buffer_offset)
+    io(
+        IoOp::Read,
+        fh,
+        buffer_base as usize,
+        size,
+        file_offset,
+        buffer_offset,
+    )
 }
 
 /// Write GPU memory to a registered file.
@@ -255,19 +285,30 @@ pub extern "C" fn hipFileWrite(
     file_offset: hoff_t,
     buffer_offset: hoff_t,
 ) -> ssize_t {
-    io(IoOp::Write, fh, buffer_base as usize, size, file_offset, buffer_offset)
+    io(
+        IoOp::Write,
+        fh,
+        buffer_base as usize,
+        size,
+        file_offset,
+        buffer_offset,
+    )
 }
 
 /// Open the driver or add a reference.
 #[no_mangle]
 pub extern "C" fn hipFileDriverOpen() -> hipFileError_t {
-    guarded(hipFileError_t::op(hipFileInternalError), || result_pair(driver().open()))
+    guarded(hipFileError_t::op(hipFileInternalError), || {
+        result_pair(driver().open())
+    })
 }
 
 /// Drop a reference to the driver.
 #[no_mangle]
 pub extern "C" fn hipFileDriverClose() -> hipFileError_t {
-    guarded(hipFileError_t::op(hipFileInternalError), || result_pair(driver().close()))
+    guarded(hipFileError_t::op(hipFileInternalError), || {
+        result_pair(driver().close())
+    })
 }
 
 /// References held on the driver.
@@ -278,7 +319,11 @@ pub extern "C" fn hipFileUseCount() -> i64 {
 
 /// The library version.
 #[no_mangle]
-pub unsafe extern "C" fn hipFileGetVersion(major: *mut c_uint, minor: *mut c_uint, patch: *mut c_uint) -> hipFileError_t {
+pub unsafe extern "C" fn hipFileGetVersion(
+    major: *mut c_uint,
+    minor: *mut c_uint,
+    patch: *mut c_uint,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
         if major.is_null() || minor.is_null() || patch.is_null() {
             return hipFileError_t::op(hipFileInvalidValue);
@@ -328,7 +373,9 @@ pub fn driver_props(s: &Settings, compat_allowed: bool) -> hipFileDriverProps_t 
 
 /// Fill `props` with the driver's properties.
 #[no_mangle]
-pub unsafe extern "C" fn hipFileDriverGetProperties(props: *mut hipFileDriverProps_t) -> hipFileError_t {
+pub unsafe extern "C" fn hipFileDriverGetProperties(
+    props: *mut hipFileDriverProps_t,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
         if props.is_null() {
             return hipFileError_t::op(hipFileInvalidValue);
@@ -351,7 +398,10 @@ fn kib(value: usize) -> u64 {
 
 /// Poll mode and threshold (KiB) of the open driver.
 #[no_mangle]
-pub extern "C" fn hipFileDriverSetPollMode(poll: bool, poll_threshold_size: usize) -> hipFileError_t {
+pub extern "C" fn hipFileDriverSetPollMode(
+    poll: bool,
+    poll_threshold_size: usize,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
         live(|s| {
             s.poll_mode = poll;
@@ -410,7 +460,11 @@ fn size_param(s: &mut Settings, param: hipFileSizeTConfigParameter_t) -> Option<
 }
 
 /// A bool parameter: read it from `s`, or write `value` into `s`.
-fn bool_param(s: &mut Settings, param: hipFileBoolConfigParameter_t, value: Option<bool>) -> Option<bool> {
+fn bool_param(
+    s: &mut Settings,
+    param: hipFileBoolConfigParameter_t,
+    value: Option<bool>,
+) -> Option<bool> {
     let env = hipfile_core::EnvConfig::cached();
     match param {
         hipFileParamPropertiesAllowCompatMode => {
@@ -468,7 +522,10 @@ fn stage(change: impl FnOnce(&mut Settings) -> bool) -> hipFileError_t {
 
 /// Read a size_t parameter (the value in force).
 #[no_mangle]
-pub unsafe extern "C" fn hipFileGetParameterSizeT(param: hipFileSizeTConfigParameter_t, value: *mut usize) -> hipFileError_t {
+pub unsafe extern "C" fn hipFileGetParameterSizeT(
+    param: hipFileSizeTConfigParameter_t,
+    value: *mut usize,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
         let mut s = driver().settings();
         match (value.is_null(), size_param(&mut s, param)) {
@@ -484,7 +541,10 @@ pub unsafe extern "C" fn hipFileGetParameterSizeT(param: hipFileSizeTConfigParam
 
 /// Read a bool parameter (the value in force).
 #[no_mangle]
-pub unsafe extern "C" fn hipFileGetParameterBool(param: hipFileBoolConfigParameter_t, value: *mut bool) -> hipFileError_t {
+pub unsafe extern "C" fn hipFileGetParameterBool(
+    param: hipFileBoolConfigParameter_t,
+    value: *mut bool,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
         let mut s = driver().settings();
         match (value.is_null(), bool_param(&mut s, param, None)) {
@@ -525,7 +585,10 @@ pub unsafe extern "C" fn hipFileGetParameterString(
 
 /// Stage a size_t parameter (driver closed only).
 #[no_mangle]
-pub extern "C" fn hipFileSetParameterSizeT(param: hipFileSizeTConfigParameter_t, value: usize) -> hipFileError_t {
+pub extern "C" fn hipFileSetParameterSizeT(
+    param: hipFileSizeTConfigParameter_t,
+    value: usize,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
         stage(|s| match size_param(s, param) {
             Some(field) => {
@@ -539,7 +602,10 @@ pub extern "C" fn hipFileSetParameterSizeT(param: hipFileSizeTConfigParameter_t,
 
 /// Stage a bool parameter (driver closed only).
 #[no_mangle]
-pub extern "C" fn hipFileSetParameterBool(param: hipFileBoolConfigParameter_t, value: bool) -> hipFileError_t {
+pub extern "C" fn hipFileSetParameterBool(
+    param: hipFileBoolConfigParameter_t,
+    value: bool,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
         stage(|s| bool_param(s, param, Some(value)).is_some())
     })
@@ -556,7 +622,9 @@ pub unsafe extern "C" fn hipFileSetParameterString(
             return hipFileError_t::op(hipFileInvalidValue);
         }
         // SAFETY: `desc_str` is a non-null, NUL-terminated string of the caller.
-        let text = unsafe { CStr::from_ptr(desc_str) }.to_string_lossy().into_owned();
+        let text = unsafe { CStr::from_ptr(desc_str) }
+            .to_string_lossy()
+            .into_owned();
         stage(|s| match string_param(s, param) {
             Some(field) => {
                 *field = text;
@@ -572,7 +640,10 @@ const ASYNC_NOT_SUPPORTED: hipFileError_t = hipFileError_t::op(hipFileAsyncNotSu
 
 /// Batch IO is not part of this build.
 #[no_mangle]
-pub extern "C" fn hipFileBatchIOSetUp(_batch_idp: *mut hipFileBatchHandle_t, _max_nr: c_uint) -> hipFileError_t {
+pub extern "C" fn hipFileBatchIOSetUp(
+    _batch_idp: *mut hipFileBatchHandle_t,
+    _max_nr: c_uint,
+) -> hipFileError_t {
     guarded(IO_NOT_SUPPORTED, || IO_NOT_SUPPORTED)
 }
 
@@ -657,7 +728,9 @@ fn counter(ok: u64, err: u64) -> hipFileOpCounter_t {
 
 /// Level 1 statistics from the open driver's counters (zeroes for what is not tracked).
 fn stats_l1() -> Result<hipFileStatsLevel1_t, hipFileError_t> {
-    let session = driver().session().ok_or(hipFileError_t::op(hipFileDriverNotInitialized))?;
+    let session = driver()
+        .session()
+        .ok_or(hipFileError_t::op(hipFileDriverNotInitialized))?;
     let snap = session.stats().snapshot();
     // SAFETY: hipFileStatsLevel1_t is plain integers; all-zero is a valid value.
     let mut l1: hipFileStatsLevel1_t = unsafe { std::mem::zeroed() };

@@ -23,6 +23,7 @@ fn handles_deregister_on_drop_so_the_same_fd_and_buffer_register_again() {
     let dir = tempfile::tempdir().unwrap();
     let file = OpenOptions::new()
         .create(true)
+        .truncate(true)
         .read(true)
         .write(true)
         .open(dir.path().join("f"))
@@ -61,6 +62,7 @@ fn without_backends_every_request_is_refused_with_internal_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = OpenOptions::new()
         .create(true)
+        .truncate(true)
         .read(true)
         .write(true)
         .open(dir.path().join("f"))
