@@ -434,6 +434,18 @@ fn camel_words(name: &str) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // (7) no panic crosses the C ABI
 
+/// Whether `text` defines a function with the C ABI (`extern "C" fn name(`), as opposed to
+/// naming a C function-pointer type (`Option<unsafe extern "C" fn(...)>`).
+fn defines_extern_c_fn(text: &str, extern_fn: &str) -> bool {
+    text.match_indices(extern_fn).any(|(i, _)| {
+        let rest = &text[i + extern_fn.len()..];
+        rest.starts_with(' ')
+            && rest
+                .trim_start()
+                .starts_with(|c: char| c.is_alphabetic() || c == '_')
+    })
+}
+
 const CAPI_DIR: &str = "hipfile/src/capi";
 
 fn c_abi_catches_panics(repo: &Repo) -> Vec<String> {
@@ -441,7 +453,7 @@ fn c_abi_catches_panics(repo: &Repo) -> Vec<String> {
     repo.sources
         .iter()
         .filter(|(path, _)| path.starts_with(CAPI_DIR))
-        .filter(|(_, text)| text.contains(extern_fn) && !text.contains("catch_unwind"))
+        .filter(|(_, text)| defines_extern_c_fn(text, extern_fn) && !text.contains("catch_unwind"))
         .map(|(path, _)| {
             format!(
                 "{}: defines `{extern_fn}` but never uses catch_unwind; no panic may cross the C ABI",
