@@ -4,7 +4,9 @@
  *
  * Usage: copy_through_gpu SCRATCH_DIR   (creates SCRATCH_DIR/src.bin and SCRATCH_DIR/dst.bin)
  * Prints TAP-style "ok - ..." / "not ok - ..." lines; exits 0 when all pass. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_DIRECT */
+#endif
 #include <hipfile.h>
 
 #include <errno.h>
