@@ -31,8 +31,12 @@ use proptest::prelude::*;
 /// come up often.
 pub const SLOTS: usize = 3;
 
-/// The largest `size` [`op_strategy`] puts in a read or write.
-pub const MAX_IO_SIZE: usize = 8192;
+/// Length of each slot's device allocation (and of each file in the world behind the model).
+pub const BUFFER_LEN: usize = 8192;
+
+/// The largest `size` [`op_strategy`] puts in a read or write: what a [`BufTarget::Prefix`]
+/// registration covers, so every registered buffer holds every request.
+pub const MAX_IO_SIZE: usize = BUFFER_LEN / 2;
 
 /// What memory a `BufRegister` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,6 +49,9 @@ pub enum BufTarget {
     Managed,
     /// The slot's device allocation, one byte longer than it is.
     PastEnd,
+    /// The first [`MAX_IO_SIZE`] bytes of the slot's device allocation: the same pointer as
+    /// `Device` with a shorter length, so a duplicate of it (registration is keyed by pointer).
+    Prefix,
 }
 
 /// One call on the driver. Files and buffers are named by slot (`0..SLOTS`).
@@ -189,8 +196,12 @@ impl Model {
                 match target {
                     BufTarget::Host | BufTarget::Managed => Err(ErrorKind::HipMemoryTypeInvalid),
                     BufTarget::PastEnd => Err(ErrorKind::HipPointerRangeError),
-                    BufTarget::Device if self.buffers.insert(slot) => Ok(Answer::Done),
-                    BufTarget::Device => Err(ErrorKind::MemoryAlreadyRegistered),
+                    BufTarget::Device | BufTarget::Prefix if self.buffers.insert(slot) => {
+                        Ok(Answer::Done)
+                    }
+                    BufTarget::Device | BufTarget::Prefix => {
+                        Err(ErrorKind::MemoryAlreadyRegistered)
+                    }
                 }
             }
             Op::BufDeregister { slot } => {
@@ -222,7 +233,8 @@ fn slot() -> impl Strategy<Value = usize> {
 /// One operation, weighted towards registrations and IO so sequences reach interesting states.
 pub fn op_strategy() -> impl Strategy<Value = Op> {
     let target = prop_oneof![
-        6 => Just(BufTarget::Device),
+        5 => Just(BufTarget::Device),
+        2 => Just(BufTarget::Prefix),
         1 => Just(BufTarget::Host),
         1 => Just(BufTarget::Managed),
         1 => Just(BufTarget::PastEnd),

@@ -11,7 +11,9 @@ use hipfile_core::{
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{DeviceBuffer, GpuRuntime, PinnedBuffer};
 use hipfile_testkit::faults::Errno;
-use hipfile_testkit::model::{ops_strategy, Answer, BufTarget, Model, Op, MAX_IO_SIZE, SLOTS};
+use hipfile_testkit::model::{
+    ops_strategy, Answer, BufTarget, Model, Op, BUFFER_LEN, MAX_IO_SIZE, SLOTS,
+};
 use proptest::prelude::*;
 
 use crate::backend::vec_copy_descriptor;
@@ -45,7 +47,7 @@ impl World {
         let files = (0..SLOTS)
             .map(|i| {
                 let path = dir.path().join(format!("f{i}"));
-                std::fs::write(&path, vec![i as u8; MAX_IO_SIZE]).unwrap();
+                std::fs::write(&path, vec![i as u8; BUFFER_LEN]).unwrap();
                 OpenOptions::new()
                     .read(true)
                     .write(true)
@@ -59,13 +61,13 @@ impl World {
             files,
             handles: vec![NEVER; SLOTS],
             devices: (0..SLOTS)
-                .map(|_| DeviceBuffer::new(rt.clone(), MAX_IO_SIZE).unwrap())
+                .map(|_| DeviceBuffer::new(rt.clone(), BUFFER_LEN).unwrap())
                 .collect(),
             hosts: (0..SLOTS)
-                .map(|_| PinnedBuffer::new(rt.clone(), MAX_IO_SIZE).unwrap())
+                .map(|_| PinnedBuffer::new(rt.clone(), BUFFER_LEN).unwrap())
                 .collect(),
             managed: (0..SLOTS)
-                .map(|_| DeviceBuffer::new_managed(rt.clone(), MAX_IO_SIZE).unwrap())
+                .map(|_| DeviceBuffer::new_managed(rt.clone(), BUFFER_LEN).unwrap())
                 .collect(),
         }
     }
@@ -90,10 +92,11 @@ impl World {
             }
             Op::BufRegister { slot, target } => {
                 let (ptr, len) = match target {
-                    BufTarget::Device => (self.devices[slot].ptr(), MAX_IO_SIZE),
-                    BufTarget::PastEnd => (self.devices[slot].ptr(), MAX_IO_SIZE + 1),
-                    BufTarget::Host => (self.hosts[slot].as_ptr() as usize, MAX_IO_SIZE),
-                    BufTarget::Managed => (self.managed[slot].ptr(), MAX_IO_SIZE),
+                    BufTarget::Device => (self.devices[slot].ptr(), BUFFER_LEN),
+                    BufTarget::PastEnd => (self.devices[slot].ptr(), BUFFER_LEN + 1),
+                    BufTarget::Prefix => (self.devices[slot].ptr(), MAX_IO_SIZE),
+                    BufTarget::Host => (self.hosts[slot].as_ptr() as usize, BUFFER_LEN),
+                    BufTarget::Managed => (self.managed[slot].ptr(), BUFFER_LEN),
                 };
                 done(self.driver.buf_register(ptr, len, 0))
             }
@@ -202,7 +205,7 @@ fn a_scripted_sequence_covers_every_rule() {
         },
         BufRegister {
             slot: 1,
-            target: BufTarget::Device,
+            target: BufTarget::Prefix,
         },
         BufRegister {
             slot: 2,
