@@ -1,9 +1,12 @@
 //! The cases. Each returns `Err` with the parameters of the failing operation and what differed.
 
+use std::sync::Arc;
 use std::thread;
 
-use hipfile_core::{IoOp, MAX_RW_COUNT};
+use hipfile_core::{ErrorKind, FileIo, IoOp, PosixIo, MAX_RW_COUNT};
 use hipfile_hip::DeviceBuffer;
+
+use crate::faults::{Errno, ScriptedIo};
 
 use super::fixture::{pattern, same_bytes, Fixture, SENTINEL};
 use super::Case;
@@ -75,6 +78,21 @@ pub(super) static ALL: &[Case] = &[
         name: "parallel_requests",
         about: "requests from many threads on one file land in their own ranges",
         run: parallel_requests,
+    },
+    Case {
+        name: "faults_lose_no_byte",
+        about: "EINTR and short preads/pwrites are retried and continued: every byte arrives",
+        run: faults_lose_no_byte,
+    },
+    Case {
+        name: "eio_is_reported",
+        about: "EIO from every pread/pwrite fails the request; nothing is written anywhere",
+        run: eio_is_reported,
+    },
+    Case {
+        name: "enospc_is_reported",
+        about: "ENOSPC in the middle of a write is an error, never a silent short count",
+        run: enospc_is_reported,
     },
 ];
 
@@ -390,4 +408,140 @@ fn parallel_requests(f: &Fixture) -> Result<(), String> {
         &expected,
         &file.contents()?,
     )
+}
+
+/// A fixture whose driver runs `script` over the configured file IO, or `None` when the
+/// backend does not go through the driver's file IO.
+fn scripted(
+    f: &Fixture,
+    script: impl FnOnce(ScriptedIo) -> ScriptedIo,
+) -> Result<Option<(Fixture, Arc<ScriptedIo>)>, String> {
+    if !f.config().file_io_faults {
+        return Ok(None);
+    }
+    let inner: Arc<dyn FileIo> = f.config().io.clone().unwrap_or_else(|| Arc::new(PosixIo));
+    let io = Arc::new(script(ScriptedIo::wrapping(inner)));
+    let g = Fixture::with_io(f.backend(), f.config(), Some(io.clone()))?;
+    Ok(Some((g, io)))
+}
+
+fn expect_fired(io: &ScriptedIo, want: usize) -> Result<(), String> {
+    let fired = io.fired();
+    if fired.len() < want {
+        return Err(format!(
+            "only {} of the {want} scripted faults fired ({fired:?}): does the backend move \
+             bytes through the driver's FileIo? If not, set file_io_faults: false",
+            fired.len()
+        ));
+    }
+    Ok(())
+}
+
+fn faults_lose_no_byte(f: &Fixture) -> Result<(), String> {
+    let Some((g, io)) = scripted(f, |s| {
+        s.interrupt_pread(1)
+            .interrupt_pwrite(1)
+            .short_pread(2, 1)
+            .short_pwrite(2, 4095)
+            .short_pread(4, 4097)
+            .short_pwrite(4, 1)
+    })?
+    else {
+        return Ok(());
+    };
+    let size = 3 * g.chunk() + if g.config().aligned_only { 0 } else { 4097 };
+    let file = g.file("faults", &[])?;
+    let mut src = g.device(size)?;
+    let data = pattern(11, 0, size);
+    src.write_at(0, &data).map_err(|e| e.to_string())?;
+    let n = g.io(IoOp::Write, file.handle, src.ptr(), size, 0, 0)?;
+    if n != size {
+        return Err(format!(
+            "write under short/EINTR transfers returned {n}, expected {size}"
+        ));
+    }
+    same_bytes(
+        "file written under short/EINTR transfers",
+        &data,
+        &file.contents()?,
+    )?;
+    let dst = g.device(size + SLACK)?;
+    let n = g.io(IoOp::Read, file.handle, dst.ptr(), size, 0, 0)?;
+    if n != size {
+        return Err(format!(
+            "read under short/EINTR transfers returned {n}, expected {size}"
+        ));
+    }
+    let mut expected = data;
+    expected.resize(size + SLACK, SENTINEL);
+    same_bytes(
+        "device buffer read under short/EINTR transfers",
+        &expected,
+        &dst.to_vec().map_err(|e| e.to_string())?,
+    )?;
+    expect_fired(&io, 6)?;
+    drop((file, src, dst));
+    g.finish()
+}
+
+fn check_os_error(what: &str, r: hipfile_core::Result<usize>, errno: Errno) -> Result<(), String> {
+    let name = std::io::Error::from_raw_os_error(errno.raw_os_error());
+    match r {
+        Ok(n) => Err(format!(
+            "{what} returned {n} instead of failing with {name}"
+        )),
+        Err(e) if e.kind() == ErrorKind::Os && e.errno() == Some(errno.raw_os_error()) => Ok(()),
+        Err(e) => Err(format!("{what} failed, but not with {name}: {e}")),
+    }
+}
+
+fn eio_is_reported(f: &Fixture) -> Result<(), String> {
+    let Some((g, io)) = scripted(f, |s| {
+        s.fail_preads_from(1, Errno::IO)
+            .fail_pwrites_from(1, Errno::IO)
+    })?
+    else {
+        return Ok(());
+    };
+    let size = 2 * g.chunk();
+    let contents = pattern(12, 0, size);
+    let file = g.file("eio", &contents)?;
+    let dev = g.device(size)?;
+    let r = g.io_result(IoOp::Read, file.handle, dev.ptr(), size, 0, 0);
+    check_os_error("a read whose every pread fails with EIO", r, Errno::IO)?;
+    same_bytes(
+        "device buffer after a read that read nothing",
+        &vec![SENTINEL; size],
+        &dev.to_vec().map_err(|e| e.to_string())?,
+    )?;
+    let r = g.io_result(IoOp::Write, file.handle, dev.ptr(), size, 0, 0);
+    check_os_error("a write whose every pwrite fails with EIO", r, Errno::IO)?;
+    same_bytes(
+        "file after a write that wrote nothing",
+        &contents,
+        &file.contents()?,
+    )?;
+    expect_fired(&io, 2)?;
+    drop((file, dev));
+    g.finish()
+}
+
+fn enospc_is_reported(f: &Fixture) -> Result<(), String> {
+    let Some((g, io)) = scripted(f, |s| s.fail_pwrite(2, Errno::NOSPC))? else {
+        return Ok(());
+    };
+    let size = 4 * g.chunk();
+    let file = g.file("enospc", &[])?;
+    let mut src = g.device(size)?;
+    src.write_at(0, &pattern(13, 0, size))
+        .map_err(|e| e.to_string())?;
+    let r = g.io_result(IoOp::Write, file.handle, src.ptr(), size, 0, 0);
+    check_os_error(
+        "a write whose 2nd pwrite fails with ENOSPC",
+        r,
+        Errno::NOSPC,
+    )?;
+    expect_fired(&io, 1)?;
+    drop((file, src));
+    g.finish()
 }

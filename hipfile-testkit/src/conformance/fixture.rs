@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use hipfile_core::{
-    BackendDescriptor, Driver, DriverOptions, EnvConfig, FileHandleId, IoCall, IoOp,
+    BackendDescriptor, Driver, DriverOptions, EnvConfig, FileHandleId, FileIo, IoCall, IoOp,
     RegistryBuilder,
 };
 use hipfile_hip::sim::SimRuntime;
@@ -97,6 +97,7 @@ pub struct Fixture {
     sim: Arc<SimRuntime>,
     runtime: Arc<dyn GpuRuntime>,
     driver: Driver,
+    backend: BackendDescriptor,
     cfg: ConformanceConfig,
     dir: TempDir,
     paths: Mutex<Vec<PathBuf>>,
@@ -106,6 +107,16 @@ pub struct Fixture {
 impl Fixture {
     /// A fresh simulated GPU and an open driver whose registry holds only `backend`.
     pub fn new(backend: BackendDescriptor, cfg: &ConformanceConfig) -> Result<Self, String> {
+        Fixture::with_io(backend, cfg, cfg.io.clone())
+    }
+
+    /// As [`Fixture::new`], with the driver's file IO primitives replaced by `io` (`None`:
+    /// `pread`/`pwrite`).
+    pub fn with_io(
+        backend: BackendDescriptor,
+        cfg: &ConformanceConfig,
+        io: Option<Arc<dyn FileIo>>,
+    ) -> Result<Self, String> {
         let sim = Arc::new(SimRuntime::default());
         let runtime: Arc<dyn GpuRuntime> = sim.clone();
         let mut backends = RegistryBuilder::new();
@@ -121,8 +132,8 @@ impl Fixture {
             },
             ..DriverOptions::with_runtime(runtime.clone())
         };
-        if let Some(io) = &cfg.io {
-            options.io = Arc::clone(io);
+        if let Some(io) = io {
+            options.io = io;
         }
         let baseline =
             LeakSnapshot::take(&sim, &[]).map_err(|e| format!("counting resources: {e}"))?;
@@ -159,6 +170,7 @@ impl Fixture {
             sim,
             runtime,
             driver,
+            backend,
             cfg: cfg.clone(),
             dir,
             paths: Mutex::new(Vec::new()),
@@ -179,6 +191,11 @@ impl Fixture {
     /// The simulated GPU itself, for leak counts.
     pub fn sim(&self) -> &SimRuntime {
         &self.sim
+    }
+
+    /// The backend under test.
+    pub fn backend(&self) -> BackendDescriptor {
+        self.backend
     }
 
     /// The configuration the suite runs with.
@@ -240,16 +257,32 @@ impl Fixture {
         file_offset: u64,
         buffer_offset: usize,
     ) -> Result<usize, String> {
-        let call = IoCall {
+        self.io_result(op, handle, buffer, size, file_offset, buffer_offset)
+            .map_err(|e| {
+                format!(
+                    "{op:?} of {size} bytes at file offset {file_offset}, buffer \
+                     {buffer:#x}+{buffer_offset} failed: {e}"
+                )
+            })
+    }
+
+    /// One read or write through the driver, its error as the driver gave it.
+    pub fn io_result(
+        &self,
+        op: IoOp,
+        handle: FileHandleId,
+        buffer: usize,
+        size: usize,
+        file_offset: u64,
+        buffer_offset: usize,
+    ) -> hipfile_core::Result<usize> {
+        self.driver.io(IoCall {
             op,
             handle,
             buffer,
             size,
             file_offset: file_offset as i64,
             buffer_offset: buffer_offset as i64,
-        };
-        self.driver.io(call).map_err(|e| {
-            format!("{op:?} of {size} bytes at file offset {file_offset}, buffer {buffer:#x}+{buffer_offset} failed: {e}")
         })
     }
 

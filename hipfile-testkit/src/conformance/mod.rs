@@ -44,6 +44,10 @@ pub struct ConformanceConfig {
     /// Where the test files live (default: the system temporary directory). A direct-IO engine
     /// points this at a filesystem it accepts.
     pub dir: Option<PathBuf>,
+    /// The backend moves file bytes through the driver's [`FileIo`] (as a staged engine does;
+    /// a direct engine whose P2P driver does its own IO does not), so the fault cases can script
+    /// failures under it. When false, those cases check nothing.
+    pub file_io_faults: bool,
     /// The file IO primitives every driver uses (default: `pread`/`pwrite`); a
     /// [`crate::faults::ScriptedIo`] here runs the whole suite under short transfers.
     pub io: Option<Arc<dyn FileIo>>,
@@ -57,6 +61,7 @@ impl Default for ConformanceConfig {
             max_direct_io_size_kb: 16,
             check_max_rw_count: true,
             dir: None,
+            file_io_faults: true,
             io: None,
         }
     }
@@ -70,6 +75,7 @@ impl fmt::Debug for ConformanceConfig {
             .field("max_direct_io_size_kb", &self.max_direct_io_size_kb)
             .field("check_max_rw_count", &self.check_max_rw_count)
             .field("dir", &self.dir)
+            .field("file_io_faults", &self.file_io_faults)
             .field("io", &self.io)
             .finish()
     }
