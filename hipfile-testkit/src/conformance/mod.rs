@@ -1,17 +1,25 @@
 //! The backend conformance suite: one set of cases every backend passes.
 //!
-//! Each case builds its own [`Driver`] on a fresh [`SimRuntime`], with a registry holding only the
-//! backend under test, and its own files in a temporary directory. Cases check bytes exactly,
+//! Each case builds its own [`Driver`] on a fresh [`SimRuntime`], with a registry holding only
+//! the backend under test, and its own files in a temporary directory. Cases check bytes exactly,
 //! and check that nothing outside the target range moved: device buffers are pre-filled with a
 //! sentinel and files hold a known pattern around the range, and every byte outside the range is
-//! compared after each operation, on both sides.
+//! compared after each operation, on both sides. When the case is done the driver closes, and no
+//! descriptor, pinned buffer, stream or allocation may be left behind.
+//!
+//! [`Driver`]: hipfile_core::Driver
+//! [`SimRuntime`]: hipfile_hip::sim::SimRuntime
 //!
 //! A backend crate calls the suite from one of its tests:
 //!
-//! ```no_run
-//! # fn descriptor() -> hipfile_core::BackendDescriptor { unimplemented!() }
+//! ```
+//! use hipfile_core::BackendDescriptor;
 //! use hipfile_testkit::conformance::{run_all, ConformanceConfig};
-//! run_all(descriptor(), &ConformanceConfig::default()).assert_passed();
+//!
+//! // In the backend crate: `#[test] fn conformance() { check(my_backend::descriptor()) }`.
+//! fn check(descriptor: BackendDescriptor) {
+//!     run_all(descriptor, &ConformanceConfig::default()).assert_passed();
+//! }
 //! ```
 
 mod cases;
