@@ -388,17 +388,28 @@ impl Transfer {
                 Err(_) => return pread_full(io, self.buffered_fd(), buf, offset).map_err(&context),
             }
         }
-        read_direct(io, direct, buf, offset, self.offset_align).map_err(&context)
+        read_direct(
+            io,
+            direct,
+            self.buffered_fd(),
+            buf,
+            offset,
+            self.offset_align,
+        )
+        .map_err(context)
     }
 
     fn write_piece(&self, buf: &[u8], offset: u64) -> Result<(), Error> {
-        let fd = match self.policy {
-            DirectIoPolicy::Always => self
-                .direct_fd_for(offset, buf)
-                .unwrap_or_else(|| self.buffered_fd()),
-            _ => self.buffered_fd(),
+        let io = &*self.io;
+        let direct = match self.policy {
+            DirectIoPolicy::Always => self.direct_fd_for(offset, buf),
+            _ => None,
         };
-        pwrite_full(&*self.io, fd, buf, offset).map_err(|e| {
+        match direct {
+            Some(fd) => write_direct(io, fd, self.buffered_fd(), buf, offset, self.offset_align),
+            None => pwrite_full(io, self.buffered_fd(), buf, offset),
+        }
+        .map_err(|e| {
             Error::from_io(
                 &e,
                 format!("writing {} bytes at offset {offset}", buf.len()),
@@ -407,23 +418,26 @@ impl Transfer {
     }
 }
 
-/// Read with O_DIRECT until `buf` is full or the file ends. A transfer that is not a whole number
-/// of blocks can only be the end of the file (continuing at an unaligned offset would be EINVAL).
+/// Read with O_DIRECT until `buf` is full or the file ends. O_DIRECT cannot continue at an
+/// unaligned offset, so after a transfer that is not a whole number of blocks (the end of the
+/// file, or a short read) the rest is read through the buffered descriptor.
 fn read_direct(
     io: &dyn FileIo,
-    fd: BorrowedFd<'_>,
+    direct: BorrowedFd<'_>,
+    buffered: BorrowedFd<'_>,
     buf: &mut [u8],
     offset: u64,
     align: u64,
 ) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
-        match io.pread(fd, &mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
+        match io.pread(direct, &mut buf[done..], offset + done as u64) {
+            Ok(0) => return Ok(done),
             Ok(n) => {
                 done += n;
                 if n as u64 % align != 0 {
-                    break;
+                    let rest = pread_full(io, buffered, &mut buf[done..], offset + done as u64)?;
+                    return Ok(done + rest);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -431,6 +445,37 @@ fn read_direct(
         }
     }
     Ok(done)
+}
+
+/// Write all of `buf` with O_DIRECT; after a short transfer that leaves an unaligned offset, the
+/// rest goes through the buffered descriptor.
+fn write_direct(
+    io: &dyn FileIo,
+    direct: BorrowedFd<'_>,
+    buffered: BorrowedFd<'_>,
+    buf: &[u8],
+    offset: u64,
+    align: u64,
+) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match io.pwrite(direct, &buf[done..], offset + done as u64) {
+            Ok(0) => {
+                return Err(io::Error::from_raw_os_error(
+                    rustix::io::Errno::NOSPC.raw_os_error(),
+                ))
+            }
+            Ok(n) => {
+                done += n;
+                if n as u64 % align != 0 {
+                    return pwrite_full(io, buffered, &buf[done..], offset + done as u64);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

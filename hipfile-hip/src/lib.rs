@@ -28,6 +28,7 @@
 
 pub mod amd;
 mod error;
+pub mod faults;
 mod platform;
 mod runtime;
 pub mod sim;

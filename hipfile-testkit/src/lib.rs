@@ -27,9 +27,9 @@
 //! values naming the case and the first differing byte; [`conformance::Report::assert_passed`]
 //! turns them into one panic for a `#[test]`.
 //!
-//! The crate denies `unsafe` everywhere but one module: [`faults::ScriptedRuntime`] implements
-//! [`hipfile_hip::GpuRuntime`], whose copy entry points are `unsafe fn`; implementing them is
-//! itself `unsafe` code, so that module alone allows it and only forwards the caller's contract.
+//! The crate has no `unsafe` code. [`faults::ScriptedRuntime`] implements
+//! [`hipfile_hip::GpuRuntime`], whose copy entry points are `unsafe fn`, so it is defined in
+//! `hipfile-hip` (where the GPU boundary's `unsafe` lives) and re-exported here.
 //!
 //! ## Example
 //!
@@ -48,7 +48,7 @@
 //! # Ok::<(), hipfile_hip::HipError>(())
 //! ```
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod conformance;
 pub mod faults;

@@ -140,7 +140,12 @@ impl Fixture {
         let driver = Driver::new(options);
         let kb = cfg.max_direct_io_size_kb;
         driver
-            .stage_settings(|s| s.max_direct_io_size_kb = kb)
+            .stage_settings(|s| {
+                s.max_direct_io_size_kb = kb;
+                if let Some(tune) = &cfg.tune {
+                    tune(s);
+                }
+            })
             .map_err(|e| format!("staging settings: {e}"))?;
         driver
             .open()

@@ -30,9 +30,12 @@ use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use hipfile_core::{BackendDescriptor, FileIo};
+use hipfile_core::{BackendDescriptor, FileIo, Settings};
 
 pub use fixture::{pattern, Fixture, TestFile, SENTINEL};
+
+/// A change to the settings every driver of a run is opened with.
+pub type Tune = Arc<dyn Fn(&mut Settings) + Send + Sync>;
 
 /// What the suite may ask of a backend, and where it runs.
 #[derive(Clone)]
@@ -59,6 +62,9 @@ pub struct ConformanceConfig {
     /// The file IO primitives every driver uses (default: `pread`/`pwrite`); a
     /// [`crate::faults::ScriptedIo`] here runs the whole suite under short transfers.
     pub io: Option<Arc<dyn FileIo>>,
+    /// More settings staged on every driver after `max_direct_io_size_kb` (a backend's own
+    /// knobs, so the suite can run once per policy).
+    pub tune: Option<Tune>,
 }
 
 impl Default for ConformanceConfig {
@@ -71,6 +77,7 @@ impl Default for ConformanceConfig {
             dir: None,
             file_io_faults: true,
             io: None,
+            tune: None,
         }
     }
 }
@@ -85,6 +92,7 @@ impl fmt::Debug for ConformanceConfig {
             .field("dir", &self.dir)
             .field("file_io_faults", &self.file_io_faults)
             .field("io", &self.io)
+            .field("tune", &self.tune.is_some())
             .finish()
     }
 }

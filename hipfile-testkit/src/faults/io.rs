@@ -211,7 +211,7 @@ impl FileIo for ScriptedIo {
             None => self.inner.pread(fd, buf, offset),
             Some(IoFault::Fail(errno)) => Err(errno_error(errno)),
             Some(IoFault::Short(max)) => {
-                let len = buf.len().min(max);
+                let len = short_len(fd, buf.len(), max);
                 self.inner.pread(fd, &mut buf[..len], offset)
             }
         }
@@ -222,9 +222,25 @@ impl FileIo for ScriptedIo {
             None => self.inner.pwrite(fd, buf, offset),
             Some(IoFault::Fail(errno)) => Err(errno_error(errno)),
             Some(IoFault::Short(max)) => {
-                let len = buf.len().min(max);
+                let len = short_len(fd, buf.len(), max);
                 self.inner.pwrite(fd, &buf[..len], offset)
             }
         }
+    }
+}
+
+/// Block size a short transfer keeps on an O_DIRECT descriptor.
+const DIRECT_BLOCK: usize = 4096;
+
+/// The length of a scripted short transfer of `len` bytes capped at `max`. On an O_DIRECT
+/// descriptor the kernel only ever transfers whole blocks short of the end of the file (and an
+/// unaligned length would be refused with EINVAL), so there the cap is rounded down to whole
+/// 4 KiB blocks, keeping at least one.
+fn short_len(fd: BorrowedFd<'_>, len: usize, max: usize) -> usize {
+    let direct = rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f.contains(rustix::fs::OFlags::DIRECT));
+    if direct && len >= DIRECT_BLOCK {
+        len.min((max / DIRECT_BLOCK).max(1) * DIRECT_BLOCK)
+    } else {
+        len.min(max)
     }
 }

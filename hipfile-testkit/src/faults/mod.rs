@@ -12,29 +12,9 @@
 
 mod io;
 mod leaks;
-mod runtime;
 
+pub use hipfile_hip::faults::{FiredRuntimeFault, RuntimeOp, ScriptedRuntime, Trigger};
 pub use io::{FileOp, FiredIoFault, IoFault, ScriptedIo};
 pub use leaks::{open_fd_count, open_fds_for, LeakSnapshot};
-pub use runtime::{FiredRuntimeFault, RuntimeOp, ScriptedRuntime};
 /// Error numbers for scripts (`Errno::IO`, `Errno::NOSPC`, `Errno::INTR`, ...).
 pub use rustix::io::Errno;
-
-/// Which calls of a kind a rule selects, by their 1-based number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Trigger {
-    /// Exactly the `n`th call.
-    Nth(u64),
-    /// The `n`th call and every one after it.
-    From(u64),
-}
-
-impl Trigger {
-    /// Whether call number `call` (1-based) is selected.
-    pub fn matches(self, call: u64) -> bool {
-        match self {
-            Trigger::Nth(n) => call == n,
-            Trigger::From(n) => call >= n,
-        }
-    }
-}

@@ -1,22 +1,20 @@
 //! [`ScriptedRuntime`]: a [`GpuRuntime`] decorator that fails chosen copies and pinned allocations.
 //!
-//! The only module of the crate allowed `unsafe`: [`GpuRuntime`] declares its copy and free entry
-//! points `unsafe fn`, so implementing the trait means declaring them, and forwarding to the inner
-//! runtime means calling them. Each forward passes the caller's own contract on unchanged and adds
-//! no memory access of its own; a scripted failure touches no memory at all.
-#![allow(unsafe_code)]
+//! It lives here, beside the runtimes, because [`GpuRuntime`] declares its copy and free entry
+//! points `unsafe fn`: implementing the trait means declaring them, and this crate is where the
+//! GPU boundary's `unsafe` belongs. Each forward passes the caller's own contract on unchanged and
+//! adds no memory access of its own; a scripted failure touches no memory at all.
+//! `hipfile-testkit` re-exports it with its other fault-injection decorators.
 
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use hipfile_hip::{
+use crate::{
     EventHandle, GpuRuntime, HipError, HipErrorCode, HipResult, HostFn, PointerInfo, RuntimeInfo,
     StreamHandle,
 };
-
-use super::Trigger;
 
 /// Which runtime call a rule is about. Synchronous and asynchronous copies of one direction share
 /// a counter: "the 3rd copy to the device" is the 3rd whichever entry point made it.
@@ -290,5 +288,24 @@ impl GpuRuntime for ScriptedRuntime {
 
     fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
         self.inner.launch_host_func(stream, f)
+    }
+}
+
+/// Which calls of a kind a rule selects, by their 1-based number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// Exactly the `n`th call.
+    Nth(u64),
+    /// The `n`th call and every one after it.
+    From(u64),
+}
+
+impl Trigger {
+    /// Whether call number `call` (1-based) is selected.
+    pub fn matches(self, call: u64) -> bool {
+        match self {
+            Trigger::Nth(n) => call == n,
+            Trigger::From(n) => call >= n,
+        }
     }
 }
