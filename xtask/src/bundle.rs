@@ -36,7 +36,10 @@
 //! `HIPFILE_GPU_TESTS=1`, puts `TMPDIR` on the real disk (`./scratch`, not a tmpfs `/tmp`), runs
 //! every test binary, compiles every C program as C11 and as C++17 against the CUDA headers it finds
 //! (`$CUDA_HOME/include`, `/usr/local/cuda/include`, `nvcc`'s `../include`) and runs it, then runs
-//! `bin/hipfile bench --size 1G` (`--no-bench` skips it). Logs go to `$OUT` when set (the device
+//! `bin/hipfile bench --size 1G` (`--no-bench` skips it). Tests that compile C against
+//! `env!("CARGO_MANIFEST_DIR")/include` find the header there through a link to the bundle's
+//! `include/` that `run.sh` makes when the build machine's path (`source root` in the manifest) is
+//! missing on the GPU machine. Logs go to `$OUT` when set (the device
 //! tool brings `$OUT` back): `run.log`, `summary.txt`, and `logs.tar.gz` with every full log.
 
 use std::path::{Path, PathBuf};
@@ -114,6 +117,8 @@ pub fn run(args: &[&str]) -> Result<(), String> {
             println!("gpu-bundle: {package} is not in the workspace; its tests are left out");
         }
     }
+    // Refuse a wrong --out before minutes of building, not after.
+    check_out_dir(&out)?;
     let tests = build_tests(&packages)?;
     build_artifacts()?;
 
@@ -255,19 +260,29 @@ fn build_artifacts() -> Result<(), String> {
     }
 }
 
-/// Empties `out`, refusing to touch a non-empty folder that is not an earlier bundle.
+/// Refuses a non-empty folder that is not an earlier bundle: `--out` must never empty one.
+fn check_out_dir(out: &Path) -> Result<(), String> {
+    if !out.exists() {
+        return Ok(());
+    }
+    let empty = std::fs::read_dir(out)
+        .map_err(|e| format!("{}: {e}", out.display()))?
+        .next()
+        .is_none();
+    if empty || out.join(MANIFEST).is_file() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} exists and holds no {MANIFEST}: not a bundle, so it is left alone",
+            out.display()
+        ))
+    }
+}
+
+/// Empties `out` (checked by [`check_out_dir`]) and creates it afresh.
 fn prepare_out_dir(out: &Path) -> Result<(), String> {
+    check_out_dir(out)?;
     if out.exists() {
-        let empty = std::fs::read_dir(out)
-            .map_err(|e| format!("{}: {e}", out.display()))?
-            .next()
-            .is_none();
-        if !empty && !out.join(MANIFEST).is_file() {
-            return Err(format!(
-                "{} exists and holds no {MANIFEST}: not a bundle, so it is left alone",
-                out.display()
-            ));
-        }
         std::fs::remove_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     }
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))
@@ -331,7 +346,8 @@ fn write_manifest(
         .unwrap_or_else(|| "unknown".into());
     let mut text = format!(
         "hipfile-rs GPU bundle, built by `cargo xtask gpu-bundle`\ncommit: {commit}\n\
-         test packages: {}\n\ntests:\n",
+         source root: {}\ntest packages: {}\n\ntests:\n",
+        workspace::root().display(),
         packages.join(" ")
     );
     for test in tests {
