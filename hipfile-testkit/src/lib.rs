@@ -53,3 +53,4 @@
 pub mod conformance;
 pub mod faults;
 pub mod model;
+pub mod target;

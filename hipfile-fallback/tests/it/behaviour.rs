@@ -52,7 +52,7 @@ fn read_all(d: &Driver, path: &std::path::Path, dev: &DeviceBuffer, size: usize)
 
 #[test]
 fn the_largest_transfer_bounds_every_read() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
     let size = 1 << 20;
     std::fs::write(&path, pattern(5, 0, size)).unwrap();
@@ -76,7 +76,7 @@ fn the_largest_transfer_bounds_every_read() {
 
 #[test]
 fn the_pinned_memory_bound_bounds_the_staging_pool() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
     let size = 4 << 20;
     std::fs::write(&path, pattern(6, 0, size)).unwrap();
@@ -105,7 +105,7 @@ fn the_pinned_memory_bound_bounds_the_staging_pool() {
 fn sixty_four_threads_register_and_move_bytes_through_the_staged_engine() {
     let sim = Arc::new(SimRuntime::default());
     let d = driver(&sim, None, |s| s.per_buffer_cache_size_kb = 16);
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
     thread::scope(|scope| {
         for t in 0..64usize {
             let (d, sim, dir) = (&d, &sim, &dir);

@@ -1,5 +1,7 @@
 //! The backend conformance suite, once per O_DIRECT policy and once under short and interrupted
-//! transfers. Files live in the build's temporary directory, on a filesystem with O_DIRECT.
+//! transfers. Files live in the temporary directory (`TMPDIR`), which must be on a filesystem
+//! with O_DIRECT for the direct-IO policies to be exercised; on the simulated GPU unless
+//! `HIPFILE_GPU_TESTS=1` (see `hipfile_testkit::target`).
 
 use std::sync::Arc;
 
@@ -9,7 +11,6 @@ use hipfile_testkit::faults::ScriptedIo;
 
 fn config(policy: DirectIoPolicy) -> ConformanceConfig {
     ConformanceConfig {
-        dir: Some(env!("CARGO_TARGET_TMPDIR").into()),
         tune: Some(Arc::new(move |s| s.direct_io = policy)),
         ..ConformanceConfig::default()
     }

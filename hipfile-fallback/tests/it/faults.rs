@@ -44,7 +44,7 @@ fn setup(
     Setup {
         sim,
         driver,
-        dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+        dir: tempfile::tempdir().unwrap(),
     }
 }
 
