@@ -570,6 +570,14 @@ impl NvidiaRuntime {
         })
     }
 
+    /// Restore the caller's current device when the guard drops, if something changed it.
+    fn keep_device(&self) -> HipResult<DeviceKeeper<'_>> {
+        Ok(DeviceKeeper {
+            runtime: self,
+            device: self.current_device()?,
+        })
+    }
+
     /// Switch to the device owning `ptr` for the length of the guard. With one device there is
     /// nothing to switch to, and the pointer is not even looked up.
     fn enter_device_of(&self, ptr: usize) -> HipResult<DeviceGuard<'_>> {
@@ -650,6 +658,9 @@ impl NvidiaRuntime {
     /// Base and length of the allocation holding `ptr`, asked with `device`'s primary context
     /// current (the caller's context is restored before returning).
     fn address_range(&self, ptr: usize, device: i32) -> HipResult<(usize, usize)> {
+        // Switching driver contexts moves the runtime's current device with them, and restoring a
+        // NULL context does not move it back: the device is restored on its own, after the context.
+        let _device = self.keep_device()?;
         let _context = self.enter_context(device.max(0))?;
         let mut base: DevicePtr = 0;
         let mut len = 0usize;
@@ -715,6 +726,21 @@ impl Drop for DeviceGuard<'_> {
             // SAFETY: plain integer argument, a device that was current a moment ago. A failure
             // cannot be reported from drop.
             let _ = unsafe { (self.rt.set_device)(device) };
+        }
+    }
+}
+
+/// Puts `device` back as the current device on drop, if it no longer is.
+struct DeviceKeeper<'a> {
+    runtime: &'a NvidiaRuntime,
+    device: i32,
+}
+
+impl Drop for DeviceKeeper<'_> {
+    fn drop(&mut self) {
+        if self.runtime.current_device().ok() != Some(self.device) {
+            // A failure cannot be reported from drop.
+            let _ = self.runtime.set_device(self.device);
         }
     }
 }
