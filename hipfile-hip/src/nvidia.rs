@@ -91,6 +91,16 @@ struct RawPointerAttributes {
 
 const _: () = assert!(std::mem::size_of::<RawPointerAttributes>() == 24);
 
+/// The out-buffer handed to `cudaPointerGetAttributes`: the 24-byte struct followed by spare room,
+/// so a runtime whose struct grew at the end (as `cudaDeviceProp` has, release after release)
+/// writes into the spare bytes instead of past our stack slot.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PointerAttributesSlot {
+    attr: RawPointerAttributes,
+    _spare: [u64; 8],
+}
+
 impl Default for RawPointerAttributes {
     fn default() -> Self {
         RawPointerAttributes {
@@ -600,14 +610,14 @@ impl NvidiaRuntime {
     /// `cudaPointerGetAttributes`; `None` when the runtime refuses the pointer as an invalid value
     /// (what CUDA before 11 said of pageable memory).
     fn raw_attributes(&self, ptr: usize) -> HipResult<Option<RawPointerAttributes>> {
-        let mut attr = RawPointerAttributes::default();
-        // SAFETY: `attr` is a valid, correctly sized out-struct; `ptr` is only looked up.
-        let rc = unsafe { (self.rt.pointer_get_attributes)(&mut attr, ptr as *const c_void) };
+        let mut slot = PointerAttributesSlot::default();
+        // SAFETY: `slot` starts with the out-struct and is larger than it; `ptr` is only looked up.
+        let rc = unsafe { (self.rt.pointer_get_attributes)(&mut slot.attr, ptr as *const c_void) };
         if rc == CUDA_INVALID_VALUE {
             return Ok(None);
         }
         self.check("cudaPointerGetAttributes", rc)?;
-        Ok(Some(attr))
+        Ok(Some(slot.attr))
     }
 
     /// Kind and device of `ptr` asked of the driver, for pointers the runtime would not describe.
