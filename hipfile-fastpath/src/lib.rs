@@ -70,7 +70,7 @@ use std::sync::Arc;
 
 use hipfile_core::{
     priority, Backend, BackendContext, BackendDescriptor, CompatMode, Decline, DioAlign, EnvConfig,
-    Error, FsKind, IoFailure, IoOp, IoRequest, RegistryBuilder, Result,
+    Error, FsKind, IoFailure, IoOp, IoRequest, RegisteredFile, RegistryBuilder, Result,
 };
 use hipfile_hip::{GpuRuntime, MemoryKind, P2pDriver, MAX_P2P_TRANSFER};
 
@@ -149,6 +149,30 @@ pub fn verdict(facts: &Facts<'_>) -> Result<(), Decline> {
         });
     }
     filesystem_verdict(facts.fs, facts.env)
+}
+
+/// Whether the fastpath would serve aligned IO between `file` and device memory of `runtime`:
+/// what `hipfile check` reports for a file. Alignment is a property of each request, so it is
+/// taken as met here.
+pub fn file_verdict(
+    file: &RegisteredFile,
+    runtime: &dyn GpuRuntime,
+    compat: CompatMode,
+    env: &EnvConfig,
+) -> Result<(), Decline> {
+    let align = file.dio_align();
+    verdict(&Facts {
+        has_p2p_driver: runtime.p2p().is_some(),
+        has_direct_fd: file.direct_fd().is_some(),
+        memory: MemoryKind::Device,
+        align,
+        fs: &file.fs().kind,
+        file_offset: 0,
+        size: align.offset.max(1) as usize,
+        device_address: 0,
+        compat,
+        env,
+    })
 }
 
 /// Whether the direct path may serve files on `fs`.

@@ -215,3 +215,34 @@ fn the_declines_that_the_driver_cannot_produce_are_covered_by_the_verdict() {
         Err(hipfile_core::Decline::NotDeviceMemory)
     );
 }
+
+#[test]
+fn the_file_verdict_reports_what_check_shows() {
+    let rig = Rig::new();
+    let file = rig.registered();
+    let compat = hipfile_core::CompatMode {
+        allowed: true,
+        forced: false,
+    };
+    let env = env();
+    assert_eq!(
+        hipfile_fastpath::file_verdict(&file, &*rig.gpu, compat, &env),
+        Ok(())
+    );
+    let no_p2p = hipfile_hip::sim::SimRuntime::new(SimConfig {
+        p2p: false,
+        ..SimConfig::default()
+    });
+    assert_eq!(
+        hipfile_fastpath::file_verdict(&file, &no_p2p, compat, &env),
+        Err(hipfile_core::Decline::NoP2pDriver)
+    );
+    let forced = hipfile_core::CompatMode {
+        allowed: true,
+        forced: true,
+    };
+    assert_eq!(
+        hipfile_fastpath::file_verdict(&file, &*rig.gpu, forced, &env),
+        Err(hipfile_core::Decline::CompatModeForced)
+    );
+}
