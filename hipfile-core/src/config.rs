@@ -142,7 +142,8 @@ pub struct Settings {
     /// Host memory as IO buffers. Stored and reported: as upstream hipFile, only device memory
     /// may be registered or used for IO.
     pub allow_system_memory: bool,
-    /// PCI P2P DMA. Stored and reported: the direct path is not part of this build.
+    /// PCI P2P DMA. Stored and reported: the direct path goes through the platform's P2P driver
+    /// (KFD, nvidia-fs), never through PCI P2PDMA on its own.
     pub use_pci_p2pdma: bool,
     /// io_uring. Stored and reported: IO is `pread`/`pwrite`.
     pub prefer_io_uring: bool,

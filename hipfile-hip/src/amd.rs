@@ -15,12 +15,23 @@
 //! - Host functions cross the C boundary through one `extern "C"` trampoline that owns the boxed
 //!   closure and catches any panic, so no unwind ever enters the runtime.
 //!
+//! Direct IO: when the runtime's `hipGetProcAddress` knows both `hipAmdFileRead` and
+//! `hipAmdFileWrite` (they are not in the public headers), [`GpuRuntime::p2p`] offers a driver that
+//! calls them on the O_DIRECT descriptor: the KFD DMAs between the storage device and GPU memory.
+//! Each call is capped at [`MAX_P2P_TRANSFER`]; `hipInit(0)` runs once on each calling thread
+//! before its first call; a non-zero KFD `status` is the errno of the failure, and a failing
+//! `hipError_t` with no status becomes ENODEV when it says the device cannot do it (so the request
+//! fails over) and EIO otherwise.
+//!
 //! The function pointers in the table are only valid while the `Library` they came from lives, so
 //! both live in one struct; beyond that the library is opened `RTLD_NODELETE` and is never
 //! unmapped once loaded, because a GPU runtime's threads and exit handlers outlive any handle.
 
-use std::ffi::{c_char, c_void, CStr};
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -28,6 +39,7 @@ use std::sync::Arc;
 use libloading::Library;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
+use crate::p2p::{errno_error, P2pDriver, MAX_P2P_TRANSFER};
 use crate::runtime::{
     EventHandle, GpuRuntime, HostFn, MemoryKind, Platform, PointerInfo, RuntimeInfo, StreamHandle,
 };
@@ -129,6 +141,8 @@ struct HipApi {
     event_destroy: unsafe extern "C" fn(RawEvent) -> i32,
     launch_host_func: unsafe extern "C" fn(RawStream, Option<HostCallback>, *mut c_void) -> i32,
     get_error_string: unsafe extern "C" fn(i32) -> *const c_char,
+    /// `hipInit`; only the P2P driver calls it (before its first call on each thread).
+    init: Option<unsafe extern "C" fn(c_uint) -> c_int>,
     /// ROCm 6 signature: `(symbol, pfn, hipVersion, flags, symbolStatus)`; absent before ROCm 6.
     get_proc_address:
         Option<unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, *mut i32) -> i32>,
@@ -189,6 +203,8 @@ impl HipApi {
             event_destroy: sym!("hipEventDestroy"),
             launch_host_func: sym!("hipLaunchHostFunc"),
             get_error_string: sym!("hipGetErrorString"),
+            // SAFETY: declared with its hip_runtime_api.h signature.
+            init: unsafe { symbol(lib, library, "hipInit") }.ok(),
             // SAFETY: declared with the ROCm 6 signature; only runtimes of ROCm 6 and later export
             // the symbol at all.
             get_proc_address: unsafe { symbol(lib, library, "hipGetProcAddress") }.ok(),
@@ -249,6 +265,7 @@ pub struct AmdRuntime {
     abi: MemoryTypeAbi,
     version: i32,
     library_name: String,
+    p2p: Option<Arc<AmdP2p>>,
     // Keeps the code behind every pointer in `api` mapped; never used directly after load.
     _library: Library,
 }
@@ -259,6 +276,7 @@ impl fmt::Debug for AmdRuntime {
             .field("library", &self.library_name)
             .field("version", &self.version)
             .field("abi", &self.abi)
+            .field("p2p", &self.p2p.is_some())
             .finish()
     }
 }
@@ -326,11 +344,13 @@ impl AmdRuntime {
             abi: MemoryTypeAbi::Rocm6,
             version: 0,
             library_name: name.to_string(),
+            p2p: None,
             _library: lib,
         };
         rt.check("hipRuntimeGetVersion", rc)?;
         rt.version = version;
         rt.abi = MemoryTypeAbi::from_runtime_version(version);
+        rt.p2p = AmdP2p::resolve(&rt).map(Arc::new);
         Ok(rt)
     }
 
@@ -387,6 +407,178 @@ impl AmdRuntime {
             unsafe { (self.api.mem_get_address_range)(&mut base, &mut len, ptr as *mut c_void) };
         self.check("hipMemGetAddressRange", rc)?;
         Ok((base as usize, len))
+    }
+}
+
+/// `hipAmdFileHandle_t`: the file handle of `hipAmdFileRead/Write`, an 8-byte union passed by
+/// value (Linux uses the `fd` member).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union AmdFileHandle {
+    handle: *mut c_void,
+    fd: c_int,
+    pad: [u8; 8],
+}
+
+const _: () = assert!(std::mem::size_of::<AmdFileHandle>() == 8);
+
+impl AmdFileHandle {
+    /// The handle of descriptor `fd` (the other bytes zero).
+    pub fn from_fd(fd: RawFd) -> Self {
+        let mut h = AmdFileHandle { pad: [0; 8] };
+        h.fd = fd;
+        h
+    }
+
+    /// The descriptor the handle holds.
+    pub fn fd(self) -> RawFd {
+        // SAFETY: every member is plain data and all 8 bytes are always initialised (`from_fd`
+        // zeroes them, C callers pass a full union), so any member reads a valid value.
+        unsafe { self.fd }
+    }
+}
+
+impl fmt::Debug for AmdFileHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AmdFileHandle").field(&self.fd()).finish()
+    }
+}
+
+/// `hipAmdFileRead` / `hipAmdFileWrite`: `(handle, devicePtr, size, file_offset, *size_copied,
+/// *status) -> hipError_t`.
+pub type AmdFileIoFn =
+    unsafe extern "C" fn(AmdFileHandle, *mut c_void, u64, i64, *mut u64, *mut i32) -> c_int;
+
+thread_local! {
+    static HIP_INITIALISED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The KFD direct path of an AMD runtime. Its function pointers stay valid for the life of the
+/// process: the runtime library is opened `RTLD_NODELETE` and never unmapped.
+#[derive(Debug)]
+struct AmdP2p {
+    read: AmdFileIoFn,
+    write: AmdFileIoFn,
+    init: Option<unsafe extern "C" fn(c_uint) -> c_int>,
+}
+
+impl AmdP2p {
+    /// Both entry points through `hipGetProcAddress`, or `None` when either is missing.
+    fn resolve(rt: &AmdRuntime) -> Option<Self> {
+        let read = rt.proc_address(c"hipAmdFileRead")?;
+        let write = rt.proc_address(c"hipAmdFileWrite")?;
+        // SAFETY: `hipGetProcAddress` returned the addresses of these two functions, whose C
+        // declaration (hip/amd_detail/hip_storage.h) is the signature of `AmdFileIoFn`.
+        let (read, write) = unsafe {
+            (
+                std::mem::transmute::<*mut c_void, AmdFileIoFn>(read.as_ptr()),
+                std::mem::transmute::<*mut c_void, AmdFileIoFn>(write.as_ptr()),
+            )
+        };
+        Some(AmdP2p {
+            read,
+            write,
+            init: rt.api.init,
+        })
+    }
+
+    /// `hipInit(0)` once on the calling thread; a failure means there is no device to DMA to.
+    fn ensure_init(&self) -> io::Result<()> {
+        let Some(init) = self.init else {
+            return Ok(());
+        };
+        if HIP_INITIALISED.with(Cell::get) {
+            return Ok(());
+        }
+        // SAFETY: hipInit takes a flags integer (0) and may be called any number of times.
+        let rc = unsafe { init(0) };
+        if rc != 0 {
+            return Err(errno_error(libc::ENODEV));
+        }
+        HIP_INITIALISED.with(|c| c.set(true));
+        Ok(())
+    }
+
+    /// # Safety
+    /// The contract of [`P2pDriver::read`].
+    unsafe fn transfer(
+        &self,
+        call: AmdFileIoFn,
+        fd: BorrowedFd<'_>,
+        device_ptr: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> io::Result<usize> {
+        self.ensure_init()?;
+        let size = size.min(MAX_P2P_TRANSFER);
+        let offset = i64::try_from(file_offset).map_err(|_| errno_error(libc::EINVAL))?;
+        let mut copied = 0u64;
+        let mut status = 0i32;
+        // SAFETY: the caller guarantees the device range and the O_DIRECT descriptor; both
+        // out-pointers are valid for the call.
+        let rc = unsafe {
+            call(
+                AmdFileHandle::from_fd(fd.as_raw_fd()),
+                device_ptr as *mut c_void,
+                size as u64,
+                offset,
+                &mut copied,
+                &mut status,
+            )
+        };
+        amd_outcome(rc, status, copied, size)
+    }
+}
+
+/// What one `hipAmdFileRead/Write` call amounts to: the KFD `status` is an errno (either sign);
+/// a failing `hipError_t` without one is ENODEV when the device cannot do direct IO at all, else
+/// EIO; a count larger than asked is EIO, never trusted.
+fn amd_outcome(rc: c_int, status: i32, copied: u64, asked: usize) -> io::Result<usize> {
+    if status != 0 {
+        return Err(errno_error(status.checked_abs().unwrap_or(libc::EIO)));
+    }
+    if rc != 0 {
+        let errno = match HipErrorCode(rc) {
+            HipErrorCode::NO_DEVICE
+            | HipErrorCode::INVALID_DEVICE
+            | HipErrorCode::NOT_SUPPORTED
+            | HipErrorCode::NOT_INITIALIZED
+            | HipErrorCode::INSUFFICIENT_DRIVER => libc::ENODEV,
+            _ => libc::EIO,
+        };
+        return Err(errno_error(errno));
+    }
+    usize::try_from(copied)
+        .ok()
+        .filter(|n| *n <= asked)
+        .ok_or_else(|| errno_error(libc::EIO))
+}
+
+impl P2pDriver for AmdP2p {
+    fn name(&self) -> &'static str {
+        "amd-kfd"
+    }
+
+    unsafe fn read(
+        &self,
+        fd: BorrowedFd<'_>,
+        device_ptr: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> io::Result<usize> {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { self.transfer(self.read, fd, device_ptr, size, file_offset) }
+    }
+
+    unsafe fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        device_ptr: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> io::Result<usize> {
+        // SAFETY: the caller's contract is this function's.
+        unsafe { self.transfer(self.write, fd, device_ptr, size, file_offset) }
     }
 }
 
@@ -647,6 +839,11 @@ impl GpuRuntime for AmdRuntime {
         }
         self.check("hipLaunchHostFunc", rc)
     }
+
+    fn p2p(&self) -> Option<Arc<dyn P2pDriver>> {
+        let driver: Arc<dyn P2pDriver> = self.p2p.clone()?;
+        Some(driver)
+    }
 }
 
 #[cfg(test)]
@@ -697,6 +894,29 @@ mod tests {
             MemoryTypeAbi::from_runtime_version(70_000_000),
             MemoryTypeAbi::Rocm6
         );
+    }
+
+    #[test]
+    fn kfd_answers_become_errnos() {
+        let errno = |r: io::Result<usize>| r.unwrap_err().raw_os_error();
+        assert_eq!(amd_outcome(0, 0, 4096, 8192).unwrap(), 4096);
+        assert_eq!(
+            errno(amd_outcome(999, libc::EREMOTEIO, 0, 8)),
+            Some(libc::EREMOTEIO)
+        );
+        assert_eq!(errno(amd_outcome(999, -libc::EIO, 0, 8)), Some(libc::EIO));
+        assert_eq!(errno(amd_outcome(0, i32::MIN, 0, 8)), Some(libc::EIO));
+        assert_eq!(errno(amd_outcome(101, 0, 0, 8)), Some(libc::ENODEV));
+        assert_eq!(errno(amd_outcome(999, 0, 0, 8)), Some(libc::EIO));
+        assert_eq!(errno(amd_outcome(0, 0, 9, 8)), Some(libc::EIO));
+    }
+
+    #[test]
+    fn the_file_handle_is_eight_bytes_holding_the_fd() {
+        let h = AmdFileHandle::from_fd(42);
+        assert_eq!(h.fd(), 42);
+        // SAFETY: all 8 bytes are initialised by `from_fd`.
+        assert_eq!(unsafe { h.pad }[4..], [0, 0, 0, 0]);
     }
 
     #[test]

@@ -174,6 +174,10 @@ impl GpuRuntime for ScriptedRuntime {
         self.inner.info()
     }
 
+    fn p2p(&self) -> Option<Arc<dyn crate::P2pDriver>> {
+        self.inner.p2p()
+    }
+
     fn device_count(&self) -> HipResult<i32> {
         self.inner.device_count()
     }

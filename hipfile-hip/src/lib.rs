@@ -15,6 +15,11 @@
 //! - **sim**: a simulated GPU in host memory ([`sim::SimRuntime`]), a real implementation that
 //!   makes the whole library testable on a machine without a GPU.
 //!
+//! Direct IO between storage and GPU memory goes through a [`P2pDriver`] that a runtime offers
+//! with [`GpuRuntime::p2p`]: AMD's `hipAmdFileRead/Write` (reached through `hipGetProcAddress`),
+//! NVIDIA's cuFile ([`p2p::cufile`], offered only with the nvidia-fs kernel driver), and the sim's
+//! O_DIRECT into simulated device memory, with scriptable faults.
+//!
 //! Nothing here links a GPU runtime, so every build works on a machine without ROCm or CUDA. All
 //! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate.
 //!
@@ -33,6 +38,7 @@ pub mod amd;
 mod error;
 pub mod faults;
 pub mod nvidia;
+pub mod p2p;
 mod platform;
 mod runtime;
 pub mod sim;
@@ -40,6 +46,7 @@ pub mod sim;
 pub use amd::open_library as amd_open_library;
 pub use error::{HipError, HipErrorCode, HipResult};
 pub use nvidia::open_libraries as nvidia_open_libraries;
+pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};
 pub use platform::{open_default, open_platform, parse_platform, platform_from_env};
 pub use runtime::{
     DeviceBuffer, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent, OwnedStream,

@@ -5,6 +5,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::error::HipResult;
+use crate::p2p::P2pDriver;
 
 /// Which GPU platform a runtime drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -185,6 +186,12 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     fn event_destroy(&self, event: EventHandle) -> HipResult<()>;
     /// Run `f` on a runtime thread once the work queued before it on `stream` is done.
     fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()>;
+
+    /// The platform's direct storage <-> GPU memory driver, when it has one. Provided (answering
+    /// `None`) so a runtime without a P2P path needs to say nothing.
+    fn p2p(&self) -> Option<Arc<dyn P2pDriver>> {
+        None
+    }
 }
 
 /// Pinned host memory owned by Rust; freed on drop.

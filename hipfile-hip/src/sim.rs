@@ -6,12 +6,20 @@
 //! their device ranges and fail with `hipErrorInvalidValue` where a GPU would fault. Several
 //! simulated devices can exist at once, each allocation remembering its owner.
 //!
+//! Its P2P driver ([`SimP2p`], on unless [`SimConfig::p2p`] is false) does what a P2P DMA does:
+//! O_DIRECT `pread`/`pwrite` straight between the file and simulated device memory, after checking
+//! that the range lies inside one device allocation. Tests script its faults deterministically
+//! through [`SimRuntime::p2p_faults`] ("the 2nd call fails with ENODEV", "the 1st call is short by
+//! 4096 bytes").
+//!
 //! The same engine backs the HIP-compatible shared library built by `hipfile-testkit`, which is
 //! why the ROCm ABI generation it imitates ([`SimAbi`]) lives here.
 
 use std::alloc::Layout;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
@@ -20,6 +28,7 @@ use std::thread;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::{HipError, HipErrorCode, HipResult};
+use crate::p2p::{errno_error, P2pDriver, MAX_P2P_TRANSFER};
 use crate::runtime::{
     EventHandle, GpuRuntime, HostFn, MemoryKind, Platform, PointerInfo, RuntimeInfo, StreamHandle,
 };
@@ -53,6 +62,8 @@ pub struct SimConfig {
     pub devices: i32,
     /// The ABI generation reported.
     pub abi: SimAbi,
+    /// Whether the simulated platform offers a P2P driver ([`SimP2p`]).
+    pub p2p: bool,
 }
 
 impl Default for SimConfig {
@@ -60,13 +71,15 @@ impl Default for SimConfig {
         SimConfig {
             devices: 1,
             abi: SimAbi::Rocm6,
+            p2p: true,
         }
     }
 }
 
 impl SimConfig {
     /// The configuration named by the environment: `HIPFILE_SIM_DEVICES` (a count, default 1) and
-    /// `HIPFILE_SIM_ROCM` (`5` or `6`, default 6). Unparseable values fall back to the defaults.
+    /// `HIPFILE_SIM_ROCM` (`5` or `6`, default 6), `HIPFILE_SIM_P2P` (`false` turns the P2P driver
+    /// off; default on). Unparseable values fall back to the defaults.
     pub fn from_env() -> Self {
         let mut cfg = SimConfig::default();
         if let Some(n) = std::env::var("HIPFILE_SIM_DEVICES")
@@ -78,6 +91,9 @@ impl SimConfig {
         }
         if std::env::var("HIPFILE_SIM_ROCM").map(|v| v.trim() == "5") == Ok(true) {
             cfg.abi = SimAbi::Rocm5;
+        }
+        if std::env::var("HIPFILE_SIM_P2P").is_ok_and(|v| v.trim().eq_ignore_ascii_case("false")) {
+            cfg.p2p = false;
         }
         cfg
     }
@@ -121,11 +137,161 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+type AllocationTable = Arc<RwLock<BTreeMap<usize, Allocation>>>;
+
+/// One scripted fault of the sim's P2P driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimP2pFault {
+    /// The call fails with this errno and moves nothing.
+    Errno(i32),
+    /// The call moves this many bytes fewer than asked (at least one byte still moves).
+    Short(usize),
+}
+
+#[derive(Debug, Default)]
+struct ScriptState {
+    calls: u64,
+    faults: Vec<(u64, SimP2pFault)>,
+}
+
+/// The fault script of a simulated P2P driver: which calls fail or come back short. Calls are
+/// counted from the runtime's creation, reads and writes together; faults are armed relative to
+/// the calls made so far, so a test says "the next call" without knowing what ran before.
+#[derive(Debug, Default)]
+pub struct SimP2pScript {
+    state: Mutex<ScriptState>,
+}
+
+impl SimP2pScript {
+    /// The `nth` call from now (1 = the next one) fails with `errno`.
+    pub fn fail_call(&self, nth: u64, errno: i32) {
+        self.arm(nth, SimP2pFault::Errno(errno));
+    }
+
+    /// The `nth` call from now (1 = the next one) moves `by` bytes fewer than asked.
+    pub fn short_call(&self, nth: u64, by: usize) {
+        self.arm(nth, SimP2pFault::Short(by));
+    }
+
+    /// Calls made so far.
+    pub fn calls(&self) -> u64 {
+        lock(&self.state).calls
+    }
+
+    /// Forget every fault not yet fired.
+    pub fn clear(&self) {
+        lock(&self.state).faults.clear();
+    }
+
+    fn arm(&self, nth: u64, fault: SimP2pFault) {
+        let mut st = lock(&self.state);
+        let at = st.calls + nth.max(1);
+        st.faults.push((at, fault));
+    }
+
+    /// Count a call; the fault armed for it, if any.
+    fn next_call(&self) -> Option<SimP2pFault> {
+        let mut st = lock(&self.state);
+        st.calls += 1;
+        let now = st.calls;
+        let i = st.faults.iter().position(|(at, _)| *at == now)?;
+        Some(st.faults.swap_remove(i).1)
+    }
+}
+
+/// The sim's P2P driver: O_DIRECT `pread`/`pwrite` between a file and simulated device memory,
+/// which is exactly what a P2P DMA does. Refuses (EFAULT) a range that is not inside one device
+/// allocation, as a GPU's DMA engine faults on it.
+#[derive(Debug)]
+pub struct SimP2p {
+    allocations: AllocationTable,
+    script: Arc<SimP2pScript>,
+}
+
+impl SimP2p {
+    fn check_device(&self, ptr: usize, len: usize) -> io::Result<()> {
+        let allocs = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        match SimRuntime::find(&allocs, ptr) {
+            Some((base, a)) if a.kind == MemoryKind::Device && ptr + len <= base + a.len => Ok(()),
+            _ => Err(errno_error(libc::EFAULT)),
+        }
+    }
+
+    /// The size this call moves after the script had its say.
+    fn scripted_size(&self, size: usize) -> io::Result<usize> {
+        let size = size.min(MAX_P2P_TRANSFER);
+        match self.script.next_call() {
+            None => Ok(size),
+            Some(SimP2pFault::Errno(e)) => Err(errno_error(e)),
+            Some(SimP2pFault::Short(by)) => Ok(size.saturating_sub(by).max(1).min(size)),
+        }
+    }
+}
+
+fn os_result(n: isize) -> io::Result<usize> {
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+impl P2pDriver for SimP2p {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    unsafe fn read(
+        &self,
+        fd: BorrowedFd<'_>,
+        device_ptr: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> io::Result<usize> {
+        self.check_device(device_ptr, size.min(MAX_P2P_TRANSFER))?;
+        let size = self.scripted_size(size)?;
+        let offset = libc::off_t::try_from(file_offset).map_err(|_| errno_error(libc::EINVAL))?;
+        // SAFETY: the range lies inside a live device allocation (checked above), which is host
+        // memory in the sim, and the caller guarantees nothing else accesses it meanwhile.
+        let n = unsafe {
+            libc::pread(
+                fd.as_raw_fd(),
+                device_ptr as *mut libc::c_void,
+                size,
+                offset,
+            )
+        };
+        os_result(n)
+    }
+
+    unsafe fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        device_ptr: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> io::Result<usize> {
+        self.check_device(device_ptr, size.min(MAX_P2P_TRANSFER))?;
+        let size = self.scripted_size(size)?;
+        let offset = libc::off_t::try_from(file_offset).map_err(|_| errno_error(libc::EINVAL))?;
+        // SAFETY: the range lies inside a live device allocation (checked above); it is only read.
+        let n = unsafe {
+            libc::pwrite(
+                fd.as_raw_fd(),
+                device_ptr as *const libc::c_void,
+                size,
+                offset,
+            )
+        };
+        os_result(n)
+    }
+}
+
 /// The simulated GPU runtime.
 #[derive(Debug)]
 pub struct SimRuntime {
     config: SimConfig,
-    allocations: RwLock<BTreeMap<usize, Allocation>>,
+    allocations: AllocationTable,
+    p2p: Arc<SimP2p>,
     streams: Mutex<HashMap<usize, Arc<SimStream>>>,
     events: Mutex<HashMap<usize, Arc<SimEvent>>>,
     next_handle: AtomicUsize,
@@ -140,12 +306,17 @@ impl Default for SimRuntime {
 impl SimRuntime {
     /// A simulated GPU with `config`.
     pub fn new(config: SimConfig) -> Self {
+        let allocations: AllocationTable = Arc::new(RwLock::new(BTreeMap::new()));
         SimRuntime {
             config: SimConfig {
                 devices: config.devices.max(1),
-                abi: config.abi,
+                ..config
             },
-            allocations: RwLock::new(BTreeMap::new()),
+            p2p: Arc::new(SimP2p {
+                allocations: Arc::clone(&allocations),
+                script: Arc::new(SimP2pScript::default()),
+            }),
+            allocations,
             streams: Mutex::new(HashMap::new()),
             events: Mutex::new(HashMap::new()),
             next_handle: AtomicUsize::new(1),
@@ -155,6 +326,11 @@ impl SimRuntime {
     /// The configuration in force.
     pub fn config(&self) -> SimConfig {
         self.config
+    }
+
+    /// The fault script of this runtime's P2P driver.
+    pub fn p2p_faults(&self) -> &SimP2pScript {
+        &self.p2p.script
     }
 
     /// Number of live allocations of `kind` (leak checks in tests).
@@ -345,8 +521,9 @@ impl SimRuntime {
 impl Drop for SimRuntime {
     fn drop(&mut self) {
         let allocs = std::mem::take(
-            self.allocations
-                .get_mut()
+            &mut *self
+                .allocations
+                .write()
                 .unwrap_or_else(PoisonError::into_inner),
         );
         for (base, a) in allocs {
@@ -586,6 +763,11 @@ impl GpuRuntime for SimRuntime {
             }),
         )
     }
+
+    fn p2p(&self) -> Option<Arc<dyn P2pDriver>> {
+        let driver: Arc<dyn P2pDriver> = self.p2p.clone();
+        self.config.p2p.then_some(driver)
+    }
 }
 
 #[cfg(test)]
@@ -685,7 +867,7 @@ mod tests {
     fn devices_are_selected_per_thread_and_allocations_remember_their_owner() {
         let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::new(SimConfig {
             devices: 2,
-            abi: SimAbi::Rocm6,
+            ..SimConfig::default()
         }));
         assert!(rt.set_device(2).is_err());
         rt.set_device(1).unwrap();
@@ -697,6 +879,45 @@ mod tests {
         assert_eq!(other, 0);
         assert_eq!(rt.pointer_info(b1.ptr()).unwrap().device, 1);
         rt.set_device(0).unwrap();
+    }
+
+    #[test]
+    fn the_p2p_driver_moves_bytes_between_a_file_and_device_memory_with_scripted_faults() {
+        use std::os::fd::AsFd;
+        let sim = SimRuntime::default();
+        let p2p = sim.p2p().unwrap();
+        let file = tempfile::tempfile().unwrap();
+        let src = sim.device_alloc(8192).unwrap();
+        // SAFETY: `src` is an 8192-byte device allocation of this runtime.
+        unsafe { sim.memset_device(src, 0x5a, 8192).unwrap() };
+        // SAFETY: the ranges are inside device allocations of this runtime, used by nobody else.
+        unsafe {
+            assert_eq!(p2p.write(file.as_fd(), src, 8192, 0).unwrap(), 8192);
+            sim.p2p_faults().fail_call(2, libc::ENODEV);
+            sim.p2p_faults().short_call(1, 4096);
+            let dst = sim.device_alloc(8192).unwrap();
+            assert_eq!(p2p.read(file.as_fd(), dst, 8192, 0).unwrap(), 4096);
+            let e = p2p.read(file.as_fd(), dst, 8192, 0).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
+            assert_eq!(p2p.read(file.as_fd(), dst, 8192, 0).unwrap(), 8192);
+            assert_eq!(p2p.read(file.as_fd(), dst, 8192, 8192).unwrap(), 0, "EOF");
+            let mut back = vec![0u8; 8192];
+            sim.copy_from_device(&mut back, dst).unwrap();
+            assert_eq!(back, vec![0x5a; 8192]);
+            let host = [0u8; 64];
+            let e = p2p
+                .read(file.as_fd(), host.as_ptr() as usize, 64, 0)
+                .unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+            let e = p2p.read(file.as_fd(), dst + 4096, 8192, 0).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+        }
+        assert_eq!(sim.p2p_faults().calls(), 5);
+        let off = SimRuntime::new(SimConfig {
+            p2p: false,
+            ..SimConfig::default()
+        });
+        assert!(off.p2p().is_none());
     }
 
     #[test]

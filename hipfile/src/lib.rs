@@ -14,7 +14,7 @@
 //! - Reads return the bytes read (short only at end of file); writes all bytes or an error.
 //!   Device pointers are checked against the runtime's allocation table before any byte moves.
 //! - Everything is `Send + Sync`; registration and IO may run on any thread.
-//! - Features pick the backends compiled in: `fallback` (default). The facade registers each
+//! - Features pick the backends compiled in: `fastpath` and `fallback` (both default). The facade registers each
 //!   enabled backend explicitly through the crate's `register` function, because the linker may
 //!   drop `inventory` entries of a crate nothing calls; backends of other crates still arrive
 //!   through `inventory`.
@@ -76,9 +76,14 @@ pub fn default_options() -> DriverOptions {
 /// backend linked into the process through `inventory`.
 pub fn backends() -> hipfile_core::RegistryBuilder {
     let mut builder = hipfile_core::RegistryBuilder::new();
-    #[cfg(feature = "fallback")]
+    #[cfg(feature = "fastpath")]
     {
         // Registering into an empty builder cannot meet a duplicate name.
+        let _ = hipfile_fastpath::register(&mut builder);
+    }
+    #[cfg(feature = "fallback")]
+    {
+        // Only the fastpath may be there already, under another name.
         let _ = hipfile_fallback::register(&mut builder);
     }
     builder.add_inventory();

@@ -3,7 +3,14 @@
 //! HIP headers, once as C11 and once as C++17, linked with `libhipfile.so` and the simulated HIP
 //! runtime (`libamdhip64.so` from `hipfile-simhip`, soname `libamdhip64.so.6`), and run on it:
 //! with `HIPFILE_PLATFORM` unset the library finds the sim through the ordinary AMD loader path.
-//! Each binary runs twice, with the sim's default ABI and with `HIPFILE_SIM_ROCM=5`.
+//! Each binary runs under every [`VARIANTS`] entry: the sim's default ABI (aligned IO takes the
+//! fastpath through the sim's `hipAmdFileRead/Write`), `HIPFILE_SIM_ROCM=5`, the sim without a
+//! P2P driver (`HIPFILE_SIM_P2P=false`: everything staged), `HIPFILE_FORCE_COMPAT_MODE=true`
+//! (everything staged), `HIPFILE_ALLOW_COMPAT_MODE=false` (only the fastpath may serve: aligned
+//! IO must still work, and what it declines fails with `-hipFileInternalError`), and both switches
+//! (forcing wins: everything staged). The test programs read the two switches themselves to know
+//! which answer an unaligned request must get; the examples copy files of any size, whose
+//! unaligned tail needs compat mode, so they skip the compat-disallowed run.
 //!
 //! Programs take one argument, a fresh scratch directory, and print TAP-like lines `ok - name` /
 //! `not ok - name`; a failure is a `not ok` line, a non-zero exit, a crash, a timeout, a program
@@ -23,16 +30,55 @@ pub const HIP_INCLUDE_VAR: &str = "HIPFILE_HIP_INCLUDE";
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Env vars that would steer the library away from the sim found on the loader path.
+/// Env vars that would steer the library away from the sim found on the loader path, or change
+/// which backend serves a request; each variant sets the ones it is about.
 const CLEARED_VARS: &[&str] = &[
     "HIPFILE_PLATFORM",
     "HIPFILE_HIP_LIBRARY",
     "HIPFILE_SIM_ROCM",
+    "HIPFILE_SIM_P2P",
+    "HIPFILE_BACKENDS",
+    "HIPFILE_ALLOW_COMPAT_MODE",
+    "HIPFILE_FORCE_COMPAT_MODE",
+    "HIPFILE_UNSUPPORTED_FILE_SYSTEMS",
 ];
 
-/// The runs of each binary: a label and the extra environment.
-const VARIANTS: &[(&str, &[(&str, &str)])] =
-    &[("default", &[]), ("rocm5", &[("HIPFILE_SIM_ROCM", "5")])];
+/// Which programs a variant runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runs {
+    /// Every program.
+    All,
+    /// The tests only: examples copy files of any size, which needs compat mode.
+    TestsOnly,
+}
+
+/// Extra environment of a run.
+type Env = &'static [(&'static str, &'static str)];
+
+/// The runs of each binary: a label, the extra environment and which programs run.
+const VARIANTS: &[(&str, Env, Runs)] = &[
+    ("default", &[], Runs::All),
+    ("rocm5", &[("HIPFILE_SIM_ROCM", "5")], Runs::All),
+    ("no-p2p", &[("HIPFILE_SIM_P2P", "false")], Runs::All),
+    (
+        "force-compat",
+        &[("HIPFILE_FORCE_COMPAT_MODE", "true")],
+        Runs::All,
+    ),
+    (
+        "compat-disallowed",
+        &[("HIPFILE_ALLOW_COMPAT_MODE", "false")],
+        Runs::TestsOnly,
+    ),
+    (
+        "forced-and-disallowed",
+        &[
+            ("HIPFILE_ALLOW_COMPAT_MODE", "false"),
+            ("HIPFILE_FORCE_COMPAT_MODE", "true"),
+        ],
+        Runs::All,
+    ),
+];
 
 #[derive(Clone, Copy)]
 enum Language {
@@ -105,7 +151,11 @@ pub fn run() -> Result<(), String> {
                 tally.fail(format!("{name}: compile failed\n{why}"));
                 continue;
             }
-            for (variant, env) in VARIANTS {
+            for (variant, env, runs) in VARIANTS {
+                if *runs == Runs::TestsOnly && *tag != "tests" {
+                    println!("c-tests: {name} [{variant}]: skipped (examples need compat mode)");
+                    continue;
+                }
                 run_program(&binary, &name, variant, env, &lib_dir, &out_dir, &mut tally);
             }
         }

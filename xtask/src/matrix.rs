@@ -45,6 +45,8 @@ pub const MATRIX: &[Row] = &[
     row("hipfile-fastpath", Features::Default),
     row("hipfile-testkit", Features::Default),
     row("hipfile-simhip", Features::Default),
+    row(FACADE, Features::Only("fastpath,fallback")),
+    row(FACADE, Features::Only("fastpath")),
     row(FACADE, Features::Only("fallback")),
     row(FACADE, Features::Only("")),
     row("hipfile-cli", Features::Default),
@@ -220,5 +222,19 @@ mod tests {
             assert!(!args.iter().any(|a| a == "--workspace" || a == "--all"));
         }
         assert_eq!(feature_args(Features::Only("")), ["--no-default-features"]);
+    }
+
+    #[test]
+    fn the_facade_is_tested_with_each_backend_alone_both_and_none() {
+        let facade: Vec<Features> = MATRIX
+            .iter()
+            .filter(|r| r.package == FACADE)
+            .map(|r| r.features)
+            .collect();
+        for list in ["fastpath,fallback", "fastpath", "fallback", ""] {
+            assert!(facade.contains(&Features::Only(list)), "{list:?}");
+        }
+        assert!(MATRIX.iter().any(|r| r.package == "hipfile-fastpath"));
+        assert_eq!(expected_backends("fastpath"), "fastpath");
     }
 }

@@ -20,6 +20,15 @@
 //! program already loaded, so pointers the program `hipMalloc`ed are device memory to hipfile too.
 //! The library is linked `-z nodelete`: its stream workers run its code, so it is never unmapped.
 //!
+//! ## Direct IO
+//!
+//! `hipAmdFileRead` and `hipAmdFileWrite` (the AMD fastpath entry points, which real runtimes
+//! offer only through `hipGetProcAddress`) are exported both ways and run the simulator's P2P
+//! driver: O_DIRECT `pread`/`pwrite` between the handle's descriptor and simulated device memory.
+//! So hipfile-rs's AMD P2P code runs for real on this library. With `HIPFILE_SIM_P2P=false`
+//! `hipGetProcAddress` does not know them, as on a runtime without direct IO. A failed transfer
+//! answers `hipErrorUnknown` with the errno in `*status`.
+//!
 //! ## Configuration
 //!
 //! Read once, at the first call: `HIPFILE_SIM_DEVICES` (device count, default 1) and
@@ -42,10 +51,12 @@
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::os::fd::BorrowedFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::OnceLock;
 
+use hipfile_hip::amd::AmdFileHandle;
 use hipfile_hip::sim::{SimAbi, SimConfig, SimRuntime};
 use hipfile_hip::{
     EventHandle, GpuRuntime, HipError, HipErrorCode, MemoryKind, PointerInfo, StreamHandle,
@@ -770,6 +781,127 @@ pub unsafe extern "C" fn hipLaunchHostFunc(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Direct IO (AIS): hipAmdFileRead / hipAmdFileWrite.
+
+#[derive(Clone, Copy)]
+enum Direction {
+    Read,
+    Write,
+}
+
+/// One direct transfer through the simulator's P2P driver.
+///
+/// # Safety
+/// `handle` holds an open descriptor; `size_copied` and `status` are NULL or writable.
+unsafe fn amd_file_io(
+    direction: Direction,
+    handle: AmdFileHandle,
+    device_ptr: *mut c_void,
+    size: u64,
+    file_offset: i64,
+    size_copied: *mut u64,
+    status: *mut i32,
+) -> c_int {
+    run(|| {
+        if size_copied.is_null() || status.is_null() {
+            return Err(invalid());
+        }
+        // SAFETY: both are non-null and writable by the caller's contract.
+        unsafe {
+            put(size_copied, 0)?;
+            put(status, 0)?;
+        }
+        if size == 0 {
+            return Ok(());
+        }
+        let p2p = sim().p2p().ok_or(Status(HipErrorCode::NOT_SUPPORTED.0))?;
+        let size = usize::try_from(size).map_err(|_| invalid())?;
+        let offset = u64::try_from(file_offset).map_err(|_| invalid())?;
+        let fd = handle.fd();
+        if fd < 0 {
+            return Err(invalid());
+        }
+        // SAFETY: the descriptor is open by the caller's contract; the driver checks that the
+        // device range lies inside one simulated device allocation before touching it.
+        let moved = unsafe {
+            let fd = BorrowedFd::borrow_raw(fd);
+            match direction {
+                Direction::Read => p2p.read(fd, device_ptr as usize, size, offset),
+                Direction::Write => p2p.write(fd, device_ptr as usize, size, offset),
+            }
+        };
+        match moved {
+            Ok(n) => {
+                // SAFETY: checked non-null above.
+                unsafe { put(size_copied, n as u64) }
+            }
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(5);
+                // SAFETY: checked non-null above.
+                unsafe { put(status, errno)? };
+                Err(HipErrorCode::UNKNOWN.into())
+            }
+        }
+    })
+}
+
+/// `hipAmdFileRead`: read `size` bytes at `file_offset` of the handle's descriptor into device
+/// memory; `*size_copied` gets the bytes moved, `*status` the errno of a failure.
+///
+/// # Safety
+/// `handle` holds an open descriptor; `size_copied` and `status` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hipAmdFileRead(
+    handle: AmdFileHandle,
+    device_ptr: *mut c_void,
+    size: u64,
+    file_offset: i64,
+    size_copied: *mut u64,
+    status: *mut i32,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        amd_file_io(
+            Direction::Read,
+            handle,
+            device_ptr,
+            size,
+            file_offset,
+            size_copied,
+            status,
+        )
+    }
+}
+
+/// `hipAmdFileWrite`: write `size` bytes of device memory to `file_offset` of the handle's
+/// descriptor; `*size_copied` gets the bytes moved, `*status` the errno of a failure.
+///
+/// # Safety
+/// `handle` holds an open descriptor; `size_copied` and `status` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn hipAmdFileWrite(
+    handle: AmdFileHandle,
+    device_ptr: *mut c_void,
+    size: u64,
+    file_offset: i64,
+    size_copied: *mut u64,
+    status: *mut i32,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        amd_file_io(
+            Direction::Write,
+            handle,
+            device_ptr,
+            size,
+            file_offset,
+            size_copied,
+            status,
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // hipGetProcAddress.
 
 macro_rules! exported {
@@ -825,7 +957,12 @@ exported!(
     hipEventDestroy,
     hipLaunchHostFunc,
     hipGetProcAddress,
+    hipAmdFileRead,
+    hipAmdFileWrite,
 );
+
+/// The direct IO entry points, known to `hipGetProcAddress` only while the P2P driver is on.
+const DIRECT_IO_SYMBOLS: [&[u8]; 2] = [b"hipAmdFileRead", b"hipAmdFileWrite"];
 
 /// `hipDriverProcAddressQueryResult` values.
 const PROC_FOUND: c_int = 0;
@@ -850,7 +987,8 @@ pub unsafe extern "C" fn hipGetProcAddress(
         }
         // SAFETY: non-null and NUL-terminated by the caller's contract.
         let name = unsafe { CStr::from_ptr(symbol) };
-        let found = export_address(name.to_bytes());
+        let direct_io_off = DIRECT_IO_SYMBOLS.contains(&name.to_bytes()) && sim().p2p().is_none();
+        let found = export_address(name.to_bytes()).filter(|_| !direct_io_off);
         let status = if found.is_some() {
             PROC_FOUND
         } else {

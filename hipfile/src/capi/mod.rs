@@ -342,8 +342,19 @@ fn bit(flag: c_int) -> c_uint {
     1u32 << flag
 }
 
+/// Whether the open driver serves requests by direct IO: the fastpath is compiled in and
+/// registered, and the platform offers a P2P driver. A closed driver has no platform yet: false.
+fn direct_io_available() -> bool {
+    cfg!(feature = "fastpath")
+        && driver().session().is_some_and(|s| {
+            s.runtime().p2p().is_some() && s.registry().names().contains(&"fastpath")
+        })
+}
+
 /// The driver's properties: the settings in force (the open driver's, else the staged ones).
-pub fn driver_props(s: &Settings, compat_allowed: bool) -> hipFileDriverProps_t {
+/// `direct_io` says whether the fastpath can serve local storage (NVMe and other block devices
+/// under ext4, xfs or raw), which is what `driver_status_flags` reports.
+pub fn driver_props(s: &Settings, compat_allowed: bool, direct_io: bool) -> hipFileDriverProps_t {
     let mut control = 0;
     if s.poll_mode {
         control |= bit(hipFileUsePollMode);
@@ -357,8 +368,11 @@ pub fn driver_props(s: &Settings, compat_allowed: bool) -> hipFileDriverProps_t 
             minor_version: HIPFILE_VERSION_MINOR,
             poll_thresh_size: s.poll_thresh_size_kb,
             max_direct_io_size: s.max_direct_io_size_kb,
-            // No direct-path backend is in this build: no filesystem is served by P2P DMA.
-            driver_status_flags: 0,
+            driver_status_flags: if direct_io {
+                bit(hipFileNVMeSupported)
+            } else {
+                0
+            },
             driver_control_flags: control,
         },
         // Batch, stream and parallel IO are not in this build.
@@ -382,8 +396,9 @@ pub unsafe extern "C" fn hipFileDriverGetProperties(
         }
         let settings = driver().settings();
         let compat = settings.compat_mode(&hipfile_core::EnvConfig::cached());
+        let direct_io = direct_io_available();
         // SAFETY: `props` is non-null and points to the caller's struct.
-        unsafe { props.write(driver_props(&settings, compat.allowed)) };
+        unsafe { props.write(driver_props(&settings, compat.allowed, direct_io)) };
         hipFileError_t::SUCCESS
     })
 }

@@ -6,6 +6,10 @@
  *
  * Usage: roundtrip SCRATCH_DIR
  * Prints one TAP-like line per check; exits 0 only if every check passed.
+ *
+ * With HIPFILE_ALLOW_COMPAT_MODE=false (and compat mode not forced) only the
+ * direct path may serve IO: the aligned checks must still pass, and the
+ * unaligned requests must fail with -hipFileInternalError, touching nothing.
  * Builds as C11 and as C++17.
  */
 
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define BUF_SIZE ((size_t)(1024 * 1024 + 4096))
@@ -59,6 +64,22 @@ static void
 check_hip(hipError_t status, const char *name)
 {
     check(status == hipSuccess, name, "hipError_t %d", (int)status);
+}
+
+/* An upstream-style switch: set only when the variable is "true" or "false", in any case. */
+static int
+env_switch_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v != NULL && strcasecmp(v, value) == 0;
+}
+
+/* Whether a request the direct path declines must fail rather than be staged. */
+static int
+compat_disallowed(void)
+{
+    return env_switch_is("HIPFILE_ALLOW_COMPAT_MODE", "false") &&
+           !env_switch_is("HIPFILE_FORCE_COMPAT_MODE", "true");
 }
 
 /* A pattern that does not repeat with any power-of-two period up to 1 MiB. */
@@ -166,11 +187,19 @@ main(int argc, char **argv)
     const hoff_t  un_boff  = 777;
     check_hip(hipMemcpy(dst, sentinel, BUF_SIZE, hipMemcpyHostToDevice), "hipMemcpy sentinel to device again");
     nread = hipFileRead(fh, dst, un_size, un_foff, un_boff);
-    check(nread == (ssize_t)un_size, "hipFileRead unaligned offset and size", "returned %zd, errno %d", nread,
-          errno);
     check_hip(hipMemcpy(actual, dst, BUF_SIZE, hipMemcpyDeviceToHost), "hipMemcpy unaligned result to host");
-    diff = first_difference(actual + un_boff, expected + un_foff, un_size);
-    check(diff < 0, "unaligned read lands byte-exactly", "first difference at byte %ld of the range", diff);
+    if (compat_disallowed()) {
+        check(nread == -(ssize_t)hipFileInternalError,
+              "hipFileRead unaligned with compat mode disallowed -> -hipFileInternalError", "returned %zd",
+              nread);
+        diff = first_not(actual + un_boff, SENTINEL, un_size);
+        check(diff < 0, "refused unaligned read leaves the range alone", "byte %ld changed", diff);
+    } else {
+        check(nread == (ssize_t)un_size, "hipFileRead unaligned offset and size", "returned %zd, errno %d",
+              nread, errno);
+        diff = first_difference(actual + un_boff, expected + un_foff, un_size);
+        check(diff < 0, "unaligned read lands byte-exactly", "first difference at byte %ld of the range", diff);
+    }
     diff = first_not(actual, SENTINEL, (size_t)un_boff);
     check(diff < 0, "unaligned read leaves bytes before the range alone", "byte %ld changed", diff);
     size_t tail = (size_t)un_boff + un_size;
@@ -183,13 +212,22 @@ main(int argc, char **argv)
     const hoff_t uw_foff = 3 * 4096 + 1;
     const hoff_t uw_boff = 333;
     written              = hipFileWrite(fh, src, uw_size, uw_foff, uw_boff);
-    check(written == (ssize_t)uw_size, "hipFileWrite unaligned offset and size", "returned %zd, errno %d",
-          written, errno);
-    int plain_fd = open(path, O_RDONLY);
+    int plain_fd         = open(path, O_RDONLY);
     memset(actual, 0, uw_size);
     ssize_t got = plain_fd >= 0 ? pread(plain_fd, actual, uw_size, uw_foff) : -1;
-    check(got == (ssize_t)uw_size && first_difference(actual, expected + uw_boff, uw_size) < 0,
-          "unaligned write lands byte-exactly in the file", "pread returned %zd", got);
+    if (compat_disallowed()) {
+        check(written == -(ssize_t)hipFileInternalError,
+              "hipFileWrite unaligned with compat mode disallowed -> -hipFileInternalError", "returned %zd",
+              written);
+        /* The file still holds the whole-buffer write. */
+        check(got == (ssize_t)uw_size && first_difference(actual, expected + uw_foff, uw_size) < 0,
+              "refused unaligned write leaves the file alone", "pread returned %zd", got);
+    } else {
+        check(written == (ssize_t)uw_size, "hipFileWrite unaligned offset and size", "returned %zd, errno %d",
+              written, errno);
+        check(got == (ssize_t)uw_size && first_difference(actual, expected + uw_boff, uw_size) < 0,
+              "unaligned write lands byte-exactly in the file", "pread returned %zd", got);
+    }
     if (plain_fd >= 0) {
         close(plain_fd);
     }

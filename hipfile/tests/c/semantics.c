@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define DEV_SIZE ((size_t)(256 * 1024))
@@ -74,6 +75,16 @@ static void
 expect_einval(ssize_t got, int err, const char *name)
 {
     check(got == -1 && err == EINVAL, name, "returned %zd, errno %d (%s)", got, err, strerror(err));
+}
+
+/* Whether a request the direct path declines must fail rather than be staged
+ * (HIPFILE_ALLOW_COMPAT_MODE=false without HIPFILE_FORCE_COMPAT_MODE=true). */
+static int
+compat_disallowed(void)
+{
+    const char *allow = getenv("HIPFILE_ALLOW_COMPAT_MODE");
+    const char *force = getenv("HIPFILE_FORCE_COMPAT_MODE");
+    return allow != NULL && strcasecmp(allow, "false") == 0 && !(force != NULL && strcasecmp(force, "true") == 0);
 }
 
 /* An IO call returned the negated library code `want`. */
@@ -278,11 +289,19 @@ main(int argc, char **argv)
         io             = hipFileWrite(fh, interior, 8192, 0, 0);
         check(copied && io == 8192, "hipFileWrite from an interior pointer of an unregistered allocation",
               "returned %zd, errno %d", io, errno);
-        io = hipFileRead(fh, (char *)dev_other + 65536 + 123, 8192, 0, 0);
+        /* Only the direct path may serve when compat mode is disallowed: it needs an aligned address,
+         * and refuses the unaligned one with -hipFileInternalError. */
+        size_t at = 65536 + 123;
+        if (compat_disallowed()) {
+            expect_negated(hipFileRead(fh, (char *)dev_other + at, 8192, 0, 0), hipFileInternalError,
+                           "hipFileRead to an unaligned address, compat mode disallowed -> -hipFileInternalError");
+            at = 65536;
+        }
+        io = hipFileRead(fh, (char *)dev_other + at, 8192, 0, 0);
         check(io == 8192, "hipFileRead into an interior pointer of an unregistered allocation",
               "returned %zd, errno %d", io, errno);
         copied = hipMemcpy(back, dev_other, DEV_SIZE, hipMemcpyDeviceToHost) == hipSuccess;
-        check(copied && memcmp(back + 65536 + 123, pattern + 4096, 8192) == 0,
+        check(copied && memcmp(back + at, pattern + 4096, 8192) == 0,
               "interior pointer IO moves the right bytes", "data differs");
         free(pattern);
         free(back);

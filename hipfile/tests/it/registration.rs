@@ -7,6 +7,9 @@ use hipfile_hip::sim::SimRuntime;
 
 fn implied_by_features() -> Vec<&'static str> {
     let mut v = Vec::new();
+    if cfg!(feature = "fastpath") {
+        v.push("fastpath");
+    }
     if cfg!(feature = "fallback") {
         v.push("fallback");
     }

@@ -110,7 +110,13 @@ fn get_proc_address_finds_exports_and_reports_unknown_names() {
         assert!(!pfn.is_null());
         let mut pfn = 1usize as *mut c_void;
         assert_eq!(
-            get(c"hipAmdFileRead".as_ptr(), &mut pfn, 600, 0, &mut status),
+            get(
+                c"hipNoSuchEntryPoint".as_ptr(),
+                &mut pfn,
+                600,
+                0,
+                &mut status
+            ),
             NOT_FOUND
         );
         assert!(pfn.is_null());

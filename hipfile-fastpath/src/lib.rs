@@ -1,0 +1,472 @@
+//! # hipfile-fastpath: the direct backend
+//!
+//! The fastpath is what makes hipfile-rs more than a bounce buffer: the platform's P2P driver
+//! ([`hipfile_hip::P2pDriver`]: AMD's KFD, NVIDIA's GPUDirect Storage, or the sim) DMAs between
+//! the storage device and GPU memory on the file's O_DIRECT descriptor. No CPU copy, no page
+//! cache. This crate is that backend, registered as `fastpath` with
+//! [`hipfile_core::priority::FASTPATH`], above the staged fallback.
+//!
+//! ## Contract
+//!
+//! - It accepts exactly the requests it can serve, and [`verdict`] (pure, shared with
+//!   `hipfile check`) says which: compat mode is not forced (`HIPFILE_FORCE_COMPAT_MODE`); the
+//!   platform has a P2P driver; the file has an O_DIRECT descriptor; the buffer is device memory;
+//!   file offset and size are multiples of the file's DIO offset alignment and the device address
+//!   (buffer base + buffer offset) a multiple of its memory alignment; the file is a block device,
+//!   or a regular file on ext4 with `data=ordered` or on xfs, unless
+//!   `HIPFILE_UNSUPPORTED_FILE_SYSTEMS=true`. Every other request is declined with a typed
+//!   [`Decline`], which the dispatcher hands to the next backend.
+//! - A request runs as P2P calls of at most `max_direct_io_size_kb` (capped at
+//!   [`MAX_P2P_TRANSFER`], rounded down to the alignment). Short transfers are continued, EINTR is
+//!   retried, a read stops at end of file (a call moving nothing, or a short call ending off the
+//!   alignment, which O_DIRECT only does at end of file).
+//! - Failures report the bytes already moved. ENODEV and EREMOTEIO with nothing moved are the
+//!   driver saying "not this way": the dispatcher reruns the whole request on the next accepting
+//!   backend, so the caller never notices. Every other failure is the caller's, as is.
+//! - `HIPFILE_ALLOW_COMPAT_MODE=false` changes nothing here: it makes the fallback decline, so a
+//!   request this backend declines then fails with `InternalError`.
+//!
+//! ## Example (on the simulated GPU)
+//!
+//! ```
+//! use std::sync::Arc;
+//! use hipfile_core::{Driver, DriverOptions, EnvConfig, IoCall, IoOp, RegistryBuilder};
+//! use hipfile_hip::{sim::SimRuntime, DeviceBuffer, GpuRuntime};
+//!
+//! let sim = Arc::new(SimRuntime::default());
+//! let gpu: Arc<dyn GpuRuntime> = sim.clone();
+//! let mut backends = RegistryBuilder::new();
+//! hipfile_fastpath::register(&mut backends)?;
+//! let driver = Driver::new(DriverOptions {
+//!     backends: Some(backends),
+//!     selection: None,
+//!     // Wherever the temporary file lands (tmpfs, overlay), let the direct path serve it.
+//!     env: EnvConfig { unsupported_file_systems: Some(true), ..EnvConfig::default() },
+//!     ..DriverOptions::with_runtime(gpu.clone())
+//! });
+//! driver.open()?;
+//! let dir = tempfile::tempdir().unwrap();
+//! let file = std::fs::OpenOptions::new().create(true).read(true).write(true)
+//!     .open(dir.path().join("data")).unwrap();
+//! let handle = driver.handle_register(std::os::fd::AsRawFd::as_raw_fd(&file))?;
+//! if driver.file(handle)?.direct_fd().is_none() {
+//!     return Ok(()); // this filesystem has no O_DIRECT: nothing for the fastpath to show
+//! }
+//!
+//! let mut src = DeviceBuffer::new(gpu.clone(), 8192).unwrap();
+//! src.write_at(0, &[7u8; 8192]).unwrap();
+//! let call = |op, buffer| IoCall { op, handle, buffer, size: 8192, file_offset: 0, buffer_offset: 0 };
+//! assert_eq!(driver.io(call(IoOp::Write, src.ptr()))?, 8192);
+//! let dst = DeviceBuffer::new(gpu.clone(), 8192).unwrap();
+//! assert_eq!(driver.io(call(IoOp::Read, dst.ptr()))?, 8192);
+//! assert_eq!(dst.to_vec().unwrap(), vec![7u8; 8192]);
+//! assert_eq!(sim.p2p_faults().calls(), 2, "one DMA each way, no staging");
+//! # Ok::<(), hipfile_core::Error>(())
+//! ```
+
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use hipfile_core::{
+    priority, Backend, BackendContext, BackendDescriptor, CompatMode, Decline, DioAlign, EnvConfig,
+    Error, FsKind, IoFailure, IoOp, IoRequest, RegisteredFile, RegistryBuilder, Result,
+};
+use hipfile_hip::{GpuRuntime, MemoryKind, P2pDriver, MAX_P2P_TRANSFER};
+
+/// The backend's name.
+pub const NAME: &str = "fastpath";
+
+/// The descriptor registered with `inventory` and by [`register`].
+pub const DESCRIPTOR: BackendDescriptor = BackendDescriptor {
+    name: NAME,
+    priority: priority::FASTPATH,
+    init,
+};
+
+hipfile_core::inventory::submit! { DESCRIPTOR }
+
+/// Add the fastpath to an explicitly built registry.
+pub fn register(builder: &mut RegistryBuilder) -> Result<()> {
+    builder.add(DESCRIPTOR).map(|_| ())
+}
+
+fn init(ctx: &BackendContext) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(Fastpath::new(ctx)))
+}
+
+/// Everything [`verdict`] decides from: the facts of one request, gathered by
+/// [`Fastpath::accepts`] from an [`IoRequest`], or by a tool (`hipfile check`) from a file.
+#[derive(Clone, Copy, Debug)]
+pub struct Facts<'a> {
+    /// The platform offers a P2P driver.
+    pub has_p2p_driver: bool,
+    /// The file has an O_DIRECT descriptor.
+    pub has_direct_fd: bool,
+    /// The kind of memory at the device address.
+    pub memory: MemoryKind,
+    /// The file's direct IO alignment.
+    pub align: DioAlign,
+    /// The storage the file lives on.
+    pub fs: &'a FsKind,
+    /// File offset of the request.
+    pub file_offset: u64,
+    /// Size of the request.
+    pub size: usize,
+    /// First device byte of the request (buffer base + buffer offset).
+    pub device_address: usize,
+    /// Compat mode in force.
+    pub compat: CompatMode,
+    /// Environment switches in force.
+    pub env: &'a EnvConfig,
+}
+
+/// Whether the fastpath serves a request with these facts; the first unmet precondition is the
+/// decline.
+pub fn verdict(facts: &Facts<'_>) -> Result<(), Decline> {
+    if facts.compat.forced {
+        return Err(Decline::CompatModeForced);
+    }
+    if !facts.has_p2p_driver {
+        return Err(Decline::NoP2pDriver);
+    }
+    if !facts.has_direct_fd {
+        return Err(Decline::NoDirectIo);
+    }
+    if facts.memory != MemoryKind::Device {
+        return Err(Decline::NotDeviceMemory);
+    }
+    let offset_align = u64::from(facts.align.offset.max(1));
+    if facts.file_offset % offset_align != 0 || facts.size as u64 % offset_align != 0 {
+        return Err(Decline::Misaligned {
+            required: facts.align.offset,
+        });
+    }
+    let memory_align = facts.align.memory.max(1) as usize;
+    if facts.device_address % memory_align != 0 {
+        return Err(Decline::Misaligned {
+            required: facts.align.memory,
+        });
+    }
+    filesystem_verdict(facts.fs, facts.env)
+}
+
+/// Whether the fastpath would serve aligned IO between `file` and device memory of `runtime`:
+/// what `hipfile check` reports for a file. Alignment is a property of each request, so it is
+/// taken as met here.
+pub fn file_verdict(
+    file: &RegisteredFile,
+    runtime: &dyn GpuRuntime,
+    compat: CompatMode,
+    env: &EnvConfig,
+) -> Result<(), Decline> {
+    let align = file.dio_align();
+    verdict(&Facts {
+        has_p2p_driver: runtime.p2p().is_some(),
+        has_direct_fd: file.direct_fd().is_some(),
+        memory: MemoryKind::Device,
+        align,
+        fs: &file.fs().kind,
+        file_offset: 0,
+        size: align.offset.max(1) as usize,
+        device_address: 0,
+        compat,
+        env,
+    })
+}
+
+/// Whether the direct path may serve files on `fs`.
+pub fn filesystem_verdict(fs: &FsKind, env: &EnvConfig) -> Result<(), Decline> {
+    let supported = matches!(
+        fs,
+        FsKind::BlockDevice | FsKind::Ext4 { ordered: true } | FsKind::Xfs
+    );
+    if supported || env.unsupported_file_systems == Some(true) {
+        return Ok(());
+    }
+    Err(Decline::UnsupportedFilesystem(match fs {
+        FsKind::Ext4 { .. } => "ext4 without data=ordered".to_string(),
+        FsKind::Other(name) => name.clone(),
+        other => format!("{other:?}"),
+    }))
+}
+
+/// The direct backend.
+#[derive(Debug)]
+pub struct Fastpath {
+    runtime: Arc<dyn GpuRuntime>,
+    p2p: Option<Arc<dyn P2pDriver>>,
+}
+
+impl Fastpath {
+    /// The backend for an opening driver: it takes the runtime's P2P driver, if any, once.
+    pub fn new(ctx: &BackendContext) -> Self {
+        Fastpath {
+            runtime: Arc::clone(&ctx.runtime),
+            p2p: ctx.runtime.p2p(),
+        }
+    }
+
+    /// The P2P driver requests run on (`None`: every request is declined).
+    pub fn driver(&self) -> Option<&Arc<dyn P2pDriver>> {
+        self.p2p.as_ref()
+    }
+
+    /// The largest single P2P call for `req`: the setting, capped, rounded down to the alignment
+    /// so every call after the first still starts aligned.
+    fn chunk(req: &IoRequest<'_>) -> usize {
+        let align = req.file.dio_align();
+        let unit = align.offset.max(align.memory).max(1) as usize;
+        let cap = req.settings.max_direct_io_bytes().min(MAX_P2P_TRANSFER);
+        (cap / unit * unit).max(unit)
+    }
+}
+
+impl Backend for Fastpath {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline> {
+        let mut facts = Facts {
+            has_p2p_driver: self.p2p.is_some(),
+            has_direct_fd: req.file.direct_fd().is_some(),
+            memory: MemoryKind::Device,
+            align: req.file.dio_align(),
+            fs: &req.file.fs().kind,
+            file_offset: req.file_offset,
+            size: req.size,
+            device_address: req.device_ptr,
+            compat: req.compat,
+            env: req.env,
+        };
+        // The pure checks first: only a request that passes them pays for a pointer query.
+        verdict(&facts)?;
+        facts.memory = self
+            .runtime
+            .pointer_info(req.device_ptr)
+            .map(|info| info.kind)
+            .unwrap_or(MemoryKind::Unregistered);
+        verdict(&facts)
+    }
+
+    fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
+        let (Some(p2p), Some(fd)) = (self.p2p.as_deref(), req.file.direct_fd()) else {
+            // `accepts` said yes, so this cannot happen; if it did, the next backend may serve.
+            return Err(IoFailure::new(
+                Error::os(
+                    libc::ENODEV,
+                    "the fastpath has no P2P driver or O_DIRECT descriptor",
+                ),
+                0,
+            ));
+        };
+        transfer(p2p, fd, req, Self::chunk(req))
+    }
+}
+
+/// Run `req` as P2P calls of at most `chunk` bytes.
+fn transfer(
+    p2p: &dyn P2pDriver,
+    fd: BorrowedFd<'_>,
+    req: &IoRequest<'_>,
+    chunk: usize,
+) -> Result<usize, IoFailure> {
+    let offset_align = req.file.dio_align().offset.max(1) as usize;
+    let mut done = 0usize;
+    while done < req.size {
+        let n = chunk.min(req.size - done);
+        let file_offset = req.file_offset + done as u64;
+        let device_ptr = req.device_ptr + done;
+        // SAFETY: the dispatcher validated that [req.device_ptr, req.device_ptr + req.size) lies
+        // inside one device allocation and `accepts` checked that it is device memory; this call
+        // stays inside that range, and `fd` is the file's O_DIRECT descriptor.
+        let moved = unsafe {
+            match req.op {
+                IoOp::Read => p2p.read(fd, device_ptr, n, file_offset),
+                IoOp::Write => p2p.write(fd, device_ptr, n, file_offset),
+            }
+        };
+        match moved {
+            Ok(0) if req.op == IoOp::Read => break,
+            Ok(0) => {
+                return Err(failure(
+                    io::Error::from_raw_os_error(libc::ENOSPC),
+                    req,
+                    n,
+                    file_offset,
+                    done,
+                ))
+            }
+            Ok(k) => {
+                done += k.min(n);
+                if done % offset_align != 0 && done < req.size {
+                    if req.op == IoOp::Read {
+                        // O_DIRECT ends a read off the alignment only at end of file.
+                        break;
+                    }
+                    return Err(failure(
+                        io::Error::from_raw_os_error(libc::EIO),
+                        req,
+                        n,
+                        file_offset,
+                        done,
+                    ));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(failure(e, req, n, file_offset, done)),
+        }
+    }
+    Ok(done)
+}
+
+fn failure(e: io::Error, req: &IoRequest<'_>, n: usize, offset: u64, done: usize) -> IoFailure {
+    let what = match req.op {
+        IoOp::Read => "P2P read",
+        IoOp::Write => "P2P write",
+    };
+    IoFailure::new(
+        Error::from_io(&e, format!("{what} of {n} bytes at offset {offset}")),
+        done,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALIGN: DioAlign = DioAlign {
+        memory: 512,
+        offset: 4096,
+    };
+
+    fn facts<'a>(fs: &'a FsKind, env: &'a EnvConfig) -> Facts<'a> {
+        Facts {
+            has_p2p_driver: true,
+            has_direct_fd: true,
+            memory: MemoryKind::Device,
+            align: ALIGN,
+            fs,
+            file_offset: 8192,
+            size: 4096 * 3,
+            device_address: 0x10_0200,
+            compat: CompatMode {
+                allowed: true,
+                forced: false,
+            },
+            env,
+        }
+    }
+
+    #[test]
+    fn every_precondition_flipped_alone_is_its_own_decline() {
+        let ext4 = FsKind::Ext4 { ordered: true };
+        let env = EnvConfig::default();
+        let base = facts(&ext4, &env);
+        assert_eq!(verdict(&base), Ok(()));
+        let flips: Vec<(Facts<'_>, Decline)> = vec![
+            (
+                Facts {
+                    compat: CompatMode {
+                        allowed: true,
+                        forced: true,
+                    },
+                    ..base
+                },
+                Decline::CompatModeForced,
+            ),
+            (
+                Facts {
+                    has_p2p_driver: false,
+                    ..base
+                },
+                Decline::NoP2pDriver,
+            ),
+            (
+                Facts {
+                    has_direct_fd: false,
+                    ..base
+                },
+                Decline::NoDirectIo,
+            ),
+            (
+                Facts {
+                    memory: MemoryKind::Managed,
+                    ..base
+                },
+                Decline::NotDeviceMemory,
+            ),
+            (
+                Facts {
+                    memory: MemoryKind::Host,
+                    ..base
+                },
+                Decline::NotDeviceMemory,
+            ),
+            (
+                Facts {
+                    file_offset: 8192 + 512,
+                    ..base
+                },
+                Decline::Misaligned { required: 4096 },
+            ),
+            (
+                Facts {
+                    size: 4096 + 1,
+                    ..base
+                },
+                Decline::Misaligned { required: 4096 },
+            ),
+            (
+                Facts {
+                    device_address: 0x10_0201,
+                    ..base
+                },
+                Decline::Misaligned { required: 512 },
+            ),
+        ];
+        for (f, decline) in flips {
+            assert_eq!(verdict(&f), Err(decline));
+        }
+    }
+
+    #[test]
+    fn filesystems_are_block_devices_ordered_ext4_and_xfs_unless_overridden() {
+        let env = EnvConfig::default();
+        let anything = EnvConfig {
+            unsupported_file_systems: Some(true),
+            ..EnvConfig::default()
+        };
+        for fs in [
+            FsKind::BlockDevice,
+            FsKind::Ext4 { ordered: true },
+            FsKind::Xfs,
+        ] {
+            assert_eq!(verdict(&facts(&fs, &env)), Ok(()), "{fs:?}");
+        }
+        for fs in [
+            FsKind::Ext4 { ordered: false },
+            FsKind::Other("tmpfs".into()),
+            FsKind::Other("nfs".into()),
+        ] {
+            assert!(
+                matches!(
+                    verdict(&facts(&fs, &env)),
+                    Err(Decline::UnsupportedFilesystem(_))
+                ),
+                "{fs:?}"
+            );
+            assert_eq!(verdict(&facts(&fs, &anything)), Ok(()), "{fs:?}");
+        }
+        let off = EnvConfig {
+            unsupported_file_systems: Some(false),
+            ..EnvConfig::default()
+        };
+        let tmpfs = FsKind::Other("tmpfs".into());
+        assert_eq!(
+            verdict(&facts(&tmpfs, &off)),
+            Err(Decline::UnsupportedFilesystem("tmpfs".into()))
+        );
+    }
+}
