@@ -254,6 +254,9 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
     let mut rng = SplitMix64::new(0x0068_6970_6669_6c65);
     let engine = format!("hipfile-rs ({})", backends.join(","));
 
+    // "Hot" is made true before each hot figure rather than assumed: a cold read, the O_DIRECT
+    // ceiling or an engine that writes with O_DIRECT may have left the page cache without the file.
+    let make_hot = || ceiling::warm(&path, size as u64);
     for rep in 0..args.repeat.max(1) {
         let step = |what: &str| progress.set_message(format!("rep {}: {what}", rep + 1));
         if phases.contains(&Phase::Cold) {
@@ -268,12 +271,12 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
                     size,
                     t,
                 );
-                ceiling::warm(&path, size as u64)?;
             }
             progress.inc(1);
         }
         if phases.contains(&Phase::Hot) {
             step("hot read");
+            make_hot()?;
             let t = timed(|| read_whole(&handle, registered.ptr(), size))?;
             rows.throughput(
                 "read_hot",
@@ -327,6 +330,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
         }
         if phases.contains(&Phase::Latency) {
             step("small random reads");
+            make_hot()?;
             for (bytes, name) in LATENCY_SIZES.iter().filter(|(b, _)| *b <= size) {
                 let (samples, t) = latency(
                     &handle,
@@ -358,6 +362,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
             );
             progress.inc(1);
             step("ceiling: page-cache read");
+            make_hot()?;
             let (t, n) = ceiling::parallel_read(&path, size as u64, threads, false)?;
             rows.throughput(
                 "ceiling_pagecache_read",
@@ -411,7 +416,6 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
                 }
             }
             let _ = std::fs::remove_file(&anchor_write);
-            ceiling::warm(&path, size as u64)?;
             progress.inc(1);
         }
     }
@@ -439,6 +443,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
             "verified": true,
             "cold": cold_ok,
             "anchor": args.kvikio.as_ref().map(|p| p.display().to_string()),
+            "anchor_threads": args.kvikio.as_ref().map(|_| args.kvikio_threads.clone()),
             "keys": measurements.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             "notes": notes,
         });
