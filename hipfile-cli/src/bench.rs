@@ -643,7 +643,7 @@ impl Rows {
         if let Figure::Throughput(v) = &mut m.figure {
             v.push(bytes as f64 / t.seconds / 1e9);
         }
-        m.cores.extend(t.cores);
+        m.cores.push(t.cores);
     }
 
     fn latency(&mut self, key: &str, label: &str, bytes: usize, samples: Vec<f64>, t: Timed) {
@@ -651,7 +651,7 @@ impl Rows {
         if let Figure::Latency(v) = &mut m.figure {
             v.extend(samples);
         }
-        m.cores.extend(t.cores);
+        m.cores.push(t.cores);
     }
 }
 
