@@ -63,6 +63,32 @@ pub struct CompatMode {
     pub forced: bool,
 }
 
+/// How the staged engine uses a file's O_DIRECT descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirectIoPolicy {
+    /// Reads: a chunk that is in the page cache is read from it; an aligned chunk that is not
+    /// is read with O_DIRECT (cold data skips the page cache copy). Writes go through the page
+    /// cache (pwrite semantics).
+    Auto,
+    /// Never use O_DIRECT.
+    Never,
+    /// Aligned chunks always use O_DIRECT, reads and writes; unaligned heads and tails go through
+    /// the buffered descriptor.
+    Always,
+}
+
+impl DirectIoPolicy {
+    /// Parse `auto`, `never` or `always` (any case).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(DirectIoPolicy::Auto),
+            "never" => Some(DirectIoPolicy::Never),
+            "always" => Some(DirectIoPolicy::Always),
+            _ => None,
+        }
+    }
+}
+
 /// Everything an open driver runs with. Sizes in KiB follow cuFile's parameter units.
 ///
 /// Each field says what it changes; the ones that change nothing say why.
@@ -76,7 +102,8 @@ pub struct Settings {
     /// cuFile's GPU bounce-buffer budget, in KiB. Reported by the driver properties; hipfile-rs
     /// stages in pinned host memory, never in GPU bounce buffers, so it bounds nothing. Default 131072.
     pub max_device_cache_size_kb: u64,
-    /// cuFile's size of one GPU bounce buffer, in KiB; reported, bounds nothing (as above). Default 1024.
+    /// Size of one staging chunk of the staged engine, in KiB (cuFile's per-buffer cache size:
+    /// the unit a request is cut into and staged through). Default 4096 (4 MiB).
     pub per_buffer_cache_size_kb: u64,
     /// Poll mode (`hipFileDriverSetPollMode`). Reported by the driver properties. Every request
     /// completes synchronously on the calling thread or the IO workers, so there is no interrupt
@@ -84,8 +111,8 @@ pub struct Settings {
     pub poll_mode: bool,
     /// Poll threshold in KiB; reported, as `poll_mode`. Default 4.
     pub poll_thresh_size_kb: u64,
-    /// IO threads. Stored and reported: the staged engine runs each request on the caller's
-    /// thread (0 = sized from the machine, for when it has workers).
+    /// IO worker threads of the staged engine (0: one per available core, at most 32). Fixed
+    /// when the driver opens.
     pub max_io_threads: u64,
     /// Compat mode as set through the parameter API (`None`: the environment decides).
     pub allow_compat_mode: Option<bool>,
@@ -100,14 +127,15 @@ pub struct Settings {
     pub stats_level: u64,
     /// IO queue depth. Stored and reported: requests run synchronously, there is no queue yet.
     pub io_queue_depth: u64,
-    /// Smallest request split across IO threads, in KiB. Stored and reported: requests are not
-    /// split across threads yet.
+    /// Requests up to this size (KiB) run inline on the caller's thread, with no hand-off to the
+    /// IO workers. Default 64.
     pub min_io_threshold_kb: u64,
-    /// Pieces one request may be split into. Stored and reported, as `min_io_threshold_kb`.
+    /// Most threads (workers plus the caller) that work on one request (0: all workers).
     pub max_request_parallelism: u64,
     /// Extra argument checks. Stored and reported: every argument is always checked.
     pub api_check_aggressive: bool,
-    /// Parallel IO. Stored and reported, as `min_io_threshold_kb`.
+    /// Parallel IO (cuFile's switch). Stored and reported: the staged engine always splits
+    /// large requests across its workers; `max_request_parallelism` = 1 turns that off.
     pub parallel_io: bool,
     /// NVTX ranges. Stored and reported: hipfile-rs emits no profiler ranges.
     pub nvtx: bool,
@@ -118,8 +146,9 @@ pub struct Settings {
     pub use_pci_p2pdma: bool,
     /// io_uring. Stored and reported: IO is `pread`/`pwrite`.
     pub prefer_io_uring: bool,
-    /// Force O_DIRECT. Stored and reported: the staged engine reads through the page cache.
-    pub force_odirect: bool,
+    /// How the staged engine uses the O_DIRECT descriptor (`hipFileParamForceOdirectMode`
+    /// true selects [`DirectIoPolicy::Always`]).
+    pub direct_io: DirectIoPolicy,
     /// Skip topology detection. Stored and reported: hipfile-rs probes no topology.
     pub skip_topology_detection: bool,
     /// Stream memops bypass. Stored and reported: stream IO is not supported yet.
@@ -139,7 +168,7 @@ impl Default for Settings {
             max_direct_io_size_kb: 16 * 1024,
             max_pinned_mem_size_kb: 256 * 1024,
             max_device_cache_size_kb: 128 * 1024,
-            per_buffer_cache_size_kb: 1024,
+            per_buffer_cache_size_kb: 4096,
             poll_mode: false,
             poll_thresh_size_kb: 4,
             max_io_threads: 0,
@@ -149,15 +178,15 @@ impl Default for Settings {
             batch_io_timeout_ms: 0,
             stats_level: 0,
             io_queue_depth: 128,
-            min_io_threshold_kb: 8192,
-            max_request_parallelism: 4,
+            min_io_threshold_kb: 64,
+            max_request_parallelism: 0,
             api_check_aggressive: false,
             parallel_io: false,
             nvtx: false,
             allow_system_memory: false,
             use_pci_p2pdma: false,
             prefer_io_uring: false,
-            force_odirect: false,
+            direct_io: DirectIoPolicy::Auto,
             skip_topology_detection: false,
             stream_memops_bypass: false,
             logging_level: "ERROR".to_string(),
@@ -168,6 +197,65 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The defaults with the staged engine's environment overrides applied, read through
+    /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
+    /// `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers) and `HIPFILE_DIRECT_IO`
+    /// (`auto`, `never`, `always`). Values that do not parse are ignored. The parameter API
+    /// changes these settings further before the driver opens.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let mut s = Settings::default();
+        let number = |name: &str| lookup(name).and_then(|v| v.trim().parse::<u64>().ok());
+        if let Some(v) = number("HIPFILE_IO_THREADS") {
+            s.max_io_threads = v;
+        }
+        if let Some(v) = number("HIPFILE_CHUNK_KB").filter(|v| *v >= 4) {
+            s.per_buffer_cache_size_kb = v;
+        }
+        if let Some(v) = number("HIPFILE_INLINE_KB") {
+            s.min_io_threshold_kb = v;
+        }
+        if let Some(v) = number("HIPFILE_PINNED_KB").filter(|v| *v >= 8) {
+            s.max_pinned_mem_size_kb = v;
+        }
+        if let Some(v) = number("HIPFILE_MAX_DIRECT_IO_KB").filter(|v| *v >= 4) {
+            s.max_direct_io_size_kb = v;
+        }
+        if let Some(p) = lookup("HIPFILE_DIRECT_IO")
+            .as_deref()
+            .and_then(DirectIoPolicy::parse)
+        {
+            s.direct_io = p;
+        }
+        s
+    }
+
+    /// The staging chunk in bytes: the per-buffer size, bounded by the largest single transfer
+    /// and by a quarter of the pinned memory bound (so at least two lanes fit), never below 4 KiB.
+    pub fn chunk_bytes(&self) -> usize {
+        let kb = self
+            .per_buffer_cache_size_kb
+            .min(self.max_direct_io_size_kb)
+            .min(self.max_pinned_mem_size_kb / 4);
+        usize::try_from(kb.saturating_mul(1024))
+            .unwrap_or(usize::MAX)
+            .max(4096)
+            & !4095
+    }
+
+    /// Requests up to this many bytes run inline on the caller's thread.
+    pub fn inline_bytes(&self) -> usize {
+        usize::try_from(self.min_io_threshold_kb.saturating_mul(1024)).unwrap_or(usize::MAX)
+    }
+
+    /// IO worker threads to start: the setting, else one per available core (at most 32).
+    pub fn io_threads(&self) -> usize {
+        match self.max_io_threads {
+            0 => std::thread::available_parallelism()
+                .map_or(4, |n| n.get())
+                .min(32),
+            n => usize::try_from(n).unwrap_or(usize::MAX).min(256),
+        }
+    }
     /// Compat mode in force, combining these settings with the environment (settings win).
     pub fn compat_mode(&self, env: &EnvConfig) -> CompatMode {
         let forced = self
@@ -242,6 +330,39 @@ mod tests {
         let e = env(&[("HIPFILE_ALLOW_COMPAT_MODE", "false")]);
         assert!(!s.compat_mode(&e).allowed);
         assert!(s.compat_mode(&EnvConfig::default()).allowed);
+    }
+
+    #[test]
+    fn engine_settings_come_from_the_environment_and_stay_sane() {
+        let s = Settings::from_lookup(|name| {
+            [
+                ("HIPFILE_IO_THREADS", "3"),
+                ("HIPFILE_CHUNK_KB", "1024"),
+                ("HIPFILE_DIRECT_IO", "Never"),
+                ("HIPFILE_INLINE_KB", "junk"),
+            ]
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+        });
+        assert_eq!(s.io_threads(), 3);
+        assert_eq!(s.chunk_bytes(), 1 << 20);
+        assert_eq!(s.direct_io, DirectIoPolicy::Never);
+        assert_eq!(s.inline_bytes(), Settings::default().inline_bytes());
+        let tiny = Settings {
+            max_pinned_mem_size_kb: 64,
+            ..Settings::default()
+        };
+        assert_eq!(
+            tiny.chunk_bytes(),
+            16 << 10,
+            "two lanes of two chunks fit the pinned bound"
+        );
+        let small_io = Settings {
+            max_direct_io_size_kb: 5,
+            ..Settings::default()
+        };
+        assert_eq!(small_io.chunk_bytes(), 4096);
     }
 
     #[test]

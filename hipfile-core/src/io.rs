@@ -12,6 +12,13 @@ pub trait FileIo: Send + Sync + fmt::Debug {
     fn pread(&self, fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Write `buf` at `offset`; may write fewer bytes than asked.
     fn pwrite(&self, fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// Read only what the page cache holds (`preadv2` with `RWF_NOWAIT`): `WouldBlock` when the
+    /// first byte is not cached, else the cached bytes read. The default has no such probe and
+    /// always answers `WouldBlock`.
+    fn pread_cached(&self, fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let _ = (fd, buf, offset);
+        Err(io::ErrorKind::WouldBlock.into())
+    }
 }
 
 /// `pread(2)` and `pwrite(2)`.
@@ -25,6 +32,16 @@ impl FileIo for PosixIo {
 
     fn pwrite(&self, fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize> {
         Ok(rustix::io::pwrite(fd, buf, offset)?)
+    }
+
+    fn pread_cached(&self, fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut bufs = [io::IoSliceMut::new(buf)];
+        Ok(rustix::io::preadv2(
+            fd,
+            &mut bufs,
+            offset,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        )?)
     }
 }
 

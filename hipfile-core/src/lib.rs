@@ -70,7 +70,7 @@ pub use backend::{
     priority, Backend, BackendContext, BackendDescriptor, Decline, IoFailure, IoOp, IoRequest,
     LiveSettings,
 };
-pub use config::{parse_switch, CompatMode, EnvConfig, Settings};
+pub use config::{parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Settings};
 pub use driver::{
     Driver, DriverOptions, FileHandleId, IoCall, RegisteredBuffer, RuntimeSource, Session,
     MAX_RW_COUNT,

@@ -18,8 +18,8 @@
 //! - Pinned memory is bounded by the `max_pinned_mem_size_kb` setting; one transfer is at most
 //!   `max_direct_io_size_kb`.
 //!
-//! The pieces are separate modules: [`staging`] (the pinned pool) and [`engine`] (the transfer
-//! loop).
+//! The pieces are separate modules: [`staging`] (the pinned pool of lanes), [`workers`] (the IO
+//! threads) and [`engine`] (how one request is cut, shared out and pipelined).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -40,16 +40,18 @@
 
 pub mod engine;
 pub mod staging;
+pub mod workers;
 
 use std::sync::Arc;
 
 use hipfile_core::{
-    priority, Backend, BackendContext, BackendDescriptor, Decline, FileIo, IoFailure, IoRequest,
+    priority, Backend, BackendContext, BackendDescriptor, Decline, Error, IoFailure, IoRequest,
     RegistryBuilder, Result,
 };
-use hipfile_hip::GpuRuntime;
 
+use crate::engine::{EngineParts, Transfer};
 use crate::staging::StagingPool;
+use crate::workers::IoWorkers;
 
 /// The backend's name.
 pub const NAME: &str = "fallback";
@@ -69,49 +71,52 @@ pub fn register(builder: &mut RegistryBuilder) -> Result<()> {
 }
 
 fn init(ctx: &BackendContext) -> Result<Arc<dyn Backend>> {
-    let backend = Fallback::new(ctx);
-    let settings = ctx.settings.current();
-    let devices = ctx
-        .runtime
-        .device_count()
-        .map_err(|e| hipfile_core::Error::hip(&e, "counting devices"))?;
-    let chunk = settings
-        .max_direct_io_bytes()
-        .min(settings.max_pinned_bytes());
-    for device in 0..devices {
-        // Touching one staging buffer per device now keeps allocation and page faults out of the
-        // first request. A pool too small for even that is not an error: requests then stage in
-        // whatever the bound allows.
-        if chunk >= 4096 {
-            backend
-                .pool
-                .prefill(device, chunk, settings.max_pinned_bytes())?;
-        }
-    }
-    Ok(Arc::new(backend))
+    Ok(Arc::new(Fallback::new(ctx)?))
 }
 
 /// The staged engine.
 #[derive(Debug)]
 pub struct Fallback {
-    runtime: Arc<dyn GpuRuntime>,
-    io: Arc<dyn FileIo>,
-    pool: Arc<StagingPool>,
+    parts: EngineParts,
+    workers: IoWorkers,
 }
 
 impl Fallback {
-    /// The engine for an opening driver.
-    pub fn new(ctx: &BackendContext) -> Self {
-        Fallback {
-            runtime: Arc::clone(&ctx.runtime),
-            io: Arc::clone(&ctx.io),
-            pool: Arc::new(StagingPool::new(Arc::clone(&ctx.runtime))),
-        }
+    /// The engine for an opening driver: starts the IO workers and makes (and touches) one lane
+    /// per thread that can work on a request, on the current device, within the pinned bound.
+    pub fn new(ctx: &BackendContext) -> Result<Self> {
+        let settings = ctx.settings.current();
+        let workers = IoWorkers::start(settings.io_threads())
+            .map_err(|e| Error::from_io(&e, "starting the IO workers"))?;
+        let pool = Arc::new(StagingPool::new(Arc::clone(&ctx.runtime)));
+        let device = ctx
+            .runtime
+            .current_device()
+            .map_err(|e| Error::hip(&e, "reading the current device"))?;
+        pool.prefill(
+            device,
+            settings.chunk_bytes(),
+            settings.max_pinned_bytes(),
+            workers.count() + 1,
+        )?;
+        Ok(Fallback {
+            parts: EngineParts {
+                runtime: Arc::clone(&ctx.runtime),
+                io: Arc::clone(&ctx.io),
+                pool,
+            },
+            workers,
+        })
     }
 
     /// Bytes of pinned memory held by the staging pool.
     pub fn pinned_bytes(&self) -> usize {
-        self.pool.held_bytes()
+        self.parts.pool.held_bytes()
+    }
+
+    /// Number of IO worker threads.
+    pub fn io_threads(&self) -> usize {
+        self.workers.count()
     }
 }
 
@@ -129,23 +134,12 @@ impl Backend for Fallback {
     }
 
     fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
-        let bound = req.settings.max_pinned_bytes();
-        let chunk = req
-            .settings
-            .max_direct_io_bytes()
-            .min(bound)
-            .min(req.size.max(1));
-        let mut lease = self
-            .pool
-            .lease(req.device, chunk, bound)
-            .map_err(|e| IoFailure::new(e, 0))?;
-        engine::transfer(
-            &*self.runtime,
-            &*self.io,
-            req.file.buffered_fd(),
-            req,
-            &mut lease,
-            chunk,
-        )
+        let threads = match req.settings.max_request_parallelism {
+            0 => self.workers.count() + 1,
+            n => usize::try_from(n)
+                .unwrap_or(usize::MAX)
+                .min(self.workers.count() + 1),
+        };
+        Transfer::new(req, &self.parts, threads).run(&self.workers)
     }
 }

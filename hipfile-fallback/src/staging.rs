@@ -1,23 +1,139 @@
-//! The pinned staging pool: page-locked host buffers, per device, bounded in total, reused.
+//! The pinned staging pool: lanes of page-locked host memory, per device, bounded, reused.
 //!
-//! Buffers are allocated on first need (one per device up front when the driver opens, touched so
-//! the first request pays no page faults) and returned to the pool when a lease drops. When the
-//! bound is reached, a request waits for a buffer to come back instead of allocating more.
+//! A [`Lane`] is what one thread needs to stage a stream of chunks: one pinned buffer cut in two
+//! halves (so reading chunk k+1 overlaps copying chunk k), a private non-blocking stream on the
+//! lane's device, and one event per half. Lanes are made on first need (the driver opens with
+//! some made and touched, so the first request pays no allocation or page faults), returned to
+//! the pool after each request, and bounded in pinned bytes. A lane's buffer is allocated in one
+//! piece, so a thread never holds half of what it needs while waiting for the other half.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use hipfile_core::{Error, ErrorKind, Result};
-use hipfile_hip::{GpuRuntime, PinnedBuffer};
+use hipfile_hip::{GpuRuntime, HipErrorCode, OwnedEvent, OwnedStream, PinnedBuffer};
+
+/// Keeps the calling thread's current device while work is set up on another, restoring it on
+/// drop (the caller's current device must never change under it).
+pub struct DeviceGuard<'a> {
+    runtime: &'a dyn GpuRuntime,
+    previous: Option<i32>,
+}
+
+impl<'a> DeviceGuard<'a> {
+    /// Make `device` current until the guard drops.
+    pub fn switch(runtime: &'a dyn GpuRuntime, device: i32) -> Result<Self> {
+        let current = runtime
+            .current_device()
+            .map_err(|e| Error::hip(&e, "reading the current device"))?;
+        if current == device {
+            return Ok(DeviceGuard {
+                runtime,
+                previous: None,
+            });
+        }
+        runtime
+            .set_device(device)
+            .map_err(|e| Error::hip(&e, format!("selecting device {device}")))?;
+        Ok(DeviceGuard {
+            runtime,
+            previous: Some(current),
+        })
+    }
+}
+
+impl Drop for DeviceGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous {
+            // Restoring a device that was current a moment ago cannot fail short of a runtime
+            // teardown; there is no caller to tell from a destructor.
+            let _ = self.runtime.set_device(previous);
+        }
+    }
+}
+
+/// Two staging halves, a stream and two events on one device.
+pub struct Lane {
+    device: i32,
+    chunk: usize,
+    buffer: PinnedBuffer,
+    stream: OwnedStream,
+    events: [OwnedEvent; 2],
+}
+
+impl std::fmt::Debug for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lane")
+            .field("device", &self.device)
+            .field("chunk", &self.chunk)
+            .finish()
+    }
+}
+
+impl Lane {
+    fn new(runtime: &Arc<dyn GpuRuntime>, device: i32, chunk: usize) -> Result<Self> {
+        let _on_device = DeviceGuard::switch(&**runtime, device)?;
+        let buffer = PinnedBuffer::new(Arc::clone(runtime), 2 * chunk).map_err(|e| {
+            let context = format!("allocating {} bytes of pinned memory", 2 * chunk);
+            if e.code() == HipErrorCode::OUT_OF_MEMORY {
+                Error::new(ErrorKind::GpuMemoryPinningFailed, format!("{context}: {e}"))
+            } else {
+                Error::hip(&e, context)
+            }
+        })?;
+        let stream = OwnedStream::new(Arc::clone(runtime))
+            .map_err(|e| Error::hip(&e, "creating a stream"))?;
+        let event = || {
+            OwnedEvent::new(Arc::clone(runtime)).map_err(|e| Error::hip(&e, "creating an event"))
+        };
+        Ok(Lane {
+            device,
+            chunk,
+            buffer,
+            stream,
+            events: [event()?, event()?],
+        })
+    }
+
+    /// The device this lane copies to and from.
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+
+    /// Bytes in each half.
+    pub fn chunk(&self) -> usize {
+        self.chunk
+    }
+
+    /// The lane's stream.
+    pub fn stream(&self) -> &OwnedStream {
+        &self.stream
+    }
+
+    /// The event of half `slot` (0 or 1).
+    pub fn event(&self, slot: usize) -> &OwnedEvent {
+        &self.events[slot]
+    }
+
+    /// Half `slot` (0 or 1) of the staging buffer.
+    pub fn half_mut(&mut self, slot: usize) -> &mut [u8] {
+        let chunk = self.chunk;
+        &mut self.buffer.as_mut_slice()[slot * chunk..(slot + 1) * chunk]
+    }
+
+    fn bytes(&self) -> usize {
+        2 * self.chunk
+    }
+}
 
 #[derive(Debug, Default)]
 struct PoolState {
-    free: HashMap<i32, Vec<PinnedBuffer>>,
-    /// Bytes of pinned memory held, free or leased.
+    free: HashMap<i32, Vec<Lane>>,
+    /// Pinned bytes held by all lanes, free or leased.
     held: usize,
 }
 
-/// A bounded pool of pinned staging buffers.
+/// A bounded pool of staging lanes.
 #[derive(Debug)]
 pub struct StagingPool {
     runtime: Arc<dyn GpuRuntime>,
@@ -39,61 +155,82 @@ impl StagingPool {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Bytes of pinned memory the pool holds now.
+    /// Pinned bytes the pool holds now.
     pub fn held_bytes(&self) -> usize {
         self.lock().held
     }
 
-    /// Allocate one buffer of `len` bytes for `device` now, if the bound allows.
-    pub fn prefill(self: &Arc<Self>, device: i32, len: usize, bound: usize) -> Result<()> {
-        let lease = self.lease(device, len, bound)?;
-        drop(lease);
+    /// Make `count` lanes for `device` now (as far as `bound` allows) and keep them free.
+    pub fn prefill(
+        self: &Arc<Self>,
+        device: i32,
+        chunk: usize,
+        bound: usize,
+        count: usize,
+    ) -> Result<()> {
+        let mut made = Vec::new();
+        for _ in 0..count {
+            match self.take(device, chunk, bound, false)? {
+                Some(lane) => made.push(lane),
+                None => break,
+            }
+        }
+        drop(made);
         Ok(())
     }
 
-    /// Lease a buffer of at least `len` bytes for `device`, holding at most `bound` bytes of
-    /// pinned memory in all. A buffer that would exceed the bound on its own is refused.
-    pub fn lease(self: &Arc<Self>, device: i32, len: usize, bound: usize) -> Result<StagingLease> {
-        if len > bound {
+    /// A lane for `device` with halves of at least `chunk` bytes, keeping all lanes within
+    /// `bound` pinned bytes. With `wait`, blocks until one is returned when the bound is reached;
+    /// without, answers `None` then. A lane bigger than the bound on its own is refused.
+    pub fn take(
+        self: &Arc<Self>,
+        device: i32,
+        chunk: usize,
+        bound: usize,
+        wait: bool,
+    ) -> Result<Option<LaneLease>> {
+        let need = 2 * chunk;
+        if need > bound {
             return Err(Error::new(
                 ErrorKind::InvalidMappingSize,
-                format!(
-                    "a {len}-byte staging buffer exceeds the pinned memory bound of {bound} bytes"
-                ),
+                format!("a staging lane of {need} bytes exceeds the pinned memory bound of {bound} bytes"),
             ));
         }
         let mut state = self.lock();
         loop {
-            if let Some(buf) = take_fitting(&mut state, device, len) {
-                return Ok(StagingLease {
-                    pool: Arc::clone(self),
-                    device,
-                    buf: Some(buf),
-                });
+            if let Some(list) = state.free.get_mut(&device) {
+                if let Some(i) = list.iter().position(|l| l.chunk >= chunk) {
+                    let lane = list.swap_remove(i);
+                    return Ok(Some(LaneLease {
+                        pool: Arc::clone(self),
+                        lane: Some(lane),
+                    }));
+                }
             }
-            // Free buffers of the wrong size or device are released to make room.
-            while state.held + len > bound {
-                let Some(victim) = take_any(&mut state) else {
+            // Free lanes of another device or a smaller chunk make room for this one.
+            while state.held + need > bound {
+                let Some(victim) = state.free.values_mut().find_map(Vec::pop) else {
                     break;
                 };
-                state.held -= victim.len();
-                drop(victim);
+                state.held -= victim.bytes();
             }
-            if state.held + len <= bound {
-                state.held += len;
+            if state.held + need <= bound {
+                state.held += need;
                 drop(state);
-                return match self.allocate(device, len) {
-                    Ok(buf) => Ok(StagingLease {
+                return match Lane::new(&self.runtime, device, chunk) {
+                    Ok(lane) => Ok(Some(LaneLease {
                         pool: Arc::clone(self),
-                        device,
-                        buf: Some(buf),
-                    }),
+                        lane: Some(lane),
+                    })),
                     Err(e) => {
-                        self.lock().held -= len;
+                        self.lock().held -= need;
                         self.returned.notify_all();
                         Err(e)
                     }
                 };
+            }
+            if !wait {
+                return Ok(None);
             }
             state = self
                 .returned
@@ -102,66 +239,40 @@ impl StagingPool {
         }
     }
 
-    fn allocate(&self, device: i32, len: usize) -> Result<PinnedBuffer> {
-        let rt = &self.runtime;
-        let previous = rt
-            .current_device()
-            .map_err(|e| Error::hip(&e, "reading the current device"))?;
-        if previous != device {
-            rt.set_device(device)
-                .map_err(|e| Error::hip(&e, "selecting the staging device"))?;
-        }
-        let buf = PinnedBuffer::new(Arc::clone(rt), len);
-        if previous != device {
-            rt.set_device(previous)
-                .map_err(|e| Error::hip(&e, "restoring the current device"))?;
-        }
-        buf.map_err(|e| {
-            let mut err = Error::hip(&e, format!("allocating {len} bytes of pinned memory"));
-            if e.code() == hipfile_hip::HipErrorCode::OUT_OF_MEMORY {
-                err = Error::new(ErrorKind::GpuMemoryPinningFailed, err.context().to_string());
-            }
-            err
-        })
-    }
-
-    fn give_back(&self, device: i32, buf: PinnedBuffer) {
-        self.lock().free.entry(device).or_default().push(buf);
+    fn give_back(&self, lane: Lane) {
+        self.lock().free.entry(lane.device).or_default().push(lane);
         self.returned.notify_all();
     }
 }
 
-fn take_fitting(state: &mut PoolState, device: i32, len: usize) -> Option<PinnedBuffer> {
-    let list = state.free.get_mut(&device)?;
-    let i = list.iter().position(|b| b.len() >= len)?;
-    Some(list.swap_remove(i))
-}
-
-fn take_any(state: &mut PoolState) -> Option<PinnedBuffer> {
-    state.free.values_mut().find_map(Vec::pop)
-}
-
-/// A staging buffer on loan; goes back to the pool on drop.
+/// A lane on loan; goes back to the pool on drop.
 #[derive(Debug)]
-pub struct StagingLease {
+pub struct LaneLease {
     pool: Arc<StagingPool>,
-    device: i32,
-    buf: Option<PinnedBuffer>,
+    lane: Option<Lane>,
 }
 
-impl StagingLease {
-    /// The buffer.
-    pub fn buffer(&mut self) -> &mut PinnedBuffer {
-        self.buf
-            .as_mut()
-            .expect("a lease holds its buffer until dropped")
+impl std::ops::Deref for LaneLease {
+    type Target = Lane;
+    fn deref(&self) -> &Lane {
+        self.lane
+            .as_ref()
+            .expect("a lease holds its lane until dropped")
     }
 }
 
-impl Drop for StagingLease {
+impl std::ops::DerefMut for LaneLease {
+    fn deref_mut(&mut self) -> &mut Lane {
+        self.lane
+            .as_mut()
+            .expect("a lease holds its lane until dropped")
+    }
+}
+
+impl Drop for LaneLease {
     fn drop(&mut self) {
-        if let Some(buf) = self.buf.take() {
-            self.pool.give_back(self.device, buf);
+        if let Some(lane) = self.lane.take() {
+            self.pool.give_back(lane);
         }
     }
 }
@@ -169,37 +280,55 @@ impl Drop for StagingLease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hipfile_hip::sim::SimRuntime;
+    use hipfile_hip::sim::{SimAbi, SimConfig, SimRuntime};
     use hipfile_hip::MemoryKind;
 
     #[test]
-    fn buffers_are_reused_and_the_bound_holds() {
+    fn lanes_are_reused_and_the_bound_holds() {
         let sim = Arc::new(SimRuntime::default());
         let pool = Arc::new(StagingPool::new(sim.clone()));
-        let a = pool.lease(0, 8192, 16384).unwrap();
-        let b = pool.lease(0, 8192, 16384).unwrap();
+        let a = pool.take(0, 4096, 16384, true).unwrap().unwrap();
+        let b = pool.take(0, 4096, 16384, true).unwrap().unwrap();
         assert_eq!(pool.held_bytes(), 16384);
-        assert!(pool.lease(0, 32768, 16384).is_err());
+        assert!(pool.take(0, 4096, 16384, false).unwrap().is_none());
+        assert!(
+            pool.take(0, 16384, 16384, true).is_err(),
+            "a lane above the bound is refused"
+        );
         drop(a);
-        let c = pool.lease(0, 4096, 16384).unwrap();
-        assert_eq!(pool.held_bytes(), 16384, "the returned buffer is reused");
+        let c = pool.take(0, 2048, 16384, false).unwrap().unwrap();
+        assert_eq!(c.chunk(), 4096, "the returned lane is reused");
+        assert_eq!(pool.held_bytes(), 16384);
         drop((b, c));
         assert_eq!(sim.live_allocations(MemoryKind::Host), 2);
+        assert_eq!(sim.live_streams(), 2);
         drop(pool);
         assert_eq!(sim.live_allocations(MemoryKind::Host), 0);
+        assert_eq!(sim.live_streams(), 0);
     }
 
     #[test]
-    fn a_full_pool_makes_the_next_lease_wait_for_a_return() {
+    fn a_full_pool_makes_a_waiting_take_wait_for_a_return() {
         let sim = Arc::new(SimRuntime::default());
         let pool = Arc::new(StagingPool::new(sim));
-        let held = pool.lease(0, 4096, 4096).unwrap();
+        let held = pool.take(0, 4096, 8192, true).unwrap().unwrap();
         let p2 = Arc::clone(&pool);
-        let waiter = std::thread::spawn(move || p2.lease(0, 4096, 4096).map(|_| ()));
+        let waiter = std::thread::spawn(move || p2.take(0, 4096, 8192, true).map(|l| l.is_some()));
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(!waiter.is_finished());
         drop(held);
-        waiter.join().unwrap().unwrap();
-        assert_eq!(pool.held_bytes(), 4096);
+        assert!(waiter.join().unwrap().unwrap());
+    }
+
+    #[test]
+    fn lanes_live_on_their_device_and_leave_the_current_device_alone() {
+        let sim = Arc::new(SimRuntime::new(SimConfig {
+            devices: 2,
+            abi: SimAbi::Rocm6,
+        }));
+        let pool = Arc::new(StagingPool::new(sim.clone()));
+        let lane = pool.take(1, 4096, 1 << 20, true).unwrap().unwrap();
+        assert_eq!(lane.device(), 1);
+        assert_eq!(sim.current_device().unwrap(), 0);
     }
 }

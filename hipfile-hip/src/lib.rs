@@ -9,6 +9,9 @@
 //! - **amd**: the HIP runtime (`libamdhip64.so.7/.6/.5`, or the path in `HIPFILE_HIP_LIBRARY`)
 //!   loaded with `libloading` at run time; every symbol is resolved at load and a missing one is an
 //!   error. ROCm 6 renumbered `hipMemoryType`; answers are decoded by `hipRuntimeGetVersion`.
+//! - **nvidia**: HIP semantics over the CUDA runtime (`libcudart.so.13/.12`, or
+//!   `HIPFILE_CUDART_LIBRARY`) and driver (`libcuda.so.1`, or `HIPFILE_CUDA_LIBRARY`), loaded the
+//!   same way; CUDA errors are mapped to HIP error numbers in one table ([`nvidia::hip_code`]).
 //! - **sim**: a simulated GPU in host memory ([`sim::SimRuntime`]), a real implementation that
 //!   makes the whole library testable on a machine without a GPU.
 //!
@@ -28,12 +31,15 @@
 
 pub mod amd;
 mod error;
+pub mod faults;
+pub mod nvidia;
 mod platform;
 mod runtime;
 pub mod sim;
 
 pub use amd::open_library as amd_open_library;
 pub use error::{HipError, HipErrorCode, HipResult};
+pub use nvidia::open_libraries as nvidia_open_libraries;
 pub use platform::{open_default, open_platform, parse_platform, platform_from_env};
 pub use runtime::{
     DeviceBuffer, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent, OwnedStream,

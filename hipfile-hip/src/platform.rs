@@ -32,9 +32,7 @@ pub fn open_platform(platform: Platform) -> HipResult<Arc<dyn GpuRuntime>> {
     match platform {
         Platform::Sim => Ok(Arc::new(SimRuntime::new(SimConfig::from_env()))),
         Platform::Amd => crate::amd::open(),
-        Platform::Nvidia => Err(HipError::NoPlatform(
-            "the NVIDIA platform is not part of this build".to_string(),
-        )),
+        Platform::Nvidia => crate::nvidia::open(),
     }
 }
 

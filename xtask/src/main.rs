@@ -10,6 +10,7 @@
 //! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)`, no unfinished code, no vague names, no panic across the C ABI) |
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
 //! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime |
+//! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
 //!
 //! Every command exits non-zero when anything failed. The tidy checks also run as a unit test, so
 //! `cargo test -p xtask` enforces them.
@@ -21,6 +22,7 @@
 //! tidy: 7 checks passed, 0 failed
 //! ```
 
+mod bundle;
 mod ctests;
 mod json;
 mod matrix;
@@ -37,6 +39,13 @@ commands:
   tidy         check the house rules
   test-matrix  test each package with each feature set of the matrix
   c-tests      compile and run the C ABI tests on the simulated HIP runtime
+  gpu-bundle [--out DIR]
+               build the release test binaries, libhipfile.so, the hipfile CLI, the C programs
+               and run.sh into DIR (default target/gpu-bundle) for the GPU machine, which has no
+               cargo. Carry it with the device tool and run it there:
+                 run  carry: [\"target/gpu-bundle\"]
+                      command: \"cd target/gpu-bundle && ./run.sh\"
+               run.sh ends with `N passed, M failed`; its logs come back from $OUT
   help         print this message";
 
 fn main() -> ExitCode {
@@ -51,6 +60,7 @@ fn main() -> ExitCode {
         ["tidy"] => tidy::run(),
         ["test-matrix"] => matrix::run(),
         ["c-tests"] => ctests::run(),
+        ["gpu-bundle", rest @ ..] => bundle::run(rest),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
             Ok(())

@@ -181,6 +181,10 @@ const SEAMS: &[(&str, &[&str])] = &[
         "hipfile-simhip",
         &["hipfile-hip", "hipfile-core", "hipfile-testkit"],
     ),
+    (
+        "hipfile-simcuda",
+        &["hipfile-hip", "hipfile-core", "hipfile-testkit"],
+    ),
 ];
 
 const BACKEND_CRATES: &[&str] = &["hipfile-fallback", "hipfile-fastpath"];

@@ -24,7 +24,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use hipfile_core::{Error, ErrorKind, FileHandleId, IoCall, IoOp, Settings};
+use hipfile_core::{DirectIoPolicy, Error, ErrorKind, FileHandleId, IoCall, IoOp, Settings};
 
 pub use types::*;
 
@@ -481,6 +481,16 @@ fn bool_param(
         }
         _ => {}
     }
+    if param == hipFileParamForceOdirectMode {
+        if let Some(v) = value {
+            s.direct_io = if v {
+                DirectIoPolicy::Always
+            } else {
+                DirectIoPolicy::Auto
+            };
+        }
+        return Some(s.direct_io == DirectIoPolicy::Always);
+    }
     let field = match param {
         hipFileParamPropertiesUsePollMode => &mut s.poll_mode,
         hipFileParamFsMiscApiCheckAggressive => &mut s.api_check_aggressive,
@@ -489,7 +499,6 @@ fn bool_param(
         hipFileParamPropertiesAllowSystemMemory => &mut s.allow_system_memory,
         hipFileParamUsePcip2pdma => &mut s.use_pci_p2pdma,
         hipFileParamPreferIOUring => &mut s.prefer_io_uring,
-        hipFileParamForceOdirectMode => &mut s.force_odirect,
         hipFileParamSkipTopologyDetection => &mut s.skip_topology_detection,
         hipFileParamStreamMemopsBypass => &mut s.stream_memops_bypass,
         _ => return None,

@@ -1,4 +1,6 @@
 //! Integration tests of the facade: one binary, a module per concern.
 
 mod api;
+#[cfg(feature = "fallback")]
+mod device_memory;
 mod registration;

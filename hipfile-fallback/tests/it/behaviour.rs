@@ -1,0 +1,149 @@
+//! Settings that must change what the engine does, and many threads at once.
+
+use std::fs::OpenOptions;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::thread;
+
+use hipfile_core::{Driver, DriverOptions, IoCall, IoOp, RegistryBuilder, Settings};
+use hipfile_hip::sim::SimRuntime;
+use hipfile_hip::{DeviceBuffer, GpuRuntime, MemoryKind};
+use hipfile_testkit::conformance::pattern;
+use hipfile_testkit::faults::{FileOp, ScriptedIo};
+
+fn driver(
+    sim: &Arc<SimRuntime>,
+    io: Option<Arc<ScriptedIo>>,
+    tune: impl FnOnce(&mut Settings),
+) -> Driver {
+    let mut backends = RegistryBuilder::new();
+    hipfile_fallback::register(&mut backends).unwrap();
+    let rt: Arc<dyn GpuRuntime> = sim.clone();
+    let mut options = DriverOptions {
+        backends: Some(backends),
+        selection: None,
+        ..DriverOptions::with_runtime(rt)
+    };
+    if let Some(io) = io {
+        options.io = io;
+    }
+    let d = Driver::new(options);
+    d.stage_settings(tune).unwrap();
+    d.open().unwrap();
+    d
+}
+
+fn read_all(d: &Driver, path: &std::path::Path, dev: &DeviceBuffer, size: usize) -> usize {
+    let file = std::fs::File::open(path).unwrap();
+    let handle = d.handle_register(file.as_raw_fd()).unwrap();
+    let n = d
+        .io(IoCall {
+            op: IoOp::Read,
+            handle,
+            buffer: dev.ptr(),
+            size,
+            file_offset: 0,
+            buffer_offset: 0,
+        })
+        .unwrap();
+    d.handle_deregister(handle).unwrap();
+    n
+}
+
+#[test]
+fn the_largest_transfer_bounds_every_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let size = 1 << 20;
+    std::fs::write(&path, pattern(5, 0, size)).unwrap();
+    for (kb, preads) in [(64u64, 16u64), (256, 4)] {
+        let sim = Arc::new(SimRuntime::default());
+        let io = Arc::new(ScriptedIo::new());
+        let d = driver(&sim, Some(io.clone()), |s| {
+            s.max_direct_io_size_kb = kb;
+            s.direct_io = hipfile_core::DirectIoPolicy::Never;
+        });
+        let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
+        assert_eq!(read_all(&d, &path, &dev, size), size);
+        assert_eq!(
+            io.calls(FileOp::Pread),
+            preads,
+            "max_direct_io_size_kb = {kb}"
+        );
+        assert_eq!(dev.to_vec().unwrap(), pattern(5, 0, size));
+    }
+}
+
+#[test]
+fn the_pinned_memory_bound_bounds_the_staging_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let size = 4 << 20;
+    std::fs::write(&path, pattern(6, 0, size)).unwrap();
+    let sim = Arc::new(SimRuntime::default());
+    // 64 KiB of pinned memory: 16 KiB chunks, lanes of 32 KiB, at most two of them.
+    let d = driver(&sim, None, |s| {
+        s.max_pinned_mem_size_kb = 64;
+        s.max_io_threads = 4;
+    });
+    thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
+                assert_eq!(read_all(&d, &path, &dev, size), size);
+                assert_eq!(dev.to_vec().unwrap(), pattern(6, 0, size));
+            });
+        }
+    });
+    assert!(
+        sim.live_allocations(MemoryKind::Host) <= 2,
+        "at most two 32 KiB lanes fit 64 KiB"
+    );
+}
+
+#[test]
+fn sixty_four_threads_register_and_move_bytes_through_the_staged_engine() {
+    let sim = Arc::new(SimRuntime::default());
+    let d = driver(&sim, None, |s| s.per_buffer_cache_size_kb = 16);
+    let dir = tempfile::tempdir().unwrap();
+    thread::scope(|scope| {
+        for t in 0..64usize {
+            let (d, sim, dir) = (&d, &sim, &dir);
+            scope.spawn(move || {
+                let size = 200_000 + 4099 * t;
+                let path = dir.path().join(format!("t{t}"));
+                let file = OpenOptions::new()
+                    .create_new(true)
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .unwrap();
+                let data = pattern(t as u64, 0, size);
+                let mut src = DeviceBuffer::new(sim.clone(), size).unwrap();
+                src.write_at(0, &data).unwrap();
+                let dst = DeviceBuffer::new(sim.clone(), size).unwrap();
+                let handle = d.handle_register(file.as_raw_fd()).unwrap();
+                d.buf_register(src.ptr(), size, 0).unwrap();
+                let call = |op, buffer| IoCall {
+                    op,
+                    handle,
+                    buffer,
+                    size,
+                    file_offset: 0,
+                    buffer_offset: 0,
+                };
+                assert_eq!(d.io(call(IoOp::Write, src.ptr())).unwrap(), size);
+                assert_eq!(d.io(call(IoOp::Read, dst.ptr())).unwrap(), size);
+                assert_eq!(dst.to_vec().unwrap(), data, "thread {t}");
+                d.buf_deregister(src.ptr()).unwrap();
+                d.handle_deregister(handle).unwrap();
+            });
+        }
+    });
+    d.close().unwrap();
+    assert_eq!(
+        sim.live_allocations(MemoryKind::Host),
+        0,
+        "closing frees every staging lane"
+    );
+}

@@ -1,0 +1,66 @@
+//! The backend conformance suite, once per O_DIRECT policy and once under short and interrupted
+//! transfers. Files live in the temporary directory (`TMPDIR`), which must be on a filesystem
+//! with O_DIRECT for the direct-IO policies to be exercised; on the simulated GPU unless
+//! `HIPFILE_GPU_TESTS=1` (see `hipfile_testkit::target`).
+
+use std::sync::Arc;
+
+use hipfile_core::DirectIoPolicy;
+use hipfile_testkit::conformance::{run_all, ConformanceConfig};
+use hipfile_testkit::faults::ScriptedIo;
+
+fn config(policy: DirectIoPolicy) -> ConformanceConfig {
+    ConformanceConfig {
+        tune: Some(Arc::new(move |s| s.direct_io = policy)),
+        ..ConformanceConfig::default()
+    }
+}
+
+#[test]
+fn conformance_with_the_default_policy() {
+    run_all(hipfile_fallback::DESCRIPTOR, &config(DirectIoPolicy::Auto)).assert_passed();
+}
+
+#[test]
+fn conformance_without_o_direct() {
+    let cfg = ConformanceConfig {
+        check_max_rw_count: false,
+        ..config(DirectIoPolicy::Never)
+    };
+    run_all(hipfile_fallback::DESCRIPTOR, &cfg).assert_passed();
+}
+
+#[test]
+fn conformance_with_o_direct_wherever_aligned() {
+    let cfg = ConformanceConfig {
+        check_max_rw_count: false,
+        ..config(DirectIoPolicy::Always)
+    };
+    run_all(hipfile_fallback::DESCRIPTOR, &cfg).assert_passed();
+}
+
+#[test]
+fn conformance_under_short_and_interrupted_transfers() {
+    let io = ScriptedIo::new()
+        .short_preads_from(1, 1000)
+        .short_pwrites_from(1, 777)
+        .interrupt_pread(2)
+        .interrupt_pwrite(3);
+    let cfg = ConformanceConfig {
+        io: Some(Arc::new(io)),
+        check_max_rw_count: false,
+        file_io_faults: false,
+        ..config(DirectIoPolicy::Never)
+    };
+    run_all(hipfile_fallback::DESCRIPTOR, &cfg).assert_passed();
+}
+
+#[test]
+fn conformance_with_every_request_on_the_callers_thread() {
+    let cfg = ConformanceConfig {
+        check_max_rw_count: false,
+        tune: Some(Arc::new(|s| s.max_request_parallelism = 1)),
+        ..config(DirectIoPolicy::Auto)
+    };
+    run_all(hipfile_fallback::DESCRIPTOR, &cfg).assert_passed();
+}

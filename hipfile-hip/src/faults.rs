@@ -1,0 +1,311 @@
+//! [`ScriptedRuntime`]: a [`GpuRuntime`] decorator that fails chosen copies and pinned allocations.
+//!
+//! It lives here, beside the runtimes, because [`GpuRuntime`] declares its copy and free entry
+//! points `unsafe fn`: implementing the trait means declaring them, and this crate is where the
+//! GPU boundary's `unsafe` belongs. Each forward passes the caller's own contract on unchanged and
+//! adds no memory access of its own; a scripted failure touches no memory at all.
+//! `hipfile-testkit` re-exports it with its other fault-injection decorators.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::{
+    EventHandle, GpuRuntime, HipError, HipErrorCode, HipResult, HostFn, PointerInfo, RuntimeInfo,
+    StreamHandle,
+};
+
+/// Which runtime call a rule is about. Synchronous and asynchronous copies of one direction share
+/// a counter: "the 3rd copy to the device" is the 3rd whichever entry point made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RuntimeOp {
+    /// `copy_to_device` and `copy_to_device_async` (host to device).
+    CopyToDevice,
+    /// `copy_from_device` and `copy_from_device_async` (device to host).
+    CopyFromDevice,
+    /// `host_alloc` (pinned host memory).
+    HostAlloc,
+}
+
+/// One fault that fired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FiredRuntimeFault {
+    /// The kind of call.
+    pub op: RuntimeOp,
+    /// Its number among calls of that kind, counting from 1.
+    pub call: u64,
+    /// The HIP error returned.
+    pub code: HipErrorCode,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Rule {
+    op: RuntimeOp,
+    trigger: Trigger,
+    code: HipErrorCode,
+}
+
+/// A [`GpuRuntime`] that runs a script of failures over another runtime.
+///
+/// A scripted failure is returned at the call (for asynchronous copies: at enqueue time, nothing
+/// is queued) and the inner runtime never sees it. Everything else is forwarded unchanged.
+pub struct ScriptedRuntime {
+    inner: Arc<dyn GpuRuntime>,
+    rules: Vec<Rule>,
+    to_device: AtomicU64,
+    from_device: AtomicU64,
+    host_allocs: AtomicU64,
+    fired: Mutex<Vec<FiredRuntimeFault>>,
+}
+
+impl fmt::Debug for ScriptedRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScriptedRuntime")
+            .field("inner", &self.inner)
+            .field("rules", &self.rules)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptedRuntime {
+    /// An empty script over `inner`.
+    pub fn new(inner: Arc<dyn GpuRuntime>) -> Self {
+        ScriptedRuntime {
+            inner,
+            rules: Vec::new(),
+            to_device: AtomicU64::new(0),
+            from_device: AtomicU64::new(0),
+            host_allocs: AtomicU64::new(0),
+            fired: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Add a rule: calls of kind `op` selected by `trigger` fail with `code`. Earlier rules win.
+    pub fn rule(mut self, op: RuntimeOp, trigger: Trigger, code: HipErrorCode) -> Self {
+        self.rules.push(Rule { op, trigger, code });
+        self
+    }
+
+    /// The `n`th copy to the device (sync or async, 1-based) fails with `code`.
+    pub fn fail_copy_to_device(self, n: u64, code: HipErrorCode) -> Self {
+        self.rule(RuntimeOp::CopyToDevice, Trigger::Nth(n), code)
+    }
+
+    /// The `n`th copy from the device (sync or async, 1-based) fails with `code`.
+    pub fn fail_copy_from_device(self, n: u64, code: HipErrorCode) -> Self {
+        self.rule(RuntimeOp::CopyFromDevice, Trigger::Nth(n), code)
+    }
+
+    /// The `n`th pinned host allocation fails with `hipErrorOutOfMemory` (pinning failure).
+    pub fn fail_host_alloc(self, n: u64) -> Self {
+        self.rule(
+            RuntimeOp::HostAlloc,
+            Trigger::Nth(n),
+            HipErrorCode::OUT_OF_MEMORY,
+        )
+    }
+
+    /// Every pinned host allocation from the `n`th on fails with `hipErrorOutOfMemory`.
+    pub fn fail_host_allocs_from(self, n: u64) -> Self {
+        self.rule(
+            RuntimeOp::HostAlloc,
+            Trigger::From(n),
+            HipErrorCode::OUT_OF_MEMORY,
+        )
+    }
+
+    /// Calls of kind `op` made so far (failed ones included).
+    pub fn calls(&self, op: RuntimeOp) -> u64 {
+        self.counter(op).load(Ordering::Acquire)
+    }
+
+    /// The faults that fired, in order.
+    pub fn fired(&self) -> Vec<FiredRuntimeFault> {
+        self.fired
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The runtime underneath.
+    pub fn inner(&self) -> &Arc<dyn GpuRuntime> {
+        &self.inner
+    }
+
+    fn counter(&self, op: RuntimeOp) -> &AtomicU64 {
+        match op {
+            RuntimeOp::CopyToDevice => &self.to_device,
+            RuntimeOp::CopyFromDevice => &self.from_device,
+            RuntimeOp::HostAlloc => &self.host_allocs,
+        }
+    }
+
+    /// Number this call; `Err` when the script fails it.
+    fn check(&self, op: RuntimeOp, name: &'static str) -> HipResult<()> {
+        let call = self.counter(op).fetch_add(1, Ordering::AcqRel) + 1;
+        match self
+            .rules
+            .iter()
+            .find(|r| r.op == op && r.trigger.matches(call))
+        {
+            None => Ok(()),
+            Some(rule) => {
+                self.fired
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(FiredRuntimeFault {
+                        op,
+                        call,
+                        code: rule.code,
+                    });
+                Err(HipError::Call {
+                    call: name,
+                    code: rule.code,
+                    detail: Some(format!("scripted failure of call {call}")),
+                })
+            }
+        }
+    }
+}
+
+impl GpuRuntime for ScriptedRuntime {
+    fn info(&self) -> RuntimeInfo {
+        self.inner.info()
+    }
+
+    fn device_count(&self) -> HipResult<i32> {
+        self.inner.device_count()
+    }
+
+    fn current_device(&self) -> HipResult<i32> {
+        self.inner.current_device()
+    }
+
+    fn set_device(&self, device: i32) -> HipResult<()> {
+        self.inner.set_device(device)
+    }
+
+    fn pointer_info(&self, ptr: usize) -> HipResult<PointerInfo> {
+        self.inner.pointer_info(ptr)
+    }
+
+    fn device_alloc(&self, len: usize) -> HipResult<usize> {
+        self.inner.device_alloc(len)
+    }
+
+    fn managed_alloc(&self, len: usize) -> HipResult<usize> {
+        self.inner.managed_alloc(len)
+    }
+
+    unsafe fn device_free(&self, ptr: usize) -> HipResult<()> {
+        // SAFETY: the caller's contract for `device_free` is the inner runtime's, passed on as is.
+        unsafe { self.inner.device_free(ptr) }
+    }
+
+    fn host_alloc(&self, len: usize) -> HipResult<NonNull<u8>> {
+        self.check(RuntimeOp::HostAlloc, "hipHostMalloc")?;
+        self.inner.host_alloc(len)
+    }
+
+    unsafe fn host_free(&self, ptr: NonNull<u8>) -> HipResult<()> {
+        // SAFETY: `ptr` came from `host_alloc` of this runtime, which is the inner one's.
+        unsafe { self.inner.host_free(ptr) }
+    }
+
+    unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()> {
+        self.check(RuntimeOp::CopyToDevice, "hipMemcpy")?;
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.copy_to_device(dst, src) }
+    }
+
+    unsafe fn copy_from_device(&self, dst: &mut [u8], src: usize) -> HipResult<()> {
+        self.check(RuntimeOp::CopyFromDevice, "hipMemcpy")?;
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.copy_from_device(dst, src) }
+    }
+
+    unsafe fn memset_device(&self, dst: usize, value: u8, len: usize) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.memset_device(dst, value, len) }
+    }
+
+    unsafe fn copy_to_device_async(
+        &self,
+        dst: usize,
+        src: *const u8,
+        len: usize,
+        stream: StreamHandle,
+    ) -> HipResult<()> {
+        self.check(RuntimeOp::CopyToDevice, "hipMemcpyAsync")?;
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.copy_to_device_async(dst, src, len, stream) }
+    }
+
+    unsafe fn copy_from_device_async(
+        &self,
+        dst: *mut u8,
+        src: usize,
+        len: usize,
+        stream: StreamHandle,
+    ) -> HipResult<()> {
+        self.check(RuntimeOp::CopyFromDevice, "hipMemcpyAsync")?;
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.copy_from_device_async(dst, src, len, stream) }
+    }
+
+    fn stream_create(&self) -> HipResult<StreamHandle> {
+        self.inner.stream_create()
+    }
+
+    fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
+        self.inner.stream_destroy(stream)
+    }
+
+    fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
+        self.inner.stream_synchronize(stream)
+    }
+
+    fn event_create(&self) -> HipResult<EventHandle> {
+        self.inner.event_create()
+    }
+
+    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
+        self.inner.event_record(event, stream)
+    }
+
+    fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
+        self.inner.event_synchronize(event)
+    }
+
+    fn event_query(&self, event: EventHandle) -> HipResult<bool> {
+        self.inner.event_query(event)
+    }
+
+    fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
+        self.inner.event_destroy(event)
+    }
+
+    fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
+        self.inner.launch_host_func(stream, f)
+    }
+}
+
+/// Which calls of a kind a rule selects, by their 1-based number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// Exactly the `n`th call.
+    Nth(u64),
+    /// The `n`th call and every one after it.
+    From(u64),
+}
+
+impl Trigger {
+    /// Whether call number `call` (1-based) is selected.
+    pub fn matches(self, call: u64) -> bool {
+        match self {
+            Trigger::Nth(n) => call == n,
+            Trigger::From(n) => call >= n,
+        }
+    }
+}

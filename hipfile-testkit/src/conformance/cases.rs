@@ -1,0 +1,547 @@
+//! The cases. Each returns `Err` with the parameters of the failing operation and what differed.
+
+use std::sync::Arc;
+use std::thread;
+
+use hipfile_core::{ErrorKind, FileIo, IoOp, PosixIo, MAX_RW_COUNT};
+use hipfile_hip::DeviceBuffer;
+
+use crate::faults::{Errno, ScriptedIo};
+
+use super::fixture::{pattern, same_bytes, Fixture, SENTINEL};
+use super::Case;
+
+pub(super) static ALL: &[Case] = &[
+    Case {
+        name: "roundtrip",
+        about: "write a multi-chunk pattern from device memory, read it back into another buffer",
+        run: roundtrip,
+    },
+    Case {
+        name: "matrix_read_registered",
+        about:
+            "reads at every offset/size/buffer-offset of the matrix, registered buffer, sentinels",
+        run: |f| matrix(f, IoOp::Read, BufferMode::Registered),
+    },
+    Case {
+        name: "matrix_read_unregistered",
+        about: "the read matrix through an unregistered device pointer",
+        run: |f| matrix(f, IoOp::Read, BufferMode::Unregistered),
+    },
+    Case {
+        name: "matrix_read_interior",
+        about: "the read matrix through an unregistered pointer into the middle of an allocation",
+        run: |f| matrix(f, IoOp::Read, BufferMode::Interior),
+    },
+    Case {
+        name: "matrix_write_registered",
+        about:
+            "writes at every offset/size/buffer-offset of the matrix, registered buffer, sentinels",
+        run: |f| matrix(f, IoOp::Write, BufferMode::Registered),
+    },
+    Case {
+        name: "matrix_write_unregistered",
+        about: "the write matrix through an unregistered device pointer",
+        run: |f| matrix(f, IoOp::Write, BufferMode::Unregistered),
+    },
+    Case {
+        name: "matrix_write_interior",
+        about: "the write matrix through an unregistered pointer into the middle of an allocation",
+        run: |f| matrix(f, IoOp::Write, BufferMode::Interior),
+    },
+    Case {
+        name: "eof_short_read",
+        about: "a read past the end returns the bytes up to the end and leaves the rest untouched",
+        run: eof_short_read,
+    },
+    Case {
+        name: "write_past_eof",
+        about: "a write past the end extends the file; the gap reads as zeros",
+        run: write_past_eof,
+    },
+    Case {
+        name: "holes_read_as_zeros",
+        about: "reading a sparse file gives zeros in the holes",
+        run: holes_read_as_zeros,
+    },
+    Case {
+        name: "zero_size",
+        about: "zero-byte reads and writes return 0 and change nothing",
+        run: zero_size,
+    },
+    Case {
+        name: "max_rw_count",
+        about: "a request larger than MAX_RW_COUNT on a small file returns the short count",
+        run: max_rw_count,
+    },
+    Case {
+        name: "parallel_requests",
+        about: "requests from many threads on one file land in their own ranges",
+        run: parallel_requests,
+    },
+    Case {
+        name: "faults_lose_no_byte",
+        about: "EINTR and short preads/pwrites are retried and continued: every byte arrives",
+        run: faults_lose_no_byte,
+    },
+    Case {
+        name: "eio_is_reported",
+        about: "EIO from every pread/pwrite fails the request; nothing is written anywhere",
+        run: eio_is_reported,
+    },
+    Case {
+        name: "enospc_is_reported",
+        about: "ENOSPC in the middle of a write is an error, never a silent short count",
+        run: enospc_is_reported,
+    },
+];
+
+/// How the matrix names its device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BufferMode {
+    /// The allocation's base, registered.
+    Registered,
+    /// The allocation's base, not registered.
+    Unregistered,
+    /// A pointer one page into the allocation, not registered.
+    Interior,
+}
+
+/// Where the interior pointer of [`BufferMode::Interior`] points, from the allocation's base.
+const INTERIOR: usize = 4096;
+/// Slack after the last byte any request touches, so overruns hit sentinels, not the allocation end.
+const SLACK: usize = 8192;
+
+fn matrix(f: &Fixture, op: IoOp, mode: BufferMode) -> Result<(), String> {
+    let multi = 3 * f.chunk() + if f.config().aligned_only { 4096 } else { 4097 };
+    let points = [0usize, 1, 4095, 4096, 4097, multi];
+    let buffer_offsets = [0usize, 1, 4095];
+    let file_len = 2 * multi + SLACK;
+    let background = pattern(1, 0, file_len);
+    let file = f.file("matrix", &background)?;
+
+    let view = if mode == BufferMode::Interior {
+        INTERIOR
+    } else {
+        0
+    };
+    let dev_len = view + 4095 + multi + SLACK;
+    let mut dev = f.device(dev_len)?;
+    if mode == BufferMode::Registered {
+        f.driver()
+            .buf_register(dev.ptr(), dev_len, 0)
+            .map_err(|e| format!("registering the device buffer: {e}"))?;
+    }
+    let mut ran = 0;
+    for &foff in &points {
+        for &size in &points {
+            for &boff in &buffer_offsets {
+                if !f.allowed(foff as u64, size, view + boff) {
+                    continue;
+                }
+                ran += 1;
+                let at = format!(
+                    "{op:?} {mode:?} file offset {foff}, size {size}, buffer offset {boff}"
+                );
+                let start = view + boff;
+                let mut expected_dev = vec![SENTINEL; dev_len];
+                let mut expected_file = background.clone();
+                dev.fill(SENTINEL).map_err(|e| format!("{at}: {e}"))?;
+                match op {
+                    IoOp::Read => {
+                        expected_dev[start..start + size]
+                            .copy_from_slice(&background[foff..foff + size]);
+                    }
+                    IoOp::Write => {
+                        file.reset(&background)?;
+                        let data = pattern(2, foff as u64, size);
+                        dev.write_at(start, &data)
+                            .map_err(|e| format!("{at}: {e}"))?;
+                        expected_dev[start..start + size].copy_from_slice(&data);
+                        expected_file[foff..foff + size].copy_from_slice(&data);
+                    }
+                }
+                let n = f
+                    .io(op, file.handle, dev.ptr() + view, size, foff as u64, boff)
+                    .map_err(|e| format!("{at}: {e}"))?;
+                if n != size {
+                    return Err(format!("{at}: returned {n}, expected {size}"));
+                }
+                let actual_dev = dev.to_vec().map_err(|e| format!("{at}: {e}"))?;
+                same_bytes(&format!("{at}: device buffer"), &expected_dev, &actual_dev)?;
+                same_bytes(&format!("{at}: file"), &expected_file, &file.contents()?)?;
+            }
+        }
+    }
+    if mode == BufferMode::Registered {
+        f.driver()
+            .buf_deregister(dev.ptr())
+            .map_err(|e| format!("deregistering the device buffer: {e}"))?;
+    }
+    if ran == 0 {
+        return Err("the configuration left no request of the matrix to run".into());
+    }
+    Ok(())
+}
+
+fn roundtrip(f: &Fixture) -> Result<(), String> {
+    let size = 5 * f.chunk() + if f.config().aligned_only { 0 } else { 1234 };
+    let file = f.file("roundtrip", &[])?;
+    let mut src = f.device(size)?;
+    let data = pattern(3, 0, size);
+    src.write_at(0, &data).map_err(|e| e.to_string())?;
+    f.driver()
+        .buf_register(src.ptr(), size, 0)
+        .map_err(|e| format!("registering the source buffer: {e}"))?;
+    let n = f.io(IoOp::Write, file.handle, src.ptr(), size, 0, 0)?;
+    if n != size {
+        return Err(format!("write returned {n}, expected {size}"));
+    }
+    same_bytes("file after the write", &data, &file.contents()?)?;
+    let dst = f.device(size + SLACK)?;
+    let n = f.io(IoOp::Read, file.handle, dst.ptr(), size, 0, 0)?;
+    if n != size {
+        return Err(format!("read returned {n}, expected {size}"));
+    }
+    let mut expected = data;
+    expected.resize(size + SLACK, SENTINEL);
+    same_bytes(
+        "read-back buffer",
+        &expected,
+        &dst.to_vec().map_err(|e| e.to_string())?,
+    )?;
+    f.driver()
+        .buf_deregister(src.ptr())
+        .map_err(|e| format!("deregistering the source buffer: {e}"))
+}
+
+/// Read `size` at `foff` into a fresh sentinel buffer; check the count and every byte.
+fn read_and_check(
+    f: &Fixture,
+    file: &super::TestFile,
+    contents: &[u8],
+    foff: usize,
+    size: usize,
+) -> Result<(), String> {
+    let at = format!(
+        "read of {size} bytes at {foff} from a {}-byte file",
+        contents.len()
+    );
+    let dev = f.device(size + SLACK)?;
+    let n = f.io(IoOp::Read, file.handle, dev.ptr(), size, foff as u64, 0)?;
+    let avail = contents.len().saturating_sub(foff).min(size);
+    if n != avail {
+        return Err(format!("{at}: returned {n}, expected {avail}"));
+    }
+    let mut expected = vec![SENTINEL; size + SLACK];
+    if avail > 0 {
+        expected[..avail].copy_from_slice(&contents[foff..foff + avail]);
+    }
+    same_bytes(
+        &format!("{at}: device buffer"),
+        &expected,
+        &dev.to_vec().map_err(|e| e.to_string())?,
+    )?;
+    same_bytes(&format!("{at}: file"), contents, &file.contents()?)
+}
+
+fn eof_short_read(f: &Fixture) -> Result<(), String> {
+    let aligned = f.config().aligned_only;
+    let len = 3 * 4096 + if aligned { 0 } else { 123 };
+    let contents = pattern(4, 0, len);
+    let file = f.file("eof", &contents)?;
+    read_and_check(f, &file, &contents, 2 * 4096, 4 * 4096)?;
+    read_and_check(f, &file, &contents, 3 * 4096, 4096)?;
+    read_and_check(f, &file, &contents, 1 << 20, 4096)?;
+    if !aligned {
+        read_and_check(f, &file, &contents, len, 1)?;
+        read_and_check(f, &file, &contents, len - 1, 4096)?;
+    }
+    let big_len = 2 * f.chunk() + if aligned { 4096 } else { 5000 };
+    let big = pattern(5, 0, big_len);
+    let big_file = f.file("eof-chunked", &big)?;
+    read_and_check(f, &big_file, &big, 0, 4 * f.chunk())
+}
+
+fn write_past_eof(f: &Fixture) -> Result<(), String> {
+    let head = pattern(6, 0, 4096);
+    let file = f.file("extend", &head)?;
+    let size = 2 * 4096;
+    let foff = 3 * 4096;
+    let mut dev = f.device(size)?;
+    let data = pattern(7, 0, size);
+    dev.write_at(0, &data).map_err(|e| e.to_string())?;
+    let n = f.io(IoOp::Write, file.handle, dev.ptr(), size, foff as u64, 0)?;
+    if n != size {
+        return Err(format!("write past the end returned {n}, expected {size}"));
+    }
+    let mut expected = head;
+    expected.resize(foff, 0);
+    expected.extend_from_slice(&data);
+    same_bytes("file extended by the write", &expected, &file.contents()?)?;
+    read_and_check(f, &file, &expected, 0, expected.len() + 4096)
+}
+
+fn holes_read_as_zeros(f: &Fixture) -> Result<(), String> {
+    let len = 16 * 4096;
+    let file = f.file("sparse", &[])?;
+    file.file
+        .set_len(len as u64)
+        .map_err(|e| format!("making a sparse file: {e}"))?;
+    let data = pattern(8, 0, 4096);
+    std::os::unix::fs::FileExt::write_all_at(&file.file, &data, 5 * 4096)
+        .map_err(|e| format!("writing into the sparse file: {e}"))?;
+    let mut contents = vec![0u8; len];
+    contents[5 * 4096..6 * 4096].copy_from_slice(&data);
+    read_and_check(f, &file, &contents, 0, len)?;
+    read_and_check(f, &file, &contents, 8 * 4096, 4 * 4096)
+}
+
+fn zero_size(f: &Fixture) -> Result<(), String> {
+    let contents = pattern(9, 0, 8192);
+    let file = f.file("zero", &contents)?;
+    let dev = f.device(8192)?;
+    for op in [IoOp::Read, IoOp::Write] {
+        for foff in [0u64, 4096, 8192, 1 << 20] {
+            let n = f.io(op, file.handle, dev.ptr(), 0, foff, 0)?;
+            if n != 0 {
+                return Err(format!("{op:?} of 0 bytes at {foff} returned {n}"));
+            }
+            let at = format!("after a {op:?} of 0 bytes at {foff}");
+            same_bytes(
+                &format!("{at}: device buffer"),
+                &vec![SENTINEL; 8192],
+                &dev.to_vec().map_err(|e| e.to_string())?,
+            )?;
+            same_bytes(&format!("{at}: file"), &contents, &file.contents()?)?;
+        }
+    }
+    Ok(())
+}
+
+fn max_rw_count(f: &Fixture) -> Result<(), String> {
+    if !f.config().check_max_rw_count {
+        return Ok(());
+    }
+    let contents = pattern(10, 0, 8192);
+    let file = f.file("small", &contents)?;
+    // The request is capped at MAX_RW_COUNT, and the capped request must fit the buffer.
+    let mut dev = DeviceBuffer::new(f.runtime().clone(), MAX_RW_COUNT)
+        .map_err(|e| format!("allocating {MAX_RW_COUNT} bytes of device memory: {e}"))?;
+    // Only a window at the start is checked; the rest of the allocation stays untouched zeros.
+    let window = 64 * 1024;
+    for registered in [true, false] {
+        dev.write_at(0, &vec![SENTINEL; window])
+            .map_err(|e| e.to_string())?;
+        if registered {
+            f.driver()
+                .buf_register(dev.ptr(), MAX_RW_COUNT, 0)
+                .map_err(|e| format!("registering a {MAX_RW_COUNT}-byte buffer: {e}"))?;
+        }
+        let size = MAX_RW_COUNT + 4096;
+        let n = f.io(IoOp::Read, file.handle, dev.ptr(), size, 0, 0)?;
+        if n != contents.len() {
+            return Err(format!(
+                "a read of {size:#x} bytes from an 8192-byte file (registered: {registered}) returned {n}"
+            ));
+        }
+        let mut expected = vec![SENTINEL; window];
+        expected[..contents.len()].copy_from_slice(&contents);
+        let mut actual = vec![0u8; window];
+        dev.read_at(0, &mut actual).map_err(|e| e.to_string())?;
+        same_bytes(
+            &format!("device window after the capped read (registered: {registered})"),
+            &expected,
+            &actual,
+        )?;
+        if registered {
+            f.driver()
+                .buf_deregister(dev.ptr())
+                .map_err(|e| format!("deregistering: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn parallel_requests(f: &Fixture) -> Result<(), String> {
+    const THREADS: usize = 8;
+    let region = f.chunk() + 4096;
+    let file = f.file("parallel", &vec![0u8; THREADS * region])?;
+    let results: Vec<Result<(), String>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let file = &file;
+                s.spawn(move || -> Result<(), String> {
+                    let mut src = f.device(region)?;
+                    let data = pattern(100 + t as u64, 0, region);
+                    src.write_at(0, &data).map_err(|e| e.to_string())?;
+                    let foff = (t * region) as u64;
+                    let n = f.io(IoOp::Write, file.handle, src.ptr(), region, foff, 0)?;
+                    if n != region {
+                        return Err(format!("thread {t}: write returned {n}"));
+                    }
+                    let dst = f.device(region)?;
+                    let n = f.io(IoOp::Read, file.handle, dst.ptr(), region, foff, 0)?;
+                    if n != region {
+                        return Err(format!("thread {t}: read returned {n}"));
+                    }
+                    same_bytes(
+                        &format!("thread {t}: read-back"),
+                        &data,
+                        &dst.to_vec().map_err(|e| e.to_string())?,
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+            .collect()
+    });
+    results.into_iter().collect::<Result<Vec<()>, String>>()?;
+    let mut expected = Vec::with_capacity(THREADS * region);
+    for t in 0..THREADS {
+        expected.extend_from_slice(&pattern(100 + t as u64, 0, region));
+    }
+    same_bytes(
+        "file after the parallel writes",
+        &expected,
+        &file.contents()?,
+    )
+}
+
+/// A fixture whose driver runs `script` over the configured file IO, or `None` when the
+/// backend does not go through the driver's file IO.
+fn scripted(
+    f: &Fixture,
+    script: impl FnOnce(ScriptedIo) -> ScriptedIo,
+) -> Result<Option<(Fixture, Arc<ScriptedIo>)>, String> {
+    if !f.config().file_io_faults {
+        return Ok(None);
+    }
+    let inner: Arc<dyn FileIo> = f.config().io.clone().unwrap_or_else(|| Arc::new(PosixIo));
+    let io = Arc::new(script(ScriptedIo::wrapping(inner)));
+    let g = Fixture::with_io(f.backend(), f.config(), Some(io.clone()))?;
+    Ok(Some((g, io)))
+}
+
+fn expect_fired(io: &ScriptedIo, want: usize) -> Result<(), String> {
+    let fired = io.fired();
+    if fired.len() < want {
+        return Err(format!(
+            "only {} of the {want} scripted faults fired ({fired:?}): does the backend move \
+             bytes through the driver's FileIo? If not, set file_io_faults: false",
+            fired.len()
+        ));
+    }
+    Ok(())
+}
+
+fn faults_lose_no_byte(f: &Fixture) -> Result<(), String> {
+    let Some((g, io)) = scripted(f, |s| {
+        s.interrupt_pread(1)
+            .interrupt_pwrite(1)
+            .short_pread(2, 1)
+            .short_pwrite(2, 4095)
+            .short_pread(4, 4097)
+            .short_pwrite(4, 1)
+    })?
+    else {
+        return Ok(());
+    };
+    let size = 3 * g.chunk() + if g.config().aligned_only { 0 } else { 4097 };
+    let file = g.file("faults", &[])?;
+    let mut src = g.device(size)?;
+    let data = pattern(11, 0, size);
+    src.write_at(0, &data).map_err(|e| e.to_string())?;
+    let n = g.io(IoOp::Write, file.handle, src.ptr(), size, 0, 0)?;
+    if n != size {
+        return Err(format!(
+            "write under short/EINTR transfers returned {n}, expected {size}"
+        ));
+    }
+    same_bytes(
+        "file written under short/EINTR transfers",
+        &data,
+        &file.contents()?,
+    )?;
+    let dst = g.device(size + SLACK)?;
+    let n = g.io(IoOp::Read, file.handle, dst.ptr(), size, 0, 0)?;
+    if n != size {
+        return Err(format!(
+            "read under short/EINTR transfers returned {n}, expected {size}"
+        ));
+    }
+    let mut expected = data;
+    expected.resize(size + SLACK, SENTINEL);
+    same_bytes(
+        "device buffer read under short/EINTR transfers",
+        &expected,
+        &dst.to_vec().map_err(|e| e.to_string())?,
+    )?;
+    expect_fired(&io, 6)?;
+    drop((file, src, dst));
+    g.finish()
+}
+
+fn check_os_error(what: &str, r: hipfile_core::Result<usize>, errno: Errno) -> Result<(), String> {
+    let name = std::io::Error::from_raw_os_error(errno.raw_os_error());
+    match r {
+        Ok(n) => Err(format!(
+            "{what} returned {n} instead of failing with {name}"
+        )),
+        Err(e) if e.kind() == ErrorKind::Os && e.errno() == Some(errno.raw_os_error()) => Ok(()),
+        Err(e) => Err(format!("{what} failed, but not with {name}: {e}")),
+    }
+}
+
+fn eio_is_reported(f: &Fixture) -> Result<(), String> {
+    let Some((g, io)) = scripted(f, |s| {
+        s.fail_preads_from(1, Errno::IO)
+            .fail_pwrites_from(1, Errno::IO)
+    })?
+    else {
+        return Ok(());
+    };
+    let size = 2 * g.chunk();
+    let contents = pattern(12, 0, size);
+    let file = g.file("eio", &contents)?;
+    let dev = g.device(size)?;
+    let r = g.io_result(IoOp::Read, file.handle, dev.ptr(), size, 0, 0);
+    check_os_error("a read whose every pread fails with EIO", r, Errno::IO)?;
+    same_bytes(
+        "device buffer after a read that read nothing",
+        &vec![SENTINEL; size],
+        &dev.to_vec().map_err(|e| e.to_string())?,
+    )?;
+    let r = g.io_result(IoOp::Write, file.handle, dev.ptr(), size, 0, 0);
+    check_os_error("a write whose every pwrite fails with EIO", r, Errno::IO)?;
+    same_bytes(
+        "file after a write that wrote nothing",
+        &contents,
+        &file.contents()?,
+    )?;
+    expect_fired(&io, 2)?;
+    drop((file, dev));
+    g.finish()
+}
+
+fn enospc_is_reported(f: &Fixture) -> Result<(), String> {
+    let Some((g, io)) = scripted(f, |s| s.fail_pwrite(2, Errno::NOSPC))? else {
+        return Ok(());
+    };
+    let size = 4 * g.chunk();
+    let file = g.file("enospc", &[])?;
+    let mut src = g.device(size)?;
+    src.write_at(0, &pattern(13, 0, size))
+        .map_err(|e| e.to_string())?;
+    let r = g.io_result(IoOp::Write, file.handle, src.ptr(), size, 0, 0);
+    check_os_error(
+        "a write whose 2nd pwrite fails with ENOSPC",
+        r,
+        Errno::NOSPC,
+    )?;
+    expect_fired(&io, 1)?;
+    drop((file, src));
+    g.finish()
+}

@@ -1,0 +1,331 @@
+//! The world one conformance case runs in: a simulated GPU, a driver holding only the backend
+//! under test, and a temporary directory of files.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use hipfile_core::{
+    BackendDescriptor, Driver, DriverOptions, EnvConfig, FileHandleId, FileIo, IoCall, IoOp,
+    RegistryBuilder,
+};
+use hipfile_hip::sim::SimRuntime;
+use hipfile_hip::{DeviceBuffer, GpuRuntime};
+use tempfile::TempDir;
+
+use super::ConformanceConfig;
+use crate::faults::LeakSnapshot;
+
+/// The byte device buffers are filled with before an operation: any byte still holding it after
+/// the operation was not written, any other byte outside the target range was written wrongly.
+pub const SENTINEL: u8 = 0xA5;
+
+/// `len` bytes of a deterministic pattern that differs with `seed` and with the position
+/// `start + i` (never periodic at page or chunk sizes, so a misplaced block shows).
+pub fn pattern(seed: u64, start: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| {
+            let mut x = (start + i).wrapping_add(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            x ^= x >> 31;
+            x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            x ^= x >> 29;
+            x as u8
+        })
+        .collect()
+}
+
+/// Compare `actual` with `expected`; on a difference, say where and how many bytes differ.
+pub(crate) fn same_bytes(what: &str, expected: &[u8], actual: &[u8]) -> Result<(), String> {
+    if expected.len() != actual.len() {
+        return Err(format!(
+            "{what}: length {} where {} was expected",
+            actual.len(),
+            expected.len()
+        ));
+    }
+    if expected == actual {
+        return Ok(());
+    }
+    let mut diffs = expected
+        .iter()
+        .zip(actual)
+        .enumerate()
+        .filter(|(_, (e, a))| e != a);
+    match diffs.next() {
+        None => Ok(()),
+        Some((first, (e, a))) => {
+            let rest = diffs.count();
+            Err(format!(
+                "{what}: byte {first} is {a:#04x}, expected {e:#04x} ({} bytes differ)",
+                rest + 1
+            ))
+        }
+    }
+}
+
+/// A test file: the descriptor the application holds, its path and its registration.
+#[derive(Debug)]
+pub struct TestFile {
+    /// The application's descriptor (read-write).
+    pub file: File,
+    /// Where it lives.
+    pub path: PathBuf,
+    /// Its registration with the fixture's driver.
+    pub handle: FileHandleId,
+}
+
+impl TestFile {
+    /// The whole file, read with plain std IO (the oracle).
+    pub fn contents(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.path).map_err(|e| format!("reading {}: {e}", self.path.display()))
+    }
+
+    /// Replace the whole file with `bytes`, with plain std IO.
+    pub fn reset(&self, bytes: &[u8]) -> Result<(), String> {
+        self.file
+            .set_len(bytes.len() as u64)
+            .and_then(|()| self.file.write_all_at(bytes, 0))
+            .map_err(|e| format!("resetting {}: {e}", self.path.display()))
+    }
+}
+
+/// One case's world. Public so backend crates can write cases of their own with the same tools.
+#[derive(Debug)]
+pub struct Fixture {
+    sim: Option<Arc<SimRuntime>>,
+    runtime: Arc<dyn GpuRuntime>,
+    driver: Driver,
+    backend: BackendDescriptor,
+    cfg: ConformanceConfig,
+    dir: TempDir,
+    paths: Mutex<Vec<PathBuf>>,
+    baseline: Option<LeakSnapshot>,
+}
+
+impl Fixture {
+    /// The runtime under test (a fresh simulated GPU, or the real one with
+    /// `HIPFILE_GPU_TESTS=1`; see [`crate::target`]) and an open driver whose registry holds only
+    /// `backend`.
+    pub fn new(backend: BackendDescriptor, cfg: &ConformanceConfig) -> Result<Self, String> {
+        Fixture::with_io(backend, cfg, cfg.io.clone())
+    }
+
+    /// As [`Fixture::new`], with the driver's file IO primitives replaced by `io` (`None`:
+    /// `pread`/`pwrite`).
+    pub fn with_io(
+        backend: BackendDescriptor,
+        cfg: &ConformanceConfig,
+        io: Option<Arc<dyn FileIo>>,
+    ) -> Result<Self, String> {
+        let crate::target::RuntimeUnderTest { runtime, sim } = crate::target::runtime_under_test()
+            .map_err(|e| format!("opening the GPU runtime: {e}"))?;
+        let mut backends = RegistryBuilder::new();
+        backends
+            .add(backend)
+            .map_err(|e| format!("registering the backend: {e}"))?;
+        let mut options = DriverOptions {
+            backends: Some(backends),
+            selection: None,
+            env: EnvConfig {
+                stats_level: Some(true),
+                ..EnvConfig::cached()
+            },
+            ..DriverOptions::with_runtime(runtime.clone())
+        };
+        if let Some(io) = io {
+            options.io = io;
+        }
+        let baseline = sim
+            .as_deref()
+            .map(|sim| LeakSnapshot::take(sim, &[]))
+            .transpose()
+            .map_err(|e| format!("counting resources: {e}"))?;
+        let driver = Driver::new(options);
+        let kb = cfg.max_direct_io_size_kb;
+        driver
+            .stage_settings(|s| {
+                s.max_direct_io_size_kb = kb;
+                if let Some(tune) = &cfg.tune {
+                    tune(s);
+                }
+            })
+            .map_err(|e| format!("staging settings: {e}"))?;
+        driver
+            .open()
+            .map_err(|e| format!("opening the driver: {e}"))?;
+        let opened = driver
+            .session()
+            .map(|s| s.registry().names())
+            .unwrap_or_default();
+        if opened != [backend.name] {
+            return Err(format!(
+                "the driver opened with backends {opened:?}, not [{:?}] (did its init fail? {:?})",
+                backend.name,
+                driver.session().map(|s| s
+                    .registry()
+                    .skipped()
+                    .iter()
+                    .map(|(n, e)| format!("{n}: {e}"))
+                    .collect::<Vec<_>>())
+            ));
+        }
+        let dir = match &cfg.dir {
+            Some(d) => tempfile::tempdir_in(d),
+            None => tempfile::tempdir(),
+        }
+        .map_err(|e| format!("creating a temporary directory: {e}"))?;
+        Ok(Fixture {
+            sim,
+            runtime,
+            driver,
+            backend,
+            cfg: cfg.clone(),
+            dir,
+            paths: Mutex::new(Vec::new()),
+            baseline,
+        })
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    /// The runtime (the simulated GPU).
+    pub fn runtime(&self) -> &Arc<dyn GpuRuntime> {
+        &self.runtime
+    }
+
+    /// The simulated GPU itself, for leak counts.
+    pub fn sim(&self) -> Option<&SimRuntime> {
+        self.sim.as_deref()
+    }
+
+    /// The backend under test.
+    pub fn backend(&self) -> BackendDescriptor {
+        self.backend
+    }
+
+    /// The configuration the suite runs with.
+    pub fn config(&self) -> &ConformanceConfig {
+        &self.cfg
+    }
+
+    /// The largest single transfer a backend issues under this fixture's settings.
+    pub fn chunk(&self) -> usize {
+        self.driver.settings().max_direct_io_bytes()
+    }
+
+    /// Whether the backend is asked to handle a request at file offset `file_offset` of `size`
+    /// bytes at device offset `device_offset` from a page-aligned allocation.
+    pub fn allowed(&self, file_offset: u64, size: usize, device_offset: usize) -> bool {
+        let a = self.cfg.alignment.max(1);
+        !self.cfg.aligned_only
+            || (file_offset % a as u64 == 0 && size % a == 0 && device_offset % a == 0)
+    }
+
+    /// A new file holding `contents`, opened read-write and registered.
+    pub fn file(&self, name: &str, contents: &[u8]) -> Result<TestFile, String> {
+        let path = self.dir.path().join(name);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| format!("creating {}: {e}", path.display()))?;
+        file.write_all_at(contents, 0)
+            .map_err(|e| format!("filling {}: {e}", path.display()))?;
+        let handle = self
+            .driver
+            .handle_register(file.as_raw_fd())
+            .map_err(|e| format!("registering {}: {e}", path.display()))?;
+        self.paths
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(path.clone());
+        Ok(TestFile { file, path, handle })
+    }
+
+    /// Device memory of `len` bytes, every byte [`SENTINEL`].
+    pub fn device(&self, len: usize) -> Result<DeviceBuffer, String> {
+        let mut buf = DeviceBuffer::new(Arc::clone(&self.runtime), len)
+            .map_err(|e| format!("allocating {len} bytes of device memory: {e}"))?;
+        buf.fill(SENTINEL)
+            .map_err(|e| format!("filling device memory: {e}"))?;
+        Ok(buf)
+    }
+
+    /// One read or write through the driver, its failure explained.
+    pub fn io(
+        &self,
+        op: IoOp,
+        handle: FileHandleId,
+        buffer: usize,
+        size: usize,
+        file_offset: u64,
+        buffer_offset: usize,
+    ) -> Result<usize, String> {
+        self.io_result(op, handle, buffer, size, file_offset, buffer_offset)
+            .map_err(|e| {
+                format!(
+                    "{op:?} of {size} bytes at file offset {file_offset}, buffer \
+                     {buffer:#x}+{buffer_offset} failed: {e}"
+                )
+            })
+    }
+
+    /// One read or write through the driver, its error as the driver gave it.
+    pub fn io_result(
+        &self,
+        op: IoOp,
+        handle: FileHandleId,
+        buffer: usize,
+        size: usize,
+        file_offset: u64,
+        buffer_offset: usize,
+    ) -> hipfile_core::Result<usize> {
+        self.driver.io(IoCall {
+            op,
+            handle,
+            buffer,
+            size,
+            file_offset: file_offset as i64,
+            buffer_offset: buffer_offset as i64,
+        })
+    }
+
+    /// Close the driver and check that the backend let go of everything: no descriptor on any of
+    /// the case's files, no pinned buffer, no stream, no device memory.
+    pub fn finish(self) -> Result<(), String> {
+        while self.driver.use_count() > 0 {
+            self.driver
+                .close()
+                .map_err(|e| format!("closing the driver: {e}"))?;
+        }
+        let paths = std::mem::take(&mut *self.paths.lock().unwrap_or_else(PoisonError::into_inner));
+        for p in &paths {
+            let n =
+                crate::faults::open_fds_for(p).map_err(|e| format!("counting descriptors: {e}"))?;
+            if n != 0 {
+                return Err(format!(
+                    "after the driver closed, {n} descriptors are still open on {}",
+                    p.display()
+                ));
+            }
+        }
+        match (&self.baseline, &self.sim) {
+            (Some(baseline), Some(sim)) => baseline
+                .compare_now(sim)
+                .map_err(|e| format!("after the driver closed: {e}")),
+            // A real GPU runtime cannot list its allocations; descriptors were checked above.
+            _ => Ok(()),
+        }
+    }
+
+    /// The case's directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}

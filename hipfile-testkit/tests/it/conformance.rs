@@ -1,0 +1,88 @@
+//! The conformance suite on the in-test backend: whole, per case, aligned subset, and under
+//! scripted short transfers.
+
+use std::sync::Arc;
+
+use hipfile_testkit::conformance::{cases, check_case, run_all, ConformanceConfig};
+use hipfile_testkit::faults::{FileOp, ScriptedIo};
+
+use crate::backend::{vec_copy_descriptor, VEC_COPY};
+
+#[test]
+fn vec_copy_passes_every_case() {
+    let report = run_all(vec_copy_descriptor(), &ConformanceConfig::default());
+    assert_eq!(report.backend, VEC_COPY);
+    assert_eq!(report.outcomes.len(), cases().len());
+    report.assert_passed();
+}
+
+#[test]
+fn the_aligned_subset_passes_and_still_runs_requests() {
+    let cfg = ConformanceConfig {
+        aligned_only: true,
+        check_max_rw_count: false,
+        ..ConformanceConfig::default()
+    };
+    run_all(vec_copy_descriptor(), &cfg).assert_passed();
+}
+
+#[test]
+fn cases_can_run_one_by_one() {
+    let cfg = ConformanceConfig {
+        check_max_rw_count: false,
+        ..ConformanceConfig::default()
+    };
+    for name in ["roundtrip", "holes_read_as_zeros", "zero_size"] {
+        check_case(name, vec_copy_descriptor(), &cfg);
+    }
+    let names: Vec<_> = cases().iter().map(|c| c.name).collect();
+    assert!(names.contains(&"matrix_write_interior"));
+    assert!(names.contains(&"max_rw_count"));
+}
+
+#[test]
+fn the_suite_passes_under_short_transfers_everywhere() {
+    let io = Arc::new(
+        ScriptedIo::new()
+            .interrupt_pread(2)
+            .interrupt_pwrite(2)
+            .short_preads_from(1, 1000)
+            .short_pwrites_from(1, 777),
+    );
+    let cfg = ConformanceConfig {
+        check_max_rw_count: false,
+        io: Some(io.clone()),
+        ..ConformanceConfig::default()
+    };
+    run_all(vec_copy_descriptor(), &cfg).assert_passed();
+    let fired = io.fired();
+    assert!(io.calls(FileOp::Pread) > 100 && io.calls(FileOp::Pwrite) > 100);
+    assert_eq!(
+        fired.len() as u64,
+        io.calls(FileOp::Pread) + io.calls(FileOp::Pwrite)
+    );
+}
+
+#[test]
+fn the_suite_catches_a_backend_that_writes_past_its_range() {
+    let cfg = ConformanceConfig {
+        check_max_rw_count: false,
+        ..ConformanceConfig::default()
+    };
+    let report = run_all(crate::backend::overrunning_descriptor(), &cfg);
+    assert!(!report.passed());
+    let failed: Vec<_> = report.failures().iter().map(|o| o.name).collect();
+    for case in [
+        "matrix_read_registered",
+        "matrix_read_interior",
+        "eof_short_read",
+    ] {
+        assert!(failed.contains(&case), "{case} did not fail: {failed:?}");
+    }
+    let why = report.failures()[0].result.clone().unwrap_err();
+    assert!(why.contains("is 0x5a, expected 0xa5"), "{why}");
+    assert!(!failed.contains(&"matrix_write_registered"), "{failed:?}");
+    let caught = std::panic::catch_unwind(|| report.assert_passed()).unwrap_err();
+    let msg = caught.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(msg.contains("matrix_read_registered"), "{msg}");
+}

@@ -1,0 +1,138 @@
+//! Device memory as users hand it to hipFile: registered buffers, interior pointers, the memory
+//! kinds that are refused, IO from fresh threads and from many threads at once. On the simulated
+//! GPU by default; on the machine's GPU with `HIPFILE_GPU_TESTS=1` (the GPU bundle does that).
+
+use std::fs::OpenOptions;
+use std::sync::Arc;
+use std::thread;
+
+use hipfile::{Driver, DriverOptions, ErrorKind, FileHandle};
+use hipfile_hip::{DeviceBuffer, GpuRuntime, PinnedBuffer};
+use hipfile_testkit::conformance::pattern;
+use hipfile_testkit::target::runtime_under_test;
+
+struct Setup {
+    gpu: Arc<dyn GpuRuntime>,
+    driver: Driver,
+    dir: tempfile::TempDir,
+}
+
+fn setup() -> Setup {
+    let gpu = runtime_under_test().unwrap().runtime;
+    let driver = Driver::with_options(DriverOptions {
+        selection: None,
+        ..DriverOptions::with_runtime(gpu.clone())
+    })
+    .unwrap();
+    Setup {
+        gpu,
+        driver,
+        dir: tempfile::tempdir().unwrap(),
+    }
+}
+
+impl Setup {
+    fn file_with(&self, name: &str, data: &[u8]) -> (std::fs::File, FileHandle) {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, data).unwrap();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let handle = self.driver.register_file(&file).unwrap();
+        (file, handle)
+    }
+}
+
+#[test]
+fn allocator_memory_registers_and_interior_pointers_work_unregistered() {
+    let s = setup();
+    let size = (1 << 20) + 4096;
+    let data = pattern(11, 0, size);
+    let (_file, handle) = s.file_with("data", &data);
+    let dev = DeviceBuffer::new(s.gpu.clone(), size).unwrap();
+    let registered = s.driver.register_buffer(dev.ptr(), size).unwrap();
+    assert_eq!(handle.read(registered.ptr(), size, 0, 0).unwrap(), size);
+    assert_eq!(dev.to_vec().unwrap(), data);
+    drop(registered);
+
+    let other = DeviceBuffer::new(s.gpu.clone(), size).unwrap();
+    let interior = other.ptr() + 4096 + 512;
+    let n = 100_000;
+    assert_eq!(handle.read(interior, n, 777, 0).unwrap(), n);
+    let mut back = vec![0u8; n];
+    other.read_at(4096 + 512, &mut back).unwrap();
+    assert_eq!(back, data[777..777 + n]);
+    assert_eq!(
+        handle.read(interior, size, 0, 0).unwrap_err().kind(),
+        ErrorKind::InvalidValue,
+        "a request past the end of the allocation is refused"
+    );
+}
+
+#[test]
+fn managed_and_pinned_host_memory_are_not_device_memory() {
+    let s = setup();
+    let managed = DeviceBuffer::new_managed(s.gpu.clone(), 1 << 16).unwrap();
+    let pinned = PinnedBuffer::new(s.gpu.clone(), 1 << 16).unwrap();
+    for (what, ptr) in [
+        ("managed", managed.ptr()),
+        ("pinned host", pinned.as_ptr() as usize),
+    ] {
+        let err = s.driver.register_buffer(ptr, 1 << 16).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::HipMemoryTypeInvalid, "{what} memory");
+    }
+}
+
+#[test]
+fn a_read_from_a_freshly_spawned_thread_lands() {
+    let s = setup();
+    let data = pattern(12, 0, 3 << 20);
+    let (_file, handle) = s.file_with("fresh", &data);
+    let dev = DeviceBuffer::new(s.gpu.clone(), data.len()).unwrap();
+    let (ptr, len) = (dev.ptr(), data.len());
+    let n = thread::scope(|sc| {
+        sc.spawn(|| handle.read(ptr, len, 0, 0).unwrap())
+            .join()
+            .unwrap()
+    });
+    assert_eq!(n, len);
+    assert_eq!(dev.to_vec().unwrap(), data);
+}
+
+#[test]
+fn sixteen_threads_read_into_distinct_buffers_byte_exact() {
+    let s = setup();
+    let size = 8 << 20;
+    let data = pattern(13, 0, size);
+    let (_file, handle) = s.file_with("shared", &data);
+    let buffers: Vec<DeviceBuffer> = (0..16)
+        .map(|_| DeviceBuffer::new(s.gpu.clone(), size).unwrap())
+        .collect();
+    thread::scope(|sc| {
+        for (t, dev) in buffers.iter().enumerate() {
+            let (handle, data) = (&handle, &data);
+            sc.spawn(move || {
+                // Each thread reads a different window, so a misplaced byte cannot hide.
+                let offset = (t * 65_537) % (size / 2);
+                let len = size - offset;
+                assert_eq!(handle.read(dev.ptr(), len, offset as u64, 0).unwrap(), len);
+                let mut back = vec![0u8; len];
+                dev.read_at(0, &mut back).unwrap();
+                assert!(back == data[offset..], "thread {t}: bytes differ");
+            });
+        }
+    });
+}
+
+#[test]
+fn the_callers_current_device_is_unchanged_by_io() {
+    let s = setup();
+    let before = s.gpu.current_device().unwrap();
+    let data = pattern(14, 0, 1 << 20);
+    let (_file, handle) = s.file_with("dev", &data);
+    let dev = DeviceBuffer::new(s.gpu.clone(), data.len()).unwrap();
+    handle.read(dev.ptr(), data.len(), 0, 0).unwrap();
+    assert_eq!(s.gpu.current_device().unwrap(), before);
+}

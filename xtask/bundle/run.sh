@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# run.sh - test hipfile-rs on an NVIDIA GPU machine, from a bundle made by `cargo xtask gpu-bundle`.
+#
+# The machine needs the CUDA runtime and driver, a C/C++ compiler and CUDA headers; it needs no
+# cargo and no network. Run from anywhere:  ./run.sh [--no-bench] [--no-c] [--no-tests]
+#
+#   1. every test binary in tests/ (HIPFILE_PLATFORM=nvidia, HIPFILE_GPU_TESTS=1); extra libtest
+#      arguments come from $HIPFILE_TEST_ARGS (e.g. "--test-threads=1")
+#   2. every C program in c/, compiled as C11 and as C++17 against include/hipfile.h and the CUDA
+#      runtime, run with a scratch directory; it prints `ok - ...` / `not ok - ...` lines
+#   3. bin/hipfile bench --size 1G (one check; --no-bench skips it)
+#
+# Scratch files live in ./scratch (TMPDIR points there: /tmp may be a tmpfs without O_DIRECT).
+# Logs go to $OUT when it is set (the device tool brings $OUT back), else ./logs:
+# run.log (this output), summary.txt (one line per check group) and logs.tar.gz (every full log).
+# The last line is `N passed, M failed`: N and M count test-binary tests and C checks.
+# Exit status: 0 when nothing failed.
+#
+# CUDA headers: $CUDA_INCLUDE, $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include,
+# nvcc's dir/../include, /usr/local/cuda-*/include, /usr/include. libcudart: next to those headers
+# (lib64, lib, targets/*/lib), else wherever the dynamic loader finds libcudart.so[.N].
+
+set -u
+set -o pipefail
+
+BUNDLE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$BUNDLE" || exit 1
+
+RUN_BENCH=1
+RUN_C=1
+RUN_TESTS=1
+for arg in "$@"; do
+    case $arg in
+        --no-bench) RUN_BENCH=0 ;;
+        --no-c) RUN_C=0 ;;
+        --no-tests) RUN_TESTS=0 ;;
+        -h | --help)
+            sed -n '2,23p' "$0"
+            exit 0
+            ;;
+        *)
+            echo "run.sh: unknown argument $arg (try --help)" >&2
+            exit 2
+            ;;
+    esac
+done
+
+LOG_DIR=${OUT:-$BUNDLE/logs}
+FULL_LOGS=$BUNDLE/logs-full # one file per step; packed into logs.tar.gz at the end
+SCRATCH=$BUNDLE/scratch
+BUILD=$BUNDLE/build
+TEST_TIMEOUT=${HIPFILE_TEST_TIMEOUT:-900}
+C_TIMEOUT=${HIPFILE_C_TIMEOUT:-300}
+# The device tool returns files under 16 MiB only.
+MAX_LOG_BYTES=$((15 * 1024 * 1024))
+
+PASSED=0
+FAILED=0
+FAILURES=()
+
+note_pass() { PASSED=$((PASSED + 1)); }
+
+note_fail() {
+    FAILED=$((FAILED + 1))
+    FAILURES+=("$1")
+    echo "FAIL: $1"
+}
+
+summary() { echo "$*" >>"$LOG_DIR/summary.txt"; }
+
+# timeout(1) when the machine has it, so one hung program cannot eat the whole lease.
+with_timeout() {
+    local limit=$1
+    shift
+    if command -v timeout >/dev/null 2>&1; then
+        timeout --kill-after=10 "$limit" "$@"
+    else
+        "$@"
+    fi
+}
+
+find_cuda_include() {
+    local candidates=()
+    [ -n "${CUDA_INCLUDE:-}" ] && candidates+=("$CUDA_INCLUDE")
+    [ -n "${CUDA_HOME:-}" ] && candidates+=("$CUDA_HOME/include")
+    [ -n "${CUDA_PATH:-}" ] && candidates+=("$CUDA_PATH/include")
+    candidates+=(/usr/local/cuda/include)
+    local nvcc
+    if nvcc=$(command -v nvcc 2>/dev/null); then
+        candidates+=("$(dirname "$(readlink -f "$nvcc")")/../include")
+    fi
+    candidates+=(/usr/local/cuda-*/include /usr/local/cuda/targets/*/include /usr/include)
+    local dir
+    for dir in "${candidates[@]}"; do
+        if [ -f "$dir/cuda_runtime_api.h" ]; then
+            (cd "$dir" && pwd)
+            return 0
+        fi
+    done
+    return 1
+}
+
+# The libcudart to link: next to the headers, else what the loader knows.
+find_cudart() {
+    local include=$1 dir lib
+    for dir in "$include/../lib64" "$include/../lib" "$include"/../targets/*/lib \
+        "$include/../lib/x86_64-linux-gnu"; do
+        for lib in "$dir/libcudart.so" "$dir"/libcudart.so.[0-9]*; do
+            if [ -f "$lib" ]; then
+                readlink -f "$lib"
+                return 0
+            fi
+        done
+    done
+    lib=$(ldconfig -p 2>/dev/null | awk '/libcudart\.so/ { print $NF; exit }')
+    if [ -n "$lib" ] && [ -f "$lib" ]; then
+        readlink -f "$lib"
+        return 0
+    fi
+    return 1
+}
+
+# Runs one libtest binary; counts its tests from the `test result:` line.
+run_test_binary() {
+    local binary=$1 name log status passed failed
+    name=$(basename "$binary")
+    log=$FULL_LOGS/test-$name.log
+    echo
+    echo "==== test binary $name ===="
+    # HIPFILE_TEST_ARGS is split on spaces on purpose: it holds libtest arguments.
+    # shellcheck disable=SC2086
+    (cd "$SCRATCH" && with_timeout "$TEST_TIMEOUT" "$binary" ${HIPFILE_TEST_ARGS:-}) >"$log" 2>&1
+    status=$?
+    local result
+    result=$(grep -E '^test result: ' "$log" | tail -n 1)
+    if [ -n "$result" ]; then
+        passed=$(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$result")
+        failed=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$result")
+    else
+        # No summary: it crashed or hung. Count what finished, and the crash as one failure.
+        passed=$(grep -cE '^test .* \.\.\. ok$' "$log")
+        failed=$(grep -cE '^test .* \.\.\. FAILED$' "$log")
+    fi
+    PASSED=$((PASSED + passed))
+    FAILED=$((FAILED + failed))
+    grep -E '^test .* \.\.\. FAILED$|^test .* \.\.\. ignored' "$log"
+    grep -E '(skip|SKIP)' "$log" | head -n 20
+    echo "${result:-no libtest summary line} (exit $status)"
+    if [ "$failed" -gt 0 ]; then
+        FAILURES+=("$name: $failed test(s) failed")
+        echo "--- last 150 lines of $name ---"
+        tail -n 150 "$log"
+    fi
+    if [ "$status" -ne 0 ] && { [ "$failed" -eq 0 ] || [ -z "$result" ]; }; then
+        case $status in
+            124 | 137) note_fail "$name: timed out after ${TEST_TIMEOUT}s (exit $status)" ;;
+            *) note_fail "$name: exit $status with ${failed} failing test(s) reported" ;;
+        esac
+        tail -n 60 "$log"
+    fi
+    summary "tests/$name: ${passed} passed, ${failed} failed, exit $status"
+}
+
+# Compiles one C program as C (lang c) or C++ (lang cxx); prints the binary's path.
+compile_c() {
+    local source=$1 lang=$2 binary=$3 log=$4
+    local compiler=(cc -std=c11)
+    [ "$lang" = cxx ] && compiler=(c++ -std=c++17 -x c++)
+    local extra=()
+    # The C ABI tests and the examples speak HIP; on CUDA they go through the name map.
+    case $source in
+        c/hip/* | c/examples/*) extra=(-include "$BUNDLE/include/hip_on_cuda.h") ;;
+    esac
+    # -isystem: warnings inside CUDA's own headers are not ours to fail on; ours still are.
+    # shellcheck disable=SC2054 # the commas belong to -Wl,-rpath
+    # `-x none` after the source: a versioned libcudart path must not be read as C++ source.
+    local cmd=("${compiler[@]}" -Wall -Wextra -Werror -DHIPFILE_NO_HIP_HEADERS
+        ${extra[@]+"${extra[@]}"} -I "$BUNDLE/include" -isystem "$CUDA_INC" "$source" -x none
+        -o "$binary"
+        -L "$BUNDLE/lib" -lhipfile "${CUDART_LINK[@]}" -lpthread
+        -Wl,-rpath,"$BUNDLE/lib" -Wl,-rpath,"$CUDART_DIR")
+    echo "\$ ${cmd[*]}" >"$log"
+    "${cmd[@]}" >>"$log" 2>&1
+}
+
+# Runs one compiled C program; counts its ok / not ok lines.
+run_c_program() {
+    local binary=$1 name=$2 log=$3 status ok not_ok scratch
+    scratch=$SCRATCH/c-$name
+    rm -rf "$scratch"
+    mkdir -p "$scratch"
+    with_timeout "$C_TIMEOUT" "$binary" "$scratch" >"$log" 2>&1
+    status=$?
+    ok=$(grep -cE '^ok( |$)' "$log")
+    not_ok=$(grep -cE '^not ok' "$log")
+    PASSED=$((PASSED + ok))
+    FAILED=$((FAILED + not_ok))
+    grep -E '^not ok' "$log" | sed "s|^|  $name: |"
+    if [ "$not_ok" -gt 0 ]; then
+        FAILURES+=("$name: $not_ok check(s) not ok")
+    fi
+    if [ "$status" -ne 0 ] && [ "$not_ok" -eq 0 ]; then
+        note_fail "$name: exit $status with no not-ok line"
+        tail -n 40 "$log"
+    elif [ "$ok" -eq 0 ] && [ "$not_ok" -eq 0 ]; then
+        note_fail "$name: printed no ok / not ok line"
+        tail -n 40 "$log"
+    fi
+    echo "$name: $ok ok, $not_ok not ok (exit $status)"
+    summary "c/$name: $ok ok, $not_ok not ok, exit $status"
+    rm -rf "$scratch"
+}
+
+run_c_programs() {
+    echo
+    echo "==== C programs ===="
+    if ! CUDA_INC=$(find_cuda_include); then
+        note_fail "C programs: no cuda_runtime_api.h found (set CUDA_INCLUDE or CUDA_HOME)"
+        summary "c: no CUDA headers"
+        return
+    fi
+    local cudart
+    if ! cudart=$(find_cudart "$CUDA_INC"); then
+        note_fail "C programs: no libcudart found (set CUDA_HOME)"
+        summary "c: no libcudart"
+        return
+    fi
+    CUDART_DIR=$(dirname "$cudart")
+    if [ -f "$CUDART_DIR/libcudart.so" ]; then
+        CUDART_LINK=(-L "$CUDART_DIR" -lcudart)
+    else
+        CUDART_LINK=("$cudart") # only a versioned runtime: link the file itself
+    fi
+    echo "CUDA headers: $CUDA_INC"
+    echo "CUDA runtime: $cudart"
+    echo "compilers: $(cc --version 2>&1 | head -n 1) / $(c++ --version 2>&1 | head -n 1)"
+    mkdir -p "$BUILD"
+    local source lang name binary
+    for source in c/*/*.c; do
+        [ -f "$source" ] || continue
+        for lang in c cxx; do
+            name=$(basename "$(dirname "$source")")-$(basename "$source" .c)-$lang
+            binary=$BUILD/$name
+            if ! compile_c "$source" "$lang" "$binary" "$FULL_LOGS/compile-$name.log"; then
+                note_fail "$name: compile failed"
+                tail -n 40 "$FULL_LOGS/compile-$name.log"
+                summary "c/$name: compile failed"
+                continue
+            fi
+            run_c_program "$binary" "$name" "$FULL_LOGS/c-$name.log"
+        done
+    done
+}
+
+run_bench() {
+    echo
+    echo "==== bin/hipfile bench --size 1G ===="
+    local log=$FULL_LOGS/bench.log
+    with_timeout 600 bin/hipfile bench --size 1G --platform nvidia --file "$SCRATCH/bench.bin" \
+        >"$log" 2>&1
+    local status=$?
+    cat "$log"
+    rm -f "$SCRATCH/bench.bin"
+    if [ "$status" -eq 0 ]; then
+        note_pass
+        summary "bench: ok"
+    else
+        note_fail "bench: exit $status"
+        summary "bench: exit $status"
+    fi
+}
+
+# Test binaries know hipfile.h by the build machine's path (env!("CARGO_MANIFEST_DIR")); where
+# that path is missing here, point it at the bundle's copy.
+link_build_include() {
+    local root
+    root=$(sed -n 's/^source root: //p' MANIFEST.txt 2>/dev/null)
+    [ -n "$root" ] || return 0
+    [ -e "$root/hipfile/include" ] && return 0
+    if mkdir -p "$root/hipfile" 2>/dev/null && ln -s "$BUNDLE/include" "$root/hipfile/include"; then
+        echo "note: linked $root/hipfile/include -> $BUNDLE/include (the tests' header path)"
+    fi
+}
+
+# Everything but the pack-up; its output is tee'd into run.log.
+main() {
+    echo "hipfile-rs GPU bundle: $BUNDLE"
+    sed -n 2p MANIFEST.txt 2>/dev/null
+    echo "host: $(uname -srm); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+    fi
+    echo "scratch: $SCRATCH ($(df -hT "$SCRATCH" 2>/dev/null | awk 'NR == 2 { print $2 ", " $5 " free" }'))"
+
+    if [ "$RUN_TESTS" = 1 ]; then
+        link_build_include
+        local binary
+        for binary in "$BUNDLE"/tests/*; do
+            [ -x "$binary" ] && run_test_binary "$binary"
+        done
+    fi
+    [ "$RUN_C" = 1 ] && run_c_programs
+    [ "$RUN_BENCH" = 1 ] && run_bench
+
+    echo
+    if [ "${#FAILURES[@]}" -gt 0 ]; then
+        echo "failures:"
+        printf '  %s\n' "${FAILURES[@]}"
+    fi
+    summary "$PASSED passed, $FAILED failed"
+    echo "$PASSED passed, $FAILED failed"
+    [ "$FAILED" -eq 0 ]
+}
+
+# Keeps a log under the size the device tool returns.
+cap_log() {
+    local file=$1 size
+    [ -f "$file" ] || return 0
+    size=$(wc -c <"$file")
+    if [ "$size" -gt "$MAX_LOG_BYTES" ]; then
+        tail -c "$MAX_LOG_BYTES" "$file" >"$file.tail" && mv "$file.tail" "$file"
+    fi
+}
+
+export HIPFILE_PLATFORM=nvidia
+export HIPFILE_GPU_TESTS=1
+export RUST_BACKTRACE=1
+export TMPDIR=$SCRATCH
+rm -rf "$SCRATCH" "$FULL_LOGS" "$BUILD"
+mkdir -p "$LOG_DIR" "$SCRATCH" "$FULL_LOGS"
+rm -f "$LOG_DIR/run.log" "$LOG_DIR/summary.txt" "$LOG_DIR/logs.tar.gz"
+
+main 2>&1 | tee "$LOG_DIR/run.log"
+status=${PIPESTATUS[0]}
+
+if command -v tar >/dev/null 2>&1; then
+    tar -czf "$LOG_DIR/logs.tar.gz" -C "$BUNDLE" logs-full 2>/dev/null
+    size=$(wc -c <"$LOG_DIR/logs.tar.gz")
+    # Too big to come back: keep run.log, which holds every failure's tail.
+    [ "$size" -gt "$MAX_LOG_BYTES" ] && rm -f "$LOG_DIR/logs.tar.gz"
+fi
+cap_log "$LOG_DIR/run.log"
+rm -rf "$SCRATCH"
+exit "$status"

@@ -1,0 +1,462 @@
+//! `cargo xtask gpu-bundle [--out DIR]`: everything needed to test hipfile-rs on a GPU machine that
+//! has no cargo and no network, built here (release) and collected into one folder, by default
+//! `target/gpu-bundle/`:
+//!
+//! ```text
+//! target/gpu-bundle/
+//!   run.sh               runs it all there; last line `N passed, M failed`
+//!   MANIFEST.txt         what was built, from which commit
+//!   tests/<pkg>-<target> release test binaries (`cargo test --release --no-run`), stripped
+//!   lib/libhipfile.so    the C library
+//!   bin/hipfile          the CLI (`hipfile bench`)
+//!   include/hipfile.h    the C header; include/hip_on_cuda.h maps the few HIP names our C
+//!                        tests use onto the CUDA runtime (the GPU machine has no HIP headers)
+//!   c/cuda/*.c           plain CUDA programs (hipfile/tests/c_cuda), built with only CUDA headers
+//!   c/hip/*.c            the C ABI tests (hipfile/tests/c), built through hip_on_cuda.h
+//!   c/examples/*.c       the C examples (examples/c), built through hip_on_cuda.h
+//! ```
+//!
+//! The test binaries are those of the packages that run GPU code: `hipfile-hip`, `hipfile-core`,
+//! `hipfile-fallback`, `hipfile`, `hipfile-testkit`, and `hipfile-fastpath` once the workspace has
+//! it. Their names come from cargo's `compiler-artifact` messages (`profile.test` and an
+//! `executable`), not from guessing at `target/release/deps`. The bundle must travel through the
+//! device tool, whose limit is 64 MiB for everything together, so binaries are stripped and the
+//! command fails when the bundle passes [`SIZE_LIMIT`].
+//!
+//! ## Running it on the GPU machine
+//!
+//! With the device tool, from this repository (the bundle lies under the ignored `target/`):
+//!
+//! ```text
+//! run  carry: ["target/gpu-bundle"]
+//!      command: "cd target/gpu-bundle && ./run.sh"
+//! ```
+//!
+//! `run.sh` (source: `xtask/bundle/run.sh`) exports `HIPFILE_PLATFORM=nvidia` and
+//! `HIPFILE_GPU_TESTS=1`, puts `TMPDIR` on the real disk (`./scratch`, not a tmpfs `/tmp`), runs
+//! every test binary, compiles every C program as C11 and as C++17 against the CUDA headers it finds
+//! (`$CUDA_HOME/include`, `/usr/local/cuda/include`, `nvcc`'s `../include`) and runs it, then runs
+//! `bin/hipfile bench --size 1G` (`--no-bench` skips it). Tests that compile C against
+//! `env!("CARGO_MANIFEST_DIR")/include` find the header there through a link to the bundle's
+//! `include/` that `run.sh` makes when the build machine's path (`source root` in the manifest) is
+//! missing on the GPU machine. Logs go to `$OUT` when set (the device
+//! tool brings `$OUT` back): `run.log`, `summary.txt`, and `logs.tar.gz` with every full log.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::json::{self, Value};
+use crate::workspace::{self, Workspace};
+
+/// Packages whose tests exercise GPU code; all must be workspace members.
+const TEST_PACKAGES: &[&str] = &[
+    "hipfile-hip",
+    "hipfile-core",
+    "hipfile-fallback",
+    "hipfile",
+    "hipfile-testkit",
+];
+
+/// Packages whose tests join the bundle when the workspace has them.
+const OPTIONAL_TEST_PACKAGES: &[&str] = &["hipfile-fastpath"];
+
+/// The device tool carries at most 64 MiB; the rest of the working tree travels too.
+pub const SIZE_LIMIT: u64 = 60 * 1024 * 1024;
+
+/// The default bundle folder, relative to the workspace's target directory.
+const DEFAULT_DIR: &str = "gpu-bundle";
+
+/// Written into every bundle; a folder without it is never emptied by `--out`.
+const MANIFEST: &str = "MANIFEST.txt";
+
+/// C sources to ship: (source folder in the repo, folder in the bundle).
+const C_SOURCES: &[(&str, &str)] = &[
+    ("hipfile/tests/c_cuda", "c/cuda"),
+    ("hipfile/tests/c", "c/hip"),
+    ("examples/c", "c/examples"),
+];
+
+/// Files of `xtask/bundle/` to ship: (file name, place in the bundle).
+const SHIPPED: &[(&str, &str)] = &[
+    ("run.sh", "run.sh"),
+    ("hip_on_cuda.h", "include/hip_on_cuda.h"),
+];
+
+/// A test executable named by cargo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestBinary {
+    pub package: String,
+    pub target: String,
+    pub executable: PathBuf,
+}
+
+impl TestBinary {
+    /// Its file name in the bundle's `tests/`.
+    pub fn bundle_name(&self) -> String {
+        format!("{}-{}", self.package, self.target)
+    }
+}
+
+/// `cargo xtask gpu-bundle [--out DIR]`.
+pub fn run(args: &[&str]) -> Result<(), String> {
+    let ws = Workspace::load()?;
+    let root = workspace::root();
+    let out = match args {
+        [] => ws.target_dir.join(DEFAULT_DIR),
+        ["--out", dir] => PathBuf::from(dir),
+        [arg] if arg.starts_with("--out=") => PathBuf::from(&arg["--out=".len()..]),
+        _ => return Err(format!("gpu-bundle: unknown arguments {args:?}")),
+    };
+    let out = std::path::absolute(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+
+    let mut packages: Vec<&str> = TEST_PACKAGES.to_vec();
+    for package in OPTIONAL_TEST_PACKAGES {
+        if ws.member(package).is_some() {
+            packages.push(package);
+        } else {
+            println!("gpu-bundle: {package} is not in the workspace; its tests are left out");
+        }
+    }
+    // Refuse a wrong --out before minutes of building, not after.
+    check_out_dir(&out)?;
+    let tests = build_tests(&packages)?;
+    build_artifacts()?;
+
+    prepare_out_dir(&out)?;
+    let release = ws.target_dir.join("release");
+    for test in &tests {
+        install_binary(
+            &test.executable,
+            &out.join("tests").join(test.bundle_name()),
+        )?;
+    }
+    install_binary(&release.join("hipfile"), &out.join("bin/hipfile"))?;
+    install_binary(
+        &release.join("libhipfile.so"),
+        &out.join("lib/libhipfile.so"),
+    )?;
+    copy(
+        &root.join("hipfile/include/hipfile.h"),
+        &out.join("include/hipfile.h"),
+    )?;
+    for (file, place) in SHIPPED {
+        copy(&root.join("xtask/bundle").join(file), &out.join(place))?;
+    }
+    let mut c_programs = Vec::new();
+    for (from, to) in C_SOURCES {
+        for source in c_files(&root.join(from))? {
+            let name = source.file_name().unwrap_or_default().to_string_lossy();
+            let place = format!("{to}/{name}");
+            copy(&source, &out.join(&place))?;
+            c_programs.push(place);
+        }
+    }
+    write_manifest(&out, &packages, &tests, &c_programs)?;
+
+    let (files, bytes) = measure(&out)?;
+    println!(
+        "\ngpu-bundle: {} test binaries, {} C programs; {files} files, {:.1} MiB in {}",
+        tests.len(),
+        c_programs.len(),
+        bytes as f64 / (1024.0 * 1024.0),
+        out.display()
+    );
+    if bytes > SIZE_LIMIT {
+        return Err(format!(
+            "the bundle is {bytes} bytes, over the {SIZE_LIMIT}-byte limit: the device tool \
+             carries 64 MiB at most"
+        ));
+    }
+    print_instructions(&root, &out);
+    Ok(())
+}
+
+fn cargo_failed(args: &[&str], status: std::process::ExitStatus) -> String {
+    format!("cargo {} failed ({status})", args.join(" "))
+}
+
+/// Builds the release test binaries and returns them, as cargo names them.
+fn build_tests(packages: &[&str]) -> Result<Vec<TestBinary>, String> {
+    let mut args = vec!["test", "--release", "--no-run", "--message-format=json"];
+    for package in packages {
+        args.extend(["-p", package]);
+    }
+    println!("$ cargo {}", args.join(" "));
+    // stdout carries the JSON messages; stderr (progress, errors) goes to the terminal.
+    let output = workspace::cargo()
+        .args(&args)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(cargo_failed(&args, output.status));
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let tests = test_binaries(&text)?;
+    if tests.is_empty() {
+        return Err("cargo named no test executables".into());
+    }
+    let mut names: Vec<String> = tests.iter().map(TestBinary::bundle_name).collect();
+    names.sort();
+    if let Some(pair) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("two test binaries would both be tests/{}", pair[0]));
+    }
+    Ok(tests)
+}
+
+/// The test executables among cargo's JSON messages, one message per line.
+pub fn test_binaries(messages: &str) -> Result<Vec<TestBinary>, String> {
+    let mut tests = Vec::new();
+    for line in messages.lines().filter(|l| l.starts_with('{')) {
+        let message = json::parse(line)?;
+        if message.str_at("reason") != Some("compiler-artifact") {
+            continue;
+        }
+        let is_test =
+            message.get("profile").and_then(|p| p.get("test")) == Some(&Value::Bool(true));
+        let (Some(executable), true) = (message.str_at("executable"), is_test) else {
+            continue;
+        };
+        let package_id = message.str_at("package_id").unwrap_or_default();
+        let package = package_name(package_id)
+            .ok_or_else(|| format!("cannot read a package name from {package_id:?}"))?;
+        let target = message
+            .get("target")
+            .and_then(|t| t.str_at("name"))
+            .ok_or_else(|| format!("artifact {executable} has no target name"))?;
+        tests.push(TestBinary {
+            package,
+            target: target.to_string(),
+            executable: PathBuf::from(executable),
+        });
+    }
+    Ok(tests)
+}
+
+/// The package name in a cargo package id: `path+file:///w/hipfile-core#0.1.0` (name = last path
+/// segment), `path+file:///w/testkit/simhip#hipfile-simhip@0.1.0` (name before `@`), or the old
+/// form `hipfile-core 0.1.0 (path+file:///w/hipfile-core)`.
+pub fn package_name(package_id: &str) -> Option<String> {
+    let name = match package_id.split_once('#') {
+        Some((_, fragment)) if fragment.contains('@') => fragment.split('@').next()?,
+        Some((url, _)) => url.trim_end_matches('/').rsplit('/').next()?,
+        None => package_id.split(' ').next()?,
+    };
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// The library and the CLI.
+fn build_artifacts() -> Result<(), String> {
+    let args = ["build", "--release", "-p", "hipfile", "-p", "hipfile-cli"];
+    println!("$ cargo {}", args.join(" "));
+    let status = workspace::cargo()
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(cargo_failed(&args, status))
+    }
+}
+
+/// Refuses a non-empty folder that is not an earlier bundle: `--out` must never empty one.
+fn check_out_dir(out: &Path) -> Result<(), String> {
+    if !out.exists() {
+        return Ok(());
+    }
+    let empty = std::fs::read_dir(out)
+        .map_err(|e| format!("{}: {e}", out.display()))?
+        .next()
+        .is_none();
+    if empty || out.join(MANIFEST).is_file() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} exists and holds no {MANIFEST}: not a bundle, so it is left alone",
+            out.display()
+        ))
+    }
+}
+
+/// Empties `out` (checked by [`check_out_dir`]) and creates it afresh.
+fn prepare_out_dir(out: &Path) -> Result<(), String> {
+    check_out_dir(out)?;
+    if out.exists() {
+        std::fs::remove_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+fn copy(from: &Path, to: &Path) -> Result<(), String> {
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::copy(from, to)
+        .map(drop)
+        .map_err(|e| format!("copy {} -> {}: {e}", from.display(), to.display()))
+}
+
+/// Copies a binary and strips it; without a `strip` on the PATH it stays as built (the release
+/// profile already drops symbols).
+fn install_binary(from: &Path, to: &Path) -> Result<(), String> {
+    if !from.is_file() {
+        return Err(format!("{} was not built", from.display()));
+    }
+    copy(from, to)?;
+    match Command::new("strip")
+        .arg("--strip-unneeded")
+        .arg(to)
+        .status()
+    {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("strip {} failed ({status})", to.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot run strip: {e}")),
+    }
+}
+
+/// The `*.c` files of a folder, sorted; a missing folder has none.
+fn c_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn write_manifest(
+    out: &Path,
+    packages: &[&str],
+    tests: &[TestBinary],
+    c_programs: &[String],
+) -> Result<(), String> {
+    let commit = Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=40"])
+        .current_dir(workspace::root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let mut text = format!(
+        "hipfile-rs GPU bundle, built by `cargo xtask gpu-bundle`\ncommit: {commit}\n\
+         source root: {}\ntest packages: {}\n\ntests:\n",
+        workspace::root().display(),
+        packages.join(" ")
+    );
+    for test in tests {
+        text.push_str(&format!("  tests/{}\n", test.bundle_name()));
+    }
+    text.push_str("\nC programs:\n");
+    for program in c_programs {
+        text.push_str(&format!("  {program}\n"));
+    }
+    let path = out.join(MANIFEST);
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Files and bytes under `dir`.
+fn measure(dir: &Path) -> Result<(usize, u64), String> {
+    let mut files = 0;
+    let mut bytes = 0;
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let meta = entry
+            .metadata()
+            .map_err(|e| format!("{}: {e}", entry.path().display()))?;
+        if meta.is_dir() {
+            let (f, b) = measure(&entry.path())?;
+            files += f;
+            bytes += b;
+        } else {
+            files += 1;
+            bytes += meta.len();
+        }
+    }
+    Ok((files, bytes))
+}
+
+fn print_instructions(root: &Path, out: &Path) {
+    match out.strip_prefix(root) {
+        Ok(relative) => {
+            let relative = relative.display();
+            println!(
+                "gpu-bundle: to run it on the GPU machine, call the device tool's `run` with\n  \
+                 carry: [\"{relative}\"]\n  command: \"cd {relative} && ./run.sh\"\n\
+                 (logs come back from $OUT: run.log, summary.txt, logs.tar.gz)"
+            );
+        }
+        Err(_) => println!(
+            "gpu-bundle: {} is outside the repository; the device tool carries only paths \
+             inside it",
+            out.display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_package_names_from_every_id_form() {
+        let name = |id| package_name(id);
+        assert_eq!(
+            name("path+file:///w/hipfile-core#0.1.0").as_deref(),
+            Some("hipfile-core")
+        );
+        assert_eq!(
+            name("path+file:///w/hipfile-testkit/simhip#hipfile-simhip@0.1.0").as_deref(),
+            Some("hipfile-simhip")
+        );
+        assert_eq!(
+            name("hipfile 0.1.0 (path+file:///w/hipfile)").as_deref(),
+            Some("hipfile")
+        );
+        assert_eq!(name(""), None);
+    }
+
+    #[test]
+    fn keeps_only_test_executables() {
+        let messages = concat!(
+            r#"{"reason":"compiler-artifact","package_id":"path+file:///w/hipfile#0.1.0","#,
+            r#""target":{"kind":["test"],"name":"it"},"profile":{"test":true},"#,
+            r#""executable":"/w/target/release/deps/it-1"}"#,
+            "\n",
+            r#"{"reason":"compiler-artifact","package_id":"path+file:///w/hipfile-hip#0.1.0","#,
+            r#""target":{"kind":["lib"],"name":"hipfile_hip"},"profile":{"test":false},"#,
+            r#""executable":null}"#,
+            "\n",
+            r#"{"reason":"build-finished","success":true}"#,
+            "\n",
+            "   Compiling noise that is not JSON\n",
+        );
+        let tests = test_binaries(messages).expect("valid messages");
+        assert_eq!(
+            tests,
+            [TestBinary {
+                package: "hipfile".into(),
+                target: "it".into(),
+                executable: PathBuf::from("/w/target/release/deps/it-1"),
+            }]
+        );
+        assert_eq!(tests[0].bundle_name(), "hipfile-it");
+    }
+
+    #[test]
+    fn ships_what_the_bundle_needs() {
+        let root = workspace::root();
+        for (file, _) in SHIPPED {
+            assert!(root.join("xtask/bundle").join(file).is_file(), "{file}");
+        }
+        assert!(!c_files(&root.join(C_SOURCES[0].0))
+            .expect("readable")
+            .is_empty());
+    }
+}
