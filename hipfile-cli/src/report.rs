@@ -1,0 +1,216 @@
+//! Measurements and how they are shown: one JSON object per line, or a table.
+
+use serde_json::{json, Value};
+
+use crate::anchor::AnchorFigure;
+use crate::measure::{mean, median, percentile};
+
+/// What a measurement measured.
+#[derive(Clone, Debug)]
+pub enum Figure {
+    /// GB/s of each repetition.
+    Throughput(Vec<f64>),
+    /// Microseconds of each operation, over all repetitions.
+    Latency(Vec<f64>),
+}
+
+/// One row of the report.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// Stable identifier (`read_hot`, `latency_4k`, ...).
+    pub key: String,
+    /// What a reader needs to know: cache state, fsync or not, who moved the bytes.
+    pub label: String,
+    /// Threads (ours: the engine decides, reported as 0; ceilings and anchors: their count).
+    pub threads: usize,
+    /// Bytes per repetition (throughput) or per operation (latency).
+    pub bytes: u64,
+    /// The samples.
+    pub figure: Figure,
+    /// Cores busy during each repetition (process CPU time / wall time).
+    pub cores: Vec<f64>,
+    /// The anchor's figure for the same measurement, when an anchor ran.
+    pub anchor: Option<AnchorFigure>,
+}
+
+impl Measurement {
+    /// Ours divided by the anchor's. Throughput compares medians of GB/s (above 1: we are
+    /// faster); latency compares mean microseconds, because that is what the anchor reports
+    /// (below 1: we are faster).
+    pub fn ratio(&self) -> Option<f64> {
+        let anchor = self.anchor.as_ref()?;
+        let ours = match &self.figure {
+            Figure::Throughput(v) => median(v),
+            Figure::Latency(v) => mean(v),
+        };
+        (anchor.value > 0.0).then(|| ours / anchor.value)
+    }
+
+    fn cores_median(&self) -> Option<f64> {
+        (!self.cores.is_empty()).then(|| median(&self.cores))
+    }
+
+    /// The JSON object of this measurement.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "type": "measurement",
+            "key": self.key,
+            "label": self.label,
+            "threads": self.threads,
+            "bytes": self.bytes,
+            "cores": self.cores_median().map(round3),
+            "anchor": self.anchor.as_ref().map(|a| json!({
+                "tool": "kvikio",
+                "value": round3(a.value),
+                "threads": a.threads,
+                "samples": a.samples,
+            })),
+            "ratio": self.ratio().map(round3),
+        });
+        let extra = match &self.figure {
+            Figure::Throughput(s) => json!({
+                "unit": "GB/s",
+                "gbps": round3(median(s)),
+                "samples": s.iter().copied().map(round3).collect::<Vec<_>>(),
+                "repetitions": s.len(),
+                "ratio_basis": "median GB/s, ours / anchor",
+            }),
+            Figure::Latency(s) => json!({
+                "unit": "us",
+                "median_us": round3(median(s)),
+                "p99_us": round3(percentile(s, 99.0)),
+                "mean_us": round3(mean(s)),
+                "ops": s.len(),
+                "ratio_basis": "mean us per read, ours / anchor",
+            }),
+        };
+        if let (Some(obj), Value::Object(more)) = (v.as_object_mut(), extra) {
+            obj.extend(more);
+        }
+        v
+    }
+
+    fn figure_text(&self) -> String {
+        match &self.figure {
+            Figure::Throughput(s) => format!("{:.2} GB/s", median(s)),
+            Figure::Latency(s) => format!("{:.1} / {:.1} us", median(s), percentile(s, 99.0)),
+        }
+    }
+
+    fn anchor_text(&self) -> String {
+        match (&self.anchor, &self.figure) {
+            (None, _) => String::new(),
+            (Some(a), Figure::Throughput(_)) => match a.threads {
+                Some(t) => format!("{:.2} GB/s ({t} thr)", a.value),
+                None => format!("{:.2} GB/s", a.value),
+            },
+            (Some(a), Figure::Latency(_)) => format!("{:.1} us mean", a.value),
+        }
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The table: one row per measurement; anchor columns only when an anchor ran.
+pub fn table(rows: &[Measurement]) -> String {
+    let anchored = rows.iter().any(|m| m.anchor.is_some());
+    let mut header = vec![
+        "measurement".to_string(),
+        "figure (GB/s | median / p99)".into(),
+        "cores".into(),
+    ];
+    if anchored {
+        header.push("kvikio".into());
+        header.push("ours/kvikio".into());
+    }
+    let mut cells: Vec<Vec<String>> = vec![header];
+    for m in rows {
+        let mut row = vec![
+            m.label.clone(),
+            m.figure_text(),
+            m.cores_median()
+                .map_or_else(|| "-".into(), |c| format!("{c:.2}")),
+        ];
+        if anchored {
+            row.push(m.anchor_text());
+            row.push(m.ratio().map_or_else(String::new, |r| match m.figure {
+                Figure::Throughput(_) => format!("{r:.2}x"),
+                Figure::Latency(_) => format!("{r:.2}x time"),
+            }));
+        }
+        cells.push(row);
+    }
+    let widths: Vec<usize> = (0..cells[0].len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for (i, row) in cells.iter().enumerate() {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, w))| {
+                if c == 0 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+        if i == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+            out.push_str(&rule.join("  "));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(anchor: Option<f64>) -> Measurement {
+        Measurement {
+            key: "read_hot".into(),
+            label: "read, hot".into(),
+            threads: 0,
+            bytes: 1 << 20,
+            figure: Figure::Throughput(vec![10.0, 20.0, 30.0]),
+            cores: vec![1.0, 2.0, 3.0],
+            anchor: anchor.map(|value| AnchorFigure {
+                value,
+                threads: Some(16),
+                samples: vec![value],
+            }),
+        }
+    }
+
+    #[test]
+    fn ratios_divide_ours_by_the_anchor() {
+        assert_eq!(row(Some(40.0)).ratio(), Some(0.5));
+        assert_eq!(row(None).ratio(), None);
+        let j = row(Some(40.0)).to_json();
+        assert_eq!(j["gbps"], 20.0);
+        assert_eq!(j["cores"], 2.0);
+        assert_eq!(j["ratio"], 0.5);
+        assert_eq!(j["anchor"]["threads"], 16);
+    }
+
+    #[test]
+    fn the_table_shows_anchor_columns_only_when_an_anchor_ran() {
+        assert!(!table(&[row(None)]).contains("kvikio"));
+        let t = table(&[row(Some(40.0))]);
+        assert!(t.contains("ours/kvikio") && t.contains("0.50x"), "{t}");
+    }
+}

@@ -1,0 +1,3 @@
+//! The `hipfile` binary, run as a user runs it, on the simulated GPU.
+
+mod bench;
