@@ -280,7 +280,7 @@ impl Drop for LaneLease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hipfile_hip::sim::{SimAbi, SimConfig, SimRuntime};
+    use hipfile_hip::sim::{SimConfig, SimRuntime};
     use hipfile_hip::MemoryKind;
 
     #[test]
@@ -324,7 +324,7 @@ mod tests {
     fn lanes_live_on_their_device_and_leave_the_current_device_alone() {
         let sim = Arc::new(SimRuntime::new(SimConfig {
             devices: 2,
-            abi: SimAbi::Rocm6,
+            ..SimConfig::default()
         }));
         let pool = Arc::new(StagingPool::new(sim.clone()));
         let lane = pool.take(1, 4096, 1 << 20, true).unwrap().unwrap();
