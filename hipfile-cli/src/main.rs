@@ -1,5 +1,9 @@
 //! # `hipfile`: the command-line tool of hipfile-rs
 //!
+//! `hipfile check` tells whether this machine can do direct (P2P) IO between storage and GPU
+//! memory and why not: platform, runtime, devices, P2P driver, and the fastpath's verdict on every
+//! mounted filesystem (table, or `--json`); it exits 0 only when the fastpath is possible.
+//!
 //! `hipfile bench` measures hipfile-rs on one file (created, or taken as it is): hot and cold
 //! whole-file reads into GPU memory, writes with and without `fsync`, and the latency of small
 //! random reads (median and p99), each the median of several repetitions with the cores the
@@ -12,6 +16,7 @@
 //! and otherwise on the simulated GPU, saying so.
 //!
 //! ```text
+//! hipfile check                                                   # fastpath possible here?
 //! cargo run --release -p hipfile-cli -- bench                     # sim or GPU, table
 //! hipfile bench --size 8G --baseline --kvikio kvikio_anchor.py    # side by side with KvikIO
 //! hipfile bench --only hot,latency --backend fallback --json
@@ -22,6 +27,7 @@
 mod anchor;
 mod bench;
 mod ceiling;
+mod check;
 mod measure;
 mod report;
 
@@ -41,15 +47,19 @@ struct Cli {
 enum Command {
     /// Measure reads, writes and small-read latency through GPU memory, next to the ceilings.
     Bench(bench::BenchArgs),
+    /// Tell whether this machine can do direct (P2P) IO, and why not; exit 0 only if it can.
+    Check(check::CheckArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(args) => bench::run(&args),
+        Command::Bench(args) => bench::run(&args).map(|()| true),
+        Command::Check(args) => check::run(&args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
         Err(e) => {
             eprintln!("hipfile: {e}");
             ExitCode::FAILURE

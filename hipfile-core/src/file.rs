@@ -266,26 +266,16 @@ pub fn parse_mountinfo(text: &str, major: u32, minor: u32) -> Option<FsFacts> {
     text.lines()
         .filter_map(parse_mountinfo_line)
         .rfind(|m| m.dev == dev)
-        .map(|m| {
-            let kind = match m.fstype {
-                "ext4" => {
-                    let data_mode = m
-                        .options()
-                        .find_map(|o| o.strip_prefix("data="))
-                        .unwrap_or("ordered");
-                    FsKind::Ext4 {
-                        ordered: data_mode == "ordered",
-                    }
-                }
-                "xfs" => FsKind::Xfs,
-                other => FsKind::Other(other.to_string()),
-            };
-            FsFacts {
-                kind,
-                mount_point: m.mount_point.to_string(),
-                source: m.source.to_string(),
-            }
-        })
+        .map(|m| m.facts())
+}
+
+/// Every mount in mountinfo text, classified, in table order (for reports such as
+/// `hipfile check`).
+pub fn mount_table(text: &str) -> Vec<FsFacts> {
+    text.lines()
+        .filter_map(parse_mountinfo_line)
+        .map(|m| m.facts())
+        .collect()
 }
 
 struct MountLine<'a> {
@@ -302,6 +292,27 @@ impl<'a> MountLine<'a> {
         self.mount_options
             .split(',')
             .chain(self.super_options.split(','))
+    }
+
+    fn facts(&self) -> FsFacts {
+        let kind = match self.fstype {
+            "ext4" => {
+                let data_mode = self
+                    .options()
+                    .find_map(|o| o.strip_prefix("data="))
+                    .unwrap_or("ordered");
+                FsKind::Ext4 {
+                    ordered: data_mode == "ordered",
+                }
+            }
+            "xfs" => FsKind::Xfs,
+            other => FsKind::Other(other.to_string()),
+        };
+        FsFacts {
+            kind,
+            mount_point: self.mount_point.to_string(),
+            source: self.source.to_string(),
+        }
     }
 }
 
@@ -358,6 +369,10 @@ mod tests {
         assert_eq!(tmp.kind, FsKind::Other("tmpfs".into()));
         assert_eq!(tmp.mount_point, "/tmp");
         assert!(parse_mountinfo(MOUNTINFO, 9, 9).is_none());
+        let table = mount_table(MOUNTINFO);
+        assert_eq!(table.len(), 4);
+        assert_eq!(table[1].mount_point, "/data");
+        assert_eq!(table[1].kind, FsKind::Xfs);
     }
 
     #[test]

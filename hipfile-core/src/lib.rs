@@ -77,7 +77,8 @@ pub use driver::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use file::{
-    parse_mountinfo, Access, DioAlign, FsFacts, FsKind, RegisteredFile, DEFAULT_DIO_ALIGN,
+    mount_table, parse_mountinfo, Access, DioAlign, FsFacts, FsKind, RegisteredFile,
+    DEFAULT_DIO_ALIGN,
 };
 pub use io::{pread_full, pwrite_full, FileIo, PosixIo};
 pub use registry::{Dispatched, Registry, RegistryBuilder};

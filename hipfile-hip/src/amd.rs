@@ -47,6 +47,10 @@ use crate::runtime::{
 /// The environment variable naming the HIP runtime library to load instead of the defaults.
 pub const LIBRARY_ENV: &str = "HIPFILE_HIP_LIBRARY";
 
+/// The symbol by which `hipfile-simhip`, the simulated HIP runtime, tells itself apart from a
+/// real one, so reports never present the simulator as a GPU.
+pub const SIMULATED_MARKER: &str = "hipfile_simulated_runtime";
+
 /// The library names tried, in order, when [`LIBRARY_ENV`] is not set.
 pub const DEFAULT_LIBRARIES: [&str; 4] = [
     "libamdhip64.so.7",
@@ -336,6 +340,14 @@ impl AmdRuntime {
 
     fn from_library(lib: Library, name: &str) -> HipResult<Self> {
         let api = HipApi::resolve(&lib, name)?;
+        // SAFETY: only the presence of the symbol is asked; nothing is read through it.
+        let simulated = unsafe { lib.get::<*const u8>(SIMULATED_MARKER.as_bytes()) }.is_ok();
+        let name = if simulated {
+            format!("{name} (simulated by hipfile-simhip)")
+        } else {
+            name.to_string()
+        };
+        let name = name.as_str();
         let mut version = 0i32;
         // SAFETY: `version` is a valid out-pointer for the duration of the call.
         let rc = unsafe { (api.runtime_get_version)(&mut version) };

@@ -217,6 +217,11 @@ unsafe fn raw_copy(dst: usize, src: usize, size: usize) {
 // ---------------------------------------------------------------------------------------------
 // Initialisation, versions, devices.
 
+/// Present only in this simulated runtime: hipfile-rs's AMD platform looks for it so that its
+/// reports (`hipfile check`, `hipfile bench`) never present the simulator as a GPU.
+#[no_mangle]
+pub static hipfile_simulated_runtime: u8 = 1;
+
 /// `hipInit`: builds the simulator.
 #[no_mangle]
 pub extern "C" fn hipInit(_flags: c_uint) -> c_int {
