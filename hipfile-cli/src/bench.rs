@@ -136,7 +136,10 @@ fn pick_runtime(platform: Option<&str>) -> Result<(Arc<dyn GpuRuntime>, String),
         None => match hipfile_hip::open_default() {
             Ok(rt) => {
                 let info = rt.info();
-                Ok((rt, format!("platform {} (detected: {})", info.platform, info.library)))
+                Ok((
+                    rt,
+                    format!("platform {} (detected: {})", info.platform, info.library),
+                ))
             }
             Err(e) => Ok((
                 Arc::new(SimRuntime::default()) as Arc<dyn GpuRuntime>,

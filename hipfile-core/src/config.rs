@@ -132,6 +132,9 @@ pub struct Settings {
     pub min_io_threshold_kb: u64,
     /// Most threads (workers plus the caller) that work on one request (0: all workers).
     pub max_request_parallelism: u64,
+    /// Smallest piece (KiB) a request is cut into when it is spread over several threads: below
+    /// it, waking another thread costs more than the bytes it would move.
+    pub min_piece_kb: u64,
     /// Extra argument checks. Stored and reported: every argument is always checked.
     pub api_check_aggressive: bool,
     /// Parallel IO (cuFile's switch). Stored and reported: the staged engine always splits
@@ -181,6 +184,7 @@ impl Default for Settings {
             io_queue_depth: 128,
             min_io_threshold_kb: 64,
             max_request_parallelism: 0,
+            min_piece_kb: 64,
             api_check_aggressive: false,
             parallel_io: false,
             nvtx: false,
@@ -200,7 +204,7 @@ impl Default for Settings {
 impl Settings {
     /// The defaults with the staged engine's environment overrides applied, read through
     /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
-    /// `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers) and `HIPFILE_DIRECT_IO`
+    /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers) and `HIPFILE_DIRECT_IO`
     /// (`auto`, `never`, `always`). Values that do not parse are ignored. The parameter API
     /// changes these settings further before the driver opens.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
@@ -214,6 +218,9 @@ impl Settings {
         }
         if let Some(v) = number("HIPFILE_INLINE_KB") {
             s.min_io_threshold_kb = v;
+        }
+        if let Some(v) = number("HIPFILE_MIN_PIECE_KB").filter(|v| *v >= 4) {
+            s.min_piece_kb = v;
         }
         if let Some(v) = number("HIPFILE_PINNED_KB").filter(|v| *v >= 8) {
             s.max_pinned_mem_size_kb = v;
@@ -238,6 +245,14 @@ impl Settings {
             .min(self.max_direct_io_size_kb)
             .min(self.max_pinned_mem_size_kb / 4);
         usize::try_from(kb.saturating_mul(1024))
+            .unwrap_or(usize::MAX)
+            .max(4096)
+            & !4095
+    }
+
+    /// The smallest piece of a request spread over several threads, in bytes (4 KiB multiples).
+    pub fn min_piece_bytes(&self) -> usize {
+        usize::try_from(self.min_piece_kb.saturating_mul(1024))
             .unwrap_or(usize::MAX)
             .max(4096)
             & !4095

@@ -30,9 +30,6 @@ use hipfile_hip::GpuRuntime;
 use crate::staging::{Lane, StagingPool};
 use crate::workers::IoWorkers;
 
-/// Smallest piece a request is cut into when it is spread over several threads.
-pub const MIN_PIECE: usize = 64 << 10;
-
 /// How a request is cut and who works on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -47,14 +44,15 @@ pub struct Plan {
 impl Plan {
     /// Cut `size` bytes: requests up to `inline` bytes, or when only one thread may work, run on
     /// the caller alone in pieces of `chunk`; larger ones are spread over up to `threads` threads
-    /// (caller included) in pieces between [`MIN_PIECE`] and `chunk`.
-    pub fn new(size: usize, chunk: usize, inline: usize, threads: usize) -> Plan {
+    /// (caller included) in pieces between `min_piece` and `chunk`.
+    pub fn new(size: usize, chunk: usize, min_piece: usize, inline: usize, threads: usize) -> Plan {
         let chunk = chunk.max(4096);
+        let min_piece = min_piece.clamp(4096, chunk);
         let piece = if size <= inline || threads <= 1 {
             size.min(chunk)
         } else {
-            let share = size.div_ceil(threads).next_multiple_of(MIN_PIECE);
-            share.clamp(MIN_PIECE.min(chunk), chunk)
+            let share = size.div_ceil(threads).next_multiple_of(min_piece);
+            share.clamp(min_piece, chunk)
         }
         .max(1);
         let pieces = size.div_ceil(piece);
@@ -125,7 +123,13 @@ impl Transfer {
     pub fn new(req: &IoRequest<'_>, parts: &EngineParts, threads: usize) -> Arc<Transfer> {
         let s = req.settings;
         let chunk = s.chunk_bytes();
-        let plan = Plan::new(req.size, chunk, s.inline_bytes(), threads);
+        let plan = Plan::new(
+            req.size,
+            chunk,
+            s.min_piece_bytes(),
+            s.inline_bytes(),
+            threads,
+        );
         let align = req.file.dio_align();
         Arc::new(Transfer {
             op: req.op,
@@ -254,6 +258,9 @@ impl Transfer {
             IoOp::Write => self.write_pieces(&mut lane),
         };
         // Copies may still be queued on an error path: the halves stay in use until they finish.
+        // Waiting on the events first keeps the wait polite; the stream synchronisation then
+        // returns at once and reports any failure of the queued work.
+        let _ = (wait_for(lane.event(0)), wait_for(lane.event(1)));
         let drained = lane
             .stream()
             .synchronize()
@@ -266,9 +273,7 @@ impl Transfer {
         let mut slot = 0;
         while let Some(k) = self.claim() {
             if pending[slot] {
-                lane.event(slot)
-                    .synchronize()
-                    .map_err(|e| Error::hip(&e, "waiting for a staged copy"))?;
+                wait_for(lane.event(slot))?;
                 pending[slot] = false;
             }
             let (start, len) = self.piece(k);
@@ -341,9 +346,7 @@ impl Transfer {
         lane: &mut Lane,
         (slot, start, len): (usize, usize, usize),
     ) -> Result<(), Error> {
-        lane.event(slot)
-            .synchronize()
-            .map_err(|e| Error::hip(&e, "waiting for a staged copy"))?;
+        wait_for(lane.event(slot))?;
         let half = &lane.half_mut(slot)[..len];
         self.write_piece(half, self.file_offset + start as u64)?;
         self.moved.fetch_add(len, Ordering::AcqRel);
@@ -418,6 +421,23 @@ impl Transfer {
     }
 }
 
+/// Wait for a staged copy by polling its event and yielding the core between polls, unless
+/// `HIPFILE_EVENT_WAIT=sync` asks for the runtime's own wait. GPU runtimes spin in their wait
+/// calls; with as many IO threads as cores, a spinning waiter takes the core a reader needs.
+fn wait_for(event: &hipfile_hip::OwnedEvent) -> Result<(), Error> {
+    static RUNTIME_WAIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let runtime_wait = *RUNTIME_WAIT
+        .get_or_init(|| std::env::var("HIPFILE_EVENT_WAIT").is_ok_and(|v| v == "sync"));
+    let failed = |e: hipfile_hip::HipError| Error::hip(&e, "waiting for a staged copy");
+    if runtime_wait {
+        return event.synchronize().map_err(failed);
+    }
+    while !event.query().map_err(failed)? {
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
 /// Read with O_DIRECT until `buf` is full or the file ends. O_DIRECT cannot continue at an
 /// unaligned offset, so after a transfer that is not a whole number of blocks (the end of the
 /// file, or a short read) the rest is read through the buffered descriptor.
@@ -484,7 +504,7 @@ mod tests {
 
     #[test]
     fn small_requests_stay_on_the_caller() {
-        let p = Plan::new(4096, 4 << 20, 64 << 10, 16);
+        let p = Plan::new(4096, 4 << 20, 64 << 10, 64 << 10, 16);
         assert_eq!(
             p,
             Plan {
@@ -493,7 +513,7 @@ mod tests {
                 helpers: 0
             }
         );
-        let p = Plan::new(10 << 20, 4 << 20, 64 << 10, 1);
+        let p = Plan::new(10 << 20, 4 << 20, 64 << 10, 64 << 10, 1);
         assert_eq!(
             p,
             Plan {
@@ -506,7 +526,7 @@ mod tests {
 
     #[test]
     fn mid_sized_requests_are_spread_in_small_pieces() {
-        let p = Plan::new(1 << 20, 4 << 20, 64 << 10, 16);
+        let p = Plan::new(1 << 20, 4 << 20, 64 << 10, 64 << 10, 16);
         assert_eq!(
             p,
             Plan {
@@ -515,7 +535,7 @@ mod tests {
                 helpers: 15
             }
         );
-        let p = Plan::new(1 << 20, 4 << 20, 64 << 10, 4);
+        let p = Plan::new(1 << 20, 4 << 20, 64 << 10, 64 << 10, 4);
         assert_eq!(
             p,
             Plan {
@@ -528,12 +548,25 @@ mod tests {
 
     #[test]
     fn large_requests_use_whole_chunks_on_every_thread() {
-        let p = Plan::new(8 << 30, 4 << 20, 64 << 10, 17);
+        let p = Plan::new(8 << 30, 4 << 20, 64 << 10, 64 << 10, 17);
         assert_eq!(p.piece, 4 << 20);
         assert_eq!(p.pieces, 2048);
         assert_eq!(p.helpers, 16);
-        let odd = Plan::new((4 << 20) + 1, 4 << 20, 64 << 10, 2);
+        let odd = Plan::new((4 << 20) + 1, 4 << 20, 64 << 10, 64 << 10, 2);
         assert_eq!(odd.pieces, 2);
         assert_eq!(odd.helpers, 1);
+    }
+
+    #[test]
+    fn the_smallest_piece_bounds_how_thin_a_request_is_spread() {
+        let p = Plan::new(1 << 20, 4 << 20, 256 << 10, 64 << 10, 16);
+        assert_eq!(
+            p,
+            Plan {
+                piece: 256 << 10,
+                pieces: 4,
+                helpers: 3
+            }
+        );
     }
 }

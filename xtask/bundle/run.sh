@@ -167,9 +167,11 @@ compile_c() {
     local compiler=(cc -std=c11)
     [ "$lang" = cxx ] && compiler=(c++ -std=c++17 -x c++)
     local extra=()
-    # The C ABI tests and the examples speak HIP; on CUDA they go through the name map.
+    # The C ABI tests and the examples speak HIP; on CUDA they go through the name map. It is
+    # included before the program's own lines, so the program's _GNU_SOURCE (for O_DIRECT) comes
+    # too late for the system headers: define it on the command line instead.
     case $source in
-        c/hip/* | c/examples/*) extra=(-include "$BUNDLE/include/hip_on_cuda.h") ;;
+        c/hip/* | c/examples/*) extra=(-D_GNU_SOURCE -include "$BUNDLE/include/hip_on_cuda.h") ;;
     esac
     # -isystem: warnings inside CUDA's own headers are not ours to fail on; ours still are.
     # shellcheck disable=SC2054 # the commas belong to -Wl,-rpath

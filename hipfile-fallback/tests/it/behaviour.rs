@@ -59,9 +59,11 @@ fn the_largest_transfer_bounds_every_read() {
     for (kb, preads) in [(64u64, 16u64), (256, 4)] {
         let sim = Arc::new(SimRuntime::default());
         let io = Arc::new(ScriptedIo::new());
+        // One thread per request: pieces are then whole transfers, not shares of the request.
         let d = driver(&sim, Some(io.clone()), |s| {
             s.max_direct_io_size_kb = kb;
             s.direct_io = hipfile_core::DirectIoPolicy::Never;
+            s.max_request_parallelism = 1;
         });
         let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
         assert_eq!(read_all(&d, &path, &dev, size), size);
