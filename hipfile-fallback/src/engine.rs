@@ -171,14 +171,6 @@ impl Transfer {
     pub fn run(self: &Arc<Self>, workers: &IoWorkers) -> Result<usize, IoFailure> {
         workers.offer(self, self.plan.helpers);
         self.participate(true);
-        // The helpers usually finish within microseconds of the caller: poll briefly before
-        // sleeping, since a wake-up costs more than that.
-        let start = std::time::Instant::now();
-        while *self.active.lock().unwrap_or_else(PoisonError::into_inner) > 0
-            && start.elapsed() < crate::workers::STAY_AWAKE
-        {
-            std::thread::yield_now();
-        }
         let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
         while *active > 0 {
             active = self

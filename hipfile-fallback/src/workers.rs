@@ -9,9 +9,7 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use std::time::{Duration, Instant};
-
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::engine::Transfer;
 
@@ -32,7 +30,11 @@ impl IoWorkers {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("hipfile-io-{i}"))
-                    .spawn(move || work(&rx))?,
+                    .spawn(move || {
+                        for transfer in rx {
+                            transfer.join_as_worker();
+                        }
+                    })?,
             );
         }
         Ok(IoWorkers {
@@ -55,41 +57,6 @@ impl IoWorkers {
             }
         }
     }
-}
-
-/// How long a worker that just finished keeps looking for the next transfer before it sleeps.
-/// Waking a sleeping thread costs tens of microseconds on a virtual machine, as much as a whole
-/// 1 MiB request; a stream of requests keeps the workers awake, an idle driver lets them sleep.
-pub const STAY_AWAKE: Duration = Duration::from_micros(200);
-
-fn work(rx: &Receiver<Arc<Transfer>>) {
-    loop {
-        let transfer = match rx.try_recv() {
-            Ok(t) => t,
-            Err(TryRecvError::Disconnected) => return,
-            Err(TryRecvError::Empty) => match stay_awake_for(rx) {
-                Some(t) => t,
-                None => match rx.recv() {
-                    Ok(t) => t,
-                    Err(_) => return,
-                },
-            },
-        };
-        transfer.join_as_worker();
-    }
-}
-
-/// Poll for a transfer for [`STAY_AWAKE`], yielding the core between polls.
-fn stay_awake_for(rx: &Receiver<Arc<Transfer>>) -> Option<Arc<Transfer>> {
-    let start = Instant::now();
-    while start.elapsed() < STAY_AWAKE {
-        match rx.try_recv() {
-            Ok(t) => return Some(t),
-            Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) => std::thread::yield_now(),
-        }
-    }
-    None
 }
 
 impl Drop for IoWorkers {
