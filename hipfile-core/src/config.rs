@@ -103,7 +103,9 @@ pub struct Settings {
     /// stages in pinned host memory, never in GPU bounce buffers, so it bounds nothing. Default 131072.
     pub max_device_cache_size_kb: u64,
     /// Size of one staging chunk of the staged engine, in KiB (cuFile's per-buffer cache size:
-    /// the unit a request is cut into and staged through). Default 4096 (4 MiB).
+    /// the unit a request is cut into and staged through). Default 512: measured on an H200
+    /// host, 512 KiB pieces read hot files faster than 1-16 MiB ones (the staged bytes are still in
+    /// the CPU caches when the GPU copies them), and keep the pinned pool small.
     pub per_buffer_cache_size_kb: u64,
     /// Poll mode (`hipFileDriverSetPollMode`). Reported by the driver properties. Every request
     /// completes synchronously on the calling thread or the IO workers, so there is no interrupt
@@ -172,7 +174,7 @@ impl Default for Settings {
             max_direct_io_size_kb: 16 * 1024,
             max_pinned_mem_size_kb: 256 * 1024,
             max_device_cache_size_kb: 128 * 1024,
-            per_buffer_cache_size_kb: 4096,
+            per_buffer_cache_size_kb: 512,
             poll_mode: false,
             poll_thresh_size_kb: 4,
             max_io_threads: 0,
