@@ -15,7 +15,11 @@
 //! The O_DIRECT policy ([`DirectIoPolicy`]): in `Auto`, an aligned read piece is first read with
 //! `RWF_NOWAIT`, which succeeds only from the page cache (hot data costs nothing extra); when the
 //! data is not cached the piece is read with O_DIRECT instead of being pulled through the page
-//! cache. Unaligned pieces (heads and tails) always use the buffered descriptor.
+//! cache. `RWF_NOWAIT` also refuses the cached page that carries the kernel's readahead mark, so
+//! a refused first page is only taken for cold data when the next page is not cached either:
+//! mistaking one cached piece in a hundred for cold sent it to the disk and cost a third of the
+//! hot read throughput on the H200 host. Unaligned pieces (heads and tails) always use the
+//! buffered descriptor.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
@@ -386,7 +390,15 @@ impl Transfer {
                     let rest = pread_full(io, self.buffered_fd(), &mut buf[n..], offset + n as u64);
                     return rest.map(|m| n + m).map_err(&context);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The first page is not readable without waiting. That happens to cached data
+                // too: the kernel answers EAGAIN for the page that carries the readahead mark
+                // (seen on about 1% of 512 KiB pieces of a fully cached file). Only when the next
+                // page is not cached either is the piece cold and worth reading with O_DIRECT.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.cached_after_first_page(buf, offset) {
+                        return pread_full(io, self.buffered_fd(), buf, offset).map_err(&context);
+                    }
+                }
                 // No RWF_NOWAIT here (EOPNOTSUPP, EINVAL): the page cache decides.
                 Err(_) => return pread_full(io, self.buffered_fd(), buf, offset).map_err(&context),
             }
@@ -400,6 +412,17 @@ impl Transfer {
             self.offset_align,
         )
         .map_err(context)
+    }
+
+    /// Whether the page after the first one of `buf`'s range is in the page cache (probed
+    /// with a 4 KiB `RWF_NOWAIT` read into `buf`, which the caller reads over anyway).
+    fn cached_after_first_page(&self, buf: &mut [u8], offset: u64) -> bool {
+        const PAGE: usize = 4096;
+        if buf.len() <= PAGE {
+            return false;
+        }
+        let end = buf.len().min(2 * PAGE);
+        matches!(self.io.pread_cached(self.buffered_fd(), &mut buf[PAGE..end], offset + PAGE as u64), Ok(n) if n > 0)
     }
 
     fn write_piece(&self, buf: &[u8], offset: u64) -> Result<(), Error> {

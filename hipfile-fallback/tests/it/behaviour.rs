@@ -149,3 +149,75 @@ fn sixty_four_threads_register_and_move_bytes_through_the_staged_engine() {
         "closing frees every staging lane"
     );
 }
+
+/// `pread`/`pwrite`, counting the reads made on an O_DIRECT descriptor, with the kernel's
+/// readahead marks: `RWF_NOWAIT` refuses the first page of every 4 MiB, cached or not, as Linux
+/// refuses the cached page that carries a readahead mark.
+#[derive(Debug, Default)]
+struct MarkedPageCache(std::sync::atomic::AtomicU64);
+
+impl hipfile_core::FileIo for MarkedPageCache {
+    fn pread(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> std::io::Result<usize> {
+        if rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f.contains(rustix::fs::OFlags::DIRECT)) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        hipfile_core::PosixIo.pread(fd, buf, offset)
+    }
+
+    fn pwrite(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &[u8],
+        offset: u64,
+    ) -> std::io::Result<usize> {
+        hipfile_core::PosixIo.pwrite(fd, buf, offset)
+    }
+
+    fn pread_cached(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> std::io::Result<usize> {
+        if offset % (4 << 20) == 0 {
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        hipfile_core::PosixIo.pread_cached(fd, buf, offset)
+    }
+}
+
+#[test]
+fn a_cached_file_is_read_from_the_page_cache_never_from_the_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cached");
+    let size = 64 << 20;
+    let data = pattern(7, 0, size);
+    std::fs::write(&path, &data).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap().len(), size);
+    let sim = Arc::new(SimRuntime::default());
+    let io = Arc::new(MarkedPageCache::default());
+    let mut backends = RegistryBuilder::new();
+    hipfile_fallback::register(&mut backends).unwrap();
+    let rt: Arc<dyn GpuRuntime> = sim.clone();
+    let d = Driver::new(DriverOptions {
+        backends: Some(backends),
+        selection: None,
+        io: io.clone(),
+        ..DriverOptions::with_runtime(rt)
+    });
+    d.stage_settings(|s| s.direct_io = hipfile_core::DirectIoPolicy::Auto)
+        .unwrap();
+    let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
+    assert_eq!(read_all(&d, &path, &dev, size), size);
+    assert!(dev.to_vec().unwrap() == data, "bytes differ");
+    assert_eq!(
+        io.0.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "cached pieces were read with O_DIRECT"
+    );
+}
