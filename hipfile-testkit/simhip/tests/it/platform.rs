@@ -22,7 +22,11 @@ fn info_reports_the_amd_platform_the_version_and_the_library() {
         info.runtime_version,
         expected_config().abi.runtime_version()
     );
-    assert_eq!(info.library, sim_library_str());
+    assert_eq!(
+        info.library,
+        format!("{} (simulated by hipfile-simhip)", sim_library_str()),
+        "the simulator is named as such in every report"
+    );
     let expected_abi = match expected_config().abi {
         SimAbi::Rocm5 => MemoryTypeAbi::Rocm5,
         SimAbi::Rocm6 => MemoryTypeAbi::Rocm6,
