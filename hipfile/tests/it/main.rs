@@ -3,4 +3,6 @@
 mod api;
 #[cfg(feature = "fallback")]
 mod device_memory;
+#[cfg(feature = "fallback")]
+mod multi_device;
 mod registration;
