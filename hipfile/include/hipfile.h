@@ -14,8 +14,9 @@
  *    and `hip_drv_err` carries the HIP runtime's error when `err` is
  *    hipFileHipDriverError.
  *  - hipFileRead/hipFileWrite return a ssize_t: the byte count on success,
- *    -1 with errno set for OS-level and argument errors, or the negated
- *    hipFileOpError_t value for library errors.
+ *    -1 with errno set for OS-level and argument errors, the negated
+ *    hipError_t for GPU runtime failures, or the negated hipFileOpError_t
+ *    value for library errors.
  *
  * Building without HIP headers:
  *  Define HIPFILE_NO_HIP_HEADERS before including this header to skip
