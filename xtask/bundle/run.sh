@@ -8,7 +8,8 @@
 #      arguments come from $HIPFILE_TEST_ARGS (e.g. "--test-threads=1")
 #   2. every C program in c/, compiled as C11 and as C++17 against include/hipfile.h and the CUDA
 #      runtime, run with a scratch directory; it prints `ok - ...` / `not ok - ...` lines
-#   3. bin/hipfile bench --size 1G (one check; --no-bench skips it)
+#   3. py/frameworks.py: the C ABI from Python on CuPy and PyTorch memory (with the C programs)
+#   4. bin/hipfile bench --size 1G (one check; --no-bench skips it)
 #
 # Scratch files live in ./scratch (TMPDIR points there: /tmp may be a tmpfs without O_DIRECT).
 # Logs go to $OUT when it is set (the device tool brings $OUT back), else ./logs:
@@ -254,6 +255,33 @@ run_c_programs() {
     done
 }
 
+# The C ABI from Python on CuPy and PyTorch device memory (allocations of another library on the
+# primary context), when python3 has both.
+run_frameworks() {
+    echo
+    echo "==== py/frameworks.py (CuPy, PyTorch) ===="
+    if ! python3 -c 'import cupy, torch' >/dev/null 2>&1; then
+        echo "skipped: python3 here has no cupy and torch"
+        summary "py/frameworks: skipped (no cupy/torch)"
+        return
+    fi
+    local log=$FULL_LOGS/py-frameworks.log
+    with_timeout "$C_TIMEOUT" python3 py/frameworks.py "$BUNDLE/lib/libhipfile.so" "$SCRATCH/frameworks.dat" >"$log" 2>&1
+    local status=$? ok bad
+    cat "$log"
+    rm -f "$SCRATCH/frameworks.dat"
+    ok=$(grep -c '^ok - ' "$log")
+    bad=$(grep -c '^not ok - ' "$log")
+    PASSED=$((PASSED + ok))
+    FAILED=$((FAILED + bad))
+    if [ "$bad" -gt 0 ]; then
+        FAILURES+=("py/frameworks: $bad check(s) not ok")
+    elif [ "$status" -ne 0 ] || [ "$ok" -eq 0 ]; then
+        note_fail "py/frameworks: exit $status, $ok ok"
+    fi
+    summary "py/frameworks: $ok ok, $bad not ok, exit $status"
+}
+
 run_bench() {
     echo
     echo "==== bin/hipfile bench --size 1G ===="
@@ -302,6 +330,7 @@ main() {
         done
     fi
     [ "$RUN_C" = 1 ] && run_c_programs
+    [ "$RUN_C" = 1 ] && run_frameworks
     [ "$RUN_BENCH" = 1 ] && run_bench
 
     echo

@@ -14,6 +14,7 @@
 //!   c/cuda/*.c           plain CUDA programs (hipfile/tests/c_cuda), built with only CUDA headers
 //!   c/hip/*.c            the C ABI tests (hipfile/tests/c), built through hip_on_cuda.h
 //!   c/examples/*.c       the C examples (examples/c), built through hip_on_cuda.h
+//!   py/frameworks.py     the C ABI from Python on CuPy and PyTorch allocations
 //! ```
 //!
 //! The test binaries are those of the packages that run GPU code: `hipfile-hip`, `hipfile-core`,
@@ -80,6 +81,7 @@ const C_SOURCES: &[(&str, &str)] = &[
 const SHIPPED: &[(&str, &str)] = &[
     ("run.sh", "run.sh"),
     ("hip_on_cuda.h", "include/hip_on_cuda.h"),
+    ("frameworks.py", "py/frameworks.py"),
 ];
 
 /// A test executable named by cargo.
