@@ -82,26 +82,23 @@ pub struct Fallback {
 }
 
 impl Fallback {
-    /// The engine for an opening driver: starts the IO workers, each of which makes (and
-    /// touches) its own staging lane on the current device, and makes one for the opening thread,
-    /// all within the pinned bound. A lane made by the thread that fills it lives on that thread's
-    /// memory node; the pool hands each thread its own lanes first.
+    /// The engine for an opening driver: starts the IO workers and makes (and touches) one lane
+    /// per thread that can work on a request, on the current device, within the pinned bound.
     pub fn new(ctx: &BackendContext) -> Result<Self> {
         let settings = ctx.settings.current();
+        let workers = IoWorkers::start(settings.io_threads())
+            .map_err(|e| Error::from_io(&e, "starting the IO workers"))?;
         let pool = Arc::new(StagingPool::new(Arc::clone(&ctx.runtime)));
         let device = ctx
             .runtime
             .current_device()
             .map_err(|e| Error::hip(&e, "reading the current device"))?;
-        let (chunk, bound) = (settings.chunk_bytes(), settings.max_pinned_bytes());
-        pool.prefill(device, chunk, bound, 1)?;
-        let worker_pool = Arc::clone(&pool);
-        let workers = IoWorkers::start(settings.io_threads(), move || {
-            // A lane the bound has no room for is simply not made now: the worker makes or
-            // borrows one when it first joins a transfer.
-            let _ = worker_pool.prefill(device, chunk, bound, 1);
-        })
-        .map_err(|e| Error::from_io(&e, "starting the IO workers"))?;
+        pool.prefill(
+            device,
+            settings.chunk_bytes(),
+            settings.max_pinned_bytes(),
+            workers.count() + 1,
+        )?;
         Ok(Fallback {
             parts: EngineParts {
                 runtime: Arc::clone(&ctx.runtime),

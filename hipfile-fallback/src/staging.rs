@@ -55,8 +55,6 @@ impl Drop for DeviceGuard<'_> {
 /// Two staging halves, a stream and two events on one device.
 pub struct Lane {
     device: i32,
-    /// The thread that made the lane (and first touched its pages).
-    owner: std::thread::ThreadId,
     chunk: usize,
     buffer: PinnedBuffer,
     stream: OwnedStream,
@@ -89,7 +87,6 @@ impl Lane {
             OwnedEvent::new(Arc::clone(runtime)).map_err(|e| Error::hip(&e, "creating an event"))
         };
         Ok(Lane {
-            owner: std::thread::current().id(),
             device,
             chunk,
             buffer,
@@ -199,32 +196,19 @@ impl StagingPool {
                 format!("a staging lane of {need} bytes exceeds the pinned memory bound of {bound} bytes"),
             ));
         }
-        let me = std::thread::current().id();
-        let fits = |l: &Lane| l.chunk >= chunk;
         let mut state = self.lock();
         loop {
-            // First a lane this thread made: its pages were first touched here, so they sit on
-            // this thread's memory node. Then a new one while the bound allows. Then any that fits.
-            let own = state
-                .free
-                .get(&device)
-                .and_then(|l| l.iter().position(|l| fits(l) && l.owner == me));
-            let any = state
-                .free
-                .get(&device)
-                .and_then(|l| l.iter().position(fits));
-            let room = state.held + need <= bound;
-            if let Some(i) = own.or(if room { None } else { any }) {
-                let lane = state.free.get_mut(&device).map(|l| l.swap_remove(i));
-                return Ok(Some(LaneLease {
-                    pool: Arc::clone(self),
-                    lane,
-                }));
+            if let Some(list) = state.free.get_mut(&device) {
+                if let Some(i) = list.iter().position(|l| l.chunk >= chunk) {
+                    let lane = list.swap_remove(i);
+                    return Ok(Some(LaneLease {
+                        pool: Arc::clone(self),
+                        lane: Some(lane),
+                    }));
+                }
             }
             // Free lanes of another device or a smaller chunk make room for this one.
             while state.held + need > bound {
-                // (Lanes of this device that fit were taken above, so every free lane here is
-                // of another device or too small.)
                 let Some(victim) = state.free.values_mut().find_map(Vec::pop) else {
                     break;
                 };
@@ -321,33 +305,6 @@ mod tests {
         drop(pool);
         assert_eq!(sim.live_allocations(MemoryKind::Host), 0);
         assert_eq!(sim.live_streams(), 0);
-    }
-
-    #[test]
-    fn each_thread_gets_back_the_lane_it_made() {
-        let sim = Arc::new(SimRuntime::default());
-        let pool = Arc::new(StagingPool::new(sim));
-        let address = |lease: &mut LaneLease| lease.half_mut(0).as_ptr() as usize;
-        let mut mine = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
-        let my_lane = address(&mut mine);
-        drop(mine);
-        let p2 = Arc::clone(&pool);
-        let theirs = std::thread::spawn(move || {
-            let mut lane = p2.take(0, 4096, 1 << 20, true).unwrap().unwrap();
-            let made = address(&mut lane);
-            drop(lane);
-            let mut again = p2.take(0, 4096, 1 << 20, true).unwrap().unwrap();
-            (made, address(&mut again))
-        })
-        .join()
-        .unwrap();
-        assert_ne!(
-            theirs.0, my_lane,
-            "another thread makes its own lane while the bound allows"
-        );
-        assert_eq!(theirs.1, theirs.0, "and gets it back");
-        let mut back = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
-        assert_eq!(address(&mut back), my_lane);
     }
 
     #[test]

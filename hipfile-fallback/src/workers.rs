@@ -21,39 +21,21 @@ pub struct IoWorkers {
 }
 
 impl IoWorkers {
-    /// Start `count` workers. Each runs `prepare` on its own thread first (the engine makes the
-    /// worker's staging lane there, so its pages are first touched by the thread that fills
-    /// them); `start` returns once every worker has prepared.
-    pub fn start(
-        count: usize,
-        prepare: impl Fn() + Send + Sync + 'static,
-    ) -> std::io::Result<Self> {
+    /// Start `count` workers.
+    pub fn start(count: usize) -> std::io::Result<Self> {
         let (tx, rx) = crossbeam_channel::unbounded::<Arc<Transfer>>();
-        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<()>(count);
-        let prepare = Arc::new(prepare);
         let mut threads = Vec::with_capacity(count);
         for i in 0..count {
             let rx: Receiver<Arc<Transfer>> = rx.clone();
-            let (ready, prepare) = (ready_tx.clone(), Arc::clone(&prepare));
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("hipfile-io-{i}"))
                     .spawn(move || {
-                        prepare();
-                        // The receiver lives until every worker reported; it cannot be gone.
-                        let _ = ready.send(());
                         for transfer in rx {
                             transfer.join_as_worker();
                         }
                     })?,
             );
-        }
-        drop(ready_tx);
-        for _ in 0..count {
-            // A worker that panicked in `prepare` drops its sender; stop waiting for it.
-            if ready_rx.recv().is_err() {
-                break;
-            }
         }
         Ok(IoWorkers {
             jobs: Some(tx),
