@@ -65,6 +65,20 @@ pub unsafe fn put<T>(out: *mut T, value: T) -> HipResult<()> {
     Ok(())
 }
 
+/// Write what `make` gives through a C out-pointer; a NULL `out` is `hipErrorInvalidValue` and
+/// calls nothing, so no allocation or handle is made for a caller that cannot receive it.
+///
+/// # Safety
+/// `out` is NULL or valid for writing one `T`.
+pub unsafe fn put_new<T>(out: *mut T, make: impl FnOnce() -> HipResult<T>) -> HipResult<()> {
+    if out.is_null() {
+        return Err(invalid("out-pointer"));
+    }
+    let value = make()?;
+    // SAFETY: the caller's contract.
+    unsafe { put(out, value) }
+}
+
 /// The stream a C stream handle (`hipStream_t`, `cudaStream_t`) stands for.
 pub fn stream_handle(stream: *mut c_void) -> StreamHandle {
     StreamHandle(stream as usize)
@@ -86,11 +100,11 @@ unsafe fn raw_copy(dst: usize, src: usize, size: usize) {
 
 impl SimRuntime {
     /// A C library's `malloc` of device memory on the current device: NULL (0) for zero bytes.
-    pub fn device_alloc_or_null(&self, size: usize) -> HipResult<usize> {
+    pub fn device_alloc_or_null(&self, size: usize) -> HipResult<*mut c_void> {
         if size == 0 {
-            return Ok(0);
+            return Ok(std::ptr::null_mut());
         }
-        self.device_alloc(size)
+        Ok(self.device_alloc(size)? as *mut c_void)
     }
 
     /// A C library's allocation of pinned host memory: NULL for zero bytes.

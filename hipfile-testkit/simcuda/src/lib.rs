@@ -209,11 +209,8 @@ pub unsafe extern "C" fn cudaDriverGetVersion(version: *mut c_int) -> c_int {
 /// `count` is NULL or valid for writing an `int`.
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> c_int {
-    run(|| {
-        let n = sim().device_count()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(count, n) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(count, || sim().device_count()) }?))
 }
 
 /// `cudaGetDevice`.
@@ -222,11 +219,8 @@ pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> c_int {
 /// `device` is NULL or valid for writing an `int`.
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDevice(device: *mut c_int) -> c_int {
-    run(|| {
-        let d = sim().current_device()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(device, d) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(device, || sim().current_device()) }?))
 }
 
 /// `cudaSetDevice`: also makes the device's primary context current, as CUDA 12+ does.
@@ -334,14 +328,8 @@ pub unsafe extern "C" fn cudaPointerGetAttributes(
 /// `ptr` is NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> c_int {
-    run(|| {
-        if ptr.is_null() {
-            return Err(fail(code::INVALID_VALUE));
-        }
-        let p = sim().device_alloc_or_null(size)?;
-        // SAFETY: the caller's contract.
-        unsafe { put(ptr, p as *mut c_void) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(ptr, || sim().device_alloc_or_null(size)) }?))
 }
 
 /// `cudaMallocManaged`: `flags` must be `cudaMemAttachGlobal` (1) or `cudaMemAttachHost` (2).
@@ -355,12 +343,11 @@ pub unsafe extern "C" fn cudaMallocManaged(
     flags: c_uint,
 ) -> c_int {
     run(|| {
-        if ptr.is_null() || size == 0 || !matches!(flags, 1 | 2) {
+        if size == 0 || !matches!(flags, 1 | 2) {
             return Err(fail(code::INVALID_VALUE));
         }
-        let p = sim().managed_alloc(size)?;
         // SAFETY: the caller's contract.
-        unsafe { put(ptr, p as *mut c_void) }
+        Ok(unsafe { capi::put_new(ptr, || Ok(sim().managed_alloc(size)? as *mut c_void)) }?)
     })
 }
 
@@ -382,12 +369,11 @@ pub unsafe extern "C" fn cudaFree(ptr: *mut c_void) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> c_int {
     run(|| {
-        if ptr.is_null() || flags > 7 {
+        if flags > 7 {
             return Err(fail(code::INVALID_VALUE));
         }
-        let p = sim().host_alloc_or_null(size)?;
         // SAFETY: the caller's contract.
-        unsafe { put(ptr, p) }
+        Ok(unsafe { capi::put_new(ptr, || sim().host_alloc_or_null(size)) }?)
     })
 }
 
@@ -455,12 +441,11 @@ pub unsafe extern "C" fn cudaMemset(dst: *mut c_void, value: c_int, size: usize)
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamCreateWithFlags(out: *mut CudaStream, flags: c_uint) -> c_int {
     run(|| {
-        if out.is_null() || flags > 1 {
+        if flags > 1 {
             return Err(fail(code::INVALID_VALUE));
         }
-        let s = sim().stream_create()?;
         // SAFETY: the caller's contract.
-        unsafe { put(out, s.0 as CudaStream) }
+        Ok(unsafe { capi::put_new(out, || Ok(sim().stream_create()?.0 as CudaStream)) }?)
     })
 }
 
@@ -484,12 +469,11 @@ pub extern "C" fn cudaStreamSynchronize(s: CudaStream) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn cudaEventCreateWithFlags(out: *mut CudaEvent, flags: c_uint) -> c_int {
     run(|| {
-        if out.is_null() || flags > 7 {
+        if flags > 7 {
             return Err(fail(code::INVALID_VALUE));
         }
-        let e = sim().event_create()?;
         // SAFETY: the caller's contract.
-        unsafe { put(out, e.0 as CudaEvent) }
+        Ok(unsafe { capi::put_new(out, || Ok(sim().event_create()?.0 as CudaEvent)) }?)
     })
 }
 

@@ -200,11 +200,8 @@ pub unsafe extern "C" fn hipDriverGetVersion(version: *mut c_int) -> c_int {
 /// `count` is NULL or valid for writing an `int`.
 #[no_mangle]
 pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> c_int {
-    run(|| {
-        let n = sim().device_count()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(count, n) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(count, || sim().device_count()) }?))
 }
 
 /// `hipGetDevice`.
@@ -213,11 +210,8 @@ pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> c_int {
 /// `device` is NULL or valid for writing an `int`.
 #[no_mangle]
 pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> c_int {
-    run(|| {
-        let d = sim().current_device()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(device, d) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(device, || sim().current_device()) }?))
 }
 
 /// `hipSetDevice`.
@@ -307,14 +301,8 @@ pub extern "C" fn hipPeekAtLastError() -> c_int {
 /// `ptr` is NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> c_int {
-    run(|| {
-        if ptr.is_null() {
-            return Err(invalid());
-        }
-        let p = sim().device_alloc_or_null(size)?;
-        // SAFETY: the caller's contract.
-        unsafe { put(ptr, p as *mut c_void) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(ptr, || sim().device_alloc_or_null(size)) }?))
 }
 
 /// `hipMallocManaged`: managed memory (reported with `isManaged = 1`).
@@ -328,12 +316,11 @@ pub unsafe extern "C" fn hipMallocManaged(
     _flags: c_uint,
 ) -> c_int {
     run(|| {
-        if ptr.is_null() || size == 0 {
+        if size == 0 {
             return Err(invalid());
         }
-        let p = sim().managed_alloc(size)?;
         // SAFETY: the caller's contract.
-        unsafe { put(ptr, p as *mut c_void) }
+        Ok(unsafe { capi::put_new(ptr, || Ok(sim().managed_alloc(size)? as *mut c_void)) }?)
     })
 }
 
@@ -357,14 +344,8 @@ pub unsafe extern "C" fn hipHostMalloc(
     size: usize,
     _flags: c_uint,
 ) -> c_int {
-    run(|| {
-        if ptr.is_null() {
-            return Err(invalid());
-        }
-        let p = sim().host_alloc_or_null(size)?;
-        // SAFETY: the caller's contract.
-        unsafe { put(ptr, p) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(ptr, || sim().host_alloc_or_null(size)) }?))
 }
 
 /// `hipHostFree`: NULL is a no-op.
@@ -541,14 +522,8 @@ pub unsafe extern "C" fn hipStreamCreate(out: *mut HipStream) -> c_int {
 /// `out` is NULL or valid for writing a `hipStream_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamCreateWithFlags(out: *mut HipStream, _flags: c_uint) -> c_int {
-    run(|| {
-        if out.is_null() {
-            return Err(invalid());
-        }
-        let s = sim().stream_create()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(out, s.0 as HipStream) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(out, || Ok(sim().stream_create()?.0 as HipStream)) }?))
 }
 
 /// `hipStreamDestroy`: queued work still completes.
@@ -579,14 +554,8 @@ pub unsafe extern "C" fn hipEventCreate(out: *mut HipEvent) -> c_int {
 /// `out` is NULL or valid for writing a `hipEvent_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipEventCreateWithFlags(out: *mut HipEvent, _flags: c_uint) -> c_int {
-    run(|| {
-        if out.is_null() {
-            return Err(invalid());
-        }
-        let e = sim().event_create()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(out, e.0 as HipEvent) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(out, || Ok(sim().event_create()?.0 as HipEvent)) }?))
 }
 
 /// `hipEventRecord`.
