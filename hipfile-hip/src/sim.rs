@@ -12,8 +12,9 @@
 //! through [`SimRuntime::p2p_faults`] ("the 2nd call fails with ENODEV", "the 1st call is short by
 //! 4096 bytes").
 //!
-//! The same engine backs the HIP-compatible shared library built by `hipfile-testkit`, which is
-//! why the ROCm ABI generation it imitates ([`SimAbi`]) lives here.
+//! The same engine backs the HIP- and CUDA-compatible shared libraries built by `hipfile-testkit`,
+//! which is why the ROCm ABI generation it imitates ([`SimAbi`]) and what those libraries share
+//! ([`capi`]: copy and fill checks, C host functions, handle conversions) live here.
 
 use std::alloc::Layout;
 use std::cell::Cell;
@@ -32,6 +33,8 @@ use crate::p2p::{errno_error, P2pDriver, MAX_P2P_TRANSFER};
 use crate::runtime::{
     EventHandle, GpuRuntime, HostFn, MemoryKind, Platform, PointerInfo, RuntimeInfo, StreamHandle,
 };
+
+pub mod capi;
 
 /// Alignment of every simulated allocation: a page, so O_DIRECT accepts device buffers.
 pub const SIM_ALIGN: usize = 4096;
@@ -464,13 +467,20 @@ impl SimRuntime {
 
     /// Check that `[ptr, ptr + len)` lies inside one tracked allocation.
     fn check_range(&self, ptr: usize, len: usize, call: &'static str) -> HipResult<()> {
+        Self::check_range_in(&self.allocations, ptr, len, call)
+    }
+
+    /// [`SimRuntime::check_range`] against `allocations`, for queued work that outlives `&self`.
+    fn check_range_in(
+        allocations: &AllocationTable,
+        ptr: usize,
+        len: usize,
+        call: &'static str,
+    ) -> HipResult<()> {
         if len == 0 {
             return Ok(());
         }
-        let allocs = self
-            .allocations
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let allocs = allocations.read().unwrap_or_else(PoisonError::into_inner);
         match Self::find(&allocs, ptr) {
             Some((base, a)) if ptr + len <= base + a.len => Ok(()),
             _ => Err(HipError::call(call, HipErrorCode::INVALID_VALUE)),

@@ -46,12 +46,12 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
+use hipfile_hip::sim::capi::{self, event_handle as event, stream_handle as stream, CopyDirection};
 use hipfile_hip::sim::{SimConfig, SimRuntime};
-use hipfile_hip::{EventHandle, GpuRuntime, HipError, MemoryKind, PointerInfo, StreamHandle};
+use hipfile_hip::{GpuRuntime, HipError, MemoryKind};
 
 /// `cudaStream_t`.
 pub type CudaStream = *mut c_void;
@@ -62,7 +62,7 @@ pub type CuContext = *mut c_void;
 /// `CUdeviceptr`.
 pub type CuDevicePtr = u64;
 /// `cudaHostFn_t`.
-pub type CudaHostFn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+pub type CudaHostFn = capi::CHostFn;
 
 /// `cudaPointerAttributes` of CUDA 11 and later (24 bytes).
 #[repr(C)]
@@ -95,11 +95,8 @@ mod code {
     pub const SUCCESS: i32 = 0;
     pub const INVALID_VALUE: i32 = 1;
     pub const NOT_INITIALIZED: i32 = 3;
-    pub const INVALID_MEMCPY_DIRECTION: i32 = 21;
     pub const INVALID_DEVICE: i32 = 101;
     pub const INVALID_CONTEXT: i32 = 201;
-    pub const NOT_FOUND: i32 = 500;
-    pub const NOT_READY: i32 = 600;
     pub const UNKNOWN: i32 = 999;
 }
 
@@ -156,67 +153,8 @@ fn run(body: impl FnOnce() -> Ffi) -> c_int {
 /// # Safety
 /// `out` is NULL or valid for writing one `T`.
 unsafe fn put<T>(out: *mut T, value: T) -> Ffi {
-    if out.is_null() {
-        return Err(fail(code::INVALID_VALUE));
-    }
-    // SAFETY: non-null, and the caller guarantees it is writable.
-    unsafe { out.write(value) };
-    Ok(())
-}
-
-fn stream(s: CudaStream) -> StreamHandle {
-    StreamHandle(s as usize)
-}
-
-fn event(e: CudaEvent) -> EventHandle {
-    EventHandle(e as usize)
-}
-
-/// Check one side of a copy: memory the simulator tracks must hold `[ptr, ptr + len)`; untracked
-/// memory is host memory, acceptable unless `device` demands a tracked allocation.
-fn check_side(ptr: usize, len: usize, device: bool) -> Ffi {
-    if ptr == 0 {
-        return Err(fail(code::INVALID_VALUE));
-    }
-    let info: PointerInfo = sim().pointer_info(ptr)?;
-    if info.kind == MemoryKind::Unregistered {
-        return if device {
-            Err(fail(code::INVALID_VALUE))
-        } else {
-            Ok(())
-        };
-    }
-    match info.remaining_from(ptr) {
-        Some(left) if left >= len => Ok(()),
-        _ => Err(fail(code::INVALID_VALUE)),
-    }
-}
-
-/// `cudaMemcpyKind` values.
-const H2H: c_int = 0;
-const H2D: c_int = 1;
-const D2H: c_int = 2;
-const D2D: c_int = 3;
-const DEFAULT: c_int = 4;
-
-/// Check both sides of a copy of `kind` that is not host-to-device or device-to-host.
-fn check_generic_copy(dst: usize, src: usize, size: usize, kind: c_int) -> Ffi {
-    let device = match kind {
-        D2D => true,
-        H2H | DEFAULT => false,
-        _ => return Err(fail(code::INVALID_MEMCPY_DIRECTION)),
-    };
-    check_side(dst, size, device)?;
-    check_side(src, size, device)
-}
-
-/// Copy `size` bytes; the caller has checked the ranges.
-///
-/// # Safety
-/// `[src, src + size)` is readable and `[dst, dst + size)` writable.
-unsafe fn raw_copy(dst: usize, src: usize, size: usize) {
-    // SAFETY: guaranteed by the caller; `copy` tolerates overlap.
-    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
+    // SAFETY: the caller's contract.
+    Ok(unsafe { capi::put(out, value) }?)
 }
 
 /// Driver calls need `cuInit(0)` first.
@@ -271,11 +209,8 @@ pub unsafe extern "C" fn cudaDriverGetVersion(version: *mut c_int) -> c_int {
 /// `count` is NULL or valid for writing an `int`.
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> c_int {
-    run(|| {
-        let n = sim().device_count()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(count, n) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(count, || sim().device_count()) }?))
 }
 
 /// `cudaGetDevice`.
@@ -284,11 +219,8 @@ pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> c_int {
 /// `device` is NULL or valid for writing an `int`.
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDevice(device: *mut c_int) -> c_int {
-    run(|| {
-        let d = sim().current_device()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(device, d) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(device, || sim().current_device()) }?))
 }
 
 /// `cudaSetDevice`: also makes the device's primary context current, as CUDA 12+ does.
@@ -396,18 +328,8 @@ pub unsafe extern "C" fn cudaPointerGetAttributes(
 /// `ptr` is NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> c_int {
-    run(|| {
-        if ptr.is_null() {
-            return Err(fail(code::INVALID_VALUE));
-        }
-        let p = if size == 0 {
-            0
-        } else {
-            sim().device_alloc(size)?
-        };
-        // SAFETY: the caller's contract.
-        unsafe { put(ptr, p as *mut c_void) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(ptr, || sim().device_alloc_or_null(size)) }?))
 }
 
 /// `cudaMallocManaged`: `flags` must be `cudaMemAttachGlobal` (1) or `cudaMemAttachHost` (2).
@@ -421,12 +343,11 @@ pub unsafe extern "C" fn cudaMallocManaged(
     flags: c_uint,
 ) -> c_int {
     run(|| {
-        if ptr.is_null() || size == 0 || !matches!(flags, 1 | 2) {
+        if size == 0 || !matches!(flags, 1 | 2) {
             return Err(fail(code::INVALID_VALUE));
         }
-        let p = sim().managed_alloc(size)?;
         // SAFETY: the caller's contract.
-        unsafe { put(ptr, p as *mut c_void) }
+        Ok(unsafe { capi::put_new(ptr, || Ok(sim().managed_alloc(size)? as *mut c_void)) }?)
     })
 }
 
@@ -448,16 +369,11 @@ pub unsafe extern "C" fn cudaFree(ptr: *mut c_void) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags: c_uint) -> c_int {
     run(|| {
-        if ptr.is_null() || flags > 7 {
+        if flags > 7 {
             return Err(fail(code::INVALID_VALUE));
         }
-        let p = if size == 0 {
-            std::ptr::null_mut()
-        } else {
-            sim().host_alloc(size)?.as_ptr().cast::<c_void>()
-        };
         // SAFETY: the caller's contract.
-        unsafe { put(ptr, p) }
+        Ok(unsafe { capi::put_new(ptr, || sim().host_alloc_or_null(size)) }?)
     })
 }
 
@@ -467,11 +383,8 @@ pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags
 /// `ptr` is NULL or came from `cudaHostAlloc` and is no longer used.
 #[no_mangle]
 pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> c_int {
-    run(|| match NonNull::new(ptr.cast::<u8>()) {
-        None => Ok(()),
-        // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
-        Some(p) => Ok(unsafe { sim().host_free(p) }?),
-    })
+    // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
+    run(|| Ok(unsafe { sim().host_free_or_null(ptr) }?))
 }
 
 /// `cudaMemcpy`, synchronous.
@@ -485,34 +398,9 @@ pub unsafe extern "C" fn cudaMemcpy(
     size: usize,
     kind: c_int,
 ) -> c_int {
-    run(|| {
-        if size == 0 {
-            return Ok(());
-        }
-        if dst.is_null() || src.is_null() {
-            return Err(fail(code::INVALID_VALUE));
-        }
-        match kind {
-            H2D => {
-                // SAFETY: the caller guarantees the host source is readable for `size` bytes.
-                let host = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), size) };
-                // SAFETY: the simulator checks the device range before writing.
-                Ok(unsafe { sim().copy_to_device(dst as usize, host) }?)
-            }
-            D2H => {
-                // SAFETY: the caller guarantees the host destination is writable for `size` bytes.
-                let host = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), size) };
-                // SAFETY: the simulator checks the device range before reading.
-                Ok(unsafe { sim().copy_from_device(host, src as usize) }?)
-            }
-            _ => {
-                check_generic_copy(dst as usize, src as usize, size, kind)?;
-                // SAFETY: tracked sides were checked above, the caller vouches for the others.
-                unsafe { raw_copy(dst as usize, src as usize, size) };
-                Ok(())
-            }
-        }
-    })
+    let direction = CopyDirection::from_memcpy_kind(kind);
+    // SAFETY: the caller's contract; the simulator checks every side it tracks.
+    run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, None) }?))
 }
 
 /// `cudaMemcpyAsync`: queued on `stream` (inline on the NULL stream).
@@ -527,41 +415,9 @@ pub unsafe extern "C" fn cudaMemcpyAsync(
     kind: c_int,
     s: CudaStream,
 ) -> c_int {
-    run(|| {
-        if size == 0 {
-            return Ok(());
-        }
-        if dst.is_null() || src.is_null() {
-            return Err(fail(code::INVALID_VALUE));
-        }
-        match kind {
-            H2D => {
-                // SAFETY: the simulator checks the device range; the caller keeps the host side.
-                Ok(unsafe {
-                    sim().copy_to_device_async(dst as usize, src.cast(), size, stream(s))
-                }?)
-            }
-            D2H => {
-                // SAFETY: as above.
-                Ok(unsafe {
-                    sim().copy_from_device_async(dst.cast(), src as usize, size, stream(s))
-                }?)
-            }
-            _ => {
-                let (d, sr) = (dst as usize, src as usize);
-                check_generic_copy(d, sr, size, kind)?;
-                sim().launch_host_func(
-                    stream(s),
-                    Box::new(move || {
-                        // SAFETY: checked at enqueue; the caller keeps both sides valid until the
-                        // copy completes, which is when this runs.
-                        unsafe { raw_copy(d, sr, size) }
-                    }),
-                )?;
-                Ok(())
-            }
-        }
-    })
+    let (direction, s) = (CopyDirection::from_memcpy_kind(kind), Some(stream(s)));
+    // SAFETY: the caller's contract; the simulator checks every side it tracks.
+    run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, s) }?))
 }
 
 /// `cudaMemset`: fills device memory with the low byte of `value`.
@@ -570,13 +426,8 @@ pub unsafe extern "C" fn cudaMemcpyAsync(
 /// Nothing else accesses the range meanwhile (the range itself is checked).
 #[no_mangle]
 pub unsafe extern "C" fn cudaMemset(dst: *mut c_void, value: c_int, size: usize) -> c_int {
-    run(|| {
-        if dst.is_null() {
-            return Err(fail(code::INVALID_VALUE));
-        }
-        // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
-        Ok(unsafe { sim().memset_device(dst as usize, value as u8, size) }?)
-    })
+    // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
+    run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, None) }?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -590,12 +441,11 @@ pub unsafe extern "C" fn cudaMemset(dst: *mut c_void, value: c_int, size: usize)
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamCreateWithFlags(out: *mut CudaStream, flags: c_uint) -> c_int {
     run(|| {
-        if out.is_null() || flags > 1 {
+        if flags > 1 {
             return Err(fail(code::INVALID_VALUE));
         }
-        let s = sim().stream_create()?;
         // SAFETY: the caller's contract.
-        unsafe { put(out, s.0 as CudaStream) }
+        Ok(unsafe { capi::put_new(out, || Ok(sim().stream_create()?.0 as CudaStream)) }?)
     })
 }
 
@@ -619,12 +469,11 @@ pub extern "C" fn cudaStreamSynchronize(s: CudaStream) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn cudaEventCreateWithFlags(out: *mut CudaEvent, flags: c_uint) -> c_int {
     run(|| {
-        if out.is_null() || flags > 7 {
+        if flags > 7 {
             return Err(fail(code::INVALID_VALUE));
         }
-        let e = sim().event_create()?;
         // SAFETY: the caller's contract.
-        unsafe { put(out, e.0 as CudaEvent) }
+        Ok(unsafe { capi::put_new(out, || Ok(sim().event_create()?.0 as CudaEvent)) }?)
     })
 }
 
@@ -643,10 +492,7 @@ pub extern "C" fn cudaEventSynchronize(e: CudaEvent) -> c_int {
 /// `cudaEventQuery`: `cudaSuccess` when complete, `cudaErrorNotReady` otherwise.
 #[no_mangle]
 pub extern "C" fn cudaEventQuery(e: CudaEvent) -> c_int {
-    run(|| match sim().event_query(event(e))? {
-        true => Ok(()),
-        false => Err(fail(code::NOT_READY)),
-    })
+    run(|| Ok(sim().event_status(event(e))?))
 }
 
 /// `cudaEventDestroy`.
@@ -665,18 +511,8 @@ pub unsafe extern "C" fn cudaLaunchHostFunc(
     f: CudaHostFn,
     user_data: *mut c_void,
 ) -> c_int {
-    run(|| {
-        let f = f.ok_or_else(|| fail(code::INVALID_VALUE))?;
-        let user_data = user_data as usize;
-        sim().launch_host_func(
-            stream(s),
-            Box::new(move || {
-                // SAFETY: the caller's contract of cudaLaunchHostFunc.
-                unsafe { f(user_data as *mut c_void) }
-            }),
-        )?;
-        Ok(())
-    })
+    // SAFETY: the caller's contract of cudaLaunchHostFunc.
+    run(|| Ok(unsafe { sim().launch_c_host_func(stream(s), f, user_data) }?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -825,17 +661,14 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
             return Err(fail(code::INVALID_CONTEXT));
         }
         let ptr = usize::try_from(dptr).map_err(|_| fail(code::INVALID_VALUE))?;
-        let info = sim().pointer_info(ptr)?;
-        if info.kind == MemoryKind::Unregistered {
-            return Err(fail(code::NOT_FOUND));
-        }
+        let (start, len) = sim().allocation_range(ptr)?;
         // SAFETY: the caller's contract; NULL out-pointers are skipped.
         unsafe {
             if !base.is_null() {
-                base.write(info.base as CuDevicePtr);
+                base.write(start as CuDevicePtr);
             }
             if !size.is_null() {
-                size.write(info.len);
+                size.write(len);
             }
         }
         Ok(())

@@ -53,21 +53,19 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::os::fd::BorrowedFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use hipfile_hip::amd::AmdFileHandle;
+use hipfile_hip::sim::capi::{self, event_handle as event, stream_handle as stream, CopyDirection};
 use hipfile_hip::sim::{SimAbi, SimConfig, SimRuntime};
-use hipfile_hip::{
-    EventHandle, GpuRuntime, HipError, HipErrorCode, MemoryKind, PointerInfo, StreamHandle,
-};
+use hipfile_hip::{GpuRuntime, HipError, HipErrorCode, MemoryKind};
 
 /// `hipStream_t`.
 pub type HipStream = *mut c_void;
 /// `hipEvent_t`.
 pub type HipEvent = *mut c_void;
 /// `hipHostFn_t`.
-pub type HipHostFn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+pub type HipHostFn = capi::CHostFn;
 
 /// `hipPointerAttribute_t` (32 bytes on every ROCm).
 #[repr(C)]
@@ -140,20 +138,8 @@ fn run(body: impl FnOnce() -> Ffi) -> c_int {
 /// # Safety
 /// `out` is NULL or valid for writing one `T`.
 unsafe fn put<T>(out: *mut T, value: T) -> Ffi {
-    if out.is_null() {
-        return Err(invalid());
-    }
-    // SAFETY: non-null, and the caller guarantees it is writable.
-    unsafe { out.write(value) };
-    Ok(())
-}
-
-fn stream(s: HipStream) -> StreamHandle {
-    StreamHandle(s as usize)
-}
-
-fn event(e: HipEvent) -> EventHandle {
-    EventHandle(e as usize)
+    // SAFETY: the caller's contract.
+    Ok(unsafe { capi::put(out, value) }?)
 }
 
 /// `hipMemoryType` of `kind` in the numbering of `abi`.
@@ -169,49 +155,6 @@ fn memory_type(abi: SimAbi, kind: MemoryKind) -> c_int {
         (SimAbi::Rocm6, MemoryKind::Managed) => 3,
         (SimAbi::Rocm6, MemoryKind::Array) => 10,
     }
-}
-
-/// Check one side of a copy: memory the simulator tracks must hold `[ptr, ptr + len)`; untracked
-/// memory is host memory, acceptable unless `device` demands a tracked allocation.
-fn check_side(ptr: usize, len: usize, device: bool) -> Ffi {
-    if ptr == 0 {
-        return Err(invalid());
-    }
-    let info: PointerInfo = sim().pointer_info(ptr)?;
-    if info.kind == MemoryKind::Unregistered {
-        return if device { Err(invalid()) } else { Ok(()) };
-    }
-    match info.remaining_from(ptr) {
-        Some(left) if left >= len => Ok(()),
-        _ => Err(invalid()),
-    }
-}
-
-/// `hipMemcpyKind` values.
-const H2H: c_int = 0;
-const H2D: c_int = 1;
-const D2H: c_int = 2;
-const D2D: c_int = 3;
-const DEFAULT: c_int = 4;
-
-/// Check both sides of a copy of `kind` that is not host-to-device or device-to-host.
-fn check_generic_copy(dst: usize, src: usize, size: usize, kind: c_int) -> Ffi {
-    let device = match kind {
-        D2D => true,
-        H2H | DEFAULT => false,
-        _ => return Err(HipErrorCode::INVALID_MEMCPY_DIRECTION.into()),
-    };
-    check_side(dst, size, device)?;
-    check_side(src, size, device)
-}
-
-/// Copy `size` bytes; the caller has checked the ranges.
-///
-/// # Safety
-/// `[src, src + size)` is readable and `[dst, dst + size)` writable.
-unsafe fn raw_copy(dst: usize, src: usize, size: usize) {
-    // SAFETY: guaranteed by the caller; `copy` tolerates overlap.
-    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -257,11 +200,8 @@ pub unsafe extern "C" fn hipDriverGetVersion(version: *mut c_int) -> c_int {
 /// `count` is NULL or valid for writing an `int`.
 #[no_mangle]
 pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> c_int {
-    run(|| {
-        let n = sim().device_count()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(count, n) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(count, || sim().device_count()) }?))
 }
 
 /// `hipGetDevice`.
@@ -270,11 +210,8 @@ pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> c_int {
 /// `device` is NULL or valid for writing an `int`.
 #[no_mangle]
 pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> c_int {
-    run(|| {
-        let d = sim().current_device()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(device, d) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(device, || sim().current_device()) }?))
 }
 
 /// `hipSetDevice`.
@@ -364,18 +301,8 @@ pub extern "C" fn hipPeekAtLastError() -> c_int {
 /// `ptr` is NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> c_int {
-    run(|| {
-        if ptr.is_null() {
-            return Err(invalid());
-        }
-        let p = if size == 0 {
-            0
-        } else {
-            sim().device_alloc(size)?
-        };
-        // SAFETY: the caller's contract.
-        unsafe { put(ptr, p as *mut c_void) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(ptr, || sim().device_alloc_or_null(size)) }?))
 }
 
 /// `hipMallocManaged`: managed memory (reported with `isManaged = 1`).
@@ -389,12 +316,11 @@ pub unsafe extern "C" fn hipMallocManaged(
     _flags: c_uint,
 ) -> c_int {
     run(|| {
-        if ptr.is_null() || size == 0 {
+        if size == 0 {
             return Err(invalid());
         }
-        let p = sim().managed_alloc(size)?;
         // SAFETY: the caller's contract.
-        unsafe { put(ptr, p as *mut c_void) }
+        Ok(unsafe { capi::put_new(ptr, || Ok(sim().managed_alloc(size)? as *mut c_void)) }?)
     })
 }
 
@@ -418,18 +344,8 @@ pub unsafe extern "C" fn hipHostMalloc(
     size: usize,
     _flags: c_uint,
 ) -> c_int {
-    run(|| {
-        if ptr.is_null() {
-            return Err(invalid());
-        }
-        let p = if size == 0 {
-            std::ptr::null_mut()
-        } else {
-            sim().host_alloc(size)?.as_ptr().cast::<c_void>()
-        };
-        // SAFETY: the caller's contract.
-        unsafe { put(ptr, p) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(ptr, || sim().host_alloc_or_null(size)) }?))
 }
 
 /// `hipHostFree`: NULL is a no-op.
@@ -438,11 +354,8 @@ pub unsafe extern "C" fn hipHostMalloc(
 /// `ptr` is NULL or came from `hipHostMalloc` and is no longer used.
 #[no_mangle]
 pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> c_int {
-    run(|| match NonNull::new(ptr.cast::<u8>()) {
-        None => Ok(()),
-        // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
-        Some(p) => Ok(unsafe { sim().host_free(p) }?),
-    })
+    // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
+    run(|| Ok(unsafe { sim().host_free_or_null(ptr) }?))
 }
 
 /// `hipHostRegister`: track caller-owned host memory as pinned.
@@ -522,14 +435,11 @@ pub unsafe extern "C" fn hipMemGetAddressRange(
         if base.is_null() || size.is_null() || dptr.is_null() {
             return Err(invalid());
         }
-        let info = sim().pointer_info(dptr as usize)?;
-        if info.kind == MemoryKind::Unregistered {
-            return Err(HipErrorCode::NOT_FOUND.into());
-        }
+        let (start, len) = sim().allocation_range(dptr as usize)?;
         // SAFETY: the caller's contract.
         unsafe {
-            put(base, info.base as *mut c_void)?;
-            put(size, info.len)
+            put(base, start as *mut c_void)?;
+            put(size, len)
         }
     })
 }
@@ -545,34 +455,9 @@ pub unsafe extern "C" fn hipMemcpy(
     size: usize,
     kind: c_int,
 ) -> c_int {
-    run(|| {
-        if size == 0 {
-            return Ok(());
-        }
-        if dst.is_null() || src.is_null() {
-            return Err(invalid());
-        }
-        match kind {
-            H2D => {
-                // SAFETY: the caller guarantees the host source is readable for `size` bytes.
-                let host = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), size) };
-                // SAFETY: the simulator checks the device range before writing.
-                Ok(unsafe { sim().copy_to_device(dst as usize, host) }?)
-            }
-            D2H => {
-                // SAFETY: the caller guarantees the host destination is writable for `size` bytes.
-                let host = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), size) };
-                // SAFETY: the simulator checks the device range before reading.
-                Ok(unsafe { sim().copy_from_device(host, src as usize) }?)
-            }
-            _ => {
-                check_generic_copy(dst as usize, src as usize, size, kind)?;
-                // SAFETY: tracked sides were checked above, the caller vouches for the others.
-                unsafe { raw_copy(dst as usize, src as usize, size) };
-                Ok(())
-            }
-        }
-    })
+    let direction = CopyDirection::from_memcpy_kind(kind);
+    // SAFETY: the caller's contract; the simulator checks every side it tracks.
+    run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, None) }?))
 }
 
 /// `hipMemcpyAsync`: queued on `stream` (inline on the NULL stream).
@@ -587,41 +472,9 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     kind: c_int,
     s: HipStream,
 ) -> c_int {
-    run(|| {
-        if size == 0 {
-            return Ok(());
-        }
-        if dst.is_null() || src.is_null() {
-            return Err(invalid());
-        }
-        match kind {
-            H2D => {
-                // SAFETY: the simulator checks the device range; the caller keeps the host side.
-                Ok(unsafe {
-                    sim().copy_to_device_async(dst as usize, src.cast(), size, stream(s))
-                }?)
-            }
-            D2H => {
-                // SAFETY: as above.
-                Ok(unsafe {
-                    sim().copy_from_device_async(dst.cast(), src as usize, size, stream(s))
-                }?)
-            }
-            _ => {
-                let (d, sr) = (dst as usize, src as usize);
-                check_generic_copy(d, sr, size, kind)?;
-                sim().launch_host_func(
-                    stream(s),
-                    Box::new(move || {
-                        // SAFETY: checked at enqueue; the caller keeps both sides valid until the
-                        // copy completes, which is when this runs.
-                        unsafe { raw_copy(d, sr, size) }
-                    }),
-                )?;
-                Ok(())
-            }
-        }
-    })
+    let (direction, s) = (CopyDirection::from_memcpy_kind(kind), Some(stream(s)));
+    // SAFETY: the caller's contract; the simulator checks every side it tracks.
+    run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, s) }?))
 }
 
 /// `hipMemset`: fills device memory with the low byte of `value`.
@@ -630,13 +483,8 @@ pub unsafe extern "C" fn hipMemcpyAsync(
 /// Nothing else accesses the range meanwhile (the range itself is checked).
 #[no_mangle]
 pub unsafe extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) -> c_int {
-    run(|| {
-        if dst.is_null() {
-            return Err(invalid());
-        }
-        // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
-        Ok(unsafe { sim().memset_device(dst as usize, value as u8, size) }?)
-    })
+    // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
+    run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, None) }?))
 }
 
 /// `hipMemsetAsync`: queued on `stream` (inline on the NULL stream).
@@ -650,21 +498,9 @@ pub unsafe extern "C" fn hipMemsetAsync(
     size: usize,
     s: HipStream,
 ) -> c_int {
-    run(|| {
-        if size == 0 {
-            return Ok(());
-        }
-        let d = dst as usize;
-        check_side(d, size, true)?;
-        sim().launch_host_func(
-            stream(s),
-            Box::new(move || {
-                // SAFETY: checked at enqueue; the simulator checks again before writing.
-                let _ = unsafe { sim().memset_device(d, value as u8, size) };
-            }),
-        )?;
-        Ok(())
-    })
+    let s = Some(stream(s));
+    // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
+    run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, s) }?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -686,14 +522,8 @@ pub unsafe extern "C" fn hipStreamCreate(out: *mut HipStream) -> c_int {
 /// `out` is NULL or valid for writing a `hipStream_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamCreateWithFlags(out: *mut HipStream, _flags: c_uint) -> c_int {
-    run(|| {
-        if out.is_null() {
-            return Err(invalid());
-        }
-        let s = sim().stream_create()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(out, s.0 as HipStream) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(out, || Ok(sim().stream_create()?.0 as HipStream)) }?))
 }
 
 /// `hipStreamDestroy`: queued work still completes.
@@ -724,14 +554,8 @@ pub unsafe extern "C" fn hipEventCreate(out: *mut HipEvent) -> c_int {
 /// `out` is NULL or valid for writing a `hipEvent_t`.
 #[no_mangle]
 pub unsafe extern "C" fn hipEventCreateWithFlags(out: *mut HipEvent, _flags: c_uint) -> c_int {
-    run(|| {
-        if out.is_null() {
-            return Err(invalid());
-        }
-        let e = sim().event_create()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(out, e.0 as HipEvent) }
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(out, || Ok(sim().event_create()?.0 as HipEvent)) }?))
 }
 
 /// `hipEventRecord`.
@@ -749,10 +573,7 @@ pub extern "C" fn hipEventSynchronize(e: HipEvent) -> c_int {
 /// `hipEventQuery`: `hipSuccess` when complete, `hipErrorNotReady` otherwise.
 #[no_mangle]
 pub extern "C" fn hipEventQuery(e: HipEvent) -> c_int {
-    run(|| match sim().event_query(event(e))? {
-        true => Ok(()),
-        false => Err(HipErrorCode::NOT_READY.into()),
-    })
+    run(|| Ok(sim().event_status(event(e))?))
 }
 
 /// `hipEventDestroy`.
@@ -771,18 +592,8 @@ pub unsafe extern "C" fn hipLaunchHostFunc(
     f: HipHostFn,
     user_data: *mut c_void,
 ) -> c_int {
-    run(|| {
-        let f = f.ok_or_else(invalid)?;
-        let user_data = user_data as usize;
-        sim().launch_host_func(
-            stream(s),
-            Box::new(move || {
-                // SAFETY: the caller's contract of hipLaunchHostFunc.
-                unsafe { f(user_data as *mut c_void) }
-            }),
-        )?;
-        Ok(())
-    })
+    // SAFETY: the caller's contract of hipLaunchHostFunc.
+    run(|| Ok(unsafe { sim().launch_c_host_func(stream(s), f, user_data) }?))
 }
 
 // ---------------------------------------------------------------------------------------------

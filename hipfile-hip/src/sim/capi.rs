@@ -1,0 +1,314 @@
+//! `sim::capi`: what the simulated C runtime libraries share.
+//!
+//! `hipfile-simhip` (the HIP ABI) and `hipfile-simcuda` (the CUDA ABI) export C functions built on
+//! one process-wide [`SimRuntime`]. What they do alike lives here, once: the argument checks of
+//! copies and fills, the dispatch of a copy by its direction, C host functions, allocation range
+//! queries, handle conversions and out-pointer writes. The libraries keep only their ABI: exported
+//! names and signatures, their error numbering (everything here fails with HIP codes, which simcuda
+//! maps onto CUDA's), their memory-type numbering, and the `catch_unwind` guard around every export.
+
+use std::ffi::c_void;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::SimRuntime;
+use crate::error::{HipError, HipErrorCode, HipResult};
+use crate::runtime::{EventHandle, GpuRuntime, MemoryKind, StreamHandle};
+
+/// A C host function (`hipHostFn_t`, `cudaHostFn_t`); `None` is a NULL pointer.
+pub type CHostFn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// The direction of a copy, onto which each C ABI maps its memcpy kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyDirection {
+    /// Host to host.
+    HostToHost,
+    /// Host to device: the device range is checked, the host side trusted.
+    HostToDevice,
+    /// Device to host: the device range is checked, the host side trusted.
+    DeviceToHost,
+    /// Device to device: both sides must lie inside simulated allocations.
+    DeviceToDevice,
+    /// Inferred from the pointers (`hipMemcpyDefault`, `cudaMemcpyDefault`).
+    Default,
+}
+
+impl CopyDirection {
+    /// The direction of a `hipMemcpyKind` or `cudaMemcpyKind`, which number their kinds alike
+    /// (0 to 4); `None` for any other number.
+    pub fn from_memcpy_kind(kind: i32) -> Option<Self> {
+        match kind {
+            0 => Some(CopyDirection::HostToHost),
+            1 => Some(CopyDirection::HostToDevice),
+            2 => Some(CopyDirection::DeviceToHost),
+            3 => Some(CopyDirection::DeviceToDevice),
+            4 => Some(CopyDirection::Default),
+            _ => None,
+        }
+    }
+}
+
+fn invalid(call: &'static str) -> HipError {
+    HipError::call(call, HipErrorCode::INVALID_VALUE)
+}
+
+/// Write `value` through a C out-pointer; NULL is `hipErrorInvalidValue`.
+///
+/// # Safety
+/// `out` is NULL or valid for writing one `T`.
+pub unsafe fn put<T>(out: *mut T, value: T) -> HipResult<()> {
+    if out.is_null() {
+        return Err(invalid("out-pointer"));
+    }
+    // SAFETY: non-null, and the caller guarantees it is writable.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Write what `make` gives through a C out-pointer; a NULL `out` is `hipErrorInvalidValue` and
+/// calls nothing, so no allocation or handle is made for a caller that cannot receive it.
+///
+/// # Safety
+/// `out` is NULL or valid for writing one `T`.
+pub unsafe fn put_new<T>(out: *mut T, make: impl FnOnce() -> HipResult<T>) -> HipResult<()> {
+    if out.is_null() {
+        return Err(invalid("out-pointer"));
+    }
+    let value = make()?;
+    // SAFETY: the caller's contract.
+    unsafe { put(out, value) }
+}
+
+/// The stream a C stream handle (`hipStream_t`, `cudaStream_t`) stands for.
+pub fn stream_handle(stream: *mut c_void) -> StreamHandle {
+    StreamHandle(stream as usize)
+}
+
+/// The event a C event handle (`hipEvent_t`, `cudaEvent_t`) stands for.
+pub fn event_handle(event: *mut c_void) -> EventHandle {
+    EventHandle(event as usize)
+}
+
+/// Copy `size` bytes; the caller has checked the ranges.
+///
+/// # Safety
+/// `[src, src + size)` is readable and `[dst, dst + size)` writable.
+unsafe fn raw_copy(dst: usize, src: usize, size: usize) {
+    // SAFETY: guaranteed by the caller; `copy` tolerates overlap.
+    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, size) };
+}
+
+impl SimRuntime {
+    /// A C library's `malloc` of device memory on the current device: NULL (0) for zero bytes.
+    pub fn device_alloc_or_null(&self, size: usize) -> HipResult<*mut c_void> {
+        if size == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        Ok(self.device_alloc(size)? as *mut c_void)
+    }
+
+    /// A C library's allocation of pinned host memory: NULL for zero bytes.
+    pub fn host_alloc_or_null(&self, size: usize) -> HipResult<*mut c_void> {
+        if size == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        Ok(self.host_alloc(size)?.as_ptr().cast::<c_void>())
+    }
+
+    /// Free pinned host memory; NULL is a no-op.
+    ///
+    /// # Safety
+    /// `ptr` is NULL or came from [`SimRuntime::host_alloc_or_null`] and is no longer used.
+    pub unsafe fn host_free_or_null(&self, ptr: *mut c_void) -> HipResult<()> {
+        match NonNull::new(ptr.cast::<u8>()) {
+            None => Ok(()),
+            // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
+            Some(p) => unsafe { self.host_free(p) },
+        }
+    }
+
+    /// Base and length of the allocation holding `ptr`; memory the simulator does not track is
+    /// `hipErrorNotFound`.
+    pub fn allocation_range(&self, ptr: usize) -> HipResult<(usize, usize)> {
+        let info = self.pointer_info(ptr)?;
+        if info.kind == MemoryKind::Unregistered {
+            return Err(HipError::call("address range", HipErrorCode::NOT_FOUND));
+        }
+        Ok((info.base, info.len))
+    }
+
+    /// Copy `size` bytes from `src` to `dst` as the C runtimes' memcpy does. Zero bytes succeed
+    /// whatever the pointers; a NULL side is `hipErrorInvalidValue`. Host-to-device and
+    /// device-to-host copies check the device range. Other directions check every side the
+    /// simulator tracks, and device-to-device also demands that both are tracked; a `None`
+    /// direction (a memcpy kind the ABI does not know) is `hipErrorInvalidMemcpyDirection`. With a
+    /// stream the copy is queued on it (inline on the NULL stream); without, it runs now.
+    ///
+    /// # Safety
+    /// The host sides of the copy are valid for `size` bytes until the copy completes.
+    pub unsafe fn copy(
+        &self,
+        dst: usize,
+        src: usize,
+        size: usize,
+        direction: Option<CopyDirection>,
+        stream: Option<StreamHandle>,
+    ) -> HipResult<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        if dst == 0 || src == 0 {
+            return Err(invalid("memcpy"));
+        }
+        match (direction, stream) {
+            (Some(CopyDirection::HostToDevice), None) => {
+                // SAFETY: the caller guarantees the host source is readable for `size` bytes.
+                let host = unsafe { std::slice::from_raw_parts(src as *const u8, size) };
+                // SAFETY: the simulator checks the device range before writing.
+                unsafe { self.copy_to_device(dst, host) }
+            }
+            (Some(CopyDirection::DeviceToHost), None) => {
+                // SAFETY: the caller guarantees the host destination is writable for `size` bytes.
+                let host = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, size) };
+                // SAFETY: the simulator checks the device range before reading.
+                unsafe { self.copy_from_device(host, src) }
+            }
+            (Some(CopyDirection::HostToDevice), Some(stream)) => {
+                // SAFETY: the simulator checks the device range; the caller keeps the host side.
+                unsafe { self.copy_to_device_async(dst, src as *const u8, size, stream) }
+            }
+            (Some(CopyDirection::DeviceToHost), Some(stream)) => {
+                // SAFETY: as above.
+                unsafe { self.copy_from_device_async(dst as *mut u8, src, size, stream) }
+            }
+            (direction, None) => {
+                self.check_generic_copy(dst, src, size, direction)?;
+                // SAFETY: tracked sides were checked above, the caller vouches for the others.
+                unsafe { raw_copy(dst, src, size) };
+                Ok(())
+            }
+            (direction, Some(stream)) => {
+                self.check_generic_copy(dst, src, size, direction)?;
+                self.launch_host_func(
+                    stream,
+                    Box::new(move || {
+                        // SAFETY: checked at enqueue; the caller keeps both sides valid until the
+                        // copy completes, which is when this runs.
+                        unsafe { raw_copy(dst, src, size) }
+                    }),
+                )
+            }
+        }
+    }
+
+    /// Fill `size` bytes at `dst` with `value` as the C runtimes' memset does. Now (no stream): a
+    /// NULL `dst` is `hipErrorInvalidValue` and the range must lie inside one allocation. Queued
+    /// on a stream (inline on the NULL stream): zero bytes succeed whatever `dst`, otherwise the
+    /// range must lie inside one allocation when queued; it is checked again when the fill runs,
+    /// which then does nothing if the memory is gone.
+    ///
+    /// # Safety
+    /// Nothing else accesses the range until the fill completes.
+    pub unsafe fn memset(
+        &self,
+        dst: usize,
+        value: u8,
+        size: usize,
+        stream: Option<StreamHandle>,
+    ) -> HipResult<()> {
+        let Some(stream) = stream else {
+            if dst == 0 {
+                return Err(invalid("memset"));
+            }
+            // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
+            return unsafe { self.memset_device(dst, value, size) };
+        };
+        if size == 0 {
+            return Ok(());
+        }
+        self.check_side(dst, size, true)?;
+        let allocations = Arc::clone(&self.allocations);
+        self.launch_host_func(
+            stream,
+            Box::new(move || {
+                if Self::check_range_in(&allocations, dst, size, "memset").is_ok() {
+                    // SAFETY: the range lies inside a live allocation (checked just now) and the
+                    // caller guarantees exclusive access until the fill completes.
+                    unsafe { std::ptr::write_bytes(dst as *mut u8, value, size) };
+                }
+            }),
+        )
+    }
+
+    /// Queue the C host function `f(user_data)` on `stream`, to run once the work queued before it
+    /// is done; a NULL `f` is `hipErrorInvalidValue`.
+    ///
+    /// # Safety
+    /// `f` is safe to call once with `user_data` from another thread.
+    pub unsafe fn launch_c_host_func(
+        &self,
+        stream: StreamHandle,
+        f: CHostFn,
+        user_data: *mut c_void,
+    ) -> HipResult<()> {
+        let f = f.ok_or_else(|| invalid("launch host function"))?;
+        let user_data = user_data as usize;
+        self.launch_host_func(
+            stream,
+            Box::new(move || {
+                // SAFETY: the caller's contract.
+                unsafe { f(user_data as *mut c_void) }
+            }),
+        )
+    }
+
+    /// `Ok` once all recorded work of `event` completed, `hipErrorNotReady` before.
+    pub fn event_status(&self, event: EventHandle) -> HipResult<()> {
+        match self.event_query(event)? {
+            true => Ok(()),
+            false => Err(HipError::call("event query", HipErrorCode::NOT_READY)),
+        }
+    }
+
+    /// Check one side of a copy: memory the simulator tracks must hold `[ptr, ptr + len)`;
+    /// untracked memory is host memory, acceptable unless `device` demands a tracked allocation.
+    fn check_side(&self, ptr: usize, len: usize, device: bool) -> HipResult<()> {
+        if ptr == 0 {
+            return Err(invalid("memory range"));
+        }
+        let info = self.pointer_info(ptr)?;
+        if info.kind == MemoryKind::Unregistered {
+            return if device {
+                Err(invalid("memory range"))
+            } else {
+                Ok(())
+            };
+        }
+        match info.remaining_from(ptr) {
+            Some(left) if left >= len => Ok(()),
+            _ => Err(invalid("memory range")),
+        }
+    }
+
+    /// Check both sides of a copy that is neither host-to-device nor device-to-host.
+    fn check_generic_copy(
+        &self,
+        dst: usize,
+        src: usize,
+        size: usize,
+        direction: Option<CopyDirection>,
+    ) -> HipResult<()> {
+        let device = match direction {
+            Some(CopyDirection::DeviceToDevice) => true,
+            Some(CopyDirection::HostToHost | CopyDirection::Default) => false,
+            _ => {
+                return Err(HipError::call(
+                    "memcpy",
+                    HipErrorCode::INVALID_MEMCPY_DIRECTION,
+                ))
+            }
+        };
+        self.check_side(dst, size, device)?;
+        self.check_side(src, size, device)
+    }
+}
