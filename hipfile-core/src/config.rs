@@ -204,6 +204,24 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// Refuse settings no engine can run with: a pinned bound below one lane (two 4 KiB
+    /// halves), or a transfer or chunk below one 4 KiB page.
+    pub fn check(&self) -> crate::Result<()> {
+        let refuse = |what: &str| {
+            Err(crate::Error::new(
+                crate::ErrorKind::InvalidValue,
+                what.to_string(),
+            ))
+        };
+        if self.max_pinned_mem_size_kb < 8 {
+            return refuse("the pinned memory bound must be at least 8 KiB (one staging lane)");
+        }
+        if self.max_direct_io_size_kb < 4 || self.per_buffer_cache_size_kb < 4 {
+            return refuse("transfer and chunk sizes must be at least 4 KiB");
+        }
+        Ok(())
+    }
+
     /// The defaults with the staged engine's environment overrides applied, read through
     /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
     /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers) and `HIPFILE_DIRECT_IO`
@@ -381,6 +399,24 @@ mod tests {
             ..Settings::default()
         };
         assert_eq!(small_io.chunk_bytes(), 4096);
+    }
+
+    #[test]
+    fn settings_no_engine_can_run_with_are_refused() {
+        assert!(Settings::default().check().is_ok());
+        let tiny_pool = Settings {
+            max_pinned_mem_size_kb: 4,
+            ..Settings::default()
+        };
+        assert_eq!(
+            tiny_pool.check().unwrap_err().kind(),
+            crate::ErrorKind::InvalidValue
+        );
+        let tiny_chunk = Settings {
+            per_buffer_cache_size_kb: 1,
+            ..Settings::default()
+        };
+        assert!(tiny_chunk.check().is_err());
     }
 
     #[test]

@@ -321,7 +321,10 @@ impl Driver {
     pub fn stage_settings(&self, change: impl FnOnce(&mut Settings)) -> Result<()> {
         match &mut *self.lock() {
             State::Closed { staged } => {
-                change(staged);
+                let mut next = staged.clone();
+                change(&mut next);
+                next.check()?;
+                *staged = next;
                 Ok(())
             }
             State::Open { .. } => Err(Error::new(
@@ -335,7 +338,10 @@ impl Driver {
     pub fn update_live_settings(&self, change: impl FnOnce(&mut Settings)) -> Result<()> {
         match &*self.lock() {
             State::Open { session, .. } => {
-                session.settings.update(change);
+                let mut next = (*session.settings.current()).clone();
+                change(&mut next);
+                next.check()?;
+                session.settings.update(|s| *s = next);
                 Ok(())
             }
             State::Closed { .. } => Err(Error::new(
@@ -506,14 +512,18 @@ impl Driver {
         let session = self
             .session()
             .ok_or_else(|| Error::os(Errno::INVAL.raw_os_error(), "the driver is not open"))?;
-        let file = {
+        // Counted as in flight while the table's lock is held: a deregistration either happens
+        // before (and the handle is unknown) or sees the request and is refused.
+        let (file, _file_guard) = {
             let files = session.files.read().unwrap_or_else(PoisonError::into_inner);
-            files.by_id.get(&call.handle.0).cloned().ok_or_else(|| {
+            let file = files.by_id.get(&call.handle.0).cloned().ok_or_else(|| {
                 Error::new(
                     ErrorKind::HandleNotRegistered,
                     "the file handle is not registered",
                 )
-            })?
+            })?;
+            let guard = file.begin_io();
+            (file, guard)
         };
         if call.file_offset < 0 || call.buffer_offset < 0 {
             return Err(Error::os(
@@ -539,7 +549,6 @@ impl Driver {
         if size == 0 {
             return Ok(0);
         }
-        let _file_guard = file.begin_io();
         let settings = session.settings.current();
         let req = IoRequest {
             op: call.op,
@@ -574,23 +583,26 @@ impl Driver {
             )
         };
         let end = offset.checked_add(size).ok_or_else(past_end)?;
+        // Counted under the table's lock, as files are in `io`.
         let registered = session
             .buffers
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&base)
-            .cloned();
-        if let Some(buf) = registered {
-            if end > buf.len {
+            .map(|buf| {
+                buf.in_flight.fetch_add(1, Ordering::AcqRel);
+                BufferGuard(Arc::clone(buf))
+            });
+        if let Some(guard) = registered {
+            if end > guard.0.len {
                 return Err(past_end());
             }
-            buf.in_flight.fetch_add(1, Ordering::AcqRel);
             let view = BufferView {
                 ptr: base + offset,
-                device: buf.device,
+                device: guard.0.device,
                 registered: true,
             };
-            return Ok((view, Some(BufferGuard(buf))));
+            return Ok((view, Some(guard)));
         }
         let info = session
             .runtime

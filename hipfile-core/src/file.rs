@@ -5,6 +5,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags, CWD};
 use rustix::io::Errno;
@@ -188,20 +189,21 @@ impl RegisteredFile {
         self.in_flight.load(Ordering::Acquire)
     }
 
-    /// Count a request as running until the guard drops.
-    pub fn begin_io(&self) -> InFlight<'_> {
+    /// Count a request as running until the guard drops. Call it while the file table's lock is
+    /// held, so a deregistration cannot slip between finding the file and counting the request.
+    pub fn begin_io(self: &Arc<Self>) -> FileInFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
-        InFlight(&self.in_flight)
+        FileInFlight(Arc::clone(self))
     }
 }
 
-/// Marks one request as in flight on a file or buffer until dropped.
+/// Marks one request as in flight on a registered file until dropped.
 #[derive(Debug)]
-pub struct InFlight<'a>(pub(crate) &'a AtomicUsize);
+pub struct FileInFlight(Arc<RegisteredFile>);
 
-impl Drop for InFlight<'_> {
+impl Drop for FileInFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

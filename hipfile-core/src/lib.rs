@@ -77,7 +77,7 @@ pub use driver::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use file::{
-    mount_table, parse_mountinfo, Access, DioAlign, FsFacts, FsKind, RegisteredFile,
+    mount_table, parse_mountinfo, Access, DioAlign, FileInFlight, FsFacts, FsKind, RegisteredFile,
     DEFAULT_DIO_ALIGN,
 };
 pub use io::{pread_full, pwrite_full, FileIo, PosixIo};

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use hipfile_core::{
-    pread_full, pwrite_full, DirectIoPolicy, Error, FileIo, IoFailure, IoOp, IoRequest,
+    pread_full, pwrite_full, DirectIoPolicy, Error, ErrorKind, FileIo, IoFailure, IoOp, IoRequest,
 };
 use hipfile_hip::GpuRuntime;
 
@@ -208,8 +208,17 @@ impl Transfer {
 
     fn participate(&self, wait_for_lane: bool) {
         *self.active.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-        if let Err(e) = self.work(wait_for_lane) {
-            self.fail(e);
+        // A panic must still count this thread out, or the caller would wait forever; the lane's
+        // lease drains its stream while unwinding.
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.work(wait_for_lane)));
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.fail(e),
+            Err(_) => self.fail(Error::new(
+                ErrorKind::InternalError,
+                "a staging thread panicked",
+            )),
         }
         let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
         *active -= 1;

@@ -1,7 +1,7 @@
 //! The pinned staging pool: lanes of page-locked host memory, per device, bounded, reused.
 //!
 //! A [`Lane`] is what one thread needs to stage a stream of chunks: one pinned buffer cut in two
-//! halves (so reading chunk k+1 overlaps copying chunk k), a private non-blocking stream on the
+//! halves (so reading chunk k+1 overlaps copying chunk k), a private stream on the
 //! lane's device, and one event per half. Lanes are made on first need (the driver opens with
 //! some made and touched, so the first request pays no allocation or page faults), returned to
 //! the pool after each request, and bounded in pinned bytes. A lane's buffer is allocated in one
@@ -73,14 +73,18 @@ impl std::fmt::Debug for Lane {
 impl Lane {
     fn new(runtime: &Arc<dyn GpuRuntime>, device: i32, chunk: usize) -> Result<Self> {
         let _on_device = DeviceGuard::switch(&**runtime, device)?;
-        let buffer = PinnedBuffer::new(Arc::clone(runtime), 2 * chunk).map_err(|e| {
-            let context = format!("allocating {} bytes of pinned memory", 2 * chunk);
-            if e.code() == HipErrorCode::OUT_OF_MEMORY {
-                Error::new(ErrorKind::GpuMemoryPinningFailed, format!("{context}: {e}"))
-            } else {
-                Error::hip(&e, context)
-            }
-        })?;
+        let buffer =
+            PinnedBuffer::new(Arc::clone(runtime), chunk.saturating_mul(2)).map_err(|e| {
+                let context = format!(
+                    "allocating {} bytes of pinned memory",
+                    chunk.saturating_mul(2)
+                );
+                if e.code() == HipErrorCode::OUT_OF_MEMORY {
+                    Error::new(ErrorKind::GpuMemoryPinningFailed, format!("{context}: {e}"))
+                } else {
+                    Error::hip(&e, context)
+                }
+            })?;
         let stream = OwnedStream::new(Arc::clone(runtime))
             .map_err(|e| Error::hip(&e, "creating a stream"))?;
         let event = || {
@@ -122,7 +126,7 @@ impl Lane {
     }
 
     fn bytes(&self) -> usize {
-        2 * self.chunk
+        self.chunk.saturating_mul(2)
     }
 }
 
@@ -189,13 +193,14 @@ impl StagingPool {
         bound: usize,
         wait: bool,
     ) -> Result<Option<LaneLease>> {
-        let need = 2 * chunk;
+        let need = chunk.saturating_mul(2);
         if need > bound {
             return Err(Error::new(
                 ErrorKind::InvalidMappingSize,
                 format!("a staging lane of {need} bytes exceeds the pinned memory bound of {bound} bytes"),
             ));
         }
+        let mut evicted = Vec::new();
         let mut state = self.lock();
         loop {
             if let Some(list) = state.free.get_mut(&device) {
@@ -207,14 +212,20 @@ impl StagingPool {
                     }));
                 }
             }
-            // Free lanes of another device or a smaller chunk make room for this one.
-            while state.held + need > bound {
-                let Some(victim) = state.free.values_mut().find_map(Vec::pop) else {
-                    break;
-                };
-                state.held -= victim.bytes();
+            // Free lanes of another device or a smaller chunk make room for this one, if enough
+            // of them are free to make the room (lanes on loan cannot be made to). They are freed
+            // after the pool's lock is released: freeing pinned memory can wait on the device.
+            let evictable: usize = state.free.values().flatten().map(Lane::bytes).sum();
+            if state.held.saturating_add(need) > bound && state.held - evictable + need <= bound {
+                while state.held.saturating_add(need) > bound {
+                    let Some(victim) = state.free.values_mut().find_map(Vec::pop) else {
+                        break;
+                    };
+                    state.held -= victim.bytes();
+                    evicted.push(victim);
+                }
             }
-            if state.held + need <= bound {
+            if state.held.saturating_add(need) <= bound {
                 state.held += need;
                 drop(state);
                 return match Lane::new(&self.runtime, device, chunk) {
@@ -272,6 +283,11 @@ impl std::ops::DerefMut for LaneLease {
 impl Drop for LaneLease {
     fn drop(&mut self) {
         if let Some(lane) = self.lane.take() {
+            if std::thread::panicking() {
+                // Unwinding past the engine's own drain: copies may still be queued on the lane's
+                // halves, and the next user must not find them in flight.
+                let _ = lane.stream.synchronize();
+            }
             self.pool.give_back(lane);
         }
     }

@@ -62,8 +62,10 @@ pub const DEFAULT_LIBRARIES: [&str; 4] = [
 /// `hipRuntimeGetVersion` values from this one on speak the ROCm 6 ABI.
 const ROCM6_VERSION: i32 = 60_000_000;
 
-/// `hipStreamNonBlocking`.
-const STREAM_NON_BLOCKING: u32 = 1;
+/// `hipStreamDefault`: our streams stay ordered with the legacy default stream, so a staged
+/// copy waits for the application's earlier work there (a kernel still writing the buffer), as
+/// upstream hipFile's synchronous copies do.
+const STREAM_ORDERED_WITH_NULL: u32 = 0;
 /// `hipEventDisableTiming`: our events only order work, they never time it.
 const EVENT_DISABLE_TIMING: u32 = 2;
 /// `hipHostMallocDefault`.
@@ -781,7 +783,7 @@ impl GpuRuntime for AmdRuntime {
     fn stream_create(&self) -> HipResult<StreamHandle> {
         let mut s: RawStream = std::ptr::null_mut();
         // SAFETY: `s` is a valid out-pointer.
-        let rc = unsafe { (self.api.stream_create_with_flags)(&mut s, STREAM_NON_BLOCKING) };
+        let rc = unsafe { (self.api.stream_create_with_flags)(&mut s, STREAM_ORDERED_WITH_NULL) };
         self.check("hipStreamCreateWithFlags", rc)?;
         Ok(StreamHandle(s as usize))
     }

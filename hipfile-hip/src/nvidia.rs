@@ -51,8 +51,10 @@ pub const DEFAULT_RUNTIME_LIBRARIES: [&str; 2] = ["libcudart.so.13", "libcudart.
 /// The CUDA driver soname loaded when [`DRIVER_LIBRARY_ENV`] is not set.
 pub const DEFAULT_DRIVER_LIBRARY: &str = "libcuda.so.1";
 
-/// `cudaStreamNonBlocking`.
-const STREAM_NON_BLOCKING: u32 = 1;
+/// `cudaStreamDefault`: our streams stay ordered with the legacy default stream, so a staged
+/// copy waits for the application's earlier work there (a kernel still writing the buffer), as
+/// upstream hipFile's synchronous copies do.
+const STREAM_ORDERED_WITH_NULL: u32 = 0;
 /// `cudaEventDisableTiming`: our events only order work, they never time it.
 const EVENT_DISABLE_TIMING: u32 = 2;
 /// `cudaHostAllocPortable`: pinned staging memory usable from every device's context.
@@ -971,7 +973,7 @@ impl GpuRuntime for NvidiaRuntime {
     fn stream_create(&self) -> HipResult<StreamHandle> {
         let mut s: RawStream = std::ptr::null_mut();
         // SAFETY: `s` is a valid out-pointer.
-        let rc = unsafe { (self.rt.stream_create_with_flags)(&mut s, STREAM_NON_BLOCKING) };
+        let rc = unsafe { (self.rt.stream_create_with_flags)(&mut s, STREAM_ORDERED_WITH_NULL) };
         self.check("cudaStreamCreateWithFlags", rc)?;
         Ok(StreamHandle(s as usize))
     }

@@ -168,7 +168,9 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
         stream: StreamHandle,
     ) -> HipResult<()>;
 
-    /// Create a non-blocking stream on the current device.
+    /// Create a stream on the current device, ordered with the legacy default stream: work queued
+    /// on it waits for the application's earlier work there (a kernel still writing a buffer), as
+    /// upstream hipFile's synchronous copies do, and never for other streams.
     fn stream_create(&self) -> HipResult<StreamHandle>;
     /// Destroy a stream after its queued work completes.
     fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()>;
@@ -273,7 +275,7 @@ pub struct OwnedStream {
 }
 
 impl OwnedStream {
-    /// Create a non-blocking stream on the current device.
+    /// Create a stream on the current device (see [`GpuRuntime::stream_create`]).
     pub fn new(runtime: Arc<dyn GpuRuntime>) -> HipResult<Self> {
         let handle = runtime.stream_create()?;
         Ok(OwnedStream { runtime, handle })

@@ -13,7 +13,7 @@ use hipfile_testkit::faults::{FileOp, ScriptedIo};
 
 fn driver(
     sim: &Arc<SimRuntime>,
-    io: Option<Arc<ScriptedIo>>,
+    io: Option<Arc<dyn hipfile_core::FileIo>>,
     tune: impl FnOnce(&mut Settings),
 ) -> Driver {
     let mut backends = RegistryBuilder::new();
@@ -60,11 +60,15 @@ fn the_largest_transfer_bounds_every_read() {
         let sim = Arc::new(SimRuntime::default());
         let io = Arc::new(ScriptedIo::new());
         // One thread per request: pieces are then whole transfers, not shares of the request.
-        let d = driver(&sim, Some(io.clone()), |s| {
-            s.max_direct_io_size_kb = kb;
-            s.direct_io = hipfile_core::DirectIoPolicy::Never;
-            s.max_request_parallelism = 1;
-        });
+        let d = driver(
+            &sim,
+            Some(io.clone() as Arc<dyn hipfile_core::FileIo>),
+            |s| {
+                s.max_direct_io_size_kb = kb;
+                s.direct_io = hipfile_core::DirectIoPolicy::Never;
+                s.max_request_parallelism = 1;
+            },
+        );
         let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
         assert_eq!(read_all(&d, &path, &dev, size), size);
         assert_eq!(
@@ -220,4 +224,82 @@ fn a_cached_file_is_read_from_the_page_cache_never_from_the_disk() {
         0,
         "cached pieces were read with O_DIRECT"
     );
+}
+
+/// `pread` that holds the first call until told to go on, so a test can act while IO is in flight.
+#[derive(Debug)]
+struct HeldRead {
+    started: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl hipfile_core::FileIo for HeldRead {
+    fn pread(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> std::io::Result<usize> {
+        if let Some(started) = self.started.lock().unwrap().take() {
+            started.send(()).unwrap();
+            self.release.lock().unwrap().recv().unwrap();
+        }
+        hipfile_core::PosixIo.pread(fd, buf, offset)
+    }
+
+    fn pwrite(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &[u8],
+        offset: u64,
+    ) -> std::io::Result<usize> {
+        hipfile_core::PosixIo.pwrite(fd, buf, offset)
+    }
+}
+
+#[test]
+fn deregistering_a_file_or_buffer_with_io_in_flight_is_refused() {
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    let io = Arc::new(HeldRead {
+        started: std::sync::Mutex::new(Some(started_tx)),
+        release: std::sync::Mutex::new(release_rx),
+    });
+    let sim = Arc::new(SimRuntime::default());
+    let d = driver(&sim, Some(io), |s| {
+        s.direct_io = hipfile_core::DirectIoPolicy::Never
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, pattern(9, 0, 1 << 20)).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let handle = d.handle_register(file.as_raw_fd()).unwrap();
+    let dev = DeviceBuffer::new(sim.clone(), 1 << 20).unwrap();
+    d.buf_register(dev.ptr(), 1 << 20, 0).unwrap();
+    thread::scope(|s| {
+        let reader = s.spawn(|| {
+            d.io(IoCall {
+                op: IoOp::Read,
+                handle,
+                buffer: dev.ptr(),
+                size: 1 << 20,
+                file_offset: 0,
+                buffer_offset: 0,
+            })
+        });
+        started_rx.recv().unwrap();
+        assert_eq!(
+            d.handle_deregister(handle).unwrap_err().kind(),
+            hipfile_core::ErrorKind::InternalError
+        );
+        assert_eq!(
+            d.buf_deregister(dev.ptr()).unwrap_err().kind(),
+            hipfile_core::ErrorKind::InternalError
+        );
+        release_tx.send(()).unwrap();
+        assert_eq!(reader.join().unwrap().unwrap(), 1 << 20);
+    });
+    d.buf_deregister(dev.ptr()).unwrap();
+    d.handle_deregister(handle).unwrap();
+    assert_eq!(dev.to_vec().unwrap(), pattern(9, 0, 1 << 20));
 }

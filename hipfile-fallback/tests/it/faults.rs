@@ -141,3 +141,82 @@ fn short_and_interrupted_transfers_lose_no_byte() {
     assert_eq!(run(&s, IoOp::Read, &dst, &file).unwrap(), SIZE);
     assert_eq!(dst.to_vec().unwrap(), data);
 }
+
+/// `pread` that panics from the 3rd call on: a bug in file IO code must fail the request, not
+/// hang its caller or recycle a lane with copies in flight.
+#[derive(Debug, Default)]
+struct PanickingRead(std::sync::atomic::AtomicU64);
+
+impl hipfile_core::FileIo for PanickingRead {
+    fn pread(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> std::io::Result<usize> {
+        if self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 2 {
+            panic!("scripted panic in pread");
+        }
+        hipfile_core::PosixIo.pread(fd, buf, offset)
+    }
+
+    fn pwrite(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        buf: &[u8],
+        offset: u64,
+    ) -> std::io::Result<usize> {
+        hipfile_core::PosixIo.pwrite(fd, buf, offset)
+    }
+}
+
+#[test]
+fn a_panic_in_a_staging_thread_fails_the_request_and_the_next_one_works() {
+    let sim = Arc::new(SimRuntime::default());
+    let rt: Arc<dyn GpuRuntime> = sim.clone();
+    let mut backends = RegistryBuilder::new();
+    hipfile_fallback::register(&mut backends).unwrap();
+    let io = Arc::new(PanickingRead::default());
+    let driver = Driver::new(DriverOptions {
+        backends: Some(backends),
+        selection: None,
+        io: io.clone(),
+        ..DriverOptions::with_runtime(rt)
+    });
+    driver
+        .stage_settings(|s| {
+            s.per_buffer_cache_size_kb = 64;
+            s.direct_io = hipfile_core::DirectIoPolicy::Never;
+        })
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p");
+    std::fs::write(&path, pattern(8, 0, SIZE)).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let dev = DeviceBuffer::new(sim.clone(), SIZE).unwrap();
+    let s = Setup {
+        sim: sim.clone(),
+        driver,
+        dir,
+    };
+    let err = run(&s, IoOp::Read, &dev, &file).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InternalError);
+    io.0.store(0, std::sync::atomic::Ordering::Relaxed);
+    // Reset to two good reads, then panics again: a small read fits in one piece and works.
+    let handle = s.driver.handle_register(file.as_raw_fd()).unwrap();
+    let n = s
+        .driver
+        .io(IoCall {
+            op: IoOp::Read,
+            handle,
+            buffer: dev.ptr(),
+            size: 4096,
+            file_offset: 0,
+            buffer_offset: 0,
+        })
+        .unwrap();
+    assert_eq!(n, 4096);
+    let mut head = vec![0u8; 4096];
+    dev.read_at(0, &mut head).unwrap();
+    assert_eq!(head, pattern(8, 0, 4096));
+}
