@@ -11,6 +11,8 @@ use hipfile_hip::{DeviceBuffer, GpuRuntime, MemoryKind};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::faults::{FileOp, ScriptedIo};
 
+use crate::support::HookedIo;
+
 fn driver(
     sim: &Arc<SimRuntime>,
     io: Option<Arc<dyn hipfile_core::FileIo>>,
@@ -154,47 +156,6 @@ fn sixty_four_threads_register_and_move_bytes_through_the_staged_engine() {
     );
 }
 
-/// `pread`/`pwrite`, counting the reads made on an O_DIRECT descriptor, with the kernel's
-/// readahead marks: `RWF_NOWAIT` refuses the first page of every 4 MiB, cached or not, as Linux
-/// refuses the cached page that carries a readahead mark.
-#[derive(Debug, Default)]
-struct MarkedPageCache(std::sync::atomic::AtomicU64);
-
-impl hipfile_core::FileIo for MarkedPageCache {
-    fn pread(
-        &self,
-        fd: std::os::fd::BorrowedFd<'_>,
-        buf: &mut [u8],
-        offset: u64,
-    ) -> std::io::Result<usize> {
-        if rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f.contains(rustix::fs::OFlags::DIRECT)) {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        hipfile_core::PosixIo.pread(fd, buf, offset)
-    }
-
-    fn pwrite(
-        &self,
-        fd: std::os::fd::BorrowedFd<'_>,
-        buf: &[u8],
-        offset: u64,
-    ) -> std::io::Result<usize> {
-        hipfile_core::PosixIo.pwrite(fd, buf, offset)
-    }
-
-    fn pread_cached(
-        &self,
-        fd: std::os::fd::BorrowedFd<'_>,
-        buf: &mut [u8],
-        offset: u64,
-    ) -> std::io::Result<usize> {
-        if offset % (4 << 20) == 0 {
-            return Err(std::io::ErrorKind::WouldBlock.into());
-        }
-        hipfile_core::PosixIo.pread_cached(fd, buf, offset)
-    }
-}
-
 #[test]
 fn a_cached_file_is_read_from_the_page_cache_never_from_the_disk() {
     let dir = tempfile::tempdir().unwrap();
@@ -204,7 +165,18 @@ fn a_cached_file_is_read_from_the_page_cache_never_from_the_disk() {
     std::fs::write(&path, &data).unwrap();
     assert_eq!(std::fs::read(&path).unwrap().len(), size);
     let sim = Arc::new(SimRuntime::default());
-    let io = Arc::new(MarkedPageCache::default());
+    // Count the reads made on the O_DIRECT descriptor, with the kernel's readahead marks: every
+    // 4 MiB, `RWF_NOWAIT` refuses the page although it is cached.
+    let direct_reads = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = Arc::clone(&direct_reads);
+    let io = Arc::new(
+        HookedIo::before_pread(move |fd| {
+            if rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f.contains(rustix::fs::OFlags::DIRECT)) {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+        .refusing_cached_every(4 << 20),
+    );
     let mut backends = RegistryBuilder::new();
     hipfile_fallback::register(&mut backends).unwrap();
     let rt: Arc<dyn GpuRuntime> = sim.clone();
@@ -220,51 +192,25 @@ fn a_cached_file_is_read_from_the_page_cache_never_from_the_disk() {
     assert_eq!(read_all(&d, &path, &dev, size), size);
     assert!(dev.to_vec().unwrap() == data, "bytes differ");
     assert_eq!(
-        io.0.load(std::sync::atomic::Ordering::Relaxed),
+        direct_reads.load(std::sync::atomic::Ordering::Relaxed),
         0,
         "cached pieces were read with O_DIRECT"
     );
-}
-
-/// `pread` that holds the first call until told to go on, so a test can act while IO is in flight.
-#[derive(Debug)]
-struct HeldRead {
-    started: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
-    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
-}
-
-impl hipfile_core::FileIo for HeldRead {
-    fn pread(
-        &self,
-        fd: std::os::fd::BorrowedFd<'_>,
-        buf: &mut [u8],
-        offset: u64,
-    ) -> std::io::Result<usize> {
-        if let Some(started) = self.started.lock().unwrap().take() {
-            started.send(()).unwrap();
-            self.release.lock().unwrap().recv().unwrap();
-        }
-        hipfile_core::PosixIo.pread(fd, buf, offset)
-    }
-
-    fn pwrite(
-        &self,
-        fd: std::os::fd::BorrowedFd<'_>,
-        buf: &[u8],
-        offset: u64,
-    ) -> std::io::Result<usize> {
-        hipfile_core::PosixIo.pwrite(fd, buf, offset)
-    }
 }
 
 #[test]
 fn deregistering_a_file_or_buffer_with_io_in_flight_is_refused() {
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let (release_tx, release_rx) = std::sync::mpsc::channel();
-    let io = Arc::new(HeldRead {
-        started: std::sync::Mutex::new(Some(started_tx)),
-        release: std::sync::Mutex::new(release_rx),
-    });
+    // The first pread waits until the test has tried to deregister.
+    let started = std::sync::Mutex::new(Some(started_tx));
+    let release = std::sync::Mutex::new(release_rx);
+    let io = Arc::new(HookedIo::before_pread(move |_| {
+        if let Some(started) = started.lock().unwrap().take() {
+            started.send(()).unwrap();
+            release.lock().unwrap().recv().unwrap();
+        }
+    }));
     let sim = Arc::new(SimRuntime::default());
     let d = driver(&sim, Some(io), |s| {
         s.direct_io = hipfile_core::DirectIoPolicy::Never

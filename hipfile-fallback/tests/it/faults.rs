@@ -10,6 +10,8 @@ use hipfile_hip::{DeviceBuffer, GpuRuntime, HipErrorCode};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::faults::{Errno, LeakSnapshot, ScriptedIo, ScriptedRuntime};
 
+use crate::support::HookedIo;
+
 struct Setup {
     sim: Arc<SimRuntime>,
     driver: Driver,
@@ -142,41 +144,21 @@ fn short_and_interrupted_transfers_lose_no_byte() {
     assert_eq!(dst.to_vec().unwrap(), data);
 }
 
-/// `pread` that panics from the 3rd call on: a bug in file IO code must fail the request, not
-/// hang its caller or recycle a lane with copies in flight.
-#[derive(Debug, Default)]
-struct PanickingRead(std::sync::atomic::AtomicU64);
-
-impl hipfile_core::FileIo for PanickingRead {
-    fn pread(
-        &self,
-        fd: std::os::fd::BorrowedFd<'_>,
-        buf: &mut [u8],
-        offset: u64,
-    ) -> std::io::Result<usize> {
-        if self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 2 {
-            panic!("scripted panic in pread");
-        }
-        hipfile_core::PosixIo.pread(fd, buf, offset)
-    }
-
-    fn pwrite(
-        &self,
-        fd: std::os::fd::BorrowedFd<'_>,
-        buf: &[u8],
-        offset: u64,
-    ) -> std::io::Result<usize> {
-        hipfile_core::PosixIo.pwrite(fd, buf, offset)
-    }
-}
-
 #[test]
 fn a_panic_in_a_staging_thread_fails_the_request_and_the_next_one_works() {
     let sim = Arc::new(SimRuntime::default());
     let rt: Arc<dyn GpuRuntime> = sim.clone();
     let mut backends = RegistryBuilder::new();
     hipfile_fallback::register(&mut backends).unwrap();
-    let io = Arc::new(PanickingRead::default());
+    // A bug in file IO code (a panic from the 3rd pread on) must fail the request, not hang its
+    // caller or recycle a lane with copies in flight.
+    let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = Arc::clone(&calls);
+    let io = Arc::new(HookedIo::before_pread(move |_| {
+        if counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 2 {
+            panic!("scripted panic in pread");
+        }
+    }));
     let driver = Driver::new(DriverOptions {
         backends: Some(backends),
         selection: None,
@@ -201,7 +183,7 @@ fn a_panic_in_a_staging_thread_fails_the_request_and_the_next_one_works() {
     };
     let err = run(&s, IoOp::Read, &dev, &file).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InternalError);
-    io.0.store(0, std::sync::atomic::Ordering::Relaxed);
+    calls.store(0, std::sync::atomic::Ordering::Relaxed);
     // Reset to two good reads, then panics again: a small read fits in one piece and works.
     let handle = s.driver.handle_register(file.as_raw_fd()).unwrap();
     let n = s

@@ -4,3 +4,4 @@
 mod behaviour;
 mod conformance;
 mod faults;
+mod support;
