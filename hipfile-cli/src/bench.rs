@@ -633,6 +633,7 @@ impl Rows {
                     bytes: bytes as u64,
                     figure,
                     cores: Vec::new(),
+                    cores_by_thread: Vec::new(),
                     anchor: None,
                 });
                 self.0.len() - 1
@@ -647,6 +648,7 @@ impl Rows {
             v.push(bytes as f64 / t.seconds / 1e9);
         }
         m.cores.push(t.cores);
+        m.cores_by_thread.push(t.cores_by_thread);
     }
 
     fn latency(&mut self, key: &str, label: &str, bytes: usize, samples: Vec<f64>, t: Timed) {
@@ -655,6 +657,7 @@ impl Rows {
             v.extend(samples);
         }
         m.cores.push(t.cores);
+        m.cores_by_thread.push(t.cores_by_thread);
     }
 }
 
@@ -681,6 +684,7 @@ fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally) {
                 bytes: 0,
                 figure: Figure::Throughput(f.samples),
                 cores: Vec::new(),
+                cores_by_thread: Vec::new(),
                 anchor: None,
             });
         }

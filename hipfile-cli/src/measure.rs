@@ -1,6 +1,8 @@
-//! Clocks and statistics: wall time with the process CPU time spent meanwhile, medians and
-//! percentiles, and a small deterministic generator for random offsets.
+//! Clocks and statistics: wall time with the process CPU time spent meanwhile (in all, and per
+//! kind of thread), medians and percentiles, and a small deterministic generator for random
+//! offsets.
 
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 /// CPU time (user + system, all threads, to the nanosecond) this process has used, from
@@ -11,27 +13,90 @@ pub fn process_cpu_seconds() -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
-/// A running measurement: wall clock and process CPU time at its start.
+/// CPU seconds each live thread of this process has used, by thread id, with the group the
+/// thread is counted in: `caller` for the main thread, else its name without the trailing
+/// number (`hipfile-io-3` -> `hipfile-io`); threads that never set a name (the GPU runtime's
+/// helpers, for one) inherit the process name and are counted as `unnamed`. Read from
+/// `/proc/self/task/*/schedstat` (nanoseconds on a CPU); empty where that is not readable.
+pub fn thread_cpu_seconds() -> HashMap<u32, (String, f64)> {
+    let pid = std::process::id();
+    let process_name = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return HashMap::new();
+    };
+    let mut out = HashMap::new();
+    for task in tasks.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let dir = task.path();
+        let Some(ns) = std::fs::read_to_string(dir.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        out.insert(
+            tid,
+            (
+                thread_group(tid == pid, &name, &process_name),
+                ns as f64 * 1e-9,
+            ),
+        );
+    }
+    out
+}
+
+/// The group a thread is counted in (see [`thread_cpu_seconds`]).
+fn thread_group(main: bool, name: &str, process_name: &str) -> String {
+    if main {
+        return "caller".into();
+    }
+    if name.trim() == process_name.trim() {
+        return "unnamed".into();
+    }
+    let stem = name
+        .trim()
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .trim_end_matches(['-', '_', ' ', ':']);
+    if stem.is_empty() {
+        "unnamed".into()
+    } else {
+        stem.into()
+    }
+}
+
+/// A running measurement: wall clock, process CPU time and per-thread CPU time at its start.
 #[derive(Debug)]
 pub struct Span {
     wall: Instant,
     cpu: f64,
+    threads: HashMap<u32, (String, f64)>,
 }
 
 /// What a finished [`Span`] saw.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Timed {
     /// Wall seconds.
     pub seconds: f64,
     /// CPU seconds divided by wall seconds: how many cores were busy on average.
     pub cores: f64,
+    /// The same, per group of threads (threads that ended during the span are not seen).
+    pub cores_by_thread: BTreeMap<String, f64>,
 }
 
 impl Span {
     /// Start now.
     pub fn start() -> Span {
+        let threads = thread_cpu_seconds();
         Span {
             cpu: process_cpu_seconds(),
+            threads,
             wall: Instant::now(),
         }
     }
@@ -40,7 +105,16 @@ impl Span {
     pub fn finish(self) -> Timed {
         let seconds = self.wall.elapsed().as_secs_f64().max(1e-9);
         let cores = ((process_cpu_seconds() - self.cpu) / seconds).max(0.0);
-        Timed { seconds, cores }
+        let mut cores_by_thread = BTreeMap::new();
+        for (tid, (group, now)) in thread_cpu_seconds() {
+            let before = self.threads.get(&tid).map_or(0.0, |(_, s)| *s);
+            *cores_by_thread.entry(group).or_insert(0.0) += ((now - before) / seconds).max(0.0);
+        }
+        Timed {
+            seconds,
+            cores,
+            cores_by_thread,
+        }
     }
 }
 
@@ -119,6 +193,44 @@ mod tests {
             assert_eq!(o % 4096, 0);
             assert!(o <= 1 << 20);
         }
+    }
+
+    #[test]
+    fn threads_are_grouped_by_name_without_their_number() {
+        assert_eq!(thread_group(true, "hipfile\n", "hipfile\n"), "caller");
+        assert_eq!(
+            thread_group(false, "hipfile-io-12\n", "hipfile\n"),
+            "hipfile-io"
+        );
+        assert_eq!(thread_group(false, "hipfile\n", "hipfile\n"), "unnamed");
+        assert_eq!(
+            thread_group(false, "cuda-EvtHandlr\n", "hipfile\n"),
+            "cuda-EvtHandlr"
+        );
+        assert_eq!(thread_group(false, "42\n", "hipfile\n"), "unnamed");
+    }
+
+    #[test]
+    fn a_busy_named_thread_is_counted_in_its_group() {
+        let span = Span::start();
+        let spinner = std::thread::Builder::new()
+            .name("spin-7".into())
+            .spawn(|| {
+                let start = Instant::now();
+                let mut x = 0u64;
+                while start.elapsed().as_millis() < 200 {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+                // Stay alive until the span ends, so the thread is still listed.
+                std::thread::park_timeout(std::time::Duration::from_millis(300));
+            })
+            .expect("spawn");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let t = span.finish();
+        spinner.thread().unpark();
+        spinner.join().expect("join");
+        let spin = t.cores_by_thread.get("spin").copied().unwrap_or(0.0);
+        assert!(spin > 0.1, "{:?}", t.cores_by_thread);
     }
 
     #[test]

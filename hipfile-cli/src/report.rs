@@ -1,5 +1,7 @@
 //! Measurements and how they are shown: one JSON object per line, or a table.
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Value};
 
 use crate::anchor::AnchorFigure;
@@ -29,6 +31,9 @@ pub struct Measurement {
     pub figure: Figure,
     /// Cores busy during each repetition (process CPU time / wall time).
     pub cores: Vec<f64>,
+    /// Cores busy during each repetition per group of threads (see
+    /// [`crate::measure::thread_cpu_seconds`]): where the CPU time went.
+    pub cores_by_thread: Vec<BTreeMap<String, f64>>,
     /// The anchor's figure for the same measurement, when an anchor ran.
     pub anchor: Option<AnchorFigure>,
 }
@@ -50,6 +55,23 @@ impl Measurement {
         (!self.cores.is_empty()).then(|| median(&self.cores))
     }
 
+    /// Per group of threads, the median over the repetitions (a group absent from one counts 0).
+    fn cores_by_thread_median(&self) -> BTreeMap<String, f64> {
+        let groups: std::collections::BTreeSet<&String> =
+            self.cores_by_thread.iter().flat_map(|m| m.keys()).collect();
+        groups
+            .into_iter()
+            .map(|g| {
+                let v: Vec<f64> = self
+                    .cores_by_thread
+                    .iter()
+                    .map(|m| m.get(g).copied().unwrap_or(0.0))
+                    .collect();
+                (g.clone(), round3(median(&v)))
+            })
+            .collect()
+    }
+
     /// The JSON object of this measurement.
     pub fn to_json(&self) -> Value {
         let mut v = json!({
@@ -59,6 +81,7 @@ impl Measurement {
             "threads": self.threads,
             "bytes": self.bytes,
             "cores": self.cores_median().map(round3),
+            "cores_by_thread": self.cores_by_thread_median(),
             "anchor": self.anchor.as_ref().map(|a| json!({
                 "tool": "kvikio",
                 "value": round3(a.value),
@@ -188,6 +211,11 @@ mod tests {
             bytes: 1 << 20,
             figure: Figure::Throughput(vec![10.0, 20.0, 30.0]),
             cores: vec![1.0, 2.0, 3.0],
+            cores_by_thread: vec![
+                BTreeMap::from([("caller".into(), 1.0), ("hipfile-io".into(), 4.0)]),
+                BTreeMap::from([("caller".into(), 0.5)]),
+                BTreeMap::from([("caller".into(), 0.75), ("hipfile-io".into(), 2.0)]),
+            ],
             anchor: anchor.map(|value| AnchorFigure {
                 value,
                 threads: Some(16),
@@ -203,6 +231,8 @@ mod tests {
         let j = row(Some(40.0)).to_json();
         assert_eq!(j["gbps"], 20.0);
         assert_eq!(j["cores"], 2.0);
+        assert_eq!(j["cores_by_thread"]["caller"], 0.75);
+        assert_eq!(j["cores_by_thread"]["hipfile-io"], 2.0);
         assert_eq!(j["ratio"], 0.5);
         assert_eq!(j["anchor"]["threads"], 16);
     }

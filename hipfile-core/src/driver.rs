@@ -50,6 +50,10 @@ pub struct DriverOptions {
     pub backends: Option<RegistryBuilder>,
     /// Backend selection and order (default: `HIPFILE_BACKENDS`).
     pub selection: Option<String>,
+    /// The settings a new driver starts from, before the parameter API changes them (default:
+    /// [`Settings::from_lookup`] over the process environment, so the `HIPFILE_*` engine knobs
+    /// apply).
+    pub settings: Settings,
 }
 
 impl std::fmt::Debug for DriverOptions {
@@ -59,6 +63,7 @@ impl std::fmt::Debug for DriverOptions {
             .field("env", &self.env)
             .field("backends", &self.backends)
             .field("selection", &self.selection)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +82,7 @@ impl Default for DriverOptions {
             env: EnvConfig::cached(),
             backends: None,
             selection: std::env::var("HIPFILE_BACKENDS").ok(),
+            settings: Settings::from_lookup(|name| std::env::var(name).ok()),
         }
     }
 }
@@ -201,11 +207,10 @@ pub struct IoCall {
 impl Driver {
     /// A closed driver built from `options`.
     pub fn new(options: DriverOptions) -> Self {
+        let staged = options.settings.clone();
         Driver {
             options,
-            state: Mutex::new(State::Closed {
-                staged: Settings::default(),
-            }),
+            state: Mutex::new(State::Closed { staged }),
             next_handle: AtomicU64::new(1),
         }
     }
