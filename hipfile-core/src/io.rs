@@ -4,6 +4,8 @@ use std::fmt;
 use std::io;
 use std::os::fd::BorrowedFd;
 
+pub use hipfile_hip::os::PageCount;
+
 /// Positional reads and writes on a descriptor. The default, [`PosixIo`], is `pread`/`pwrite`;
 /// `hipfile-testkit` wraps it to inject scripted failures (EIO on the 3rd read, short transfers,
 /// EINTR, ENOSPC).
@@ -18,6 +20,14 @@ pub trait FileIo: Send + Sync + fmt::Debug {
     fn pread_cached(&self, fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let _ = (fd, buf, offset);
         Err(io::ErrorKind::WouldBlock.into())
+    }
+    /// How many of the pages of `[offset, offset + len)` are in the page cache, asked without
+    /// reading them and without starting readahead (`cachestat(2)`, Linux 6.5 and later):
+    /// `None` where the kernel cannot say (older kernels, or a kernel that refuses the question
+    /// for this file). The default cannot say.
+    fn cached_pages(&self, fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<PageCount> {
+        let _ = (fd, offset, len);
+        None
     }
 }
 
@@ -42,6 +52,10 @@ impl FileIo for PosixIo {
             offset,
             rustix::io::ReadWriteFlags::NOWAIT,
         )?)
+    }
+
+    fn cached_pages(&self, fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<PageCount> {
+        hipfile_hip::os::cached_pages(fd, offset, len)
     }
 }
 
@@ -82,4 +96,27 @@ pub fn pwrite_full(io: &dyn FileIo, fd: BorrowedFd<'_>, buf: &[u8], offset: u64)
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn posix_io_asks_the_kernel_what_is_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let page = rustix::param::page_size() as u64;
+        // Kernels before 6.5 cannot say; this one must answer consistently when it does.
+        if let Some(count) = PosixIo.cached_pages(file.as_fd(), page / 2, 1 << 20) {
+            assert_eq!(count.total, (1 << 20) / page + 1);
+            // Just written: every page of the file is in the cache, the page past its end is not.
+            assert_eq!(count.cached, count.total - 1, "{count:?}");
+            assert!(count.mostly_cached());
+        }
+        assert_eq!(PosixIo.cached_pages(file.as_fd(), 0, 0), None);
+    }
 }

@@ -70,7 +70,9 @@ pub use backend::{
     priority, Backend, BackendContext, BackendDescriptor, Decline, IoFailure, IoOp, IoRequest,
     LiveSettings,
 };
-pub use config::{parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Settings};
+pub use config::{
+    parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Settings, DEFAULT_MAX_IO_WORKERS,
+};
 pub use driver::{
     Driver, DriverOptions, FileHandleId, IoCall, RegisteredBuffer, RuntimeSource, Session,
     MAX_RW_COUNT,
@@ -80,7 +82,7 @@ pub use file::{
     mount_table, parse_mountinfo, Access, DioAlign, FileInFlight, FsFacts, FsKind, RegisteredFile,
     DEFAULT_DIO_ALIGN,
 };
-pub use io::{pread_full, pwrite_full, FileIo, PosixIo};
+pub use io::{pread_full, pwrite_full, FileIo, PageCount, PosixIo};
 pub use registry::{Dispatched, Registry, RegistryBuilder};
 pub use stats::{Stats, StatsSnapshot};
 

@@ -21,7 +21,8 @@
 //! O_DIRECT into simulated device memory, with scriptable faults.
 //!
 //! Nothing here links a GPU runtime, so every build works on a machine without ROCm or CUDA. All
-//! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate.
+//! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate, with the one
+//! kernel call `rustix` lacks that the engines need ([`os::cached_pages`], `cachestat(2)`).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -38,6 +39,7 @@ pub mod amd;
 mod error;
 pub mod faults;
 pub mod nvidia;
+pub mod os;
 pub mod p2p;
 mod platform;
 mod runtime;

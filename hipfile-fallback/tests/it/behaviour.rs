@@ -11,7 +11,7 @@ use hipfile_hip::{DeviceBuffer, GpuRuntime, MemoryKind};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::faults::{FileOp, ScriptedIo};
 
-use crate::support::HookedIo;
+use crate::support::{Cachestat, HookedIo};
 
 fn driver(
     sim: &Arc<SimRuntime>,
@@ -156,26 +156,32 @@ fn sixty_four_threads_register_and_move_bytes_through_the_staged_engine() {
     );
 }
 
-#[test]
-fn a_cached_file_is_read_from_the_page_cache_never_from_the_disk() {
-    let dir = tempfile::tempdir().unwrap();
+/// Read a 64 MiB file that the page cache holds through the fallback in `Auto` with `io`'s
+/// cachestat answer and `RWF_NOWAIT` refusing every 4 MiB (as the kernel refuses the cached page
+/// that carries its readahead mark); returns the reads made on the O_DIRECT descriptor and the
+/// `RWF_NOWAIT` probes, and whether this kernel answers `cachestat` itself. The bytes are checked.
+fn read_cached_file(cachestat: Cachestat) -> (u64, u64, bool) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("cached");
     let size = 64 << 20;
     let data = pattern(7, 0, size);
     std::fs::write(&path, &data).unwrap();
     assert_eq!(std::fs::read(&path).unwrap().len(), size);
+    let file = std::fs::File::open(&path).unwrap();
+    let kernel_answers =
+        hipfile_hip::os::cached_pages(std::os::fd::AsFd::as_fd(&file), 0, 4096).is_some();
     let sim = Arc::new(SimRuntime::default());
-    // Count the reads made on the O_DIRECT descriptor, with the kernel's readahead marks: every
-    // 4 MiB, `RWF_NOWAIT` refuses the page although it is cached.
-    let direct_reads = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let direct_reads = Arc::new(AtomicU64::new(0));
     let counter = Arc::clone(&direct_reads);
     let io = Arc::new(
         HookedIo::before_pread(move |fd| {
             if rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f.contains(rustix::fs::OFlags::DIRECT)) {
-                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                counter.fetch_add(1, Ordering::Relaxed);
             }
         })
-        .refusing_cached_every(4 << 20),
+        .refusing_cached_every(4 << 20)
+        .with_cachestat(cachestat),
     );
     let mut backends = RegistryBuilder::new();
     hipfile_fallback::register(&mut backends).unwrap();
@@ -191,11 +197,36 @@ fn a_cached_file_is_read_from_the_page_cache_never_from_the_disk() {
     let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
     assert_eq!(read_all(&d, &path, &dev, size), size);
     assert!(dev.to_vec().unwrap() == data, "bytes differ");
-    assert_eq!(
-        direct_reads.load(std::sync::atomic::Ordering::Relaxed),
-        0,
-        "cached pieces were read with O_DIRECT"
-    );
+    (
+        direct_reads.load(Ordering::Relaxed),
+        io.probes(),
+        kernel_answers,
+    )
+}
+
+#[test]
+fn a_cached_file_is_read_from_the_page_cache_never_from_the_disk() {
+    let (direct, probes, kernel_answers) = read_cached_file(Cachestat::Kernel);
+    assert_eq!(direct, 0, "cached pieces were read with O_DIRECT");
+    // Where the kernel answers cachestat (6.5 and later), nothing is probed with RWF_NOWAIT;
+    // before, every piece is.
+    assert_eq!(probes == 0, kernel_answers, "{probes} RWF_NOWAIT probes");
+}
+
+#[test]
+fn without_cachestat_readahead_marks_do_not_send_cached_pieces_to_the_disk() {
+    let (direct, probes, _) = read_cached_file(Cachestat::Missing);
+    assert_eq!(direct, 0, "cached pieces were read with O_DIRECT");
+    assert!(probes > 0, "the RWF_NOWAIT probe was not used");
+}
+
+#[test]
+fn pieces_cachestat_calls_cold_go_to_the_disk_without_a_probe() {
+    let (direct, probes, _) = read_cached_file(Cachestat::Cold);
+    // Where the file system takes O_DIRECT (the target directory's does on the CI machine),
+    // every aligned piece is read with it; no RWF_NOWAIT probe starts readahead.
+    assert!(direct > 0, "cold pieces were read through the page cache");
+    assert_eq!(probes, 0, "cold pieces were probed with RWF_NOWAIT");
 }
 
 #[test]

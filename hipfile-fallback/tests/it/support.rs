@@ -1,11 +1,14 @@
 //! File IO for tests that need to act on the engine's reads: `pread`/`pwrite` as usual, with the
-//! test's hook run before every `pread`, and optionally `RWF_NOWAIT` refusing chosen offsets.
+//! test's hook run before every `pread`, optionally `RWF_NOWAIT` refusing chosen offsets, and
+//! the page cache's answer to `cachestat` scripted (or withheld, as on kernels before 6.5).
 
 use std::fmt;
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use hipfile_core::{FileIo, PosixIo};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hipfile_core::{FileIo, PageCount, PosixIo};
 
 type PreadHook = Box<dyn Fn(BorrowedFd<'_>) + Send + Sync>;
 
@@ -15,6 +18,21 @@ pub struct HookedIo {
     /// `RWF_NOWAIT` reads at offsets that are multiples of this refuse with `WouldBlock`, as
     /// Linux refuses the cached page that carries a readahead mark.
     refuse_cached_every: Option<u64>,
+    /// What `cached_pages` answers.
+    cachestat: Cachestat,
+    /// `RWF_NOWAIT` reads made.
+    probes: AtomicU64,
+}
+
+/// What [`HookedIo::cached_pages`] answers.
+#[derive(Clone, Copy, Debug)]
+pub enum Cachestat {
+    /// The kernel's answer.
+    Kernel,
+    /// No answer (a kernel without `cachestat`).
+    Missing,
+    /// Nothing is cached.
+    Cold,
 }
 
 impl HookedIo {
@@ -23,7 +41,20 @@ impl HookedIo {
         HookedIo {
             before_pread: Box::new(hook),
             refuse_cached_every: None,
+            cachestat: Cachestat::Kernel,
+            probes: AtomicU64::new(0),
         }
+    }
+
+    /// Answer `cached_pages` this way.
+    pub fn with_cachestat(mut self, cachestat: Cachestat) -> Self {
+        self.cachestat = cachestat;
+        self
+    }
+
+    /// `RWF_NOWAIT` reads made so far.
+    pub fn probes(&self) -> u64 {
+        self.probes.load(Ordering::Relaxed)
     }
 
     /// Also refuse `RWF_NOWAIT` reads at every multiple of `every` bytes.
@@ -37,6 +68,7 @@ impl fmt::Debug for HookedIo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HookedIo")
             .field("refuse_cached_every", &self.refuse_cached_every)
+            .field("cachestat", &self.cachestat)
             .finish_non_exhaustive()
     }
 }
@@ -52,6 +84,7 @@ impl FileIo for HookedIo {
     }
 
     fn pread_cached(&self, fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.probes.fetch_add(1, Ordering::Relaxed);
         if self
             .refuse_cached_every
             .is_some_and(|every| offset % every == 0)
@@ -59,5 +92,16 @@ impl FileIo for HookedIo {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         PosixIo.pread_cached(fd, buf, offset)
+    }
+
+    fn cached_pages(&self, fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<PageCount> {
+        match self.cachestat {
+            Cachestat::Kernel => PosixIo.cached_pages(fd, offset, len),
+            Cachestat::Missing => None,
+            Cachestat::Cold => Some(PageCount {
+                cached: 0,
+                total: len.div_ceil(4096),
+            }),
+        }
     }
 }
