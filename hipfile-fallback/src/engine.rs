@@ -178,14 +178,7 @@ impl Transfer {
     pub fn run(self: &Arc<Self>, workers: &IoWorkers) -> Result<usize, IoFailure> {
         workers.offer(self, self.plan.helpers);
         self.participate(true);
-        let mut active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
-        while *active > 0 {
-            active = self
-                .idle
-                .wait(active)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-        drop(active);
+        self.wait_for_helpers();
         let moved = self.moved.load(Ordering::Acquire);
         if let Some(error) = self
             .failure
@@ -202,6 +195,31 @@ impl Transfer {
                 eof => self.size.min(eof as usize),
             },
         })
+    }
+
+    /// Wait until every thread that joined has left: polling for [`crate::workers::STAY_AWAKE`]
+    /// (the helpers of a small request finish within it, and a sleeping caller would add a
+    /// wake-up to its latency), then sleeping.
+    fn wait_for_helpers(&self) {
+        let since = std::time::Instant::now();
+        loop {
+            let active = self.active.lock().unwrap_or_else(PoisonError::into_inner);
+            if *active == 0 {
+                return;
+            }
+            if since.elapsed() >= crate::workers::STAY_AWAKE {
+                let mut active = active;
+                while *active > 0 {
+                    active = self
+                        .idle
+                        .wait(active)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                return;
+            }
+            drop(active);
+            std::thread::yield_now();
+        }
     }
 
     /// Take part as a worker: only if a lane is free right away.
