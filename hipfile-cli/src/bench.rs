@@ -424,6 +424,8 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
     }
     progress.finish_and_clear();
 
+    // Read after the measurements: a backend may have grown its pools on demand.
+    let held = driver.resources();
     let mut measurements = rows.0;
     if !anchor_tally.is_empty() {
         attach_anchor(&mut measurements, &anchor_tally);
@@ -449,12 +451,27 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
             "anchor_threads": args.kvikio.as_ref().map(|_| args.kvikio_threads.clone()),
             "keys": measurements.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             "notes": notes,
+            "resources": held
+                .iter()
+                .map(|(name, r)| (name.to_string(), json!({
+                    "pinned_bytes": r.pinned_bytes,
+                    "io_threads": r.io_threads,
+                })))
+                .collect::<serde_json::Map<_, _>>(),
         });
         writeln!(out, "{summary}").map_err(|e| e.to_string())?;
     } else {
         let text = format!(
-            "hipfile bench: {how}\nbackends: {}\nfile: {} ({}), {} MiB, {} repetitions (median), {threads} cores available\nverified: the first read matched the file byte for byte\n{}\n{}",
+            "hipfile bench: {how}\nbackends: {}\nheld: {}\nfile: {} ({}), {} MiB, {} repetitions (median), {threads} cores available\nverified: the first read matched the file byte for byte\n{}\n{}",
             backends.join(", "),
+            held.iter()
+                .map(|(name, r)| format!(
+                    "{name} {} MiB pinned, {} IO threads",
+                    r.pinned_bytes >> 20,
+                    r.io_threads
+                ))
+                .collect::<Vec<_>>()
+                .join("; "),
             path.display(),
             if created { "created" } else { "taken as it is" },
             size >> 20,

@@ -126,6 +126,20 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline>;
     /// Run `req`: returns the bytes moved, fewer than `req.size` only for a read at end of file.
     fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure>;
+    /// What the backend holds while the driver is open (default: nothing).
+    fn resources(&self) -> Resources {
+        Resources::default()
+    }
+}
+
+/// Host resources a backend holds while the driver is open, for tools and users who budget
+/// memory and cores (`hipfile bench` prints them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// Bytes of pinned (page-locked) host memory.
+    pub pinned_bytes: usize,
+    /// Threads started for IO.
+    pub io_threads: usize,
 }
 
 /// Settings that may change while the driver is open (`hipFileDriverSet*`). Requests take a

@@ -68,7 +68,7 @@ mod stats;
 
 pub use backend::{
     priority, Backend, BackendContext, BackendDescriptor, Decline, IoFailure, IoOp, IoRequest,
-    LiveSettings,
+    LiveSettings, Resources,
 };
 pub use config::{
     parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Settings, DEFAULT_MAX_IO_WORKERS,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, BackendContext, BackendDescriptor, IoRequest};
+use crate::backend::{Backend, BackendContext, BackendDescriptor, IoRequest, Resources};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Collects backend descriptors; builds a [`Registry`].
@@ -109,6 +109,14 @@ impl Registry {
     /// Backend names in offer order.
     pub fn names(&self) -> Vec<&'static str> {
         self.backends.iter().map(|b| b.name()).collect()
+    }
+
+    /// What each backend holds, in offer order.
+    pub fn resources(&self) -> Vec<(&'static str, Resources)> {
+        self.backends
+            .iter()
+            .map(|b| (b.name(), b.resources()))
+            .collect()
     }
 
     /// Backends whose init failed, with the reason.

@@ -46,7 +46,7 @@ use std::sync::Arc;
 
 use hipfile_core::{
     priority, Backend, BackendContext, BackendDescriptor, Decline, Error, IoFailure, IoRequest,
-    RegistryBuilder, Result,
+    RegistryBuilder, Resources, Result,
 };
 
 use crate::engine::{EngineParts, Transfer};
@@ -141,5 +141,12 @@ impl Backend for Fallback {
                 .min(self.workers.count() + 1),
         };
         Transfer::new(req, &self.parts, threads).run(&self.workers)
+    }
+
+    fn resources(&self) -> Resources {
+        Resources {
+            pinned_bytes: self.pinned_bytes(),
+            io_threads: self.io_threads(),
+        }
     }
 }

@@ -139,6 +139,15 @@ impl Driver {
             .unwrap_or_default()
     }
 
+    /// What each backend holds while the driver is open (pinned host memory, IO threads), in
+    /// offer order; empty when the driver is not open.
+    pub fn resources(&self) -> Vec<(&'static str, hipfile_core::Resources)> {
+        self.core
+            .session()
+            .map(|s| s.registry().resources())
+            .unwrap_or_default()
+    }
+
     /// Register an open file. The file must stay open while the handle lives.
     pub fn register_file(&self, file: &impl AsRawFd) -> Result<FileHandle> {
         self.register_fd(file.as_raw_fd())

@@ -80,6 +80,20 @@ fn each_phase_reports_its_measurements() {
         assert_eq!(got, want, "phase {phase}");
         assert_eq!(summary["verified"], true);
         assert_eq!(summary["platform"], "sim");
+        // The staged engine's pinned lanes and threads are reported, within the default bound.
+        let pinned = summary["resources"]["fallback"]["pinned_bytes"]
+            .as_u64()
+            .unwrap();
+        assert!(pinned > 0 && pinned <= 256 << 20, "{summary}");
+        assert!(
+            summary["resources"]["fallback"]["io_threads"]
+                .as_u64()
+                .unwrap()
+                >= 1
+        );
+        for o in &objects {
+            assert!(o["cores_by_thread"]["caller"].as_f64().is_some(), "{o}");
+        }
         for o in &objects {
             match o["unit"].as_str().unwrap() {
                 "GB/s" => {

@@ -282,3 +282,31 @@ fn deregistering_a_file_or_buffer_with_io_in_flight_is_refused() {
     d.handle_deregister(handle).unwrap();
     assert_eq!(dev.to_vec().unwrap(), pattern(9, 0, 1 << 20));
 }
+
+#[test]
+fn the_engine_reports_the_lanes_and_threads_it_holds() {
+    let sim = Arc::new(SimRuntime::default());
+    let d = driver(&sim, None, |s| {
+        s.max_io_threads = 3;
+        s.per_buffer_cache_size_kb = 1024;
+    });
+    let held = d.session().unwrap().registry().resources();
+    // One lane of two 1 MiB halves for each thread that can work on a request: 3 workers and
+    // the caller, made when the driver opened.
+    assert_eq!(
+        held,
+        vec![(
+            "fallback",
+            hipfile_core::Resources {
+                pinned_bytes: 4 * (2 << 20),
+                io_threads: 3,
+            }
+        )]
+    );
+    assert_eq!(
+        held[0].1.pinned_bytes,
+        sim.live_allocations(MemoryKind::Host) * (2 << 20),
+        "the report matches what the runtime allocated"
+    );
+    d.close().unwrap();
+}
