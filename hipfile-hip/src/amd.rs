@@ -39,7 +39,7 @@ use std::sync::Arc;
 use libloading::Library;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::p2p::{errno_error, P2pDriver, MAX_P2P_TRANSFER};
+use crate::p2p::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
 use crate::runtime::{
     EventHandle, GpuRuntime, HostFn, MemoryKind, Platform, PointerInfo, RuntimeInfo, StreamHandle,
 };
@@ -562,10 +562,7 @@ fn amd_outcome(rc: c_int, status: i32, copied: u64, asked: usize) -> io::Result<
         };
         return Err(errno_error(errno));
     }
-    usize::try_from(copied)
-        .ok()
-        .filter(|n| *n <= asked)
-        .ok_or_else(|| errno_error(libc::EIO))
+    checked_count(copied, asked)
 }
 
 impl P2pDriver for AmdP2p {

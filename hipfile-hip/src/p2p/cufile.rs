@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use libloading::Library;
 
-use super::{errno_error, P2pDriver, MAX_P2P_TRANSFER};
+use super::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
 
 /// The library loaded.
 pub const CUFILE_LIBRARY: &str = "libcufile.so.0";
@@ -235,10 +235,7 @@ fn transfer_outcome(n: isize, asked: usize) -> io::Result<usize> {
         n if n < -1 => Err(errno_error(op_errno(
             c_int::try_from(n.unsigned_abs()).unwrap_or(0),
         ))),
-        n => usize::try_from(n)
-            .ok()
-            .filter(|n| *n <= asked)
-            .ok_or_else(|| errno_error(libc::EIO)),
+        n => checked_count(n, asked),
     }
 }
 

@@ -57,3 +57,13 @@ pub trait P2pDriver: Send + Sync + fmt::Debug {
 pub(crate) fn errno_error(errno: i32) -> io::Error {
     io::Error::from_raw_os_error(errno)
 }
+
+/// The byte count a driver reported for a transfer of `asked` bytes: a count that is negative,
+/// or larger than asked, is EIO, never trusted.
+pub(crate) fn checked_count(count: impl TryInto<usize>, asked: usize) -> io::Result<usize> {
+    count
+        .try_into()
+        .ok()
+        .filter(|n| *n <= asked)
+        .ok_or_else(|| errno_error(libc::EIO))
+}

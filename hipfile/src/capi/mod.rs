@@ -765,62 +765,61 @@ fn stats_l1() -> Result<hipFileStatsLevel1_t, hipFileError_t> {
     Ok(l1)
 }
 
-/// Level 1 statistics.
-#[no_mangle]
-pub unsafe extern "C" fn hipFileGetStatsL1(stats: *mut hipFileStatsLevel1_t) -> hipFileError_t {
+/// Fill the caller's statistics struct at `out` with `build` applied to the level-1 counters.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `T`.
+unsafe fn write_stats<T>(
+    out: *mut T,
+    build: impl FnOnce(hipFileStatsLevel1_t) -> T,
+) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
-        if stats.is_null() {
+        if out.is_null() {
             return hipFileError_t::op(hipFileInvalidValue);
         }
         match stats_l1() {
-            // SAFETY: `stats` is non-null and points to the caller's struct.
-            Ok(l1) => unsafe {
-                stats.write(l1);
+            Ok(l1) => {
+                let stats = build(l1);
+                // SAFETY: `out` is non-null and points to the caller's struct.
+                unsafe { out.write(stats) };
                 hipFileError_t::SUCCESS
-            },
+            }
             Err(e) => e,
         }
     })
+}
+
+/// Level 1 statistics.
+#[no_mangle]
+pub unsafe extern "C" fn hipFileGetStatsL1(stats: *mut hipFileStatsLevel1_t) -> hipFileError_t {
+    // SAFETY: the caller's contract.
+    unsafe { write_stats(stats, |l1| l1) }
 }
 
 /// Level 2 statistics (no size histograms are kept: they read 0).
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetStatsL2(stats: *mut hipFileStatsLevel2_t) -> hipFileError_t {
-    guarded(hipFileError_t::op(hipFileInternalError), || {
-        if stats.is_null() {
-            return hipFileError_t::op(hipFileInvalidValue);
-        }
-        match stats_l1() {
-            Ok(l1) => {
-                // SAFETY: plain integers; all-zero is valid.
-                let mut l2: hipFileStatsLevel2_t = unsafe { std::mem::zeroed() };
-                l2.basic = l1;
-                // SAFETY: `stats` is non-null and points to the caller's struct.
-                unsafe { stats.write(l2) };
-                hipFileError_t::SUCCESS
-            }
-            Err(e) => e,
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        write_stats(stats, |l1| {
+            // SAFETY: plain integers; all-zero is valid.
+            let mut l2: hipFileStatsLevel2_t = std::mem::zeroed();
+            l2.basic = l1;
+            l2
+        })
+    }
 }
 
 /// Level 3 statistics (no per-GPU counters are kept: `num_gpus` is 0).
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetStatsL3(stats: *mut hipFileStatsLevel3_t) -> hipFileError_t {
-    guarded(hipFileError_t::op(hipFileInternalError), || {
-        if stats.is_null() {
-            return hipFileError_t::op(hipFileInvalidValue);
-        }
-        match stats_l1() {
-            Ok(l1) => {
-                // SAFETY: plain integers and bytes; all-zero is valid.
-                let mut l3: hipFileStatsLevel3_t = unsafe { std::mem::zeroed() };
-                l3.detailed.basic = l1;
-                // SAFETY: `stats` is non-null and points to the caller's struct.
-                unsafe { stats.write(l3) };
-                hipFileError_t::SUCCESS
-            }
-            Err(e) => e,
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        write_stats(stats, |l1| {
+            // SAFETY: plain integers and bytes; all-zero is valid.
+            let mut l3: hipFileStatsLevel3_t = std::mem::zeroed();
+            l3.detailed.basic = l1;
+            l3
+        })
+    }
 }
