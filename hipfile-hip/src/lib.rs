@@ -36,6 +36,8 @@
 //! ```
 
 pub mod amd;
+#[cfg(feature = "contract")]
+pub mod contract;
 mod error;
 pub mod faults;
 pub mod nvidia;

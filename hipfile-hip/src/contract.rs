@@ -1,0 +1,147 @@
+//! Checks every [`GpuRuntime`] must pass, whatever library is under it: pointer queries, copies,
+//! streams, events, host functions and stale handles. Each function panics at the first
+//! violation. Built with the `contract` feature, for the tests of the libraries that stand in for
+//! a GPU runtime (the simulated HIP and CUDA libraries run them through the AMD and NVIDIA
+//! platforms); a release build of hipfile-rs does not contain them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::{
+    DeviceBuffer, GpuRuntime, HipError, HipErrorCode, MemoryKind, OwnedEvent, OwnedStream,
+    PinnedBuffer,
+};
+
+/// Device, managed, pinned and pageable memory are told apart, with base and length, from an
+/// interior pointer.
+pub fn pointer_queries_decode_every_kind_of_memory(rt: &Arc<dyn GpuRuntime>) {
+    let dev = DeviceBuffer::new(Arc::clone(rt), 10_000).unwrap();
+    let info = rt.pointer_info(dev.ptr() + 123).unwrap();
+    assert_eq!(info.kind, MemoryKind::Device);
+    assert_eq!((info.base, info.len), (dev.ptr(), 10_000));
+    assert_eq!(info.remaining_from(dev.ptr() + 123), Some(10_000 - 123));
+
+    let managed = DeviceBuffer::new_managed(Arc::clone(rt), 5000).unwrap();
+    let info = rt.pointer_info(managed.ptr() + 1).unwrap();
+    assert_eq!(info.kind, MemoryKind::Managed);
+    assert_eq!((info.base, info.len), (managed.ptr(), 5000));
+
+    let pinned = PinnedBuffer::new(Arc::clone(rt), 3000).unwrap();
+    let p = pinned.as_ptr() as usize;
+    let info = rt.pointer_info(p + 7).unwrap();
+    assert_eq!(info.kind, MemoryKind::Host);
+    assert_eq!((info.base, info.len), (p, 3000));
+
+    let pageable = vec![0u8; 256];
+    let info = rt.pointer_info(pageable.as_ptr() as usize).unwrap();
+    assert_eq!(info.kind, MemoryKind::Unregistered);
+    assert_eq!((info.base, info.len), (0, 0));
+}
+
+/// Synchronous copies round-trip at any offset; a copy that runs past its allocation is refused
+/// with `INVALID_VALUE` and writes nothing. Returns that refusal, for the caller to check the
+/// call name and detail its platform gives.
+pub fn synchronous_copies_round_trip_and_bad_ranges_fail(rt: &Arc<dyn GpuRuntime>) -> HipError {
+    let mut dev = DeviceBuffer::new(Arc::clone(rt), 1 << 16).unwrap();
+    let data: Vec<u8> = (0..1 << 16).map(|i: u32| (i % 253) as u8).collect();
+    dev.write_at(0, &data).unwrap();
+    assert_eq!(dev.to_vec().unwrap(), data);
+    let mut middle = vec![0u8; 1000];
+    dev.read_at(5000, &mut middle).unwrap();
+    assert_eq!(middle, data[5000..6000]);
+
+    dev.fill(0xab).unwrap();
+    assert!(dev.to_vec().unwrap().iter().all(|&b| b == 0xab));
+
+    // SAFETY: the range runs past the allocation; the runtime refuses it and writes nothing.
+    let r = unsafe { rt.copy_to_device(dev.ptr() + (1 << 16) - 8, &[0u8; 64]) };
+    let refused = match r {
+        Err(e @ HipError::Call { code, .. }) => {
+            assert_eq!(code, HipErrorCode::INVALID_VALUE);
+            e
+        }
+        other => panic!("an overrunning copy gave {other:?}"),
+    };
+    assert!(dev.to_vec().unwrap().iter().all(|&b| b == 0xab));
+    refused
+}
+
+/// Asynchronous copies, host functions and events on one stream run in the order queued.
+pub fn async_copies_streams_events_and_host_functions_run_in_order(rt: &Arc<dyn GpuRuntime>) {
+    const LEN: usize = 1 << 20;
+    const CHUNK: usize = LEN / 4;
+    let dev = DeviceBuffer::new(Arc::clone(rt), LEN).unwrap();
+    let mut src = PinnedBuffer::new(Arc::clone(rt), LEN).unwrap();
+    for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
+        *b = (i % 241) as u8;
+    }
+    let mut back = PinnedBuffer::new(Arc::clone(rt), LEN).unwrap();
+    let stream = OwnedStream::new(Arc::clone(rt)).unwrap();
+    let event = OwnedEvent::new(Arc::clone(rt)).unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..4 {
+        // SAFETY: both buffers outlive the event synchronisation below.
+        unsafe {
+            rt.copy_to_device_async(
+                dev.ptr() + i * CHUNK,
+                src.as_ptr().add(i * CHUNK),
+                CHUNK,
+                stream.handle(),
+            )
+            .unwrap();
+        }
+        let order = Arc::clone(&order);
+        rt.launch_host_func(
+            stream.handle(),
+            Box::new(move || order.lock().unwrap().push(i)),
+        )
+        .unwrap();
+    }
+    // SAFETY: `back` outlives the synchronisation below and nothing reads it before then.
+    unsafe {
+        rt.copy_from_device_async(back.as_mut_ptr(), dev.ptr(), LEN, stream.handle())
+            .unwrap();
+    }
+    event.record(&stream).unwrap();
+    event.synchronize().unwrap();
+    assert!(event.query().unwrap());
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+    assert_eq!(back.as_slice(), src.as_slice());
+    stream.synchronize().unwrap();
+}
+
+/// A host function that panics does not unwind into the runtime, and the stream goes on.
+pub fn a_panicking_host_function_does_not_unwind_into_the_runtime(rt: &Arc<dyn GpuRuntime>) {
+    let stream = OwnedStream::new(Arc::clone(rt)).unwrap();
+    rt.launch_host_func(
+        stream.handle(),
+        Box::new(|| panic!("deliberate panic in a host function")),
+    )
+    .unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    rt.launch_host_func(
+        stream.handle(),
+        Box::new(move || flag.store(true, Ordering::SeqCst)),
+    )
+    .unwrap();
+    stream.synchronize().unwrap();
+    assert!(ran.load(Ordering::SeqCst));
+}
+
+/// A destroyed stream is refused with `INVALID_HANDLE`. Returns what querying a destroyed event
+/// answered, for the caller to check against its platform.
+pub fn stale_handles_are_refused(rt: &Arc<dyn GpuRuntime>) -> crate::HipResult<bool> {
+    let s = rt.stream_create().unwrap();
+    rt.stream_destroy(s).unwrap();
+    assert!(matches!(
+        rt.stream_synchronize(s),
+        Err(HipError::Call {
+            code: HipErrorCode::INVALID_HANDLE,
+            ..
+        })
+    ));
+    let e = rt.event_create().unwrap();
+    rt.event_destroy(e).unwrap();
+    rt.event_query(e)
+}
