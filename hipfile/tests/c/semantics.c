@@ -168,6 +168,13 @@ main(int argc, char **argv)
     /* ---- 1. driver closed ---------------------------------------------- */
 
     expect_use_count(0, "driver starts closed");
+    expect_status(hipFileSetParameterSizeT(hipFileParamProfileStats, 1), hipFileSuccess,
+                  "hipFileSetParameterSizeT(hipFileParamProfileStats) while closed");
+    {
+        hipFileStatsLevel1_t l1;
+        expect_status(hipFileGetStatsL1(&l1), hipFileDriverNotInitialized,
+                      "hipFileGetStatsL1 with the driver closed -> hipFileDriverNotInitialized");
+    }
     expect_status(hipFileDriverClose(), hipFileDriverNotInitialized,
                   "hipFileDriverClose on a closed driver -> hipFileDriverNotInitialized");
 
@@ -289,6 +296,25 @@ main(int argc, char **argv)
         io             = hipFileWrite(fh, interior, 8192, 0, 0);
         check(copied && io == 8192, "hipFileWrite from an interior pointer of an unregistered allocation",
               "returned %zd, errno %d", io, errno);
+        /* Statistics are on (hipFileParamProfileStats): the write is counted, and levels 2 and 3
+         * start with level 1. */
+        hipFileStatsLevel1_t  l1;
+        hipFileStatsLevel2_t *l2 = (hipFileStatsLevel2_t *)calloc(1, sizeof *l2);
+        hipFileStatsLevel3_t *l3 = (hipFileStatsLevel3_t *)calloc(1, sizeof *l3);
+        memset(&l1, 0, sizeof l1);
+        expect_status(hipFileGetStatsL1(NULL), hipFileInvalidValue, "hipFileGetStatsL1(NULL) -> hipFileInvalidValue");
+        expect_status(hipFileGetStatsL2(NULL), hipFileInvalidValue, "hipFileGetStatsL2(NULL) -> hipFileInvalidValue");
+        expect_status(hipFileGetStatsL3(NULL), hipFileInvalidValue, "hipFileGetStatsL3(NULL) -> hipFileInvalidValue");
+        expect_status(hipFileGetStatsL1(&l1), hipFileSuccess, "hipFileGetStatsL1");
+        check(l1.write_bytes >= 8192, "level 1 statistics count the bytes written", "write_bytes %llu",
+              (unsigned long long)l1.write_bytes);
+        expect_status(hipFileGetStatsL2(l2), hipFileSuccess, "hipFileGetStatsL2");
+        check(memcmp(&l2->basic, &l1, sizeof l1) == 0, "level 2 statistics start with level 1", "they differ");
+        expect_status(hipFileGetStatsL3(l3), hipFileSuccess, "hipFileGetStatsL3");
+        check(memcmp(&l3->detailed.basic, &l1, sizeof l1) == 0, "level 3 statistics start with level 1",
+              "they differ");
+        free(l2);
+        free(l3);
         /* Only the direct path may serve when compat mode is disallowed: it needs an aligned address,
          * and refuses the unaligned one with -hipFileInternalError. */
         size_t at = 65536 + 123;
