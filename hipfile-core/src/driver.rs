@@ -540,18 +540,20 @@ impl Driver {
         let buffer_offset = usize::try_from(call.buffer_offset)
             .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
         let (view, _buffer_guard) = self.buffer_view(&session, call.buffer, buffer_offset, size)?;
-        let access = file.access();
-        let allowed = match call.op {
-            IoOp::Read => access.read,
-            IoOp::Write => access.write,
-        };
-        if !allowed {
-            return Err(Error::os(
-                Errno::BADF.raw_os_error(),
-                "the file was not opened for this direction",
-            ));
-        }
+        // The application's descriptor decides, at this moment: closed, reused for another file
+        // or not open for this direction is EBADF, as `pread`/`pwrite` on it would answer.
+        let caller = file.check_caller(call.op)?;
         if size == 0 {
+            return Ok(0);
+        }
+        // A read that starts at or past the end of a regular file reads nothing, whatever its
+        // alignment: no backend is asked (a direct-only driver would otherwise refuse an
+        // unaligned offset at end of file, which readers that step by bytes read reach).
+        if call.op == IoOp::Read
+            && caller
+                .size
+                .is_some_and(|len| call.file_offset as u64 >= len)
+        {
             return Ok(0);
         }
         let settings = session.settings.current();
@@ -562,6 +564,7 @@ impl Driver {
             device: view.device,
             size,
             file_offset: call.file_offset as u64,
+            append: call.op == IoOp::Write && caller.append,
             registered_buffer: view.registered,
             settings: &settings,
             compat: settings.compat_mode(&session.env),
