@@ -549,12 +549,19 @@ impl Driver {
         // A read that starts at or past the end of a regular file reads nothing, whatever its
         // alignment: no backend is asked (a direct-only driver would otherwise refuse an
         // unaligned offset at end of file, which readers that step by bytes read reach).
-        if call.op == IoOp::Read
-            && caller
-                .size
-                .is_some_and(|len| call.file_offset as u64 >= len)
-        {
-            return Ok(0);
+        // Otherwise nothing past the end of the file's last block is asked for: the kernel's
+        // O_DIRECT read zero-fills the caller's buffer for the blocks past the end of file
+        // beyond the bytes it reports. Clipped here, the buffer past the bytes read keeps what
+        // it held, except (on the direct path) for the rest of the file's last block.
+        let mut size = size;
+        if let (IoOp::Read, Some(len)) = (call.op, caller.size) {
+            let offset = call.file_offset as u64;
+            if offset >= len {
+                return Ok(0);
+            }
+            let align = u64::from(file.dio_align().offset.max(1));
+            let room = (len - offset).div_ceil(align).saturating_mul(align);
+            size = size.min(usize::try_from(room).unwrap_or(usize::MAX));
         }
         let settings = session.settings.current();
         let req = IoRequest {

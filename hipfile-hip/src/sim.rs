@@ -765,10 +765,12 @@ impl GpuRuntime for SimRuntime {
     }
 
     fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
+        // As the AMD and NVIDIA platforms do: a panic stays in the host function and the stream
+        // goes on (the runtime contract, `contract::a_panicking_host_function_...`).
         self.enqueue(
             stream,
             Box::new(move || {
-                f();
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
                 Ok(())
             }),
         )
