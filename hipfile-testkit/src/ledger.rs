@@ -63,7 +63,7 @@ pub fn record_gpu() {
 /// returns: libtest counts it as passed, the runners as skipped.
 pub fn skip(reason: &str) {
     let reason = reason.replace(['\t', '\n'], " ");
-    println!("skipped: {reason}");
+    println!("skip recorded in the test ledger: {reason}");
     append(&format!("skip\t{}\t{reason}\n", test_name()));
 }
 
