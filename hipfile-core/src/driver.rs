@@ -552,7 +552,7 @@ impl Driver {
         // Otherwise nothing past the end of the file's last block is asked for: the kernel's
         // O_DIRECT read zero-fills the caller's buffer for the blocks past the end of file
         // beyond the bytes it reports. Clipped here, the buffer past the bytes read keeps what
-        // it held, except (on the direct path) for the rest of the file's last block.
+        // it held, except that the direct path may zero the rest of the file's last block.
         let mut size = size;
         if let (IoOp::Read, Some(len)) = (call.op, caller.size) {
             let offset = call.file_offset as u64;
