@@ -227,12 +227,20 @@ run_c_program() {
     if [ "$not_ok" -gt 0 ]; then
         FAILURES+=("$name: $not_ok check(s) not ok")
     fi
+    # The plan `1..N` (printed last) must match the results: a program that stopped early, or
+    # printed a lone `ok`, fails here.
+    local plan
+    plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | tail -n 1)
     if [ "$status" -ne 0 ] && [ "$not_ok" -eq 0 ]; then
         note_fail "$name: exit $status with no not-ok line"
         tail -n 40 "$log"
     elif [ "$ok" -eq 0 ] && [ "$not_ok" -eq 0 ]; then
         note_fail "$name: printed no ok / not ok line"
         tail -n 40 "$log"
+    elif [ -z "$plan" ]; then
+        note_fail "$name: printed no plan (1..N): it stopped before its end"
+    elif [ "$plan" -ne $((ok + not_ok)) ]; then
+        note_fail "$name: plan 1..$plan, but $((ok + not_ok)) results"
     fi
     echo "$name: $ok ok, $not_ok not ok (exit $status)"
     summary "c/$name: $ok ok, $not_ok not ok, exit $status"
