@@ -9,7 +9,10 @@
 //!
 //! Correctness rules: EINTR is retried and short transfers are continued (`pread_full`,
 //! `pwrite_full`); a read that comes up short marks end of file and the request returns the
-//! bytes before it; the first failure stops every thread from taking new pieces and fails the
+//! bytes before it, and pieces past a known end of file copy nothing. Against a file truncated
+//! and extended while one request runs, the pieces are not one atomic read: the count is always
+//! an exact prefix of the file as read, but a piece past the final count that was copied before
+//! another piece found the end of file leaves its bytes in the buffer past the count; the first failure stops every thread from taking new pieces and fails the
 //! request with the bytes already moved reported, never a success.
 //!
 //! The O_DIRECT policy ([`DirectIoPolicy`]): in `Auto`, an aligned read piece is read through
@@ -323,6 +326,13 @@ impl Transfer {
                 self.eof_at
                     .fetch_min(start as u64 + got as u64, Ordering::AcqRel);
             }
+            // A piece that starts at or past an end of file another piece found moves nothing:
+            // its bytes (the file grew again meanwhile) lie past the count the request returns.
+            let got = if start as u64 >= self.eof_at.load(Ordering::Acquire) {
+                0
+            } else {
+                got
+            };
             if got > 0 {
                 // SAFETY: the dispatcher validated [device_ptr, device_ptr + size) as device memory
                 // of one allocation, and this piece lies inside it; the staging half stays untouched
