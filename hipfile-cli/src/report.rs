@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use crate::anchor::AnchorFigure;
 use crate::measure::{mean, median, percentile};
+use crate::verify::Checked;
 
 /// What a measurement measured.
 #[derive(Clone, Debug)]
@@ -36,6 +37,8 @@ pub struct Measurement {
     pub cores_by_thread: Vec<BTreeMap<String, f64>>,
     /// The anchor's figure for the same measurement, when an anchor ran.
     pub anchor: Option<AnchorFigure>,
+    /// The byte checks behind the figure; `None` where nothing was checked (the ceilings).
+    pub checked: Option<Checked>,
 }
 
 impl Measurement {
@@ -107,8 +110,10 @@ impl Measurement {
                 "ratio_basis": "mean us per read, ours / anchor",
             }),
         };
-        if let (Some(obj), Value::Object(more)) = (v.as_object_mut(), extra) {
-            obj.extend(more);
+        for more in [extra, Checked::json_fields(self.checked.as_ref())] {
+            if let (Some(obj), Value::Object(more)) = (v.as_object_mut(), more) {
+                obj.extend(more);
+            }
         }
         v
     }
@@ -143,6 +148,7 @@ pub fn table(rows: &[Measurement]) -> String {
         "measurement".to_string(),
         "figure (GB/s | median / p99)".into(),
         "cores".into(),
+        "checked".into(),
     ];
     if anchored {
         header.push("kvikio".into());
@@ -155,6 +161,7 @@ pub fn table(rows: &[Measurement]) -> String {
             m.figure_text(),
             m.cores_median()
                 .map_or_else(|| "-".into(), |c| format!("{c:.2}")),
+            Checked::cell(m.checked.as_ref()),
         ];
         if anchored {
             row.push(m.anchor_text());
@@ -221,6 +228,12 @@ mod tests {
                 threads: Some(16),
                 samples: vec![value],
             }),
+            checked: Some(Checked {
+                checks: 3,
+                failures: 0,
+                bytes: Some(3 << 20),
+                first_failure: None,
+            }),
         }
     }
 
@@ -235,6 +248,11 @@ mod tests {
         assert_eq!(j["cores_by_thread"]["hipfile-io"], 2.0);
         assert_eq!(j["ratio"], 0.5);
         assert_eq!(j["anchor"]["threads"], 16);
+        assert_eq!(j["verified"], true);
+        assert_eq!(j["bytes_checked"], 3 << 20);
+        let mut unchecked = row(None);
+        unchecked.checked = None;
+        assert_eq!(unchecked.to_json()["verified"], Value::Null);
     }
 
     #[test]
@@ -242,5 +260,6 @@ mod tests {
         assert!(!table(&[row(None)]).contains("kvikio"));
         let t = table(&[row(Some(40.0))]);
         assert!(t.contains("ours/kvikio") && t.contains("0.50x"), "{t}");
+        assert!(t.contains("3 ok"), "{t}");
     }
 }

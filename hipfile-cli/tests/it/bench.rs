@@ -1,5 +1,6 @@
 //! `hipfile bench --json` on the sim with tiny sizes: every phase runs, every line parses, every
-//! expected measurement is there; the KvikIO runner against a fake anchor script.
+//! expected measurement is there with the byte checks behind it; a file the bench is given keeps
+//! its bytes; the KvikIO runner against a fake anchor script.
 
 use std::path::Path;
 use std::process::Command;
@@ -78,8 +79,40 @@ fn each_phase_reports_its_measurements() {
             want.retain(|k| k != "ceiling_odirect_read");
         }
         assert_eq!(got, want, "phase {phase}");
-        assert_eq!(summary["verified"], true);
         assert_eq!(summary["platform"], "sim");
+        // Verified means: the first read and every timed read or write were compared, and all
+        // matched; the ceilings move no bytes of the file into GPU memory and are not checked.
+        assert_eq!(summary["verified"], true, "{summary}");
+        let first = &summary["verification"]["first_read"];
+        assert_eq!(first["checks"], 1, "{summary}");
+        assert_eq!(first["bytes"], 4 << 20, "{summary}");
+        for o in &objects {
+            let key = o["key"].as_str().unwrap();
+            let checked = &summary["verification"][key];
+            if key.starts_with("ceiling_") {
+                assert_eq!(o["verified"], Value::Null, "{o}");
+                assert_eq!(o["checks"], 0, "{o}");
+                assert!(checked.is_null(), "{summary}");
+                assert!(
+                    summary["not_checked"]
+                        .as_array()
+                        .unwrap()
+                        .contains(&key.into()),
+                    "{summary}"
+                );
+                continue;
+            }
+            // One check per repetition, of the whole file or of one small read.
+            let per_check = if o["unit"] == "us" {
+                o["bytes"].as_u64().unwrap()
+            } else {
+                4 << 20
+            };
+            assert_eq!(o["verified"], true, "{o}");
+            assert_eq!(o["checks"], 2, "{o}");
+            assert_eq!(o["bytes_checked"], 2 * per_check, "{o}");
+            assert_eq!(checked["failures"], 0, "{summary}");
+        }
         // The staged engine's pinned lanes and threads are reported, within the default bound.
         let pinned = summary["resources"]["fallback"]["pinned_bytes"]
             .as_u64()
@@ -201,7 +234,8 @@ fn the_kvikio_anchor_is_run_parsed_and_compared() {
     let t1 = find(&objects, "kvikio_read_hot_t1");
     assert_eq!(t1["samples"].as_array().unwrap().len(), 4, "{t1}");
     find(&objects, "kvikio_read_hot_t4");
-    assert!(!dir.path().join("f.kvikio-write").exists());
+    // The anchor wrote into our scratch file, which is gone.
+    assert_eq!(names_in(dir.path()), ["f.dat", "fake_anchor.py"]);
 }
 
 #[test]
@@ -241,11 +275,100 @@ fn the_table_is_readable() {
     assert!(out.status.success(), "{text}");
     for want in [
         "platform sim",
-        "verified",
         "read, hot",
         "GB/s",
         "random 4k reads",
+        "checked",
+        "1 ok",
     ] {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
+    // The checks that ran, not a constant: the first read, one hot read, three small reads.
+    let verified = text
+        .lines()
+        .find(|l| l.starts_with("verified: "))
+        .unwrap_or_else(|| panic!("no verified line in:\n{text}"));
+    assert!(
+        verified.starts_with("verified: 5 byte checks passed")
+            && verified.contains("first_read, read_hot, latency_4k"),
+        "{verified}"
+    );
+}
+
+/// Bytes no pattern of the bench makes (SplitMix64 of a fixed seed).
+fn foreign_bytes(len: usize) -> Vec<u8> {
+    let mut x = 0x1234_5678_9abc_def0u64;
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) as u8
+        })
+        .collect()
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_file_it_is_given_keeps_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f.dat");
+    let before = foreign_bytes(4 << 20);
+    std::fs::write(&file, &before).unwrap();
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    // Small reads land in the buffer the writes write out; both run twice.
+    let (objects, summary) = bench_json(&file, &["--only", "write,latency"]);
+    assert_eq!(summary["file_created"], false);
+    let after = std::fs::read(&file).unwrap();
+    assert_eq!(after.len(), before.len());
+    let changed = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        changed, 0,
+        "hipfile bench changed {changed} bytes of the file it was given"
+    );
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().modified().unwrap(),
+        modified
+    );
+    // The writes went to a scratch file next to it, which is gone.
+    let target = summary["write_target"].as_str().unwrap();
+    assert_ne!(Path::new(target), file);
+    assert_eq!(Path::new(target).parent(), Some(dir.path()));
+    assert_eq!(names_in(dir.path()), ["f.dat"]);
+    for key in ["write", "write_fsync"] {
+        let w = find(&objects, key);
+        assert_eq!(w["verified"], true, "{w}");
+        assert_eq!(w["bytes_checked"], 2 * (4 << 20), "{w}");
+    }
+    assert_eq!(summary["verified"], true, "{summary}");
+}
+
+#[test]
+fn only_regular_files_with_bytes_are_read_and_nothing_else_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.dat");
+    std::fs::write(&empty, b"").unwrap();
+    for (path, why) in [
+        (empty.as_path(), "is empty"),
+        (dir.path(), "not a regular file"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+            .args(["bench", "--platform", "sim", "--size", "1M", "--file"])
+            .arg(path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(why), "{stderr}");
+    }
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
+    assert_eq!(names_in(dir.path()), ["empty.dat"]);
 }
