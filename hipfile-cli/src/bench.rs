@@ -36,7 +36,7 @@ use crate::ceiling;
 use crate::measure::{Span, SplitMix64, Timed};
 use crate::report::{table, Figure, Measurement};
 use crate::scratch::Scratch;
-use crate::verify::{sentinel_for, Comparer, Ledger};
+use crate::verify::{sentinel_for, Checked, Comparer, Ledger};
 
 /// The phases `--only` chooses from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -81,12 +81,17 @@ pub struct BenchArgs {
     #[arg(long)]
     pub baseline: bool,
     /// Path of `kvikio_anchor.py`: run it between our repetitions and print ratios ours/KvikIO.
-    /// Its writes go to our scratch file.
+    /// It reads the bytes we read, makes as many small reads as we do, and writes into our
+    /// scratch file, left in the state our writes start from.
     #[arg(long, value_name = "SCRIPT")]
     pub kvikio: Option<PathBuf>,
-    /// The KvikIO thread sweep; its best figure is the anchor.
+    /// The KvikIO thread sweep, one process per thread count; its best figure is the anchor.
     #[arg(long, value_delimiter = ',', default_value = "1,8,16,32")]
     pub kvikio_threads: Vec<usize>,
+    /// KvikIO's task size, with an optional K/M/G suffix (default: our staged engine's chunk
+    /// when that engine serves our reads, else KvikIO's own default).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub kvikio_task_size: Option<usize>,
     /// The Python interpreter that runs the anchor.
     #[arg(long, default_value = "python3")]
     pub python: String,
@@ -112,6 +117,7 @@ impl Default for BenchArgs {
             baseline: false,
             kvikio: None,
             kvikio_threads: vec![1, 8, 16, 32],
+            kvikio_task_size: None,
             python: "python3".into(),
             only: Vec::new(),
             backend: None,
@@ -291,8 +297,23 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     let anchor = args.kvikio.as_ref().map(|script| AnchorRunner {
         script: script.clone(),
         python: args.python.clone(),
-        threads: args.kvikio_threads.clone(),
     });
+    let anchor_threads: Vec<usize> = {
+        let mut seen = BTreeSet::new();
+        args.kvikio_threads
+            .iter()
+            .copied()
+            .filter(|t| seen.insert(*t))
+            .collect()
+    };
+    // KvikIO's small reads run in one process of the sweep: the one closest to our one thread.
+    let anchor_small_threads = anchor_threads.iter().copied().min();
+    let staged_serves = backends.contains(&"fallback")
+        && !(backends.first() == Some(&"fastpath") && gpu.p2p().is_some());
+    let anchor_task_size = args
+        .kvikio_task_size
+        .map(|b| b as u64)
+        .or_else(|| staged_serves.then(|| driver.core().settings().chunk_bytes() as u64));
     let mut anchor_tally = AnchorTally::default();
     let mut anchor_alive = anchor.is_some();
 
@@ -493,20 +514,28 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if let (Some(runner), true) = (&anchor, anchor_alive) {
             step("KvikIO anchor");
             ceiling::warm(&path, size as u64)?;
-            if let Some(target) = &scratch {
-                target.settle()?;
-            }
-            let ask = AnchorAsk {
-                file: &path,
-                cold: cold_ok,
-                small: phases.contains(&Phase::Latency),
-                write: scratch.as_ref().map(|s| s.path()),
-            };
-            match runner.run(ask) {
-                Ok(lines) => anchor_tally.add(&lines),
-                Err(why) => {
-                    notes.push(format!("KvikIO anchor failed, not run again: {why}"));
-                    anchor_alive = false;
+            for &th in &anchor_threads {
+                if let Some(target) = &scratch {
+                    target.settle()?;
+                }
+                let ask = AnchorAsk {
+                    file: &path,
+                    threads: th,
+                    size: size as u64,
+                    task_size: anchor_task_size,
+                    cold: cold_ok,
+                    latency_ops: (phases.contains(&Phase::Latency)
+                        && Some(th) == anchor_small_threads)
+                        .then_some(args.latency_ops),
+                    write: scratch.as_ref().map(|s| s.path()),
+                };
+                match runner.run(&ask) {
+                    Ok(lines) => anchor_tally.add(th, &lines),
+                    Err(why) => {
+                        notes.push(format!("KvikIO anchor failed, not run again: {why}"));
+                        anchor_alive = false;
+                        break;
+                    }
                 }
             }
             progress.inc(1);
@@ -521,7 +550,25 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         m.checked = ledger.get(&m.key).cloned();
     }
     if !anchor_tally.is_empty() {
-        attach_anchor(&mut measurements, &anchor_tally);
+        attach_anchor(&mut measurements, &anchor_tally, size);
+        if anchor_tally.set_up_samples() > 0 {
+            notes.push(format!(
+                "KvikIO: the first hot read of each of its processes ({} in all) includes its set-up and is left out",
+                anchor_tally.set_up_samples()
+            ));
+        }
+        let failed: Vec<&str> = measurements
+            .iter()
+            .filter(|m| m.key.starts_with("kvikio_"))
+            .filter(|m| m.checked.as_ref().is_some_and(|c| c.failures > 0))
+            .map(|m| m.key.as_str())
+            .collect();
+        if !failed.is_empty() {
+            notes.push(format!(
+                "KvikIO's own byte check failed in {}",
+                failed.join(", ")
+            ));
+        }
     }
     let verified = ledger.all_passed();
     let write_target = match &scratch {
@@ -554,7 +601,9 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 .collect::<Vec<_>>(),
             "cold": cold_ok,
             "anchor": args.kvikio.as_ref().map(|p| p.display().to_string()),
-            "anchor_threads": args.kvikio.as_ref().map(|_| args.kvikio_threads.clone()),
+            "anchor_threads": args.kvikio.as_ref().map(|_| anchor_threads.clone()),
+            "anchor_task_size": args.kvikio.as_ref().and(anchor_task_size),
+            "anchor_latency_ops": args.kvikio.as_ref().map(|_| args.latency_ops),
             "keys": measurements.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             "notes": notes,
             "resources": held
@@ -844,8 +893,9 @@ impl Rows {
     }
 }
 
-/// Put the anchor's best figure next to ours, and its whole thread sweep in rows of its own.
-fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally) {
+/// Put the anchor's best figure next to ours, and its whole thread sweep in rows of its own
+/// (with the checks the script made of its reads).
+fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally, size: usize) {
     for m in rows.iter_mut() {
         m.anchor = match m.key.as_str() {
             "read_hot" => tally.best_read("hot"),
@@ -860,16 +910,25 @@ fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally) {
     for cache in ["hot", "cold"] {
         for f in tally.reads_by_threads(cache) {
             let t = f.threads.unwrap_or(0);
+            let tasks = f
+                .task_size
+                .map_or_else(String::new, |b| format!(", {} KiB tasks", b >> 10));
             rows.push(Measurement {
                 key: format!("kvikio_read_{cache}_t{t}"),
-                label: format!("KvikIO read, {cache}, {t} threads"),
+                label: format!("KvikIO read, {cache}, {t} threads{tasks}"),
                 threads: t,
-                bytes: 0,
-                figure: Figure::Throughput(f.samples),
-                cores: Vec::new(),
+                bytes: size as u64,
+                cores: f.cores.into_iter().collect(),
                 cores_by_thread: Vec::new(),
                 anchor: None,
-                checked: None,
+                checked: (f.checks > 0).then(|| Checked {
+                    checks: f.checks,
+                    failures: f.check_failures,
+                    bytes: None,
+                    first_failure: (f.check_failures > 0)
+                        .then(|| "KvikIO's check of 16 windows of 4 KiB failed".to_string()),
+                }),
+                figure: Figure::Throughput(f.samples),
             });
         }
     }

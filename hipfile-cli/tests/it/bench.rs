@@ -175,35 +175,63 @@ fn the_baseline_runs_next_to_ours() {
 }
 
 /// A stand-in for `kvikio_anchor.py`: the same arguments, anchor-shaped lines, fixed figures.
+/// Each process appends what it was asked for to `calls.jsonl` beside the script. Like the
+/// real script, it opens the write target `r+` (it must exist) and its first hot read of a
+/// process is slow (KvikIO's set-up).
 const FAKE_ANCHOR: &str = r#"
-import argparse, json
+import argparse, json, os
 ap = argparse.ArgumentParser()
 ap.add_argument("file")
 ap.add_argument("--threads", default="1,8,16")
+ap.add_argument("--task-size", type=int, default=0)
+ap.add_argument("--size", type=int, default=0)
 ap.add_argument("--cold", action="store_true")
 ap.add_argument("--write")
 ap.add_argument("--small", action="store_true")
+ap.add_argument("--latency-ops", type=int, default=2000)
 a = ap.parse_args()
+size = a.size or os.path.getsize(a.file)
+seen = {"file": a.file, "threads": a.threads, "size": a.size, "task_size": a.task_size,
+        "latency_ops": a.latency_ops if a.small else None, "write": a.write,
+        "write_size": os.path.getsize(a.write) if a.write else None}
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl"), "a") as log:
+    log.write(json.dumps(seen) + "\n")
 print("a line that is not JSON")
 for th in [int(t) for t in a.threads.split(",")]:
-    for cache in (["cold"] if a.cold else []) + ["hot", "hot"]:
+    samples = (["cold"] if a.cold else []) + ["hot", "hot"]
+    for i, cache in enumerate(samples):
+        gbps = 0.0001 if cache == "hot" and samples.index("hot") == i else 0.001 * th
         print(json.dumps({"tool": "kvikio", "op": "read", "threads": th, "cache": cache,
-                          "bytes": 1, "gbps": 0.001 * th}))
+                          "task_size": a.task_size or 4194304, "bytes": size, "gbps": gbps,
+                          "cores": 0.5 * th, "verified": True}))
     if a.write:
-        open(a.write, "wb").close()
-        print(json.dumps({"tool": "kvikio", "op": "write", "threads": th, "bytes": 1, "gbps": 0.002}))
+        with open(a.write, "r+b") as f:
+            f.write(b"x")
+        print(json.dumps({"tool": "kvikio", "op": "write", "threads": th, "bytes": size,
+                          "gbps": 0.002, "cores": 0.25}))
 if a.small:
     for sz in (4096, 65536, 1 << 20):
-        print(json.dumps({"tool": "kvikio", "op": "read_latency", "bytes": sz, "us_per_op": 1e6}))
+        print(json.dumps({"tool": "kvikio", "op": "read_latency", "bytes": sz, "us_per_op": 1e6,
+                          "us_median": 9e5, "us_p99": 2e6}))
 "#;
+
+fn anchor_calls(dir: &Path) -> Vec<Value> {
+    let calls = std::fs::read_to_string(dir.join("calls.jsonl")).unwrap();
+    std::fs::remove_file(dir.join("calls.jsonl")).unwrap();
+    calls
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
 
 #[test]
 fn the_kvikio_anchor_is_run_parsed_and_compared() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("fake_anchor.py");
     std::fs::write(&script, FAKE_ANCHOR).unwrap();
+    let file = dir.path().join("f.dat");
     let (objects, summary) = bench_json(
-        &dir.path().join("f.dat"),
+        &file,
         &[
             "--only",
             "hot,write,latency",
@@ -214,28 +242,86 @@ fn the_kvikio_anchor_is_run_parsed_and_compared() {
         ],
     );
     assert!(
-        !summary["notes"].to_string().contains("KvikIO"),
+        !summary["notes"]
+            .to_string()
+            .contains("KvikIO anchor failed"),
         "{summary}"
     );
     let hot = find(&objects, "read_hot");
-    // The best of the sweep: 4 threads, 0.004 GB/s.
+    // The best of the sweep: 4 threads, 0.004 GB/s (the slow first hot read of each process
+    // is its set-up, left out), with the cores the script printed.
     assert_eq!(hot["anchor"]["threads"], 4, "{hot}");
     assert_eq!(hot["anchor"]["value"], 0.004, "{hot}");
+    assert_eq!(hot["anchor"]["cores"], 2.0, "{hot}");
+    assert_eq!(hot["anchor"]["task_size"], 4 << 20, "{hot}");
     let ratio = hot["ratio"].as_f64().unwrap();
     assert!(
         (ratio - hot["gbps"].as_f64().unwrap() / 0.004).abs() < 0.01 * ratio,
         "{hot}"
     );
-    assert_eq!(find(&objects, "write")["anchor"]["value"], 0.002);
+    let write = find(&objects, "write");
+    assert_eq!(write["anchor"]["value"], 0.002);
+    assert_eq!(write["anchor"]["cores"], 0.25);
+    // Latency is compared by median, and the anchor's p99 is shown.
     let lat = find(&objects, "latency_4k");
-    assert_eq!(lat["anchor"]["value"], 1e6);
+    assert_eq!(lat["anchor"]["value"], 9e5);
+    assert_eq!(lat["anchor"]["p99_us"], 2e6);
+    assert_eq!(lat["anchor"]["threads"], 1);
+    assert_eq!(lat["ratio_basis"], "median us per read, ours / anchor");
     assert!(lat["ratio"].as_f64().unwrap() < 1.0, "{lat}");
-    // Two repetitions, two hot reads per run: four samples per thread count.
+    // Two repetitions, one hot sample each per thread count, each checked by the script.
     let t1 = find(&objects, "kvikio_read_hot_t1");
-    assert_eq!(t1["samples"].as_array().unwrap().len(), 4, "{t1}");
+    assert_eq!(t1["samples"].as_array().unwrap().len(), 2, "{t1}");
+    assert_eq!(t1["verified"], true, "{t1}");
+    assert_eq!(t1["checks"], 2, "{t1}");
+    assert_eq!(t1["cores"], 0.5, "{t1}");
     find(&objects, "kvikio_read_hot_t4");
-    // The anchor wrote into our scratch file, which is gone.
+
+    // What the script was asked: one process per thread count and repetition, our size, our
+    // small-read count (once per repetition, in the 1-thread process), no task size (on the sim
+    // the fastpath serves our reads, so our chunk is not the comparable setting), and a write
+    // target that is not the file read, exists, and has our size.
+    let calls = anchor_calls(dir.path());
+    let threads: Vec<&str> = calls
+        .iter()
+        .map(|c| c["threads"].as_str().unwrap())
+        .collect();
+    assert_eq!(threads, ["1", "4", "1", "4"]);
+    for c in &calls {
+        assert_eq!(c["size"], 4 << 20, "{c}");
+        assert_eq!(c["task_size"], 0, "{c}");
+        let small = if c["threads"] == "1" {
+            40.into()
+        } else {
+            Value::Null
+        };
+        assert_eq!(c["latency_ops"], small, "{c}");
+        let target = Path::new(c["write"].as_str().unwrap());
+        assert_ne!(target, file);
+        assert_eq!(target.parent(), Some(dir.path()));
+        assert_eq!(c["write_size"], 4 << 20, "{c}");
+    }
     assert_eq!(names_in(dir.path()), ["f.dat", "fake_anchor.py"]);
+
+    // With the staged engine serving our reads, KvikIO gets its chunk as task size.
+    bench_json(
+        &file,
+        &[
+            "--only",
+            "hot",
+            "--backend",
+            "fallback",
+            "--kvikio",
+            script.to_str().unwrap(),
+            "--kvikio-threads",
+            "2",
+        ],
+    );
+    for c in anchor_calls(dir.path()) {
+        assert_eq!(c["task_size"], 4 << 20, "{c}");
+        assert_eq!(c["write"], Value::Null, "{c}");
+        assert_eq!(c["latency_ops"], Value::Null, "{c}");
+    }
 }
 
 #[test]
