@@ -51,6 +51,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Measure reads, writes and small-read latency through GPU memory, next to the ceilings.
+    ///
+    /// The file read is never written: writes are measured on a scratch file next to it. Every
+    /// timed read and write is compared byte for byte with the file or the buffer; the report
+    /// says what each check covered, and the exit status is 1 when a check failed.
     Bench(bench::BenchArgs),
     /// Tell whether this machine can do direct (P2P) IO, and why not; exit 0 only if it can.
     Check(check::CheckArgs),
