@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use hipfile_core::{
-    pread_full, pwrite_full, DirectIoPolicy, Error, ErrorKind, FileIo, IoFailure, IoOp, IoRequest,
+    pread_full, pwrite_append_full, pwrite_full, DirectIoPolicy, Error, ErrorKind, FileIo,
+    IoFailure, IoOp, IoRequest,
 };
 use hipfile_hip::GpuRuntime;
 
@@ -83,6 +84,7 @@ pub struct Transfer {
     device_ptr: usize,
     size: usize,
     file_offset: u64,
+    append: bool,
     plan: Plan,
     lane_chunk: usize,
     pinned_bound: usize,
@@ -126,8 +128,10 @@ pub struct EngineParts {
 }
 
 impl Transfer {
-    /// Plan `req` for at most `threads` threads.
+    /// Plan `req` for at most `threads` threads. An appending write runs on the caller alone,
+    /// piece after piece, so its bytes reach the end of the file in order.
     pub fn new(req: &IoRequest<'_>, parts: &EngineParts, threads: usize) -> Arc<Transfer> {
+        let threads = if req.append { 1 } else { threads };
         let s = req.settings;
         let chunk = s.chunk_bytes();
         let plan = Plan::new(
@@ -144,6 +148,7 @@ impl Transfer {
             device_ptr: req.device_ptr,
             size: req.size,
             file_offset: req.file_offset,
+            append: req.append,
             plan,
             lane_chunk: chunk,
             pinned_bound: s.max_pinned_bytes(),
@@ -477,6 +482,10 @@ impl Transfer {
 
     fn write_piece(&self, buf: &[u8], offset: u64) -> Result<(), Error> {
         let io = &*self.io;
+        if self.append {
+            return pwrite_append_full(io, self.buffered_fd(), buf)
+                .map_err(|e| Error::from_io(&e, format!("appending {} bytes", buf.len())));
+        }
         let direct = match self.policy {
             DirectIoPolicy::Always => self.direct_fd_for(offset, buf),
             _ => None,

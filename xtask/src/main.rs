@@ -47,7 +47,7 @@ commands:
                cargo. Carry it with the device tool and run it there:
                  run  carry: [\"target/gpu-bundle\"]
                       command: \"cd target/gpu-bundle && ./run.sh\"
-               run.sh ends with `N passed, M failed`; its logs come back from $OUT
+               run.sh ends with `G passed on the GPU, M on the sim, S skipped, F failed`; its logs come back from $OUT
   help         print this message";
 
 fn main() -> ExitCode {
