@@ -213,8 +213,9 @@ compile_c() {
 }
 
 # Runs every case of a `*_cases` program (`prog --list`) in its own process: `prog SCRATCH CASE`
-# prints one `ok - CASE` / `not ok - CASE: why` line and exits 0 / 1; anything else (a signal,
-# another exit, a timeout, no result line, "panicked" on stderr) is a crash. Counts all three.
+# prints one `ok - CASE` / `not ok - CASE: why` line and the plan `1..1`, and exits 0 / 1; anything
+# else (a signal, another exit, a timeout, no result line or plan, "panicked" on stderr) is a
+# crash. Counts all three.
 run_c_cases() {
     local binary=$1 name=$2 log=$3 one status out verdict ok=0 not_ok=0 crashed=0
     local case_log=$FULL_LOGS/cases-$name
@@ -236,9 +237,11 @@ run_c_cases() {
         out=$(cat "$case_log/$slug.out")
         if grep -q panicked "$case_log/$slug.err"; then
             verdict="CRASH $one: panicked"
+        elif ! grep -qx '1\.\.1' <<<"$out"; then
+            verdict="CRASH $one: exit $status, no plan 1..1"
         elif [ "$status" -eq 0 ] && grep -qxF "ok - $one" <<<"$out"; then
             verdict=ok
-        elif [ "$status" -eq 1 ] && grep -q "^not ok - $one" <<<"$out"; then
+        elif [ "$status" -eq 1 ] && grep -qF "not ok - $one" <<<"$out"; then
             verdict=not_ok
         else
             verdict="CRASH $one: exit $status"

@@ -18,8 +18,8 @@
 //!
 //! A program whose name ends in `_cases.c` (the bad-input suite, `bad_input_cases.c`) holds a
 //! table of cases instead and runs one case per process: `prog --list` names them (`class/case`),
-//! `prog SCRATCH CASE` runs one and prints one `ok - CASE` / `not ok - CASE: why` line, exiting 0
-//! or 1. Each case runs in its own process under every variant (the C++ build under the default
+//! `prog SCRATCH CASE` runs one and prints one `ok - CASE` / `not ok - CASE: why` line and the
+//! plan `1..1`, exiting 0 or 1. Each case runs in its own process under every variant (the C++ build under the default
 //! variant only: its cases make the same calls as the C build's), a few at a time. A case run is
 //! passed, failed (a `not ok` line and exit 1) or crashed: a signal, any other exit, a timeout,
 //! no result line, or "panicked" on stderr, which is how a panic caught at the C boundary shows.
@@ -561,9 +561,18 @@ fn judge(case: &str, run: &Finished) -> Verdict {
     if run.stderr.contains("panicked") {
         return Verdict::Crashed(format!("printed a panic on stderr{}", tail(&run.stderr)));
     }
+    let planned = run.stdout.lines().map(str::trim).any(|l| l == "1..1");
+    if run.exit.is_none() && !planned {
+        return Verdict::Crashed(format!(
+            "printed no plan `1..1`: it stopped before its end{}",
+            tail(&run.stderr)
+        ));
+    }
     match (result, run.code, &run.exit) {
         (Some(line), Some(0), None) if line == ok => Verdict::Passed,
-        (Some(line), Some(1), _) if line.starts_with(&not_ok) => Verdict::Failed(line.to_string()),
+        (Some(line), Some(1), _) if line.starts_with(&not_ok) && planned => {
+            Verdict::Failed(line.to_string())
+        }
         (_, _, Some(why)) => Verdict::Crashed(format!("{why}{}", tail(&run.stderr))),
         (_, _, None) => Verdict::Crashed(format!("exited 0 without `{ok}`{}", tail(&run.stderr))),
     }
@@ -778,12 +787,12 @@ mod tests {
     fn a_case_passes_only_with_its_ok_line_exit_0_and_no_panic() {
         let case = "fd/minus-one";
         assert_eq!(
-            judge(case, &finished("ok - fd/minus-one\n", "", Some(0))),
+            judge(case, &finished("ok - fd/minus-one\n1..1\n", "", Some(0))),
             Verdict::Passed
         );
         let line = "not ok - fd/minus-one: got 5022, want 5030";
         assert_eq!(
-            judge(case, &finished(line, "", Some(1))),
+            judge(case, &finished(&format!("{line}\n1..1\n"), "", Some(1))),
             Verdict::Failed(line.to_string())
         );
         let crashes = [
@@ -797,7 +806,9 @@ mod tests {
             finished("ok - fd/minus-one\n", "", Some(1)),
             finished("not ok - fd/minus-one: x\n", "", Some(134)),
             finished("ok - fd/other\n", "", Some(0)),
-            finished("ok - fd/minus-one-and-more\n", "", Some(0)),
+            finished("ok - fd/minus-one-and-more\n1..1\n", "", Some(0)),
+            finished("ok - fd/minus-one\n", "", Some(0)),
+            finished("not ok - fd/minus-one: x\n", "", Some(1)),
         ];
         for run in &crashes {
             assert!(
@@ -824,10 +835,10 @@ mod tests {
     const FAKE_CASES: &str = r#"#!/bin/sh
 if [ "$1" = --list ]; then printf 'a/ok\na/bad\nb/segv\nb/panic\nb/silent\n'; exit 0; fi
 case $2 in
-  a/ok) echo "ok - a/ok" ;;
-  a/bad) echo "not ok - a/bad: got 1, want 2"; exit 1 ;;
+  a/ok) echo "ok - a/ok"; echo "1..1" ;;
+  a/bad) echo "not ok - a/bad: got 1, want 2"; echo "1..1"; exit 1 ;;
   b/segv) kill -SEGV $$ ;;
-  b/panic) echo "ok - b/panic"; echo "thread 'x' panicked at y" >&2 ;;
+  b/panic) echo "ok - b/panic"; echo "1..1"; echo "thread 'x' panicked at y" >&2 ;;
   b/silent) exit 0 ;;
 esac
 "#;
