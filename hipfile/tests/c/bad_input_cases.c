@@ -795,6 +795,21 @@ register_type_userspace_fs(void)
     return register_type(hipFileHandleTypeUserspaceFS);
 }
 
+/* For an OpaqueFD descriptor upstream reads only `type` and `handle.fd`: fs_ops may be garbage. */
+static outcome
+register_garbage_fs_ops(void)
+{
+    hipFileHandle_t fh = NULL;
+    hipFileDescr_t  descr;
+    memset(&descr, 0, sizeof descr);
+    descr.type      = hipFileHandleTypeOpaqueFD;
+    descr.handle.fd = make_file("a.bin", 2, O_RDWR);
+    descr.fs_ops    = (const hipFileFSOps_t *)GARBAGE_POINTER;
+    outcome o       = got_pair(hipFileHandleRegister(&fh, &descr));
+    post_use_count(1);
+    return o;
+}
+
 static outcome
 register_twice(void)
 {
@@ -2650,6 +2665,7 @@ static const bad_case CASES[] = {
     {"register/type-negative", CODE(hipFileIONotSupported), UP, register_type_negative},
     {"register/type-opaque-win32", CODE(hipFileIONotSupported), UP, register_type_win32},
     {"register/type-userspace-fs", CODE(hipFileIONotSupported), UP, register_type_userspace_fs},
+    {"register/garbage-fs-ops", CODE(hipFileSuccess), UP, register_garbage_fs_ops},
     {"register/same-fd-twice", CODE(hipFileHandleAlreadyRegistered), UP, register_twice},
     {"register/dup-of-registered-fd", CODE(hipFileSuccess), UP, register_dup_of_registered},
     {"register/after-failed-register", CODE(hipFileSuccess), UP, register_after_failed_register},
