@@ -852,6 +852,16 @@ esac
         let script = dir.join("fake_cases");
         std::fs::write(&script, FAKE_CASES).expect("write the script");
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        // Another test thread forking at the moment the script was written holds its writable
+        // descriptor until that child execs: until then, running it is ETXTBSY.
+        for _ in 0..100 {
+            match std::process::Command::new(&script).arg("--list").output() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                _ => break,
+            }
+        }
 
         let mut tally = Tally::default();
         run_cases(
