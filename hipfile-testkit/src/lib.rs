@@ -4,7 +4,7 @@
 //! third-party backends) and one driver that decides which runs. Each engine must be held to the
 //! same standard, and the failures that matter (an EIO in the middle of a request, a short
 //! write, a signal, a copy the GPU refuses, pinning that fails) must be reproducible on a laptop.
-//! This crate is that standard, in three modules:
+//! This crate is that standard, in these modules:
 //!
 //! - [`faults`]: deterministic fault injection by script. [`faults::ScriptedIo`] wraps the
 //!   driver's [`hipfile_core::FileIo`] ("the 3rd pread fails with EIO"), and
@@ -16,7 +16,11 @@
 //!   `MAX_RW_COUNT` cap, registered and unregistered (also interior) device pointers, parallel
 //!   requests, and release of every resource at close.
 //! - [`model`]: a reference model of the registration state machine as upstream hipFile defines
-//!   it, with proptest strategies, to drive the real [`hipfile_core::Driver`] in lockstep.
+//!   it, with proptest strategies, to drive the real [`hipfile_core::Driver`] in lockstep; and
+//!   [`model::api`], the same widened to the C API with file and device contents, for the
+//!   random-sequence test of `libhipfile.so`'s entry points.
+//! - [`fuzz`]: the bodies of the fuzz targets in `fuzz/` (IO argument validation, chunk and
+//!   alignment arithmetic), plain functions that stable tests also run over fixed-seed corpora.
 //!
 //! ## Contract
 //!
@@ -52,5 +56,6 @@
 
 pub mod conformance;
 pub mod faults;
+pub mod fuzz;
 pub mod model;
 pub mod target;
