@@ -233,7 +233,7 @@ fn a_scripted_sequence_covers_every_rule() {
         kinds,
         [
             Some(ErrorKind::DriverNotInitialized),
-            Some(ErrorKind::InvalidValue),
+            Some(ErrorKind::InternalError),
             Some(ErrorKind::Os),
             Some(ErrorKind::DriverClosing),
             Some(ErrorKind::DriverNotInitialized),
