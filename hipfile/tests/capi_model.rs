@@ -385,6 +385,8 @@ struct SequenceRun {
     tally: BTreeMap<String, u64>,
     /// Short reads that changed device bytes past the bytes they returned.
     changed_past_short_reads: u64,
+    /// Open descriptors after the sequence less those before.
+    descriptor_delta: i64,
 }
 
 /// The first difference of two byte strings, described.
@@ -418,6 +420,7 @@ fn run_sequence(seed: u64, ops: &[ApiOp]) -> SequenceRun {
     let mut memories = memories().lock().unwrap_or_else(PoisonError::into_inner);
     let mut run = SequenceRun::default();
     assert_eq!(hipFileUseCount(), 0, "a sequence starts on a closed driver");
+    let fds_before = open_descriptors();
     let mut model = ApiModel::random(seed);
     let mut world = World::new(&model, &mut memories);
     for (step, op) in ops.iter().enumerate() {
@@ -500,7 +503,29 @@ fn run_sequence(seed: u64, ops: &[ApiOp]) -> SequenceRun {
     }
     assert_eq!(hipFileUseCount(), 0, "the driver closes completely");
     drop(world);
+    // A closed driver holds no descriptor of a file it had registered. The first sequence may
+    // leave what the process keeps once loaded (the runtime, the IO workers' wake-ups).
+    let leaked = open_descriptors() as i64 - fds_before as i64;
+    if FIRST_SEQUENCE_DONE.swap(true, std::sync::atomic::Ordering::Relaxed) && leaked != 0 {
+        run.findings.push(Finding {
+            seed,
+            step: ops.len().saturating_sub(1),
+            op: *ops.last().unwrap_or(&ApiOp::DriverClose),
+            class: "descriptors left open once the driver closed".into(),
+            detail: format!("{leaked} more open descriptors after the sequence than before"),
+        });
+    }
+    run.descriptor_delta = leaked;
     run
+}
+
+static FIRST_SEQUENCE_DONE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Descriptors open in this process.
+fn open_descriptors() -> usize {
+    // The directory's own descriptor is counted every time alike.
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
 }
 
 /// Shorten `ops` to fewer operations that still show a disagreement of `class` (greedy removal
@@ -541,6 +566,8 @@ struct Totals {
     operations: u64,
     bytes_checked: u64,
     changed_past_short_reads: u64,
+    /// Sequences after which more (or fewer) descriptors were open than before it.
+    descriptor_deltas: u64,
     tally: BTreeMap<String, u64>,
     /// The first finding of each class, the sequence it came from, and how often the class came.
     findings: BTreeMap<String, (Finding, Vec<ApiOp>, u64)>,
@@ -554,6 +581,7 @@ impl Totals {
         self.operations += run.executed as u64;
         self.bytes_checked += run.bytes_checked;
         self.changed_past_short_reads += run.changed_past_short_reads;
+        self.descriptor_deltas += u64::from(run.descriptor_delta != 0);
         for (class, n) in run.tally {
             *self.tally.entry(class).or_default() += n;
         }
@@ -578,6 +606,10 @@ impl Totals {
         out.push_str(&format!(
             "short reads that changed device bytes past their count (allowed): {}\n",
             self.changed_past_short_reads
+        ));
+        out.push_str(&format!(
+            "sequences that changed the number of open descriptors: {} (the first may, once)\n",
+            self.descriptor_deltas
         ));
         out.push_str("calls by entry point and answer:\n");
         for (class, n) in &self.tally {
