@@ -53,7 +53,7 @@ enum Runs {
 }
 
 /// Extra environment of a run.
-type Env = &'static [(&'static str, &'static str)];
+pub type Env = &'static [(&'static str, &'static str)];
 
 /// The runs of each binary: a label, the extra environment and which programs run.
 const VARIANTS: &[(&str, Env, Runs)] = &[
@@ -118,8 +118,28 @@ impl Tally {
     }
 }
 
+/// How the C programs are built and run: plainly for `cargo xtask c-tests`, instrumented for
+/// `cargo xtask sanitize`.
+pub struct Build {
+    /// Extra compiler and linker flags (`-fsanitize=address`).
+    pub flags: &'static [&'static str],
+    /// Extra environment of every run (`ASAN_OPTIONS`).
+    pub env: Env,
+    /// Folder under the target directory for binaries, scratch and logs.
+    pub out: &'static str,
+}
+
 /// `cargo xtask c-tests`.
 pub fn run() -> Result<(), String> {
+    run_with(&Build {
+        flags: &[],
+        env: &[],
+        out: "c-tests",
+    })
+}
+
+/// The C ABI tests, built and run as `build` says.
+pub fn run_with(build: &Build) -> Result<(), String> {
     let root = workspace::root();
     let programs = find_programs(&root)?;
     let ws = Workspace::load()?;
@@ -135,7 +155,7 @@ pub fn run() -> Result<(), String> {
         ));
     }
 
-    let out_dir = ws.target_dir.join("c-tests");
+    let out_dir = ws.target_dir.join(build.out);
     let lib_dir = link_libraries(&ws.target_dir.join("debug"), &out_dir.join("lib"))?;
     let hip_include = hip_include(&ws.target_dir)?;
     println!("c-tests: HIP headers from {}", hip_include.display());
@@ -146,7 +166,15 @@ pub fn run() -> Result<(), String> {
             let stem = program.file_stem().unwrap_or_default().to_string_lossy();
             let name = format!("{tag}-{stem}-{}", language.suffix());
             let binary = out_dir.join("bin").join(&name);
-            let compiled = compile(language, &root, program, &hip_include, &lib_dir, &binary);
+            let compiled = compile(
+                language,
+                &root,
+                program,
+                &hip_include,
+                &lib_dir,
+                &binary,
+                build.flags,
+            );
             if let Err(why) = compiled {
                 tally.fail(format!("{name}: compile failed\n{why}"));
                 continue;
@@ -156,7 +184,10 @@ pub fn run() -> Result<(), String> {
                     println!("c-tests: {name} [{variant}]: skipped (examples need compat mode)");
                     continue;
                 }
-                run_program(&binary, &name, variant, env, &lib_dir, &out_dir, &mut tally);
+                let env: Vec<(&str, &str)> = env.iter().chain(build.env).copied().collect();
+                run_program(
+                    &binary, &name, variant, &env, &lib_dir, &out_dir, &mut tally,
+                );
             }
         }
     }
@@ -313,6 +344,7 @@ fn compile(
     hip_include: &Path,
     lib_dir: &Path,
     binary: &Path,
+    flags: &[&str],
 ) -> Result<(), String> {
     if let Some(dir) = binary.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -320,6 +352,7 @@ fn compile(
     let mut command = language.compiler();
     command
         .args(["-Wall", "-Wextra", "-Werror", "-D__HIP_PLATFORM_AMD__"])
+        .args(flags)
         .arg("-I")
         .arg(root.join("hipfile/include"))
         .arg("-I")
