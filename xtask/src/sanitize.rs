@@ -124,7 +124,12 @@ fn nightly_sysroot() -> Result<PathBuf, String> {
 }
 
 fn rust_tests(sanitizer: &str, build_std: bool, target_dir: &Path, logs: &Path) -> Outcome {
-    let mut flags = format!("-Zsanitizer={sanitizer} -Cdebuginfo=1 -Cforce-frame-pointers=yes");
+    // `--export-dynamic`: a test that loads an instrumented cdylib (the facade's C ABI model test
+    // loads the simulated HIP library) resolves its sanitizer symbols in the test executable.
+    let mut flags = format!(
+        "-Zsanitizer={sanitizer} -Cdebuginfo=1 -Cforce-frame-pointers=yes \
+         -Clink-arg=-Wl,--export-dynamic"
+    );
     if !build_std {
         // The prebuilt std is not instrumented; AddressSanitizer works with it all the same.
         flags.push_str(" -Cunsafe-allow-abi-mismatch=sanitizer");
