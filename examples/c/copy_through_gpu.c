@@ -20,9 +20,13 @@
 #define FILE_SIZE (5u * CHUNK + 12345u)
 
 static int failures = 0;
+/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
+ * the ok / not ok lines (a program that stops early prints no plan). */
+static int checks;
 
 static void check(int cond, const char *what)
 {
+    checks++;
     printf("%s - %s\n", cond ? "ok" : "not ok", what);
     if (!cond) {
         failures++;
@@ -114,5 +118,6 @@ int main(int argc, char **argv)
     check(got == FILE_SIZE && memcmp(back, data, FILE_SIZE) == 0, "destination identical to source");
     free(back);
     free(data);
+    printf("1..%d\n", checks);
     return failures == 0 ? 0 : 1;
 }

@@ -4,8 +4,18 @@
 //! One run, one file. Per repetition, in this order: cold read (after dropping the page cache,
 //! root only), hot read, the single-thread baseline, writes without and with `fsync`, small random
 //! reads, the ceilings, then the anchor. Every figure is the median over repetitions; latency is
-//! the median and p99 over every read of every repetition. The first read through hipfile-rs is
-//! compared byte for byte with the file before anything is timed.
+//! the median and p99 over every read of every repetition.
+//!
+//! The file read is never written: a file that exists is opened read-only and its bytes are
+//! kept; a file that does not exist is made (a pattern) and then opened read-only too. The write
+//! phases write a scratch file next to it ([`crate::scratch`]), removed at the end.
+//!
+//! Every byte that is timed is checked ([`crate::verify`]): the first read before anything is
+//! timed, every timed whole-file read (hot, cold, baseline) after it ran, the last small read
+//! of each size in each repetition, and every timed write (the scratch file against the
+//! buffer). The report says per measurement how many checks ran and how many bytes they
+//! compared; "verified" is true only where checks ran and passed, and a failed check makes the
+//! command exit with status 1 after the report.
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
@@ -16,6 +26,7 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use hipfile::{Driver, DriverOptions, FileHandle};
+use hipfile_core::{FileIo, PosixIo};
 use hipfile_hip::{sim::SimRuntime, DeviceBuffer, GpuRuntime, PinnedBuffer, Platform};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -24,6 +35,8 @@ use crate::anchor::{AnchorAsk, AnchorRunner, AnchorTally};
 use crate::ceiling;
 use crate::measure::{Span, SplitMix64, Timed};
 use crate::report::{table, Figure, Measurement};
+use crate::scratch::Scratch;
+use crate::verify::{sentinel_for, Checked, Comparer, Ledger};
 
 /// The phases `--only` chooses from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -32,7 +45,8 @@ pub enum Phase {
     Hot,
     /// Whole-file read after dropping the page cache (root only).
     Cold,
-    /// Whole-file write, without and with fsync.
+    /// Whole-file write, without and with fsync, to a scratch file next to the file (never to
+    /// the file itself).
     Write,
     /// Small random reads, one at a time: 4 KiB, 64 KiB, 1 MiB.
     Latency,
@@ -43,8 +57,10 @@ pub enum Phase {
 /// Arguments of `hipfile bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// File to measure: taken as it is when it exists and is not empty (its bytes are kept),
-    /// else created with a pattern. Default: a temporary file in the current directory.
+    /// File to read. One that exists is opened read-only and never written (a regular file, not
+    /// empty); one that does not exist is made with a pattern and kept. The write phases write a
+    /// scratch file of --size bytes in the same directory instead, removed at the end (so they
+    /// need that much free space there). Default: a temporary file in the current directory.
     #[arg(long)]
     pub file: Option<PathBuf>,
     /// Bytes to move, with an optional K/M/G suffix (default: 256M on the sim, 8G on a GPU, or
@@ -65,11 +81,17 @@ pub struct BenchArgs {
     #[arg(long)]
     pub baseline: bool,
     /// Path of `kvikio_anchor.py`: run it between our repetitions and print ratios ours/KvikIO.
+    /// It reads the bytes we read, makes as many small reads as we do, and writes into our
+    /// scratch file, left in the state our writes start from.
     #[arg(long, value_name = "SCRIPT")]
     pub kvikio: Option<PathBuf>,
-    /// The KvikIO thread sweep; its best figure is the anchor.
+    /// The KvikIO thread sweep, one process per thread count; its best figure is the anchor.
     #[arg(long, value_delimiter = ',', default_value = "1,8,16,32")]
     pub kvikio_threads: Vec<usize>,
+    /// KvikIO's task size, with an optional K/M/G suffix (default: our staged engine's chunk
+    /// when that engine serves our reads, else KvikIO's own default).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub kvikio_task_size: Option<usize>,
     /// The Python interpreter that runs the anchor.
     #[arg(long, default_value = "python3")]
     pub python: String,
@@ -95,6 +117,7 @@ impl Default for BenchArgs {
             baseline: false,
             kvikio: None,
             kvikio_threads: vec![1, 8, 16, 32],
+            kvikio_task_size: None,
             python: "python3".into(),
             only: Vec::new(),
             backend: None,
@@ -159,25 +182,46 @@ const CALL_BYTES: usize = 1 << 30;
 const LATENCY_SIZES: [(usize, &str); 3] = [(4 << 10, "4k"), (64 << 10, "64k"), (1 << 20, "1m")];
 /// The pinned copy ceiling copies this much (or the file size when smaller).
 const H2D_BYTES: usize = 1 << 30;
-/// Chunk of the byte-for-byte comparison.
-const VERIFY_CHUNK: usize = 64 << 20;
+/// Chunk in which a new file is written.
+const FILL_CHUNK: usize = 64 << 20;
 
-/// Run the benchmark and print to stdout.
-pub fn run(args: &BenchArgs) -> Result<(), String> {
+/// What the benchmark runs on: the GPU runtime, how it was chosen, and the file IO primitives
+/// of the driver (plain `pread`/`pwrite`, except in tests that need reads to go wrong).
+struct Machine {
+    gpu: Arc<dyn GpuRuntime>,
+    how: String,
+    io: Arc<dyn FileIo>,
+}
+
+/// Run the benchmark and print to stdout. `Ok(false)`: a byte check failed (the report says
+/// which).
+pub fn run(args: &BenchArgs) -> Result<bool, String> {
     let mut out = std::io::stdout().lock();
     run_to(args, &mut out)
 }
 
-/// Run the benchmark, printing the report (table or JSON lines) to `out`.
-pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
+/// Run the benchmark, printing the report (table or JSON lines) to `out`. `Ok(false)`: a byte
+/// check failed.
+pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<bool, String> {
+    let (gpu, how) = pick_runtime(args.platform.as_deref())?;
+    let machine = Machine {
+        gpu,
+        how,
+        io: Arc::new(PosixIo),
+    };
+    run_on(args, machine, out)
+}
+
+fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<bool, String> {
     let phases: BTreeSet<Phase> = if args.only.is_empty() {
         Phase::value_variants().iter().copied().collect()
     } else {
         args.only.iter().copied().collect()
     };
-    let (gpu, how) = pick_runtime(args.platform.as_deref())?;
+    let Machine { gpu, how, io } = machine;
     let platform = gpu.info().platform;
     let mut options = DriverOptions::with_runtime(gpu.clone());
+    options.io = io;
     if let Some(list) = &args.backend {
         options.selection = Some(list.clone());
     }
@@ -208,6 +252,25 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
     let registered = driver
         .register_buffer(dst.ptr(), size)
         .map_err(|e| e.to_string())?;
+    let ptr = registered.ptr();
+    let mut comparer = Comparer::new(gpu.clone(), size)?;
+    let mut ledger = Ledger::default();
+
+    let scratch = if phases.contains(&Phase::Write) {
+        match Scratch::create(&path, size) {
+            Ok(s) => Some(s),
+            Err(why) => {
+                notes.push(format!("writes skipped: {why}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let scratch_handle = match &scratch {
+        Some(s) => Some(driver.register_file(s.file()).map_err(|e| e.to_string())?),
+        None => None,
+    };
 
     let mut cold_ok = false;
     if phases.contains(&Phase::Cold) {
@@ -219,19 +282,38 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
         }
     }
 
-    // The first read through hipfile-rs is compared with the file before anything is timed: a
-    // benchmark that does not verify could report a broken engine as fast.
+    // The first read through hipfile-rs is compared with the file before anything is timed.
     ceiling::warm(&path, size as u64)?;
-    dst.fill(0x5a).map_err(|e| e.to_string())?;
-    read_whole(&handle, registered.ptr(), size)?;
-    verify(&file, &dst, size)?;
+    let mut holds_file = checked_read(
+        &file,
+        &mut dst,
+        &mut comparer,
+        &mut ledger,
+        "first_read",
+        |_| timed(|| read_whole(&handle, ptr, size)),
+    )?
+    .1;
 
     let anchor = args.kvikio.as_ref().map(|script| AnchorRunner {
         script: script.clone(),
         python: args.python.clone(),
-        threads: args.kvikio_threads.clone(),
     });
-    let anchor_write = path.with_extension("kvikio-write");
+    let anchor_threads: Vec<usize> = {
+        let mut seen = BTreeSet::new();
+        args.kvikio_threads
+            .iter()
+            .copied()
+            .filter(|t| seen.insert(*t))
+            .collect()
+    };
+    // KvikIO's small reads run in one process of the sweep: the one closest to our one thread.
+    let anchor_small_threads = anchor_threads.iter().copied().min();
+    let staged_serves = backends.contains(&"fallback")
+        && !(backends.first() == Some(&"fastpath") && gpu.p2p().is_some());
+    let anchor_task_size = args
+        .kvikio_task_size
+        .map(|b| b as u64)
+        .or_else(|| staged_serves.then(|| driver.core().settings().chunk_bytes() as u64));
     let mut anchor_tally = AnchorTally::default();
     let mut anchor_alive = anchor.is_some();
 
@@ -266,7 +348,15 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
             step("cold read");
             if cold_ok {
                 ceiling::drop_caches()?;
-                let t = timed(|| read_whole(&handle, registered.ptr(), size))?;
+                let (t, ok) = checked_read(
+                    &file,
+                    &mut dst,
+                    &mut comparer,
+                    &mut ledger,
+                    "read_cold",
+                    |_| timed(|| read_whole(&handle, ptr, size)),
+                )?;
+                holds_file = ok;
                 rows.throughput(
                     "read_cold",
                     &format!("read, cold (caches dropped), {engine}"),
@@ -280,7 +370,15 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
         if phases.contains(&Phase::Hot) {
             step("hot read");
             make_hot()?;
-            let t = timed(|| read_whole(&handle, registered.ptr(), size))?;
+            let (t, ok) = checked_read(
+                &file,
+                &mut dst,
+                &mut comparer,
+                &mut ledger,
+                "read_hot",
+                |_| timed(|| read_whole(&handle, ptr, size)),
+            )?;
+            holds_file = ok;
             rows.throughput(
                 "read_hot",
                 &format!("read, hot (page cache), {engine}"),
@@ -292,7 +390,15 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
         }
         if args.baseline {
             step("baseline");
-            let t = ceiling::single_thread_bounce(&file, size as u64, &mut dst)?;
+            let (t, ok) = checked_read(
+                &file,
+                &mut dst,
+                &mut comparer,
+                &mut ledger,
+                "baseline_read_hot",
+                |d| ceiling::single_thread_bounce(&file, size as u64, d),
+            )?;
+            holds_file = ok;
             rows.throughput(
                 "baseline_read_hot",
                 "baseline: 1 thread, pread + sync copy (upstream design), hot",
@@ -302,60 +408,68 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
             );
             progress.inc(1);
         }
-        if phases.contains(&Phase::Write) {
-            // The device buffer holds the file's own bytes (verified above), so writing it back
-            // leaves a file we were given as it was.
-            step("write");
-            file.sync_all().map_err(|e| e.to_string())?;
-            let t = timed(|| write_whole(&handle, registered.ptr(), size))?;
-            rows.throughput(
-                "write",
-                &format!("write, page cache, no fsync, {engine}"),
-                0,
-                size,
-                t,
-            );
-            progress.inc(1);
-            step("write + fsync");
-            file.sync_all().map_err(|e| e.to_string())?;
-            let t = timed(|| {
-                write_whole(&handle, registered.ptr(), size)?;
-                file.sync_all().map_err(|e| format!("fsync: {e}"))
-            })?;
-            rows.throughput(
-                "write_fsync",
-                &format!("write + fsync, {engine}"),
-                0,
-                size,
-                t,
-            );
-            progress.inc(1);
+        if let (Some(target), Some(target_handle)) = (&scratch, &scratch_handle) {
+            if !holds_file {
+                // What is written is the file's bytes, as what the anchor writes is.
+                read_whole(&handle, ptr, size)?;
+                holds_file = true;
+            }
+            for (key, label, fsync) in [
+                ("write", "write, page cache, no fsync", false),
+                ("write_fsync", "write + fsync", true),
+            ] {
+                step(label);
+                target.stamp(&dst)?;
+                target.settle()?;
+                let t = timed(|| {
+                    write_whole(target_handle, ptr, size)?;
+                    if fsync {
+                        target
+                            .file()
+                            .sync_all()
+                            .map_err(|e| format!("fsync: {e}"))?;
+                    }
+                    Ok(())
+                })?;
+                rows.throughput(key, &format!("{label}, scratch file, {engine}"), 0, size, t);
+                let difference = comparer.compare(target.file(), 0, &dst, 0, size)?;
+                ledger.record(key, size as u64, difference);
+                progress.inc(1);
+            }
+        } else if phases.contains(&Phase::Write) {
+            progress.inc(2);
         }
         if phases.contains(&Phase::Latency) {
             step("small random reads");
             make_hot()?;
             for (bytes, name) in LATENCY_SIZES.iter().filter(|(b, _)| *b <= size) {
-                let (samples, t) = latency(
+                let key = format!("latency_{name}");
+                let run = latency(
                     &handle,
-                    registered.ptr(),
+                    &file,
+                    &mut dst,
+                    ptr,
                     size,
                     *bytes,
                     args.latency_ops,
                     &mut rng,
                 )?;
+                ledger.record(&key, *bytes as u64, run.difference);
                 rows.latency(
-                    &format!("latency_{name}"),
+                    &key,
                     &format!("random {name} reads, hot, 1 thread, {engine}"),
                     *bytes,
-                    samples,
-                    t,
+                    run.samples,
+                    run.timed,
                 );
             }
+            holds_file = false;
             progress.inc(1);
         }
         if let Some(host) = &pinned {
             step("ceiling: pinned copy");
             let t = ceiling::pinned_h2d(host, &mut dst)?;
+            holds_file = false;
             rows.throughput(
                 "ceiling_h2d_pinned",
                 "ceiling: pinned host->device copy",
@@ -396,29 +510,34 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
                 Err(_) => {}
             }
             progress.inc(1);
-            // Put back what the ceilings disturbed: the device buffer holds the file again, and
-            // the file is hot again.
-            read_whole(&handle, registered.ptr(), size)?;
         }
         if let (Some(runner), true) = (&anchor, anchor_alive) {
             step("KvikIO anchor");
             ceiling::warm(&path, size as u64)?;
-            let ask = AnchorAsk {
-                file: &path,
-                cold: cold_ok,
-                small: phases.contains(&Phase::Latency),
-                write: phases
-                    .contains(&Phase::Write)
-                    .then_some(anchor_write.as_path()),
-            };
-            match runner.run(ask) {
-                Ok(lines) => anchor_tally.add(&lines),
-                Err(why) => {
-                    notes.push(format!("KvikIO anchor failed, not run again: {why}"));
-                    anchor_alive = false;
+            for &th in &anchor_threads {
+                if let Some(target) = &scratch {
+                    target.settle()?;
+                }
+                let ask = AnchorAsk {
+                    file: &path,
+                    threads: th,
+                    size: size as u64,
+                    task_size: anchor_task_size,
+                    cold: cold_ok,
+                    latency_ops: (phases.contains(&Phase::Latency)
+                        && Some(th) == anchor_small_threads)
+                        .then_some(args.latency_ops),
+                    write: scratch.as_ref().map(|s| s.path()),
+                };
+                match runner.run(&ask) {
+                    Ok(lines) => anchor_tally.add(th, &lines),
+                    Err(why) => {
+                        notes.push(format!("KvikIO anchor failed, not run again: {why}"));
+                        anchor_alive = false;
+                        break;
+                    }
                 }
             }
-            let _ = std::fs::remove_file(&anchor_write);
             progress.inc(1);
         }
     }
@@ -427,9 +546,35 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
     // Read after the measurements: a backend may have grown its pools on demand.
     let held = driver.resources();
     let mut measurements = rows.0;
-    if !anchor_tally.is_empty() {
-        attach_anchor(&mut measurements, &anchor_tally);
+    for m in &mut measurements {
+        m.checked = ledger.get(&m.key).cloned();
     }
+    if !anchor_tally.is_empty() {
+        attach_anchor(&mut measurements, &anchor_tally, size);
+        if anchor_tally.set_up_samples() > 0 {
+            notes.push(format!(
+                "KvikIO: the first hot read of each of its processes ({} in all) includes its set-up and is left out",
+                anchor_tally.set_up_samples()
+            ));
+        }
+        let failed: Vec<&str> = measurements
+            .iter()
+            .filter(|m| m.key.starts_with("kvikio_"))
+            .filter(|m| m.checked.as_ref().is_some_and(|c| c.failures > 0))
+            .map(|m| m.key.as_str())
+            .collect();
+        if !failed.is_empty() {
+            notes.push(format!(
+                "KvikIO's own byte check failed in {}",
+                failed.join(", ")
+            ));
+        }
+    }
+    let verified = ledger.all_passed();
+    let write_target = match &scratch {
+        Some(s) => format!("scratch file {} (removed at the end)", s.path().display()),
+        None => "none".to_string(),
+    };
 
     if args.json {
         for m in &measurements {
@@ -442,13 +587,23 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
             "backends": backends,
             "file": path.display().to_string(),
             "file_created": created,
+            "file_access": "read-only",
+            "write_target": scratch.as_ref().map(|s| s.path().display().to_string()),
             "bytes": size,
             "repetitions": args.repeat.max(1),
             "threads_available": threads,
-            "verified": true,
+            "verified": verified,
+            "verification": ledger.to_json(),
+            "not_checked": measurements
+                .iter()
+                .filter(|m| m.checked.is_none())
+                .map(|m| m.key.clone())
+                .collect::<Vec<_>>(),
             "cold": cold_ok,
             "anchor": args.kvikio.as_ref().map(|p| p.display().to_string()),
-            "anchor_threads": args.kvikio.as_ref().map(|_| args.kvikio_threads.clone()),
+            "anchor_threads": args.kvikio.as_ref().map(|_| anchor_threads.clone()),
+            "anchor_task_size": args.kvikio.as_ref().and(anchor_task_size),
+            "anchor_latency_ops": args.kvikio.as_ref().map(|_| args.latency_ops),
             "keys": measurements.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             "notes": notes,
             "resources": held
@@ -462,7 +617,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
         writeln!(out, "{summary}").map_err(|e| e.to_string())?;
     } else {
         let text = format!(
-            "hipfile bench: {how}\nbackends: {}\nheld: {}\nfile: {} ({}), {} MiB, {} repetitions (median), {threads} cores available\nverified: the first read matched the file byte for byte\n{}\n{}",
+            "hipfile bench: {how}\nbackends: {}\nheld: {}\nfile: {} ({}, read-only), {} MiB, {} repetitions (median), {threads} cores available\nwrites: {write_target}\n{}{}\n{}",
             backends.join(", "),
             held.iter()
                 .map(|(name, r)| format!(
@@ -476,55 +631,100 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<(), String> {
             if created { "created" } else { "taken as it is" },
             size >> 20,
             args.repeat.max(1),
+            ledger.text(),
             notes.iter().map(|n| format!("note: {n}\n")).collect::<String>(),
             table(&measurements),
         );
         out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
     }
-    Ok(())
+    Ok(verified)
 }
 
-/// Open `path`, taking it as it is when it has bytes, else creating it with a pattern of
-/// `asked` (or `default`) bytes. Returns the file, the bytes to measure and whether it was created.
+/// The byte at `offset` of a file the benchmark makes.
+pub(crate) fn pattern_byte(offset: usize) -> u8 {
+    (offset.wrapping_mul(31) ^ (offset >> 12)) as u8
+}
+
+/// Open the file to read, read-only. A file that exists is taken as it is (a regular file with
+/// at least the bytes asked); one that does not is made with a pattern of `asked` (or
+/// `default`) bytes first. Returns the file, the bytes to measure and whether it was made.
 fn prepare_file(
     path: &Path,
     asked: Option<usize>,
     default: usize,
 ) -> Result<(File, usize, bool), String> {
     let shown = |e: std::io::Error| format!("{}: {e}", path.display());
-    let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(shown)?;
-    if existing > 0 {
-        let size = asked.unwrap_or(existing as usize);
-        if size as u64 > existing {
-            return Err(format!(
-                "{} has {existing} bytes, fewer than --size {size}",
-                path.display()
-            ));
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            if !meta.is_file() {
+                return Err(format!(
+                    "{} is not a regular file; hipfile bench reads regular files only",
+                    path.display()
+                ));
+            }
+            let existing = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+            if existing == 0 {
+                return Err(format!(
+                    "{} is empty; name a file that does not exist to have one made",
+                    path.display()
+                ));
+            }
+            let size = asked.unwrap_or(existing);
+            if size > existing {
+                return Err(format!(
+                    "{} has {existing} bytes, fewer than --size {size}",
+                    path.display()
+                ));
+            }
+            let file = File::open(path).map_err(shown)?;
+            Ok((file, size, false))
         }
-        return Ok((file, size, false));
-    }
-    let size = asked.unwrap_or(default);
-    let mut chunk = vec![0u8; VERIFY_CHUNK.min(size)];
-    let mut at = 0usize;
-    while at < size {
-        let n = chunk.len().min(size - at);
-        for (i, b) in chunk[..n].iter_mut().enumerate() {
-            let x = at + i;
-            *b = (x.wrapping_mul(31) ^ (x >> 12)) as u8;
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let size = asked.unwrap_or(default);
+            // create_new: a file that appeared meanwhile is never written over.
+            let file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map_err(shown)?;
+            let mut chunk = vec![0u8; FILL_CHUNK.min(size)];
+            let mut at = 0usize;
+            while at < size {
+                let n = chunk.len().min(size - at);
+                for (i, b) in chunk[..n].iter_mut().enumerate() {
+                    *b = pattern_byte(at + i);
+                }
+                file.write_all_at(&chunk[..n], at as u64).map_err(shown)?;
+                at += n;
+            }
+            // Dirty pages of the setup must not flow into the write figures.
+            file.sync_all().map_err(shown)?;
+            drop(file);
+            Ok((File::open(path).map_err(shown)?, size, true))
         }
-        file.write_all_at(&chunk[..n], at as u64).map_err(shown)?;
-        at += n;
+        Err(e) => Err(shown(e)),
     }
-    // Dirty pages of the setup must not flow into the write figures.
-    file.sync_all().map_err(shown)?;
-    Ok((file, size, true))
+}
+
+/// Fill `dst` with a sentinel unlike the file's first byte, run `read` (which fills `dst` with
+/// the file's first `dst.len()` bytes), and compare `dst` with the file; the check goes into
+/// `ledger` under `key`. Returns the time `read` gave and whether the bytes matched.
+fn checked_read(
+    file: &File,
+    dst: &mut DeviceBuffer,
+    comparer: &mut Comparer,
+    ledger: &mut Ledger,
+    key: &str,
+    read: impl FnOnce(&mut DeviceBuffer) -> Result<Timed, String>,
+) -> Result<(Timed, bool), String> {
+    let size = dst.len();
+    dst.fill(sentinel_for(file, 0)?)
+        .map_err(|e| e.to_string())?;
+    let t = read(dst)?;
+    let difference = comparer.compare(file, 0, dst, 0, size)?;
+    let ok = difference.is_none();
+    ledger.record(key, size as u64, difference);
+    Ok((t, ok))
 }
 
 fn read_whole(handle: &FileHandle, ptr: usize, size: usize) -> Result<(), String> {
@@ -557,53 +757,51 @@ fn write_whole(handle: &FileHandle, ptr: usize, size: usize) -> Result<(), Strin
     Ok(())
 }
 
-fn verify(file: &File, dst: &DeviceBuffer, size: usize) -> Result<(), String> {
-    let mut want = vec![0u8; VERIFY_CHUNK.min(size)];
-    let mut got = vec![0u8; want.len()];
-    let mut at = 0;
-    while at < size {
-        let n = want.len().min(size - at);
-        file.read_exact_at(&mut want[..n], at as u64)
-            .map_err(|e| format!("verification read at {at}: {e}"))?;
-        dst.read_at(at, &mut got[..n]).map_err(|e| e.to_string())?;
-        if want[..n] != got[..n] {
-            let i = want[..n]
-                .iter()
-                .zip(&got[..n])
-                .position(|(a, b)| a != b)
-                .unwrap_or(0);
-            return Err(format!(
-                "verification failed: the read differs from the file at byte {}",
-                at + i
-            ));
-        }
-        at += n;
-    }
-    Ok(())
-}
-
 fn timed(f: impl FnOnce() -> Result<(), String>) -> Result<Timed, String> {
     let span = Span::start();
     f()?;
     Ok(span.finish())
 }
 
-/// `ops` reads of `bytes` at random aligned offsets, each timed alone.
+/// What one size of the latency phase gave.
+struct LatencyRun {
+    /// Microseconds of each read.
+    samples: Vec<f64>,
+    /// The whole loop.
+    timed: Timed,
+    /// The check of the last read: `None` when it matched the file.
+    difference: Option<String>,
+}
+
+/// `ops` reads of `bytes` at random aligned offsets into the start of the buffer, each timed
+/// alone. The last one is checked: the complement of the file's bytes is put where it lands
+/// first (outside its timing), and what it left is compared with the file after the loop.
+#[allow(clippy::too_many_arguments)]
 fn latency(
     handle: &FileHandle,
+    file: &File,
+    dst: &mut DeviceBuffer,
     ptr: usize,
     size: usize,
     bytes: usize,
     ops: usize,
     rng: &mut SplitMix64,
-) -> Result<(Vec<f64>, Timed), String> {
+) -> Result<LatencyRun, String> {
     let limit = (size - bytes) as u64;
     let offsets: Vec<u64> = (0..ops.max(1))
         .map(|_| rng.aligned_below(limit, 4096))
         .collect();
+    let last = offsets.len() - 1;
+    let mut want = vec![0u8; bytes];
+    file.read_exact_at(&mut want, offsets[last])
+        .map_err(|e| format!("check: reading the file at {}: {e}", offsets[last]))?;
+    let sentinel: Vec<u8> = want.iter().map(|b| !b).collect();
     let mut samples = Vec::with_capacity(offsets.len());
     let span = Span::start();
-    for off in offsets {
+    for (i, &off) in offsets.iter().enumerate() {
+        if i == last {
+            dst.write_at(0, &sentinel).map_err(|e| e.to_string())?;
+        }
         let t = std::time::Instant::now();
         let n = handle
             .read(ptr, bytes, off, 0)
@@ -613,7 +811,23 @@ fn latency(
             return Err(format!("read of {bytes} at {off}: {n} bytes"));
         }
     }
-    Ok((samples, span.finish()))
+    let timed = span.finish();
+    let mut got = vec![0u8; bytes];
+    dst.read_at(0, &mut got).map_err(|e| e.to_string())?;
+    let difference = want.iter().zip(&got).position(|(a, b)| a != b).map(|i| {
+        format!(
+            "byte {} of the file is {:#04x}, the read left {:#04x} ({} of {bytes} bytes differ)",
+            offsets[last] + i as u64,
+            want[i],
+            got[i],
+            want.iter().zip(&got).filter(|(a, b)| a != b).count()
+        )
+    });
+    Ok(LatencyRun {
+        samples,
+        timed,
+        difference,
+    })
 }
 
 fn progress_bar(steps: u64, json: bool) -> ProgressBar {
@@ -652,6 +866,7 @@ impl Rows {
                     cores: Vec::new(),
                     cores_by_thread: Vec::new(),
                     anchor: None,
+                    checked: None,
                 });
                 self.0.len() - 1
             }
@@ -678,8 +893,9 @@ impl Rows {
     }
 }
 
-/// Put the anchor's best figure next to ours, and its whole thread sweep in rows of its own.
-fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally) {
+/// Put the anchor's best figure next to ours, and its whole thread sweep in rows of its own
+/// (with the checks the script made of its reads).
+fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally, size: usize) {
     for m in rows.iter_mut() {
         m.anchor = match m.key.as_str() {
             "read_hot" => tally.best_read("hot"),
@@ -694,15 +910,25 @@ fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally) {
     for cache in ["hot", "cold"] {
         for f in tally.reads_by_threads(cache) {
             let t = f.threads.unwrap_or(0);
+            let tasks = f
+                .task_size
+                .map_or_else(String::new, |b| format!(", {} KiB tasks", b >> 10));
             rows.push(Measurement {
                 key: format!("kvikio_read_{cache}_t{t}"),
-                label: format!("KvikIO read, {cache}, {t} threads"),
+                label: format!("KvikIO read, {cache}, {t} threads{tasks}"),
                 threads: t,
-                bytes: 0,
-                figure: Figure::Throughput(f.samples),
-                cores: Vec::new(),
+                bytes: size as u64,
+                cores: f.cores.into_iter().collect(),
                 cores_by_thread: Vec::new(),
                 anchor: None,
+                checked: (f.checks > 0).then(|| Checked {
+                    checks: f.checks,
+                    failures: f.check_failures,
+                    bytes: None,
+                    first_failure: (f.check_failures > 0)
+                        .then(|| "KvikIO's check of 16 windows of 4 KiB failed".to_string()),
+                }),
+                figure: Figure::Throughput(f.samples),
             });
         }
     }
@@ -711,6 +937,155 @@ fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io;
+    use std::os::fd::BorrowedFd;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    use hipfile_core::PageCount;
+    use serde_json::Value;
+
+    /// Plain `pread`, until the `arm_at`th read that starts at offset 0 and returns bytes (the
+    /// start of the `arm_at`th whole-file read); from that read on, every read that returns
+    /// bytes has its first byte flipped, as a failing disk or a broken read path would give
+    /// the engine wrong bytes.
+    #[derive(Debug)]
+    struct CorruptingIo {
+        arm_at: u64,
+        reads_at_zero: AtomicU64,
+        armed: AtomicBool,
+        corrupted: AtomicU64,
+    }
+
+    impl CorruptingIo {
+        fn new(arm_at: u64) -> Self {
+            CorruptingIo {
+                arm_at,
+                reads_at_zero: AtomicU64::new(0),
+                armed: AtomicBool::new(false),
+                corrupted: AtomicU64::new(0),
+            }
+        }
+
+        fn after_read(&self, offset: u64, buf: &mut [u8], n: usize) {
+            if n == 0 {
+                return;
+            }
+            if offset == 0 && self.reads_at_zero.fetch_add(1, Ordering::SeqCst) + 1 >= self.arm_at {
+                self.armed.store(true, Ordering::SeqCst);
+            }
+            if self.armed.load(Ordering::SeqCst) {
+                buf[0] ^= 0xff;
+                self.corrupted.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    impl FileIo for CorruptingIo {
+        fn pread(&self, fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            let n = PosixIo.pread(fd, buf, offset)?;
+            self.after_read(offset, buf, n);
+            Ok(n)
+        }
+        fn pwrite(&self, fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize> {
+            PosixIo.pwrite(fd, buf, offset)
+        }
+        fn pread_cached(
+            &self,
+            fd: BorrowedFd<'_>,
+            buf: &mut [u8],
+            offset: u64,
+        ) -> io::Result<usize> {
+            let n = PosixIo.pread_cached(fd, buf, offset)?;
+            self.after_read(offset, buf, n);
+            Ok(n)
+        }
+        fn cached_pages(&self, fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<PageCount> {
+            PosixIo.cached_pages(fd, offset, len)
+        }
+    }
+
+    /// `hipfile bench --json` on the runtime under test through `io`, staged engine only (the
+    /// engine whose reads go through `FileIo`); returns what `run_on` returned, the
+    /// measurements and the summary.
+    fn bench_through(io: Arc<dyn FileIo>, only: Vec<Phase>) -> (bool, Vec<Value>, Value) {
+        let dir = tempfile::tempdir().unwrap();
+        let args = BenchArgs {
+            file: Some(dir.path().join("f.dat")),
+            size: Some(4 << 20),
+            repeat: 2,
+            json: true,
+            only,
+            backend: Some("fallback".into()),
+            latency_ops: 20,
+            ..BenchArgs::default()
+        };
+        let gpu = hipfile_testkit::target::runtime_under_test()
+            .unwrap()
+            .runtime;
+        let machine = Machine {
+            gpu,
+            how: "runtime under test".into(),
+            io,
+        };
+        let mut out = Vec::new();
+        let verified = run_on(&args, machine, &mut out).unwrap();
+        let mut objects: Vec<Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let summary = objects.pop().unwrap();
+        (verified, objects, summary)
+    }
+
+    fn measurement<'a>(objects: &'a [Value], key: &str) -> &'a Value {
+        objects.iter().find(|o| o["key"] == key).unwrap()
+    }
+
+    #[test]
+    fn reads_that_return_wrong_bytes_are_reported_as_not_verified() {
+        // Arm at the second whole-file read: the first (untimed) read is clean, every timed
+        // read after it gets wrong bytes from the file.
+        let io = Arc::new(CorruptingIo::new(2));
+        let (verified, objects, summary) =
+            bench_through(io.clone(), vec![Phase::Hot, Phase::Latency]);
+        assert!(io.corrupted.load(Ordering::SeqCst) > 0);
+        assert!(!verified);
+        assert_eq!(summary["verified"], false, "{summary}");
+        let first = &summary["verification"]["first_read"];
+        assert_eq!(
+            (&first["checks"], &first["failures"]),
+            (&1.into(), &0.into())
+        );
+        let hot = measurement(&objects, "read_hot");
+        assert_eq!(hot["verified"], false, "{hot}");
+        assert_eq!(hot["checks"], 2);
+        assert_eq!(summary["verification"]["read_hot"]["failures"], 2);
+        let why = hot["check_failure"].as_str().unwrap();
+        assert!(why.starts_with("byte 0 of the file"), "{why}");
+        for key in ["latency_4k", "latency_64k", "latency_1m"] {
+            let m = measurement(&objects, key);
+            assert_eq!(m["verified"], false, "{m}");
+            assert_eq!(m["checks"], 2, "{m}");
+        }
+    }
+
+    #[test]
+    fn the_same_run_with_clean_reads_is_verified() {
+        let io = Arc::new(CorruptingIo::new(u64::MAX));
+        let (verified, objects, summary) =
+            bench_through(io.clone(), vec![Phase::Hot, Phase::Latency]);
+        assert_eq!(io.corrupted.load(Ordering::SeqCst), 0);
+        assert!(verified);
+        assert_eq!(summary["verified"], true, "{summary}");
+        let hot = measurement(&objects, "read_hot");
+        assert_eq!(hot["verified"], true, "{hot}");
+        assert_eq!(hot["bytes_checked"], 2 * (4 << 20));
+        assert_eq!(
+            measurement(&objects, "latency_1m")["bytes_checked"],
+            2 << 20
+        );
+    }
 
     #[test]
     fn sizes_parse_with_suffixes() {

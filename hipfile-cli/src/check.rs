@@ -43,6 +43,9 @@ struct PlatformFacts {
     library: String,
     devices: i32,
     p2p: Result<&'static str, String>,
+    /// The backends a driver opened on this platform starts (with the environment's
+    /// `HIPFILE_*` settings and `HIPFILE_BACKENDS`), or why it failed to open.
+    backends: Result<Vec<&'static str>, String>,
 }
 
 #[derive(Debug)]
@@ -53,6 +56,11 @@ struct FsFinding {
 }
 
 impl Findings {
+    /// Whether a driver opened here starts the staged fallback.
+    pub fn fallback_available(&self) -> bool {
+        matches!(&self.platform, Ok(p) if p.backends.as_ref().is_ok_and(|b| b.contains(&"fallback")))
+    }
+
     /// Whether the fastpath can serve IO somewhere on this machine.
     pub fn fastpath_possible(&self) -> bool {
         let p2p = matches!(&self.platform, Ok(p) if p.p2p.is_ok());
@@ -108,7 +116,21 @@ fn platform_facts(platform: Option<&str>) -> Result<PlatformFacts, String> {
         library: info.library,
         devices,
         p2p: p2p_reason(&*rt),
+        backends: started_backends(rt),
     })
+}
+
+/// Open a driver on `rt` as an application would and name the backends it started; a backend
+/// that fails to start fails the open, and the reason is the answer.
+fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Vec<&'static str>, String> {
+    let driver = hipfile::Driver::with_options(hipfile::DriverOptions::with_runtime(rt))
+        .map_err(|e| e.to_string())?;
+    let names = driver
+        .core()
+        .session()
+        .map(|s| s.registry().names())
+        .unwrap_or_default();
+    Ok(names)
 }
 
 /// Mounts that can hold files for GPU IO: backed by a device, or one of the filesystems the
@@ -198,6 +220,8 @@ pub fn to_json(f: &Findings) -> Value {
             "devices": p.devices,
             "p2p_driver": p.p2p.as_ref().ok(),
             "p2p_missing_because": p.p2p.as_ref().err(),
+            "backends": p.backends.as_ref().ok(),
+            "driver_open_error": p.backends.as_ref().err(),
         }),
         Err(why) => json!({ "platform": null, "error": why }),
     };
@@ -220,7 +244,7 @@ pub fn to_json(f: &Findings) -> Value {
         "platform": platform,
         "filesystems": filesystems,
         "fastpath_possible": f.fastpath_possible(),
-        "fallback_available": f.platform.is_ok(),
+        "fallback_available": f.fallback_available(),
     })
 }
 
@@ -235,6 +259,10 @@ fn print_table(f: &Findings) {
             match &p.p2p {
                 Ok(name) => println!("P2P driver:   {name}"),
                 Err(why) => println!("P2P driver:   none: {why}"),
+            }
+            match &p.backends {
+                Ok(names) => println!("backends:     {}", names.join(", ")),
+                Err(why) => println!("backends:     the driver does not open: {why}"),
             }
         }
         Err(why) => {
@@ -269,8 +297,10 @@ fn print_table(f: &Findings) {
     println!();
     if f.fastpath_possible() {
         println!("verdict: the fastpath (P2P DMA) is possible on the filesystems it accepts above");
-    } else if f.platform.is_ok() {
+    } else if f.fallback_available() {
         println!("verdict: only the fallback (staged through pinned host memory) is available");
+    } else if f.platform.is_ok() {
+        println!("verdict: no backend can serve IO here (see the backends line)");
     } else {
         println!("verdict: no GPU platform; hipfile-rs can run only on the simulated GPU here");
     }
@@ -297,6 +327,7 @@ mod tests {
         let p = f.platform.as_ref().unwrap();
         assert_eq!(p.platform, Platform::Sim);
         assert!(p.p2p.is_ok());
+        assert!(f.fallback_available(), "{:?}", p.backends);
         let root = f
             .filesystems
             .iter()
@@ -308,6 +339,10 @@ mod tests {
         );
         let v = to_json(&f);
         assert_eq!(v["platform"]["platform"], "sim");
+        assert!(v["platform"]["backends"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("fallback")));
         assert!(v["filesystems"]
             .as_array()
             .unwrap()

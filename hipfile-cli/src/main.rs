@@ -4,16 +4,19 @@
 //! memory and why not: platform, runtime, devices, P2P driver, and the fastpath's verdict on every
 //! mounted filesystem (table, or `--json`); it exits 0 only when the fastpath is possible.
 //!
-//! `hipfile bench` measures hipfile-rs on one file (created, or taken as it is): hot and cold
-//! whole-file reads into GPU memory, writes with and without `fsync`, and the latency of small
-//! random reads (median and p99), each the median of several repetitions with the cores the
-//! process kept busy. In the same run it measures the machine's ceilings (pinned host-to-device
-//! copy, parallel page-cache and O_DIRECT reads to host memory), and on request upstream
-//! hipFile's single-thread design (`--baseline`) and KvikIO (`--kvikio kvikio_anchor.py`),
-//! alternating with our repetitions and printing ratios ours/anchor. The first read is compared
-//! byte for byte with the file before anything is timed. Output: a table, or `--json` (one object
-//! per measurement per line, then a summary). It runs on the real GPU when the machine has one,
-//! and otherwise on the simulated GPU, saying so.
+//! `hipfile bench` measures hipfile-rs on one file (created, or taken as it is and opened
+//! read-only: its bytes are never changed): hot and cold whole-file reads into GPU memory,
+//! writes with and without `fsync` (to a scratch file next to it, removed at the end), and the
+//! latency of small random reads (median and p99), each the median of several repetitions with
+//! the cores the process kept busy. In the same run it measures the machine's ceilings (pinned
+//! host-to-device copy, parallel page-cache and O_DIRECT reads to host memory), and on request
+//! upstream hipFile's single-thread design (`--baseline`) and KvikIO (`--kvikio
+//! kvikio_anchor.py`), alternating with our repetitions and printing ratios ours/anchor. Every
+//! timed read and write is compared byte for byte with the file (reads) or the buffer (writes);
+//! the report says per measurement what was checked, and a failed check makes the command exit
+//! with status 1. Output: a table, or `--json` (one object per measurement per line, then a
+//! summary). It runs on the real GPU when the machine has one, and otherwise on the simulated
+//! GPU, saying so.
 //!
 //! ```text
 //! hipfile check                                                   # fastpath possible here?
@@ -30,6 +33,8 @@ mod ceiling;
 mod check;
 mod measure;
 mod report;
+mod scratch;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -46,6 +51,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Measure reads, writes and small-read latency through GPU memory, next to the ceilings.
+    ///
+    /// The file read is never written: writes are measured on a scratch file next to it. Every
+    /// timed read and write is compared byte for byte with the file or the buffer; the report
+    /// says what each check covered, and the exit status is 1 when a check failed.
     Bench(bench::BenchArgs),
     /// Tell whether this machine can do direct (P2P) IO, and why not; exit 0 only if it can.
     Check(check::CheckArgs),
@@ -54,7 +63,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(args) => bench::run(&args).map(|()| true),
+        Command::Bench(args) => bench::run(&args),
         Command::Check(args) => check::run(&args),
     };
     match result {

@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::anchor::AnchorFigure;
+use crate::anchor::{AnchorFigure, Basis};
 use crate::measure::{mean, median, percentile};
+use crate::verify::Checked;
 
 /// What a measurement measured.
 #[derive(Clone, Debug)]
@@ -36,19 +37,34 @@ pub struct Measurement {
     pub cores_by_thread: Vec<BTreeMap<String, f64>>,
     /// The anchor's figure for the same measurement, when an anchor ran.
     pub anchor: Option<AnchorFigure>,
+    /// The byte checks behind the figure; `None` where nothing was checked (the ceilings).
+    pub checked: Option<Checked>,
 }
 
 impl Measurement {
     /// Ours divided by the anchor's. Throughput compares medians of GB/s (above 1: we are
-    /// faster); latency compares mean microseconds, because that is what the anchor reports
-    /// (below 1: we are faster).
+    /// faster); latency compares median microseconds per read, or mean microseconds where the
+    /// anchor reports only means (below 1: we are faster).
     pub fn ratio(&self) -> Option<f64> {
         let anchor = self.anchor.as_ref()?;
-        let ours = match &self.figure {
-            Figure::Throughput(v) => median(v),
-            Figure::Latency(v) => mean(v),
+        let ours = match (&self.figure, anchor.basis) {
+            (Figure::Throughput(v), Basis::MedianGbps) => median(v),
+            (Figure::Latency(v), Basis::MedianUs) => median(v),
+            (Figure::Latency(v), Basis::MeanUs) => mean(v),
+            _ => return None,
         };
         (anchor.value > 0.0).then(|| ours / anchor.value)
+    }
+
+    fn ratio_basis(&self) -> &'static str {
+        match self.anchor.as_ref().map(|a| a.basis) {
+            Some(Basis::MeanUs) => "mean us per read, ours / anchor",
+            Some(Basis::MedianUs) => "median us per read, ours / anchor",
+            Some(Basis::MedianGbps) | None => match self.figure {
+                Figure::Throughput(_) => "median GB/s, ours / anchor",
+                Figure::Latency(_) => "median us per read, ours / anchor",
+            },
+        }
     }
 
     fn cores_median(&self) -> Option<f64> {
@@ -87,8 +103,14 @@ impl Measurement {
                 "value": round3(a.value),
                 "threads": a.threads,
                 "samples": a.samples,
+                "cores": a.cores.map(round3),
+                "p99_us": a.p99_us.map(round3),
+                "task_size": a.task_size,
+                "checks": a.checks,
+                "check_failures": a.check_failures,
             })),
             "ratio": self.ratio().map(round3),
+            "ratio_basis": self.ratio_basis(),
         });
         let extra = match &self.figure {
             Figure::Throughput(s) => json!({
@@ -96,7 +118,6 @@ impl Measurement {
                 "gbps": round3(median(s)),
                 "samples": s.iter().copied().map(round3).collect::<Vec<_>>(),
                 "repetitions": s.len(),
-                "ratio_basis": "median GB/s, ours / anchor",
             }),
             Figure::Latency(s) => json!({
                 "unit": "us",
@@ -104,11 +125,12 @@ impl Measurement {
                 "p99_us": round3(percentile(s, 99.0)),
                 "mean_us": round3(mean(s)),
                 "ops": s.len(),
-                "ratio_basis": "mean us per read, ours / anchor",
             }),
         };
-        if let (Some(obj), Value::Object(more)) = (v.as_object_mut(), extra) {
-            obj.extend(more);
+        for more in [extra, Checked::json_fields(self.checked.as_ref())] {
+            if let (Some(obj), Value::Object(more)) = (v.as_object_mut(), more) {
+                obj.extend(more);
+            }
         }
         v
     }
@@ -121,13 +143,29 @@ impl Measurement {
     }
 
     fn anchor_text(&self) -> String {
-        match (&self.anchor, &self.figure) {
-            (None, _) => String::new(),
-            (Some(a), Figure::Throughput(_)) => match a.threads {
-                Some(t) => format!("{:.2} GB/s ({t} thr)", a.value),
-                None => format!("{:.2} GB/s", a.value),
-            },
-            (Some(a), Figure::Latency(_)) => format!("{:.1} us mean", a.value),
+        let Some(a) = &self.anchor else {
+            return String::new();
+        };
+        let mut about = Vec::new();
+        if let Some(t) = a.threads {
+            about.push(format!("{t} thr"));
+        }
+        if let Some(c) = a.cores {
+            about.push(format!("{c:.2} cores"));
+        }
+        if a.check_failures > 0 {
+            about.push(format!("{}/{} checks FAILED", a.check_failures, a.checks));
+        }
+        let about = if about.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", about.join(", "))
+        };
+        match (a.basis, a.p99_us) {
+            (Basis::MedianGbps, _) => format!("{:.2} GB/s{about}", a.value),
+            (Basis::MedianUs, Some(p99)) => format!("{:.1} / {p99:.1} us{about}", a.value),
+            (Basis::MedianUs, None) => format!("{:.1} us median{about}", a.value),
+            (Basis::MeanUs, _) => format!("{:.1} us mean{about}", a.value),
         }
     }
 }
@@ -143,6 +181,7 @@ pub fn table(rows: &[Measurement]) -> String {
         "measurement".to_string(),
         "figure (GB/s | median / p99)".into(),
         "cores".into(),
+        "checked".into(),
     ];
     if anchored {
         header.push("kvikio".into());
@@ -155,6 +194,7 @@ pub fn table(rows: &[Measurement]) -> String {
             m.figure_text(),
             m.cores_median()
                 .map_or_else(|| "-".into(), |c| format!("{c:.2}")),
+            Checked::cell(m.checked.as_ref()),
         ];
         if anchored {
             row.push(m.anchor_text());
@@ -218,8 +258,20 @@ mod tests {
             ],
             anchor: anchor.map(|value| AnchorFigure {
                 value,
+                basis: Basis::MedianGbps,
                 threads: Some(16),
                 samples: vec![value],
+                cores: Some(3.5),
+                p99_us: None,
+                checks: 1,
+                check_failures: 0,
+                task_size: Some(4 << 20),
+            }),
+            checked: Some(Checked {
+                checks: 3,
+                failures: 0,
+                bytes: Some(3 << 20),
+                first_failure: None,
             }),
         }
     }
@@ -235,6 +287,43 @@ mod tests {
         assert_eq!(j["cores_by_thread"]["hipfile-io"], 2.0);
         assert_eq!(j["ratio"], 0.5);
         assert_eq!(j["anchor"]["threads"], 16);
+        assert_eq!(j["anchor"]["cores"], 3.5);
+        assert_eq!(j["verified"], true);
+        assert_eq!(j["bytes_checked"], 3 << 20);
+        let mut unchecked = row(None);
+        unchecked.checked = None;
+        assert_eq!(unchecked.to_json()["verified"], Value::Null);
+    }
+
+    #[test]
+    fn latency_is_compared_by_median_when_the_anchor_gives_one() {
+        let mut m = row(None);
+        m.figure = Figure::Latency(vec![10.0, 20.0, 90.0]);
+        let anchor = |basis, value| AnchorFigure {
+            value,
+            basis,
+            threads: Some(1),
+            samples: vec![value],
+            cores: None,
+            p99_us: Some(80.0),
+            checks: 0,
+            check_failures: 0,
+            task_size: None,
+        };
+        m.anchor = Some(anchor(Basis::MedianUs, 40.0));
+        assert_eq!(m.ratio(), Some(0.5));
+        assert_eq!(
+            m.to_json()["ratio_basis"],
+            "median us per read, ours / anchor"
+        );
+        assert_eq!(m.to_json()["anchor"]["p99_us"], 80.0);
+        assert_eq!(m.anchor_text(), "40.0 / 80.0 us (1 thr)");
+        m.anchor = Some(anchor(Basis::MeanUs, 40.0));
+        assert_eq!(m.ratio(), Some(1.0));
+        assert_eq!(
+            m.to_json()["ratio_basis"],
+            "mean us per read, ours / anchor"
+        );
     }
 
     #[test]
@@ -242,5 +331,6 @@ mod tests {
         assert!(!table(&[row(None)]).contains("kvikio"));
         let t = table(&[row(Some(40.0))]);
         assert!(t.contains("ours/kvikio") && t.contains("0.50x"), "{t}");
+        assert!(t.contains("3 ok") && t.contains("3.50 cores"), "{t}");
     }
 }

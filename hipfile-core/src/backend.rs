@@ -49,6 +49,11 @@ pub struct IoRequest<'a> {
     pub size: usize,
     /// File offset.
     pub file_offset: u64,
+    /// A write whose bytes go to the end of the file, wherever `file_offset` points: the
+    /// application's descriptor has `O_APPEND`, and Linux `pwrite(2)` on such a descriptor
+    /// appends. A backend that runs it appends the bytes in order and never writes at
+    /// `file_offset`.
+    pub append: bool,
     /// Whether the buffer was registered (rather than a temporary view of an allocation).
     pub registered_buffer: bool,
     /// Settings in force for this request.
@@ -80,6 +85,15 @@ pub enum Decline {
     },
     /// The filesystem is not one the direct path supports.
     UnsupportedFilesystem(String),
+    /// A write that appends (`O_APPEND` descriptor): direct IO writes at an offset.
+    Append,
+    /// A write that runs past the process's file size limit (`RLIMIT_FSIZE`): the staged path
+    /// writes up to the limit and fails with the kernel's `EFBIG`, where an O_DIRECT write cut at
+    /// an unaligned limit would fail with `EINVAL` instead.
+    FileSizeLimit {
+        /// The limit in bytes.
+        limit: u64,
+    },
     /// Something else, explained.
     Other(String),
 }
@@ -96,6 +110,10 @@ impl fmt::Display for Decline {
                 write!(f, "offset, size or address not aligned to {required} bytes")
             }
             Decline::UnsupportedFilesystem(fs) => write!(f, "filesystem {fs} is not supported"),
+            Decline::Append => f.write_str("the write appends (O_APPEND descriptor)"),
+            Decline::FileSizeLimit { limit } => {
+                write!(f, "the write runs past the file size limit ({limit} bytes)")
+            }
             Decline::Other(why) => f.write_str(why),
         }
     }

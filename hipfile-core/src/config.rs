@@ -212,8 +212,11 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// Refuse settings no engine can run with: a pinned bound below one lane (two 4 KiB
-    /// halves), or a transfer or chunk below one 4 KiB page.
+    /// Refuse settings no engine can run with. Below the floor (a pinned bound below one lane of
+    /// two 4 KiB halves, a transfer or chunk below one 4 KiB page) is `InvalidValue`; above a
+    /// ceiling in [`limits`] is `DriverUnsupportedLimit`, cuFile's answer to a property value it
+    /// cannot honour, so an impossible value fails where it is set instead of opening a driver
+    /// whose staging memory cannot be allocated.
     pub fn check(&self) -> crate::Result<()> {
         let refuse = |what: &str| {
             Err(crate::Error::new(
@@ -227,6 +230,69 @@ impl Settings {
         if self.max_direct_io_size_kb < 4 || self.per_buffer_cache_size_kb < 4 {
             return refuse("transfer and chunk sizes must be at least 4 KiB");
         }
+        let ceilings = [
+            (
+                "max_direct_io_size_kb",
+                self.max_direct_io_size_kb,
+                limits::MAX_TRANSFER_KB,
+            ),
+            (
+                "per_buffer_cache_size_kb",
+                self.per_buffer_cache_size_kb,
+                limits::MAX_CHUNK_KB,
+            ),
+            (
+                "max_device_pinned_mem_size_kb",
+                self.max_pinned_mem_size_kb,
+                limits::physical_memory_kb(),
+            ),
+            (
+                "max_device_cache_size_kb",
+                self.max_device_cache_size_kb,
+                limits::MAX_REPORTED_KB,
+            ),
+            (
+                "poll_thresh_size_kb",
+                self.poll_thresh_size_kb,
+                limits::MAX_TRANSFER_KB,
+            ),
+            (
+                "min_io_threshold_kb",
+                self.min_io_threshold_kb,
+                limits::MAX_TRANSFER_KB,
+            ),
+            ("min_piece_kb", self.min_piece_kb, limits::MAX_CHUNK_KB),
+            (
+                "max_io_threads",
+                self.max_io_threads,
+                limits::MAX_IO_THREADS,
+            ),
+            (
+                "max_request_parallelism",
+                self.max_request_parallelism,
+                limits::MAX_IO_THREADS + 1,
+            ),
+            ("io_queue_depth", self.io_queue_depth, limits::MAX_COUNT),
+            (
+                "max_batch_io_size",
+                self.max_batch_io_size,
+                limits::MAX_COUNT,
+            ),
+            (
+                "batch_io_timeout_ms",
+                self.batch_io_timeout_ms,
+                limits::MAX_COUNT,
+            ),
+            ("stats_level", self.stats_level, limits::MAX_STATS_LEVEL),
+        ];
+        for (name, value, ceiling) in ceilings {
+            if value > ceiling {
+                return Err(crate::Error::new(
+                    crate::ErrorKind::DriverUnsupportedLimit,
+                    format!("{name} = {value} is above the largest supported value, {ceiling}"),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -238,23 +304,27 @@ impl Settings {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let mut s = Settings::default();
         let number = |name: &str| lookup(name).and_then(|v| v.trim().parse::<u64>().ok());
-        if let Some(v) = number("HIPFILE_IO_THREADS") {
-            s.max_io_threads = v;
-        }
-        if let Some(v) = number("HIPFILE_CHUNK_KB").filter(|v| *v >= 4) {
-            s.per_buffer_cache_size_kb = v;
-        }
-        if let Some(v) = number("HIPFILE_INLINE_KB") {
-            s.min_io_threshold_kb = v;
-        }
-        if let Some(v) = number("HIPFILE_MIN_PIECE_KB").filter(|v| *v >= 4) {
-            s.min_piece_kb = v;
-        }
-        if let Some(v) = number("HIPFILE_PINNED_KB").filter(|v| *v >= 8) {
-            s.max_pinned_mem_size_kb = v;
-        }
-        if let Some(v) = number("HIPFILE_MAX_DIRECT_IO_KB").filter(|v| *v >= 4) {
-            s.max_direct_io_size_kb = v;
+        type Apply = fn(&mut Settings, u64);
+        let knobs: [(&str, Apply); 6] = [
+            ("HIPFILE_IO_THREADS", |s, v| s.max_io_threads = v),
+            ("HIPFILE_CHUNK_KB", |s, v| s.per_buffer_cache_size_kb = v),
+            ("HIPFILE_INLINE_KB", |s, v| s.min_io_threshold_kb = v),
+            ("HIPFILE_MIN_PIECE_KB", |s, v| s.min_piece_kb = v),
+            ("HIPFILE_PINNED_KB", |s, v| s.max_pinned_mem_size_kb = v),
+            ("HIPFILE_MAX_DIRECT_IO_KB", |s, v| {
+                s.max_direct_io_size_kb = v
+            }),
+        ];
+        for (name, apply) in knobs {
+            if let Some(v) = number(name) {
+                // A value the settings cannot hold (below a floor, above a ceiling) is ignored
+                // like one that does not parse: the environment never stops a driver opening.
+                let mut next = s.clone();
+                apply(&mut next, v);
+                if next.check().is_ok() {
+                    s = next;
+                }
+            }
         }
         if let Some(p) = lookup("HIPFILE_DIRECT_IO")
             .as_deref()
@@ -328,6 +398,31 @@ impl Settings {
     /// The pinned memory bound in bytes.
     pub fn max_pinned_bytes(&self) -> usize {
         usize::try_from(self.max_pinned_mem_size_kb.saturating_mul(1024)).unwrap_or(usize::MAX)
+    }
+}
+
+/// Ceilings of the settings ([`Settings::check`]).
+pub mod limits {
+    /// Largest single transfer, in KiB: what one `read(2)`/`write(2)` moves at most
+    /// ([`crate::MAX_RW_COUNT`]).
+    pub const MAX_TRANSFER_KB: u64 = (crate::MAX_RW_COUNT / 1024) as u64;
+    /// Largest staging chunk (and smallest piece), in KiB: 256 MiB. Every IO thread holds two
+    /// chunks of pinned memory; past a few MiB larger chunks only lose overlap between threads.
+    pub const MAX_CHUNK_KB: u64 = 256 * 1024;
+    /// Largest value of a size that is only reported (the GPU bounce-buffer budget), in KiB:
+    /// 4 TiB, beyond any GPU's memory.
+    pub const MAX_REPORTED_KB: u64 = 1 << 32;
+    /// Most IO worker threads.
+    pub const MAX_IO_THREADS: u64 = 256;
+    /// Largest count or time a C property holds (`unsigned int`).
+    pub const MAX_COUNT: u64 = u32::MAX as u64;
+    /// Highest statistics level (0 to 3, as upstream).
+    pub const MAX_STATS_LEVEL: u64 = 3;
+
+    /// The machine's physical memory in KiB: pinned memory beyond it cannot exist.
+    pub fn physical_memory_kb() -> u64 {
+        let info = rustix::system::sysinfo();
+        (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1))) / 1024
     }
 }
 
@@ -427,6 +522,79 @@ mod tests {
             ..Settings::default()
         };
         assert!(tiny_chunk.check().is_err());
+    }
+
+    #[test]
+    fn values_no_machine_can_honour_are_an_unsupported_limit() {
+        let unsupported = |s: Settings| {
+            s.check()
+                .is_err_and(|e| e.kind() == crate::ErrorKind::DriverUnsupportedLimit)
+        };
+        let gib16 = 16 * 1024 * 1024;
+        assert!(unsupported(Settings {
+            max_direct_io_size_kb: gib16,
+            ..Settings::default()
+        }));
+        assert!(unsupported(Settings {
+            per_buffer_cache_size_kb: gib16,
+            ..Settings::default()
+        }));
+        assert!(unsupported(Settings {
+            max_pinned_mem_size_kb: limits::physical_memory_kb() + 1,
+            ..Settings::default()
+        }));
+        assert!(unsupported(Settings {
+            stats_level: 4,
+            ..Settings::default()
+        }));
+        // Every size_t parameter at SIZE_MAX.
+        let all_max = Settings {
+            max_direct_io_size_kb: u64::MAX,
+            max_pinned_mem_size_kb: u64::MAX,
+            max_device_cache_size_kb: u64::MAX,
+            per_buffer_cache_size_kb: u64::MAX,
+            poll_thresh_size_kb: u64::MAX,
+            max_io_threads: u64::MAX,
+            max_batch_io_size: u64::MAX,
+            batch_io_timeout_ms: u64::MAX,
+            stats_level: u64::MAX,
+            io_queue_depth: u64::MAX,
+            min_io_threshold_kb: u64::MAX,
+            max_request_parallelism: u64::MAX,
+            min_piece_kb: u64::MAX,
+            ..Settings::default()
+        };
+        assert!(unsupported(all_max));
+        // Each ceiling itself is accepted.
+        assert!(Settings {
+            max_direct_io_size_kb: limits::MAX_TRANSFER_KB,
+            per_buffer_cache_size_kb: limits::MAX_CHUNK_KB,
+            max_io_threads: limits::MAX_IO_THREADS,
+            stats_level: limits::MAX_STATS_LEVEL,
+            ..Settings::default()
+        }
+        .check()
+        .is_ok());
+    }
+
+    #[test]
+    fn environment_values_the_settings_cannot_hold_are_ignored() {
+        let s = Settings::from_lookup(|name| {
+            [
+                ("HIPFILE_CHUNK_KB", "99999999999"),
+                ("HIPFILE_PINNED_KB", "2"),
+                ("HIPFILE_IO_THREADS", "100000"),
+                ("HIPFILE_MAX_DIRECT_IO_KB", "8192"),
+            ]
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+        });
+        let d = Settings::default();
+        assert_eq!(s.per_buffer_cache_size_kb, d.per_buffer_cache_size_kb);
+        assert_eq!(s.max_pinned_mem_size_kb, d.max_pinned_mem_size_kb);
+        assert_eq!(s.max_io_threads, d.max_io_threads);
+        assert_eq!(s.max_direct_io_size_kb, 8192);
     }
 
     #[test]

@@ -540,19 +540,28 @@ impl Driver {
         let buffer_offset = usize::try_from(call.buffer_offset)
             .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
         let (view, _buffer_guard) = self.buffer_view(&session, call.buffer, buffer_offset, size)?;
-        let access = file.access();
-        let allowed = match call.op {
-            IoOp::Read => access.read,
-            IoOp::Write => access.write,
-        };
-        if !allowed {
-            return Err(Error::os(
-                Errno::BADF.raw_os_error(),
-                "the file was not opened for this direction",
-            ));
-        }
+        // The application's descriptor decides, at this moment: closed, reused for another file
+        // or not open for this direction is EBADF, as `pread`/`pwrite` on it would answer.
+        let caller = file.check_caller(call.op)?;
         if size == 0 {
             return Ok(0);
+        }
+        // A read that starts at or past the end of a regular file reads nothing, whatever its
+        // alignment: no backend is asked (a direct-only driver would otherwise refuse an
+        // unaligned offset at end of file, which readers that step by bytes read reach).
+        // Otherwise nothing past the end of the file's last block is asked for: the kernel's
+        // O_DIRECT read zero-fills the caller's buffer for the blocks past the end of file
+        // beyond the bytes it reports. Clipped here, the buffer past the bytes read keeps what
+        // it held, except that the direct path may zero the rest of the file's last block.
+        let mut size = size;
+        if let (IoOp::Read, Some(len)) = (call.op, caller.size) {
+            let offset = call.file_offset as u64;
+            if offset >= len {
+                return Ok(0);
+            }
+            let align = u64::from(file.dio_align().offset.max(1));
+            let room = (len - offset).div_ceil(align).saturating_mul(align);
+            size = size.min(usize::try_from(room).unwrap_or(usize::MAX));
         }
         let settings = session.settings.current();
         let req = IoRequest {
@@ -562,6 +571,7 @@ impl Driver {
             device: view.device,
             size,
             file_offset: call.file_offset as u64,
+            append: call.op == IoOp::Write && caller.append,
             registered_buffer: view.registered,
             settings: &settings,
             compat: settings.compat_mode(&session.env),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags, CWD};
 use rustix::io::Errno;
 
+use crate::backend::IoOp;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Alignment assumed when the kernel does not report one (no STATX_DIOALIGN).
@@ -60,7 +61,26 @@ pub struct Access {
     pub write: bool,
 }
 
+/// The application's descriptor as one request finds it (see [`RegisteredFile::check_caller`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallerView {
+    /// `O_APPEND` is set now: a write goes to the end of the file, whatever its offset says.
+    pub append: bool,
+    /// The file's size now, for regular files (`None` for block devices).
+    pub size: Option<u64>,
+}
+
 /// A file registered with the driver.
+///
+/// The application's descriptor stays the authority for every request: hipfile-rs reads and
+/// writes through descriptors of its own (a buffered one and an O_DIRECT one, reopened with no
+/// more access than the application's), and before each request [`RegisteredFile::check_caller`]
+/// asks the kernel whether the application's descriptor is still open, still names the registered
+/// file and still allows the direction. So IO through an `O_PATH` descriptor, reads through an
+/// `O_WRONLY` one and writes through an `O_RDONLY` one fail with `EBADF`, as `pread`/`pwrite` on
+/// that descriptor would; so does IO after the application closed its descriptor (upstream
+/// hipFile answers the same), and IO after the number was reused for another file (where reading
+/// through the number would touch a file the application never registered).
 #[derive(Debug)]
 pub struct RegisteredFile {
     user_fd: RawFd,
@@ -69,6 +89,8 @@ pub struct RegisteredFile {
     align: DioAlign,
     fs: FsFacts,
     access: Access,
+    dev: u64,
+    ino: u64,
     in_flight: AtomicUsize,
 }
 
@@ -76,14 +98,24 @@ impl RegisteredFile {
     /// Open the descriptors for the application's `fd` and gather the file's facts.
     ///
     /// Both descriptors are reopened through `/proc/self/fd/N` with the application's access
-    /// mode, so hipfile-rs never changes the flags or the offset of the application's descriptor.
-    /// An `EINVAL` from the O_DIRECT open means the filesystem has no direct IO; any other failure
-    /// fails the registration.
+    /// mode (an `O_PATH` descriptor gets an `O_PATH` one and no O_DIRECT one), so hipfile-rs
+    /// never changes the flags or the offset of the application's descriptor and never holds more
+    /// access than it. A number that names no open descriptor (negative, closed) fails as
+    /// upstream's status query of it does, with `InternalError`. An `EINVAL` from the O_DIRECT
+    /// open means the filesystem has no direct IO; any other failure fails the registration.
     pub fn open(fd: RawFd) -> Result<Self> {
-        if fd < 0 {
+        let caller = hipfile_hip::os::descriptor_state(fd).map_err(|e| {
+            Error::new(
+                ErrorKind::InternalError,
+                format!("descriptor {fd} cannot be queried: {e}"),
+            )
+        })?;
+        let file_type = FileType::from_raw_mode(caller.file_type);
+        let is_block = file_type == FileType::BlockDevice;
+        if file_type != FileType::RegularFile && !is_block {
             return Err(Error::new(
-                ErrorKind::InvalidValue,
-                format!("file descriptor {fd} is negative"),
+                ErrorKind::InvalidFileType,
+                format!("descriptor {fd} is a {file_type:?}, not a regular file or block device"),
             ));
         }
         let path = format!("/proc/self/fd/{fd}");
@@ -93,33 +125,27 @@ impl RegisteredFile {
             AtFlags::empty(),
             StatxFlags::BASIC_STATS | StatxFlags::DIOALIGN,
         )
-        .map_err(|e| match e {
-            Errno::NOENT | Errno::BADF => Error::new(
-                ErrorKind::InvalidValue,
-                format!("{fd} is not an open file descriptor"),
-            ),
-            e => Error::os(e.raw_os_error(), format!("statx of descriptor {fd}")),
-        })?;
-        let file_type = FileType::from_raw_mode(stx.stx_mode.into());
-        let is_block = file_type == FileType::BlockDevice;
-        if file_type != FileType::RegularFile && !is_block {
-            return Err(Error::new(
-                ErrorKind::InvalidFileType,
-                format!("descriptor {fd} is a {file_type:?}, not a regular file or block device"),
-            ));
-        }
-        let access = access_mode(fd)?;
+        .map_err(|e| Error::new(ErrorKind::InternalError, format!("statx of {path}: {e}")))?;
+        let access = Access {
+            read: caller.readable,
+            write: caller.writable,
+        };
         let flags = match (access.read, access.write) {
+            _ if caller.path_only => OFlags::PATH,
             (true, true) => OFlags::RDWR,
             (false, true) => OFlags::WRONLY,
             _ => OFlags::RDONLY,
         } | OFlags::CLOEXEC;
         let reopen = |extra: OFlags| rustix::fs::open(path.as_str(), flags | extra, Mode::empty());
         let buffered = reopen(OFlags::empty()).map_err(|e| reopen_error(e, fd, "buffered"))?;
-        let direct = match reopen(OFlags::DIRECT) {
-            Ok(d) => Some(d),
-            Err(Errno::INVAL) => None,
-            Err(e) => return Err(reopen_error(e, fd, "O_DIRECT")),
+        let direct = if caller.path_only {
+            None
+        } else {
+            match reopen(OFlags::DIRECT) {
+                Ok(d) => Some(d),
+                Err(Errno::INVAL) => None,
+                Err(e) => return Err(reopen_error(e, fd, "O_DIRECT")),
+            }
         };
         let has_dio =
             stx.stx_mask & StatxFlags::DIOALIGN.bits() != 0 && stx.stx_dio_offset_align != 0;
@@ -150,6 +176,8 @@ impl RegisteredFile {
             align,
             fs,
             access,
+            dev: caller.dev,
+            ino: caller.ino,
             in_flight: AtomicUsize::new(0),
         })
     }
@@ -179,9 +207,45 @@ impl RegisteredFile {
         &self.fs
     }
 
-    /// The application's access mode.
+    /// The application's access mode at registration.
     pub fn access(&self) -> Access {
         self.access
+    }
+
+    /// Ask the kernel about the application's descriptor before a request in direction `op`:
+    /// `EBADF` (as an OS error) when it was closed, now names another file, or does not allow
+    /// `op`; else what the request must honour (`O_APPEND`, the file's size).
+    pub fn check_caller(&self, op: IoOp) -> Result<CallerView> {
+        let fd = self.user_fd;
+        let badf = |why: String| Error::os(Errno::BADF.raw_os_error(), why);
+        let now = hipfile_hip::os::descriptor_state(fd).map_err(|e| match e.raw_os_error() {
+            Some(code) if code == Errno::BADF.raw_os_error() => {
+                badf(format!("descriptor {fd} was closed after registration"))
+            }
+            _ => Error::from_io(&e, format!("querying descriptor {fd}")),
+        })?;
+        if (now.dev, now.ino) != (self.dev, self.ino) {
+            return Err(badf(format!(
+                "descriptor {fd} names another file than the one registered"
+            )));
+        }
+        let allowed = match op {
+            IoOp::Read => now.readable,
+            IoOp::Write => now.writable,
+        };
+        if !allowed {
+            return Err(badf(format!(
+                "descriptor {fd} was not opened for {}",
+                match op {
+                    IoOp::Read => "reading",
+                    IoOp::Write => "writing",
+                }
+            )));
+        }
+        Ok(CallerView {
+            append: now.append,
+            size: (self.fs.kind != FsKind::BlockDevice).then_some(now.size),
+        })
     }
 
     /// Number of requests running on this file.
@@ -219,36 +283,6 @@ fn reopen_error(e: Errno, fd: RawFd, which: &str) -> Error {
             io::Error::from(e)
         ),
     )
-}
-
-/// The access mode of `fd`, from `/proc/self/fdinfo` (no borrowing of a descriptor we do not own).
-fn access_mode(fd: RawFd) -> Result<Access> {
-    let info = fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
-        .map_err(|e| Error::from_io(&e, format!("reading fdinfo of descriptor {fd}")))?;
-    let flags = info
-        .lines()
-        .find_map(|l| l.strip_prefix("flags:"))
-        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        .ok_or_else(|| {
-            Error::new(
-                ErrorKind::InternalError,
-                format!("no flags in fdinfo of descriptor {fd}"),
-            )
-        })?;
-    Ok(match flags & 0o3 {
-        0 => Access {
-            read: true,
-            write: false,
-        },
-        1 => Access {
-            read: false,
-            write: true,
-        },
-        _ => Access {
-            read: true,
-            write: true,
-        },
-    })
 }
 
 /// Filesystem facts of the mount with device `major:minor`, from `/proc/self/mountinfo`.
@@ -400,18 +434,82 @@ mod tests {
 
     #[test]
     fn bad_descriptors_and_file_types_are_refused() {
+        // As upstream, whose status query of the descriptor fails first: InternalError.
         assert_eq!(
             RegisteredFile::open(-1).unwrap_err().kind(),
-            ErrorKind::InvalidValue
+            ErrorKind::InternalError
         );
         assert_eq!(
             RegisteredFile::open(99_999).unwrap_err().kind(),
-            ErrorKind::InvalidValue
+            ErrorKind::InternalError
         );
         let (r, _w) = std::io::pipe().unwrap();
         assert_eq!(
             RegisteredFile::open(r.as_raw_fd()).unwrap_err().kind(),
             ErrorKind::InvalidFileType
         );
+    }
+
+    fn badf(r: Result<CallerView>) -> bool {
+        r.is_err_and(|e| e.kind() == ErrorKind::Os && e.errno() == Some(Errno::BADF.raw_os_error()))
+    }
+
+    #[test]
+    fn the_callers_descriptor_decides_each_direction() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, [5u8; 8192]).unwrap();
+        let open = |o: &mut std::fs::OpenOptions| o.open(&path).unwrap();
+
+        let by_path = open(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(OFlags::PATH.bits() as i32),
+        );
+        let reg = RegisteredFile::open(by_path.as_raw_fd()).unwrap();
+        assert!(
+            reg.direct_fd().is_none(),
+            "no O_DIRECT descriptor for O_PATH"
+        );
+        assert!(badf(reg.check_caller(IoOp::Read)));
+        assert!(badf(reg.check_caller(IoOp::Write)));
+        // The reopened descriptor has no more access than the caller's: it cannot be read.
+        assert!(rustix::io::pread(reg.buffered_fd(), &mut [0u8; 1], 0).is_err());
+
+        let wo = open(std::fs::OpenOptions::new().write(true));
+        let reg = RegisteredFile::open(wo.as_raw_fd()).unwrap();
+        assert!(badf(reg.check_caller(IoOp::Read)));
+        assert!(reg.check_caller(IoOp::Write).is_ok());
+
+        let ap = open(std::fs::OpenOptions::new().read(true).append(true));
+        let reg = RegisteredFile::open(ap.as_raw_fd()).unwrap();
+        assert_eq!(
+            reg.check_caller(IoOp::Write).unwrap(),
+            CallerView {
+                append: true,
+                size: Some(8192)
+            }
+        );
+    }
+
+    #[test]
+    fn a_closed_or_reused_descriptor_answers_ebadf() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, b"a").unwrap();
+        std::fs::write(&b, b"b").unwrap();
+        let file = std::fs::File::open(&a).unwrap();
+        let fd = file.as_raw_fd();
+        let reg = RegisteredFile::open(fd).unwrap();
+        assert!(reg.check_caller(IoOp::Read).is_ok());
+        // The number now names another file: dup2 puts `b` under it (and closes `a` there).
+        let other = std::fs::File::open(&b).unwrap();
+        let mut number = OwnedFd::from(file);
+        rustix::io::dup2(&other, &mut number).unwrap();
+        assert!(badf(reg.check_caller(IoOp::Read)));
+        // Closed: EBADF (or, if another thread took the number meanwhile, another file: EBADF).
+        drop(number);
+        assert!(badf(reg.check_caller(IoOp::Read)));
     }
 }

@@ -14,6 +14,16 @@ pub trait FileIo: Send + Sync + fmt::Debug {
     fn pread(&self, fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Write `buf` at `offset`; may write fewer bytes than asked.
     fn pwrite(&self, fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// Write `buf` at the end of the file, whatever the descriptor's flags (`pwritev2` with
+    /// `RWF_APPEND`, Linux 4.16 and later); may write fewer bytes than asked.
+    fn pwrite_append(&self, fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+        Ok(rustix::io::pwritev2(
+            fd,
+            &[io::IoSlice::new(buf)],
+            0,
+            rustix::io::ReadWriteFlags::APPEND,
+        )?)
+    }
     /// Read only what the page cache holds (`preadv2` with `RWF_NOWAIT`): `WouldBlock` when the
     /// first byte is not cached, else the cached bytes read. The default has no such probe and
     /// always answers `WouldBlock`.
@@ -85,6 +95,25 @@ pub fn pwrite_full(io: &dyn FileIo, fd: BorrowedFd<'_>, buf: &[u8], offset: u64)
     let mut done = 0;
     while done < buf.len() {
         match io.pwrite(fd, &buf[done..], offset + done as u64) {
+            Ok(0) => {
+                return Err(io::Error::from_raw_os_error(
+                    rustix::io::Errno::NOSPC.raw_os_error(),
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Append all of `buf` to the end of the file, in order: EINTR is retried, short writes are
+/// continued; a write that makes no progress is an error (ENOSPC), never a silent short count.
+pub fn pwrite_append_full(io: &dyn FileIo, fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match io.pwrite_append(fd, &buf[done..]) {
             Ok(0) => {
                 return Err(io::Error::from_raw_os_error(
                     rustix::io::Errno::NOSPC.raw_os_error(),

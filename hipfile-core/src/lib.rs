@@ -71,7 +71,7 @@ pub use backend::{
     LiveSettings, Resources,
 };
 pub use config::{
-    parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Settings, DEFAULT_MAX_IO_WORKERS,
+    limits, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Settings, DEFAULT_MAX_IO_WORKERS,
 };
 pub use driver::{
     Driver, DriverOptions, FileHandleId, IoCall, RegisteredBuffer, RuntimeSource, Session,
@@ -79,10 +79,10 @@ pub use driver::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use file::{
-    mount_table, parse_mountinfo, Access, DioAlign, FileInFlight, FsFacts, FsKind, RegisteredFile,
-    DEFAULT_DIO_ALIGN,
+    mount_table, parse_mountinfo, Access, CallerView, DioAlign, FileInFlight, FsFacts, FsKind,
+    RegisteredFile, DEFAULT_DIO_ALIGN,
 };
-pub use io::{pread_full, pwrite_full, FileIo, PageCount, PosixIo};
+pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, PageCount, PosixIo};
 pub use registry::{Dispatched, Registry, RegistryBuilder};
 pub use stats::{Stats, StatsSnapshot};
 

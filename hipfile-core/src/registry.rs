@@ -79,22 +79,26 @@ impl RegistryBuilder {
     }
 
     /// Build the backends in rank order, or in the order `HIPFILE_BACKENDS` gives when
-    /// `selection` is set. A backend whose init fails is left out and reported in
-    /// [`Registry::skipped`]; it never stops the driver from opening.
+    /// `selection` names any (an empty or all-comma list names none and counts as unset, so it
+    /// cannot open a driver with no backend). A backend whose init fails fails the whole build
+    /// with `DriverSetupError` naming it: a driver that opened without one of its backends would
+    /// refuse, much later and with no reason given, every request only that backend serves.
     pub fn build(&self, ctx: &BackendContext, selection: Option<&str>) -> Result<Registry> {
-        let order = match selection {
+        let order = match selection.filter(|list| list.split(',').any(|n| !n.trim().is_empty())) {
             Some(list) => self.select(list)?,
             None => self.ranked(),
         };
         let mut backends = Vec::new();
-        let mut skipped = Vec::new();
         for d in order {
-            match (d.init)(ctx) {
-                Ok(b) => backends.push(b),
-                Err(e) => skipped.push((d.name, e)),
-            }
+            let backend = (d.init)(ctx).map_err(|e| {
+                Error::new(
+                    ErrorKind::DriverSetupError,
+                    format!("backend {:?} failed to start: {e}", d.name),
+                )
+            })?;
+            backends.push(backend);
         }
-        Ok(Registry { backends, skipped })
+        Ok(Registry { backends })
     }
 }
 
@@ -102,7 +106,6 @@ impl RegistryBuilder {
 #[derive(Debug)]
 pub struct Registry {
     backends: Vec<Arc<dyn Backend>>,
-    skipped: Vec<(&'static str, Error)>,
 }
 
 impl Registry {
@@ -117,11 +120,6 @@ impl Registry {
             .iter()
             .map(|b| (b.name(), b.resources()))
             .collect()
-    }
-
-    /// Backends whose init failed, with the reason.
-    pub fn skipped(&self) -> &[(&'static str, Error)] {
-        &self.skipped
     }
 
     /// Run `req` on the first backend that accepts it. A failure that is eligible for failover
@@ -166,4 +164,92 @@ pub struct Dispatched {
     pub bytes: usize,
     /// The backend that moved them.
     pub backend: &'static str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Decline, IoFailure, LiveSettings};
+    use crate::config::{EnvConfig, Settings};
+    use crate::io::PosixIo;
+
+    #[derive(Debug)]
+    struct Idle(&'static str);
+
+    impl Backend for Idle {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn accepts(&self, _req: &IoRequest<'_>) -> std::result::Result<(), Decline> {
+            Err(Decline::Other("idle".into()))
+        }
+        fn execute(&self, _req: &IoRequest<'_>) -> std::result::Result<usize, IoFailure> {
+            Err(IoFailure::new(
+                Error::new(ErrorKind::InternalError, "idle"),
+                0,
+            ))
+        }
+    }
+
+    fn ctx() -> BackendContext {
+        BackendContext {
+            runtime: Arc::new(hipfile_hip::sim::SimRuntime::default()),
+            io: Arc::new(PosixIo),
+            settings: Arc::new(LiveSettings::new(Settings::default())),
+            env: EnvConfig::default(),
+        }
+    }
+
+    fn builder() -> RegistryBuilder {
+        let mut b = RegistryBuilder::new();
+        b.add(BackendDescriptor {
+            name: "a",
+            priority: 2,
+            init: |_| Ok(Arc::new(Idle("a"))),
+        })
+        .unwrap();
+        b.add(BackendDescriptor {
+            name: "b",
+            priority: 1,
+            init: |_| Ok(Arc::new(Idle("b"))),
+        })
+        .unwrap();
+        b
+    }
+
+    #[test]
+    fn an_empty_selection_counts_as_none() {
+        let b = builder();
+        for empty in ["", ",", " , ,"] {
+            let r = b.build(&ctx(), Some(empty)).unwrap();
+            assert_eq!(r.names(), ["a", "b"], "selection {empty:?}");
+        }
+        assert_eq!(b.build(&ctx(), Some(" b ,")).unwrap().names(), ["b"]);
+        assert_eq!(
+            b.build(&ctx(), Some("garbage")).unwrap_err().kind(),
+            ErrorKind::DriverSetupError
+        );
+    }
+
+    #[test]
+    fn a_backend_that_fails_to_start_fails_the_build_by_name() {
+        let mut b = builder();
+        b.add(BackendDescriptor {
+            name: "broken",
+            priority: 0,
+            init: |_| {
+                Err(Error::new(
+                    ErrorKind::GpuMemoryPinningFailed,
+                    "no pinned memory",
+                ))
+            },
+        })
+        .unwrap();
+        let e = b.build(&ctx(), None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::DriverSetupError);
+        assert!(e.context().contains("\"broken\""), "{e}");
+        assert!(e.context().contains("no pinned memory"), "{e}");
+        // Left out of the selection, it is never started.
+        assert_eq!(b.build(&ctx(), Some("a,b")).unwrap().names(), ["a", "b"]);
+    }
 }

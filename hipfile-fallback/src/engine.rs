@@ -9,7 +9,10 @@
 //!
 //! Correctness rules: EINTR is retried and short transfers are continued (`pread_full`,
 //! `pwrite_full`); a read that comes up short marks end of file and the request returns the
-//! bytes before it; the first failure stops every thread from taking new pieces and fails the
+//! bytes before it, and pieces past a known end of file copy nothing. Against a file truncated
+//! and extended while one request runs, the pieces are not one atomic read: the count is always
+//! an exact prefix of the file as read, but a piece past the final count that was copied before
+//! another piece found the end of file leaves its bytes in the buffer past the count; the first failure stops every thread from taking new pieces and fails the
 //! request with the bytes already moved reported, never a success.
 //!
 //! The O_DIRECT policy ([`DirectIoPolicy`]): in `Auto`, an aligned read piece is read through
@@ -30,8 +33,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use hipfile_core::{
-    pread_full, pwrite_full, DioAlign, DirectIoPolicy, Error, ErrorKind, FileIo, IoFailure, IoOp,
-    IoRequest,
+    pread_full, pwrite_append_full, pwrite_full, DioAlign, DirectIoPolicy, Error, ErrorKind,
+    FileIo, IoFailure, IoOp, IoRequest,
 };
 use hipfile_hip::GpuRuntime;
 
@@ -100,6 +103,7 @@ pub struct Transfer {
     device_ptr: usize,
     size: usize,
     file_offset: u64,
+    append: bool,
     plan: Plan,
     lane_chunk: usize,
     pinned_bound: usize,
@@ -143,8 +147,10 @@ pub struct EngineParts {
 }
 
 impl Transfer {
-    /// Plan `req` for at most `threads` threads.
+    /// Plan `req` for at most `threads` threads. An appending write runs on the caller alone,
+    /// piece after piece, so its bytes reach the end of the file in order.
     pub fn new(req: &IoRequest<'_>, parts: &EngineParts, threads: usize) -> Arc<Transfer> {
+        let threads = if req.append { 1 } else { threads };
         let s = req.settings;
         let chunk = s.chunk_bytes();
         let plan = Plan::new(
@@ -161,6 +167,7 @@ impl Transfer {
             device_ptr: req.device_ptr,
             size: req.size,
             file_offset: req.file_offset,
+            append: req.append,
             plan,
             lane_chunk: chunk,
             pinned_bound: s.max_pinned_bytes(),
@@ -335,6 +342,13 @@ impl Transfer {
                 self.eof_at
                     .fetch_min(start as u64 + got as u64, Ordering::AcqRel);
             }
+            // A piece that starts at or past an end of file another piece found moves nothing:
+            // its bytes (the file grew again meanwhile) lie past the count the request returns.
+            let got = if start as u64 >= self.eof_at.load(Ordering::Acquire) {
+                0
+            } else {
+                got
+            };
             if got > 0 {
                 // SAFETY: the dispatcher validated [device_ptr, device_ptr + size) as device memory
                 // of one allocation, and this piece lies inside it; the staging half stays untouched
@@ -492,6 +506,10 @@ impl Transfer {
 
     fn write_piece(&self, buf: &[u8], offset: u64) -> Result<(), Error> {
         let io = &*self.io;
+        if self.append {
+            return pwrite_append_full(io, self.buffered_fd(), buf)
+                .map_err(|e| Error::from_io(&e, format!("appending {} bytes", buf.len())));
+        }
         let direct = match self.policy {
             DirectIoPolicy::Always => self.direct_fd_for(offset, buf),
             _ => None,

@@ -23,6 +23,12 @@
 //! - Failures report the bytes already moved. ENODEV and EREMOTEIO with nothing moved are the
 //!   driver saying "not this way": the dispatcher reruns the whole request on the next accepting
 //!   backend, so the caller never notices. Every other failure is the caller's, as is.
+//! - Writes honour the application's descriptor and the process's limits as `pwrite(2)` would:
+//!   an appending write (`O_APPEND` descriptor) is declined, since direct IO writes at an offset
+//!   and the staged path appends; a write past `RLIMIT_FSIZE` is declined while compat mode is
+//!   allowed, so the staged path writes up to the limit and reports the kernel's `EFBIG`. When
+//!   compat mode is disallowed the fastpath runs it itself, up to the last aligned byte below
+//!   the limit, and fails with `EFBIG` there.
 //! - `HIPFILE_ALLOW_COMPAT_MODE=false` changes nothing here: it makes the fallback decline, so a
 //!   request this backend declines then fails with `InternalError`.
 //!
@@ -247,6 +253,16 @@ impl Backend for Fastpath {
         };
         // The pure checks first: only a request that passes them pays for a pointer query.
         verdict(&facts)?;
+        if req.op == IoOp::Write {
+            if req.append {
+                return Err(Decline::Append);
+            }
+            if let Some(limit) = file_size_limit(req) {
+                if req.compat.allowed && req.file_offset + req.size as u64 > limit {
+                    return Err(Decline::FileSizeLimit { limit });
+                }
+            }
+        }
         facts.memory = self
             .runtime
             .pointer_info(req.device_ptr)
@@ -278,10 +294,29 @@ fn transfer(
     chunk: usize,
 ) -> Result<usize, IoFailure> {
     let offset_align = req.file.dio_align().offset.max(1) as usize;
+    let limit = match req.op {
+        IoOp::Write => file_size_limit(req),
+        IoOp::Read => None,
+    };
     let mut done = 0usize;
     while done < req.size {
-        let n = chunk.min(req.size - done);
         let file_offset = req.file_offset + done as u64;
+        let mut n = chunk.min(req.size - done);
+        if let Some(limit) = limit {
+            // Only whole aligned blocks below the limit can go direct; past them the kernel
+            // would cut the O_DIRECT write off the alignment and answer EINVAL.
+            let room = limit.saturating_sub(file_offset) as usize / offset_align * offset_align;
+            if room == 0 {
+                return Err(failure(
+                    io::Error::from_raw_os_error(libc::EFBIG),
+                    req,
+                    n,
+                    file_offset,
+                    done,
+                ));
+            }
+            n = n.min(room);
+        }
         let device_ptr = req.device_ptr + done;
         // SAFETY: the dispatcher validated that [req.device_ptr, req.device_ptr + req.size) lies
         // inside one device allocation and `accepts` checked that it is device memory; this call
@@ -324,6 +359,15 @@ fn transfer(
         }
     }
     Ok(done)
+}
+
+/// The process's file size limit (`RLIMIT_FSIZE`) where it bounds `req`'s file: regular files,
+/// not block devices; `None` when unlimited.
+fn file_size_limit(req: &IoRequest<'_>) -> Option<u64> {
+    if req.file.fs().kind == FsKind::BlockDevice {
+        return None;
+    }
+    rustix::process::getrlimit(rustix::process::Resource::Fsize).current
 }
 
 fn failure(e: io::Error, req: &IoRequest<'_>, n: usize, offset: u64, done: usize) -> IoFailure {

@@ -2,7 +2,7 @@
 //! so that `hipfile-core` stays free of it.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the page cache holds of a file range (see [`cached_pages`]).
@@ -79,6 +79,64 @@ pub fn cached_pages(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<PageCou
     })
 }
 
+/// What an application's descriptor allows at this moment, and which file it names: the
+/// answer of `fcntl(F_GETFL)` and `fstat(2)` on a descriptor hipfile-rs does not own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DescriptorState {
+    /// Opened for reading (`O_RDONLY` or `O_RDWR`, and not `O_PATH`).
+    pub readable: bool,
+    /// Opened for writing (`O_WRONLY` or `O_RDWR`, and not `O_PATH`).
+    pub writable: bool,
+    /// `O_APPEND`: every write goes to the end of the file.
+    pub append: bool,
+    /// `O_PATH`: the descriptor names a file but allows no IO.
+    pub path_only: bool,
+    /// Device of the file (`st_dev`).
+    pub dev: u64,
+    /// Inode of the file (`st_ino`).
+    pub ino: u64,
+    /// Size of the file in bytes (`st_size`; 0 for block devices).
+    pub size: u64,
+    /// File type bits of `st_mode` (`S_IFMT`).
+    pub file_type: u32,
+}
+
+/// Ask the kernel what the descriptor number `fd` of this process allows and which file it
+/// names. The number is only looked up, never closed or kept: a number that names nothing
+/// answers `EBADF`, as the calls themselves do.
+pub fn descriptor_state(fd: RawFd) -> io::Result<DescriptorState> {
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: F_GETFL takes no third argument and only reads the descriptor table; any number
+    // is acceptable (an unused one fails with EBADF).
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `st` is a writable stat buffer for the duration of the call; fstat on any number
+    // only reads the descriptor table.
+    let st = unsafe {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
+        if libc::fstat(fd, st.as_mut_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        st.assume_init()
+    };
+    let path_only = flags & libc::O_PATH != 0;
+    let mode = flags & libc::O_ACCMODE;
+    Ok(DescriptorState {
+        readable: !path_only && (mode == libc::O_RDONLY || mode == libc::O_RDWR),
+        writable: !path_only && (mode == libc::O_WRONLY || mode == libc::O_RDWR),
+        append: flags & libc::O_APPEND != 0,
+        path_only,
+        dev: st.st_dev,
+        ino: st.st_ino,
+        size: u64::try_from(st.st_size).unwrap_or(0),
+        file_type: st.st_mode & libc::S_IFMT,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +179,44 @@ mod tests {
             total: 1
         }
         .mostly_cached());
+    }
+
+    #[test]
+    fn descriptor_state_reports_access_append_and_identity() {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, [1u8; 100]).unwrap();
+        let open = |o: &mut std::fs::OpenOptions| o.open(&path).unwrap();
+        let ro = open(std::fs::OpenOptions::new().read(true));
+        let wo = open(std::fs::OpenOptions::new().write(true));
+        let ap = open(std::fs::OpenOptions::new().append(true));
+        let op = open(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH),
+        );
+        let meta = std::fs::metadata(&path).unwrap();
+        let r = descriptor_state(ro.as_raw_fd()).unwrap();
+        assert!(r.readable && !r.writable && !r.append && !r.path_only);
+        assert_eq!((r.dev, r.ino, r.size), (meta.dev(), meta.ino(), 100));
+        assert_eq!(r.file_type, libc::S_IFREG);
+        let w = descriptor_state(wo.as_raw_fd()).unwrap();
+        assert!(!w.readable && w.writable && !w.append);
+        let a = descriptor_state(ap.as_raw_fd()).unwrap();
+        assert!(a.writable && a.append);
+        let p = descriptor_state(op.as_raw_fd()).unwrap();
+        assert!(p.path_only && !p.readable && !p.writable);
+        assert_eq!((p.dev, p.ino), (meta.dev(), meta.ino()));
+        let closed = ro.as_raw_fd();
+        drop(ro);
+        // The number may be taken again by another thread's open; only an unused one is EBADF.
+        if let Err(e) = descriptor_state(closed) {
+            assert_eq!(e.raw_os_error(), Some(libc::EBADF));
+        }
+        assert_eq!(
+            descriptor_state(-1).unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
     }
 }

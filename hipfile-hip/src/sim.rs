@@ -298,6 +298,8 @@ pub struct SimRuntime {
     streams: Mutex<HashMap<usize, Arc<SimStream>>>,
     events: Mutex<HashMap<usize, Arc<SimEvent>>>,
     next_handle: AtomicUsize,
+    /// The most live allocations of each kind seen at once.
+    peaks: Mutex<HashMap<MemoryKind, usize>>,
 }
 
 impl Default for SimRuntime {
@@ -323,6 +325,7 @@ impl SimRuntime {
             streams: Mutex::new(HashMap::new()),
             events: Mutex::new(HashMap::new()),
             next_handle: AtomicUsize::new(1),
+            peaks: Mutex::new(HashMap::new()),
         }
     }
 
@@ -344,6 +347,12 @@ impl SimRuntime {
             .values()
             .filter(|a| a.kind == kind)
             .count()
+    }
+
+    /// The most allocations of `kind` that were live at once since the runtime was made (bounds
+    /// checks in tests: a pool that grows past its bound and shrinks back is caught).
+    pub fn peak_allocations(&self, kind: MemoryKind) -> usize {
+        lock(&self.peaks).get(&kind).copied().unwrap_or(0)
     }
 
     /// Number of live streams (leak checks in tests).
@@ -425,18 +434,24 @@ impl SimRuntime {
             return Err(HipError::call(call, HipErrorCode::OUT_OF_MEMORY));
         }
         let base = ptr as usize;
-        self.allocations
+        let mut allocs = self
+            .allocations
             .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                base,
-                Allocation {
-                    len,
-                    kind,
-                    device: self.current(),
-                    owned: true,
-                },
-            );
+            .unwrap_or_else(PoisonError::into_inner);
+        allocs.insert(
+            base,
+            Allocation {
+                len,
+                kind,
+                device: self.current(),
+                owned: true,
+            },
+        );
+        let live = allocs.values().filter(|a| a.kind == kind).count();
+        drop(allocs);
+        let mut peaks = lock(&self.peaks);
+        let peak = peaks.entry(kind).or_insert(0);
+        *peak = (*peak).max(live);
         Ok(base)
     }
 
@@ -765,10 +780,12 @@ impl GpuRuntime for SimRuntime {
     }
 
     fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
+        // As the AMD and NVIDIA platforms do: a panic stays in the host function and the stream
+        // goes on (the runtime contract, `contract::a_panicking_host_function_...`).
         self.enqueue(
             stream,
             Box::new(move || {
-                f();
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
                 Ok(())
             }),
         )

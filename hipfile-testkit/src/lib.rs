@@ -4,7 +4,7 @@
 //! third-party backends) and one driver that decides which runs. Each engine must be held to the
 //! same standard, and the failures that matter (an EIO in the middle of a request, a short
 //! write, a signal, a copy the GPU refuses, pinning that fails) must be reproducible on a laptop.
-//! This crate is that standard, in these modules:
+//! This crate is that standard:
 //!
 //! - [`faults`]: deterministic fault injection by script. [`faults::ScriptedIo`] wraps the
 //!   driver's [`hipfile_core::FileIo`] ("the 3rd pread fails with EIO"), and
@@ -15,6 +15,9 @@
 //!   roundtrip, an unaligned matrix with sentinels on both sides, EOF, holes, zero size, the
 //!   `MAX_RW_COUNT` cap, registered and unregistered (also interior) device pointers, parallel
 //!   requests, and release of every resource at close.
+//! - [`target`] and [`ledger`]: which GPU a test runs on (the simulator, or the machine's GPU
+//!   with `HIPFILE_GPU_TESTS=1`), and a record of the tests that used the real GPU or were
+//!   skipped, so runners count them apart from plain passes.
 //! - [`model`]: a reference model of the registration state machine as upstream hipFile defines
 //!   it, with proptest strategies, to drive the real [`hipfile_core::Driver`] in lockstep; and
 //!   [`model::api`], the same widened to the C API with file and device contents, for the
@@ -57,5 +60,6 @@
 pub mod conformance;
 pub mod faults;
 pub mod fuzz;
+pub mod ledger;
 pub mod model;
 pub mod target;

@@ -27,7 +27,9 @@ pub fn real_gpu_requested() -> bool {
 
 /// A fresh simulated GPU, or the process's real GPU runtime (opened once, then shared) when
 /// [`real_gpu_requested`]. Failing to open the real one is an error, never a silent fall back to
-/// the simulator.
+/// the simulator, and so is a "real" platform that turns out to be the simulator
+/// (`HIPFILE_PLATFORM=sim` with `HIPFILE_GPU_TESTS=1`). A test handed the real GPU is recorded
+/// as such in the test ledger ([`crate::ledger`]).
 pub fn runtime_under_test() -> Result<RuntimeUnderTest, String> {
     if !real_gpu_requested() {
         let sim = Arc::new(SimRuntime::default());
@@ -37,7 +39,41 @@ pub fn runtime_under_test() -> Result<RuntimeUnderTest, String> {
         });
     }
     static REAL: OnceLock<Result<Arc<dyn GpuRuntime>, String>> = OnceLock::new();
-    REAL.get_or_init(|| hipfile_hip::open_default().map_err(|e| e.to_string()))
-        .clone()
-        .map(|runtime| RuntimeUnderTest { runtime, sim: None })
+    let runtime = REAL
+        .get_or_init(|| {
+            let rt = hipfile_hip::open_default().map_err(|e| e.to_string())?;
+            match rt.info().platform {
+                hipfile_hip::Platform::Sim => Err(
+                    "HIPFILE_GPU_TESTS=1 asks for a GPU, but the platform found is the simulator"
+                        .to_string(),
+                ),
+                _ => Ok(rt),
+            }
+        })
+        .clone()?;
+    crate::ledger::record_gpu();
+    Ok(RuntimeUnderTest { runtime, sim: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_the_switch_the_tests_get_a_fresh_simulator() {
+        if real_gpu_requested() {
+            // Under HIPFILE_GPU_TESTS=1 the other arm is what runs; it is checked there.
+            let rut = runtime_under_test().unwrap();
+            assert!(rut.sim.is_none());
+            assert_ne!(rut.runtime.info().platform, hipfile_hip::Platform::Sim);
+            return;
+        }
+        let a = runtime_under_test().unwrap();
+        let b = runtime_under_test().unwrap();
+        assert!(a.sim.is_some() && b.sim.is_some());
+        assert!(
+            !Arc::ptr_eq(&a.runtime, &b.runtime),
+            "each test gets its own"
+        );
+    }
 }

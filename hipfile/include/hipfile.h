@@ -287,7 +287,19 @@ typedef struct hipFileDescr {
 /** Opaque handle of a registered file. */
 typedef void *hipFileHandle_t;
 
-/** Register an open file for GPU IO. Opens the driver (refcount +1) once the arguments check out. */
+/**
+ * Register an open file for GPU IO. Opens the driver (refcount +1) once the arguments check out.
+ * A descriptor that names no open file (-1, closed) gives hipFileInternalError, as upstream.
+ *
+ * The application's descriptor stays the authority for every request, as in upstream, which
+ * reads and writes through it: keep it open while the handle is in use. Before each
+ * hipFileRead/hipFileWrite the library checks it and answers -1 with errno EBADF when it was
+ * closed, when its number now names another file, or when it was not opened for the direction
+ * (O_PATH allows neither; O_RDONLY no writes; O_WRONLY no reads). On a descriptor with O_APPEND,
+ * hipFileWrite appends, as Linux pwrite(2) does there: the file offset is not used and bytes
+ * already in the file are never overwritten (such writes are staged; with compat mode
+ * disallowed they are refused).
+ */
 HIPFILE_API
 hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDescr_t *descr);
 

@@ -46,7 +46,7 @@ use hipfile_testkit::model::api::{
 use hipfile_testkit::model::Answer;
 
 /// Fixed seeds CI runs, and the operations in each sequence.
-const SEQUENCES: u64 = 128;
+const SEQUENCES: u64 = 256;
 const SEQUENCE_LEN: usize = 128;
 
 /// A descriptor number that is never open (far above any process's descriptor limit).
@@ -155,6 +155,8 @@ struct World {
     directory: File,
     /// Per descriptor: the latest handle issued and the one before.
     handles: Vec<[hipFileHandle_t; 2]>,
+    /// The files' direct IO offset alignment.
+    block: usize,
 }
 
 impl World {
@@ -191,7 +193,12 @@ impl World {
         let (socket, peer) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
         let directory = File::open(dir.path()).expect("open the directory");
         let never = |i: usize| (BOGUS_HANDLE - 1 - i) as hipFileHandle_t;
+        let block = hipfile_core::RegisteredFile::open(descriptors[0].as_raw_fd())
+            .expect("a file of the world registers")
+            .dio_align()
+            .offset as usize;
         World {
+            block,
             handles: (0..DESCRIPTORS.len())
                 .map(|d| [never(2 * d), never(2 * d + 1)])
                 .collect(),
@@ -423,6 +430,7 @@ fn run_sequence(seed: u64, ops: &[ApiOp]) -> SequenceRun {
     let fds_before = open_descriptors();
     let mut model = ApiModel::random(seed);
     let mut world = World::new(&model, &mut memories);
+    model.set_block(world.block);
     for (step, op) in ops.iter().enumerate() {
         run.executed += 1;
         let touched = model.touched(op);

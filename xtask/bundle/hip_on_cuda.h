@@ -17,6 +17,7 @@
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree
 #define hipMemcpy cudaMemcpy
+#define hipMemset cudaMemset
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipHostMalloc cudaHostAlloc

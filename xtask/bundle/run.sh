@@ -14,7 +14,12 @@
 # Scratch files live in ./scratch (TMPDIR points there: /tmp may be a tmpfs without O_DIRECT).
 # Logs go to $OUT when it is set (the device tool brings $OUT back), else ./logs:
 # run.log (this output), summary.txt (one line per check group) and logs.tar.gz (every full log).
-# The last line is `N passed, M failed`: N and M count test-binary tests and C checks.
+# The last line is `G passed on the GPU, M on the sim, S skipped, F failed`. Test-binary tests are
+# told apart by the test ledger (HIPFILE_TEST_LEDGER, see hipfile_testkit::ledger): a test handed
+# the real GPU counts on the GPU, one that recorded a skip as skipped, any other one (it built
+# its own simulated GPU, or needs no GPU) on the sim. C checks, the Python checks and the bench
+# run on the GPU. A precondition this bundle promises (CUDA headers, libcudart, CuPy, PyTorch)
+# that is missing is a failure.
 # Exit status: 0 when nothing failed.
 #
 # CUDA headers: $CUDA_INCLUDE, $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include,
@@ -55,7 +60,9 @@ C_TIMEOUT=${HIPFILE_C_TIMEOUT:-300}
 # The device tool returns files under 16 MiB only.
 MAX_LOG_BYTES=$((15 * 1024 * 1024))
 
-PASSED=0
+PASSED=0 # on the GPU
+SIM_PASSED=0
+SKIPPED=0
 FAILED=0
 FAILURES=()
 
@@ -121,32 +128,50 @@ find_cudart() {
     return 1
 }
 
-# Runs one libtest binary; counts its tests from the `test result:` line.
+# Prints "GPU SIM SKIPPED" for the `test NAME ... ok` lines of a libtest log, by the ledger.
+classify_passes() {
+    local ledger=$1 log=$2
+    [ -f "$ledger" ] || : >"$ledger"
+    awk -F'\t' -v ledger="$ledger" '
+        FILENAME == ledger { if ($1 == "skip") skip[$2] = 1; else if ($1 == "gpu") gpu[$2] = 1; next }
+        /^test .* \.\.\. ok$/ {
+            name = substr($0, 6, length($0) - 12)
+            if (name in skip) s++; else if (name in gpu) g++; else m++
+        }
+        END { print g + 0, m + 0, s + 0 }
+    ' "$ledger" "$log"
+}
+
+# Runs one libtest binary; counts its tests one by one, by where they ran (the ledger).
 run_test_binary() {
-    local binary=$1 name log status passed failed
+    local binary=$1 name log status passed failed ledger gpu sim skipped
     name=$(basename "$binary")
     log=$FULL_LOGS/test-$name.log
+    ledger=$FULL_LOGS/ledger-$name.tsv
+    rm -f "$ledger"
     echo
     echo "==== test binary $name ===="
     # HIPFILE_TEST_ARGS is split on spaces on purpose: it holds libtest arguments.
     # shellcheck disable=SC2086
-    (cd "$SCRATCH" && with_timeout "$TEST_TIMEOUT" "$binary" ${HIPFILE_TEST_ARGS:-}) >"$log" 2>&1
+    (cd "$SCRATCH" && HIPFILE_TEST_LEDGER=$ledger with_timeout "$TEST_TIMEOUT" "$binary" ${HIPFILE_TEST_ARGS:-}) >"$log" 2>&1
     status=$?
     local result
     result=$(grep -E '^test result: ' "$log" | tail -n 1)
-    if [ -n "$result" ]; then
-        passed=$(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$result")
-        failed=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$result")
-    else
-        # No summary: it crashed or hung. Count what finished, and the crash as one failure.
-        passed=$(grep -cE '^test .* \.\.\. ok$' "$log")
-        failed=$(grep -cE '^test .* \.\.\. FAILED$' "$log")
+    read -r gpu sim skipped <<<"$(classify_passes "$ledger" "$log")"
+    passed=$((gpu + sim + skipped))
+    failed=$(grep -cE '^test .* \.\.\. FAILED$' "$log")
+    if [ -z "$result" ]; then
+        # No summary: it crashed or hung. What finished is counted; the crash is one failure.
+        echo "no libtest summary line"
     fi
-    PASSED=$((PASSED + passed))
+    PASSED=$((PASSED + gpu))
+    SIM_PASSED=$((SIM_PASSED + sim))
+    SKIPPED=$((SKIPPED + skipped))
     FAILED=$((FAILED + failed))
     grep -E '^test .* \.\.\. FAILED$|^test .* \.\.\. ignored' "$log"
-    grep -E '(skip|SKIP)' "$log" | head -n 20
+    awk -F'\t' '$1 == "skip" { print "skipped: " $2 ": " $3 }' "$ledger"
     echo "${result:-no libtest summary line} (exit $status)"
+    echo "$name: $gpu passed on the GPU, $sim on the sim, $skipped skipped, $failed failed"
     if [ "$failed" -gt 0 ]; then
         FAILURES+=("$name: $failed test(s) failed")
         echo "--- last 150 lines of $name ---"
@@ -159,7 +184,7 @@ run_test_binary() {
         esac
         tail -n 60 "$log"
     fi
-    summary "tests/$name: ${passed} passed, ${failed} failed, exit $status"
+    summary "tests/$name: $gpu passed on the GPU, $sim on the sim, $skipped skipped, $failed failed, exit $status"
 }
 
 # Compiles one C program as C (lang c) or C++ (lang cxx); prints the binary's path.
@@ -202,12 +227,20 @@ run_c_program() {
     if [ "$not_ok" -gt 0 ]; then
         FAILURES+=("$name: $not_ok check(s) not ok")
     fi
+    # The plan `1..N` (printed last) must match the results: a program that stopped early, or
+    # printed a lone `ok`, fails here.
+    local plan
+    plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | tail -n 1)
     if [ "$status" -ne 0 ] && [ "$not_ok" -eq 0 ]; then
         note_fail "$name: exit $status with no not-ok line"
         tail -n 40 "$log"
     elif [ "$ok" -eq 0 ] && [ "$not_ok" -eq 0 ]; then
         note_fail "$name: printed no ok / not ok line"
         tail -n 40 "$log"
+    elif [ -z "$plan" ]; then
+        note_fail "$name: printed no plan (1..N): it stopped before its end"
+    elif [ "$plan" -ne $((ok + not_ok)) ]; then
+        note_fail "$name: plan 1..$plan, but $((ok + not_ok)) results"
     fi
     echo "$name: $ok ok, $not_ok not ok (exit $status)"
     summary "c/$name: $ok ok, $not_ok not ok, exit $status"
@@ -261,8 +294,9 @@ run_frameworks() {
     echo
     echo "==== py/frameworks.py (CuPy, PyTorch) ===="
     if ! python3 -c 'import cupy, torch' >/dev/null 2>&1; then
-        echo "skipped: python3 here has no cupy and torch"
-        summary "py/frameworks: skipped (no cupy/torch)"
+        # The GPU machine this bundle is for has both: their absence is a failure, not a skip.
+        note_fail "py/frameworks: python3 here cannot import cupy and torch"
+        summary "py/frameworks: no cupy/torch"
         return
     fi
     local log=$FULL_LOGS/py-frameworks.log
@@ -338,8 +372,8 @@ main() {
         echo "failures:"
         printf '  %s\n' "${FAILURES[@]}"
     fi
-    summary "$PASSED passed, $FAILED failed"
-    echo "$PASSED passed, $FAILED failed"
+    summary "$PASSED passed on the GPU, $SIM_PASSED on the sim, $SKIPPED skipped, $FAILED failed"
+    echo "$PASSED passed on the GPU, $SIM_PASSED on the sim, $SKIPPED skipped, $FAILED failed"
     [ "$FAILED" -eq 0 ]
 }
 

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! target/gpu-bundle/
-//!   run.sh               runs it all there; last line `N passed, M failed`
+//!   run.sh               runs it all there; last line `G passed on the GPU, M on the sim, S skipped, F failed`
 //!   MANIFEST.txt         what was built, from which commit
 //!   tests/<pkg>-<target> release test binaries (`cargo test --release --no-run`), stripped
 //!   lib/libhipfile.so    the C library

@@ -49,7 +49,7 @@ commands:
                cargo. Carry it with the device tool and run it there:
                  run  carry: [\"target/gpu-bundle\"]
                       command: \"cd target/gpu-bundle && ./run.sh\"
-               run.sh ends with `N passed, M failed`; its logs come back from $OUT
+               run.sh ends with `G passed on the GPU, M on the sim, S skipped, F failed`; its logs come back from $OUT
   fuzz [--seconds N] [--seed S] [--stable]
                a longer fuzzing run, N seconds per part (default 60): the C ABI call sequences
                against the reference model (CI's fixed seeds, then random ones from S or the

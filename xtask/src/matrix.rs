@@ -2,9 +2,15 @@
 //! its own features (`cargo test -p <pkg> ...`, never `--workspace`, which unifies features and so
 //! hides a crate that only builds thanks to a neighbour). After each facade row the registration
 //! smoke test checks that the registered backends are exactly what the features imply. All rows
-//! run; a summary table follows; the command fails if any row failed.
+//! run; a summary table follows; the command fails if any row failed or names a package the
+//! workspace lacks, and a test checks that every member with tests has a row.
+//!
+//! Tests are counted one by one from libtest's `test NAME ... ok` lines, next to the test ledger
+//! (`hipfile_testkit::ledger`, through `HIPFILE_TEST_LEDGER`): a test that recorded a skip counts
+//! as skipped, not passed, and every summary line reads `N passed, S skipped, M failed`.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
 use crate::workspace::{self, Workspace};
 
@@ -45,13 +51,21 @@ pub const MATRIX: &[Row] = &[
     row("hipfile-fastpath", Features::Default),
     row("hipfile-testkit", Features::Default),
     row("hipfile-simhip", Features::Default),
+    row("hipfile-simcuda", Features::Default),
     row(FACADE, Features::Only("fastpath,fallback")),
     row(FACADE, Features::Only("fastpath")),
     row(FACADE, Features::Only("fallback")),
     row(FACADE, Features::Only("")),
     row("hipfile-cli", Features::Default),
+    row("hipfile-examples", Features::Default),
     row("xtask", Features::Default),
 ];
+
+/// The registration smoke test, by its exact name in the facade's `it` binary.
+pub const REGISTRATION_TEST: &str = "registration::registration";
+
+/// The variable the test ledger is named by (as `hipfile_testkit::ledger::LEDGER_VAR`).
+pub const LEDGER_VAR: &str = "HIPFILE_TEST_LEDGER";
 
 /// The comma-separated backend names a feature list implies, fastpath first.
 pub fn expected_backends(features: &str) -> String {
@@ -86,10 +100,63 @@ fn describe(features: Features) -> &'static str {
     }
 }
 
+/// Tests counted in one step.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub passed: usize,
+    pub skipped: usize,
+    pub failed: usize,
+}
+
+impl Counts {
+    fn add(&mut self, other: Counts) {
+        self.passed += other.passed;
+        self.skipped += other.skipped;
+        self.failed += other.failed;
+    }
+}
+
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} passed, {} skipped, {} failed",
+            self.passed, self.skipped, self.failed
+        )
+    }
+}
+
+/// Count libtest's per-test lines, with the ledger's skips (`skip<TAB>name<TAB>reason` lines)
+/// taken out of the passes.
+pub fn count_tests(output: &str, ledger: &str) -> Counts {
+    let skipped: std::collections::BTreeSet<&str> = ledger
+        .lines()
+        .filter_map(|l| l.strip_prefix("skip\t"))
+        .filter_map(|l| l.split('\t').next())
+        .collect();
+    let mut counts = Counts::default();
+    for line in output.lines() {
+        let Some(rest) = line.strip_prefix("test ") else {
+            continue;
+        };
+        if let Some(name) = rest.strip_suffix(" ... ok") {
+            if skipped.contains(name) {
+                counts.skipped += 1;
+            } else {
+                counts.passed += 1;
+            }
+        } else if rest.ends_with(" ... FAILED") {
+            counts.failed += 1;
+        } else if rest.ends_with(" ... ignored") {
+            counts.skipped += 1;
+        }
+    }
+    counts
+}
+
 enum Outcome {
-    Passed,
-    Failed(String),
-    Skipped(&'static str),
+    Passed(Counts),
+    Failed(String, Counts),
 }
 
 struct Line {
@@ -99,9 +166,17 @@ struct Line {
     outcome: Outcome,
 }
 
+/// Run cargo, echoing its standard output while keeping it, with a fresh test ledger; the
+/// outcome carries the tests counted.
 fn run_cargo(args: &[String], env: &[(&str, String)], unset: &[&str]) -> Outcome {
+    let ledger = std::env::temp_dir().join(format!(
+        "hipfile-test-ledger-{}-{}",
+        std::process::id(),
+        LEDGER_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&ledger);
     let mut command: Command = workspace::cargo();
-    command.args(args);
+    command.args(args).env(LEDGER_VAR, &ledger);
     for (key, value) in env {
         command.env(key, value);
     }
@@ -109,12 +184,32 @@ fn run_cargo(args: &[String], env: &[(&str, String)], unset: &[&str]) -> Outcome
         command.env_remove(key);
     }
     println!("\n$ {}cargo {}", env_prefix(env), args.join(" "));
-    match command.status() {
-        Ok(status) if status.success() => Outcome::Passed,
-        Ok(status) => Outcome::Failed(status.to_string()),
-        Err(e) => Outcome::Failed(format!("cannot run cargo: {e}")),
+    let mut child = match command.stdout(Stdio::piped()).spawn() {
+        Ok(child) => child,
+        Err(e) => return Outcome::Failed(format!("cannot run cargo: {e}"), Counts::default()),
+    };
+    let mut output = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("{line}");
+            output.push_str(&line);
+            output.push('\n');
+        }
+    }
+    let status = child.wait();
+    let counts = count_tests(
+        &output,
+        &std::fs::read_to_string(&ledger).unwrap_or_default(),
+    );
+    let _ = std::fs::remove_file(&ledger);
+    match status {
+        Ok(status) if status.success() => Outcome::Passed(counts),
+        Ok(status) => Outcome::Failed(status.to_string(), counts),
+        Err(e) => Outcome::Failed(format!("cannot wait for cargo: {e}"), counts),
     }
 }
+
+static LEDGER_SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn env_prefix(env: &[(&str, String)]) -> String {
     env.iter().map(|(k, v)| format!("{k}={v:?} ")).collect()
@@ -128,14 +223,14 @@ pub fn run() -> Result<(), String> {
         let features = describe(row.features);
         if ws.member(row.package).is_none() {
             println!(
-                "\ntest-matrix: {} [{features}] skipped (not in workspace)",
+                "\ntest-matrix: {} [{features}] FAILED: not in the workspace",
                 row.package
             );
             lines.push(Line {
                 package: row.package,
                 features,
                 step: "test",
-                outcome: Outcome::Skipped("not in workspace"),
+                outcome: Outcome::Failed("not in the workspace".into(), Counts::default()),
             });
             continue;
         }
@@ -155,10 +250,17 @@ pub fn run() -> Result<(), String> {
 
         if let (FACADE, Features::Only(list)) = (row.package, row.features) {
             let mut args = args.clone();
-            args.extend(["--test", "it", "registration"].map(String::from));
+            args.extend(["--test", "it", "--", "--exact", REGISTRATION_TEST].map(String::from));
             // HIPFILE_BACKENDS filters the registry; the smoke test must see the unfiltered one.
             let env = [(EXPECT_BACKENDS_VAR, expected_backends(list))];
-            let outcome = run_cargo(&args, &env, &["HIPFILE_BACKENDS"]);
+            let outcome = match run_cargo(&args, &env, &["HIPFILE_BACKENDS"]) {
+                // A renamed test would run nothing and pass: exactly one must have run.
+                Outcome::Passed(c) if c.passed != 1 => Outcome::Failed(
+                    format!("{REGISTRATION_TEST} ran {} time(s), not once", c.passed),
+                    c,
+                ),
+                other => other,
+            };
             lines.push(Line {
                 package: row.package,
                 features,
@@ -173,40 +275,122 @@ pub fn run() -> Result<(), String> {
 fn print_summary(lines: &[Line]) -> Result<(), String> {
     println!("\ntest-matrix summary:");
     println!(
-        "  {:<18} {:<20} {:<13} RESULT",
-        "PACKAGE", "FEATURES", "STEP"
+        "  {:<18} {:<20} {:<13} {:<40} RESULT",
+        "PACKAGE", "FEATURES", "STEP", "TESTS"
     );
-    let mut failed = 0;
-    let mut passed = 0;
+    let mut failed_rows = 0;
+    let mut total = Counts::default();
     for line in lines {
-        let result = match &line.outcome {
-            Outcome::Passed => {
-                passed += 1;
-                "ok".to_string()
+        let (counts, result) = match &line.outcome {
+            Outcome::Passed(c) => (*c, "ok".to_string()),
+            Outcome::Failed(why, c) => {
+                failed_rows += 1;
+                (*c, format!("FAILED ({why})"))
             }
-            Outcome::Failed(why) => {
-                failed += 1;
-                format!("FAILED ({why})")
-            }
-            Outcome::Skipped(why) => format!("skipped ({why})"),
         };
+        total.add(counts);
         println!(
-            "  {:<18} {:<20} {:<13} {result}",
-            line.package, line.features, line.step
+            "  {:<18} {:<20} {:<13} {:<40} {result}",
+            line.package,
+            line.features,
+            line.step,
+            counts.to_string()
         );
     }
-    let skipped = lines.len() - passed - failed;
-    println!("test-matrix: {passed} passed, {failed} failed, {skipped} skipped");
-    if failed == 0 {
+    println!(
+        "test-matrix: {} row(s), {failed_rows} failed; tests: {total}",
+        lines.len()
+    );
+    if failed_rows == 0 {
         Ok(())
     } else {
-        Err(format!("{failed} test-matrix row(s) failed"))
+        Err(format!("{failed_rows} test-matrix row(s) failed"))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `member` has tests: a test target, or a `#[test]` in a file under its crate roots'
+    /// directories.
+    fn has_tests(member: &crate::workspace::Member) -> bool {
+        if member
+            .targets
+            .iter()
+            .any(|t| t.kinds.iter().any(|k| k == "test"))
+        {
+            return true;
+        }
+        let marker = concat!("#[", "test]");
+        member
+            .targets
+            .iter()
+            .filter_map(|t| t.src_path.parent())
+            .any(|dir| dir_contains(dir, marker))
+    }
+
+    fn dir_contains(dir: &std::path::Path, needle: &str) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                dir_contains(&path, needle)
+            } else {
+                path.extension().is_some_and(|x| x == "rs")
+                    && std::fs::read_to_string(&path).is_ok_and(|t| t.contains(needle))
+            }
+        })
+    }
+
+    #[test]
+    fn every_member_with_tests_has_a_row() {
+        let ws = Workspace::load().unwrap();
+        for member in &ws.members {
+            if has_tests(member) {
+                assert!(
+                    MATRIX.iter().any(|r| r.package == member.name),
+                    "{} has tests but no row in the test matrix",
+                    member.name
+                );
+            }
+        }
+        for row in MATRIX {
+            assert!(
+                ws.member(row.package).is_some(),
+                "{} is not a member",
+                row.package
+            );
+        }
+    }
+
+    #[test]
+    fn tests_are_counted_one_by_one_and_ledger_skips_are_not_passes() {
+        let output = "\
+running 4 tests
+test a::one ... ok
+test a::two ... ok
+test a::three ... FAILED
+test a::four ... ignored
+test result: FAILED. 2 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out
+test src/lib.rs - (line 5) ... ok
+";
+        let ledger = "gpu\ta::one\nskip\ta::two\tno headers\n";
+        assert_eq!(
+            count_tests(output, ledger),
+            Counts {
+                passed: 2,
+                skipped: 2,
+                failed: 1
+            }
+        );
+        assert_eq!(
+            count_tests(output, "").to_string(),
+            "3 passed, 1 skipped, 1 failed"
+        );
+    }
 
     #[test]
     fn features_imply_backends_in_priority_order() {

@@ -281,16 +281,40 @@ fn find_path<'a>(
 
 const SKIPPING_ATTRIBUTES: &[&str] = &[concat!("#[", "ignore"), concat!("#[", "should_panic")];
 
+/// Words that make a test print that it skipped and then pass (the test ledger's `skip` says so
+/// to the runners instead).
+const PRINTED_SKIPS: &[&str] = &[
+    concat!("println!(\"", "skipped"),
+    concat!("eprintln!(\"", "skipped"),
+    concat!("println!(\"", "skipping"),
+    concat!("eprintln!(\"", "skipping"),
+];
+
 fn no_skipped_tests(repo: &Repo) -> Vec<String> {
     scan_lines(repo, |line| {
         let code = line.trim_start();
         if code.starts_with("//") {
             return None;
         }
-        SKIPPING_ATTRIBUTES
-            .iter()
-            .find(|attr| code.contains(*attr))
-            .map(|attr| format!("{attr}] skips or weakens a test; make the test real instead"))
+        if let Some(attr) = SKIPPING_ATTRIBUTES.iter().find(|attr| code.contains(*attr)) {
+            return Some(format!(
+                "{attr}] skips or weakens a test; make the test real instead"
+            ));
+        }
+        // `#[cfg_attr(condition, ignore)]` skips as surely as `#[ignore]`.
+        if code.contains(concat!("cfg_", "attr(")) {
+            let words = ["ignore", "should_panic"];
+            if let Some(word) = words.iter().find(|w| code.contains(*w)) {
+                return Some(format!(
+                    "cfg_attr(.., {word}) skips or weakens a test; make the test real instead"
+                ));
+            }
+        }
+        PRINTED_SKIPS.iter().find(|p| code.contains(*p)).map(|_| {
+            "a test that prints that it skipped passes as run: record the skip with \
+                 hipfile_testkit::ledger::skip so runners count it"
+                .to_string()
+        })
     })
 }
 
@@ -438,33 +462,128 @@ fn camel_words(name: &str) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // (7) no panic crosses the C ABI
 
-/// Whether `text` defines a function with the C ABI (`extern "C" fn name(`), as opposed to
-/// naming a C function-pointer type (`Option<unsafe extern "C" fn(...)>`).
-fn defines_extern_c_fn(text: &str, extern_fn: &str) -> bool {
-    text.match_indices(extern_fn).any(|(i, _)| {
-        let rest = &text[i + extern_fn.len()..];
-        rest.starts_with(' ')
-            && rest
-                .trim_start()
-                .starts_with(|c: char| c.is_alphabetic() || c == '_')
+const CAPI_DIR: &str = "hipfile/src/capi";
+
+/// Every `extern "C"` function of the C ABI runs its body under a panic guard: its body calls
+/// `catch_unwind`, or a function of the C ABI files whose body does (directly or through
+/// another such function).
+fn c_abi_catches_panics(repo: &Repo) -> Vec<String> {
+    let extern_fn = concat!("extern \"C\"", " fn");
+    let capi: Vec<(&PathBuf, Vec<FnBody<'_>>)> = repo
+        .sources
+        .iter()
+        .filter(|(path, _)| path.starts_with(CAPI_DIR))
+        .map(|(path, text)| (path, function_bodies(text)))
+        .collect();
+    // Functions that guard: fixed point over "its body calls catch_unwind or a guarding fn".
+    let mut guarding: BTreeSet<&str> = BTreeSet::new();
+    loop {
+        let before = guarding.len();
+        for body in capi.iter().flat_map(|(_, fns)| fns) {
+            if body.text.contains("catch_unwind") || guarding.iter().any(|g| calls(body.text, g)) {
+                guarding.insert(body.name);
+            }
+        }
+        if guarding.len() == before {
+            break;
+        }
+    }
+    let mut violations = Vec::new();
+    for (path, fns) in &capi {
+        for body in fns.iter().filter(|b| b.is_extern_c) {
+            let guarded = body.text.contains("catch_unwind")
+                || guarding
+                    .iter()
+                    .any(|g| *g != body.name && calls(body.text, g));
+            if !guarded {
+                violations.push(format!(
+                    "{}: `{extern_fn} {}` runs its body without catch_unwind (directly or through \
+                     a guarding function); no panic may cross the C ABI",
+                    path.display(),
+                    body.name
+                ));
+            }
+        }
+    }
+    violations
+}
+
+/// One function of a source file: its name, whether it is `extern "C"`, and its body.
+struct FnBody<'a> {
+    name: &'a str,
+    is_extern_c: bool,
+    text: &'a str,
+}
+
+/// Whether `body` calls a function named `name` (`name(`, not as part of a longer name).
+fn calls(body: &str, name: &str) -> bool {
+    body.match_indices(name).any(|(i, _)| {
+        let before = body[..i].chars().next_back();
+        let after = &body[i + name.len()..];
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_') && after.starts_with('(')
     })
 }
 
-const CAPI_DIR: &str = "hipfile/src/capi";
-
-fn c_abi_catches_panics(repo: &Repo) -> Vec<String> {
-    let extern_fn = concat!("extern \"C\"", " fn");
-    repo.sources
-        .iter()
-        .filter(|(path, _)| path.starts_with(CAPI_DIR))
-        .filter(|(_, text)| defines_extern_c_fn(text, extern_fn) && !text.contains("catch_unwind"))
-        .map(|(path, _)| {
-            format!(
-                "{}: defines `{extern_fn}` but never uses catch_unwind; no panic may cross the C ABI",
-                path.display()
-            )
-        })
-        .collect()
+/// Every `fn NAME ... { body }` of a file, bodies found by brace matching (string and char
+/// literals with braces are not expected in the C ABI files; comments are skipped).
+fn function_bodies(text: &str) -> Vec<FnBody<'_>> {
+    let mut out = Vec::new();
+    let mut search = 0;
+    while let Some(found) = text[search..].find("fn ") {
+        let at = search + found;
+        search = at + 3;
+        let prefix_ok = at == 0
+            || text[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_whitespace());
+        if !prefix_ok {
+            continue;
+        }
+        let rest = &text[at + 3..];
+        let name_len = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if name_len == 0 {
+            continue;
+        }
+        let name = &rest[..name_len];
+        let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        if text[line_start..at].trim_start().starts_with("//") {
+            continue;
+        }
+        let is_extern_c = text[line_start..at].contains(concat!("extern \"", "C\""));
+        // The body opens at the first `{` after the signature (or the item ends at `;`).
+        let Some(open_rel) = rest.find(['{', ';']) else {
+            break;
+        };
+        if rest.as_bytes()[open_rel] == b';' {
+            continue;
+        }
+        let open = at + 3 + open_rel;
+        let mut depth = 0usize;
+        let mut end = text.len();
+        for (i, c) in text[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(FnBody {
+            name,
+            is_extern_c,
+            text: &text[open..end],
+        });
+        search = open + 1;
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -595,8 +714,25 @@ mod tests {
         let capi_bad = concat!("pub extern \"C\"", " fn hipFileDriverOpen() -> i32 { 0 }");
         let capi_good = concat!(
             "extern \"C\"",
-            " fn f() { std::panic::catch_unwind(|| 0); }"
+            " fn f() { std::panic::catch_unwind(|| 0); }\n",
+            "fn guard<T>(f: impl FnOnce() -> T) -> T { std::panic::catch_unwind(f).unwrap() }\n",
+            "fn io(x: i32) -> i32 { guard(|| x) }\n",
+            "pub extern \"C\"",
+            " fn g(x: i32) -> i32 { io(x) }\n",
         );
+        // One file guards one function and forgets the other: only the other is flagged.
+        let capi_half = concat!(
+            "fn guarded<T>(f: impl FnOnce() -> T) -> T { std::panic::catch_unwind(f).unwrap() }\n",
+            "pub extern \"C\"",
+            " fn a() -> i32 { guarded(|| 0) }\n",
+            "pub extern \"C\"",
+            " fn b() -> i32 { 1 }\n",
+        );
+        let skips = [
+            concat!("#[cfg_", "attr(not(gpu), ignore)]"),
+            concat!("    println!(\"", "skipped: no device\");"),
+        ]
+        .join("\n");
         let r = repo(
             Vec::new(),
             &[
@@ -605,15 +741,18 @@ mod tests {
                 ("a/vague.rs", &vague),
                 ("hipfile/src/capi/driver.rs", capi_bad),
                 ("hipfile/src/capi/ok.rs", capi_good),
+                ("hipfile/src/capi/half.rs", capi_half),
+                ("b/skips.rs", &skips),
             ],
         );
-        assert_eq!(no_skipped_tests(&r).len(), 1);
+        assert_eq!(no_skipped_tests(&r).len(), 3, "{:#?}", no_skipped_tests(&r));
         assert_eq!(no_unfinished_code(&r).len(), 2);
         let names = no_vague_names(&r);
         assert_eq!(names.len(), 3, "{names:#?}");
         let capi = c_abi_catches_panics(&r);
-        assert_eq!(capi.len(), 1);
+        assert_eq!(capi.len(), 2, "{capi:#?}");
         assert!(capi[0].starts_with("hipfile/src/capi/driver.rs"));
+        assert!(capi[1].contains("fn b`"), "{capi:#?}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `hipfile bench --json` on the sim with tiny sizes: every phase runs, every line parses, every
-//! expected measurement is there; the KvikIO runner against a fake anchor script.
+//! expected measurement is there with the byte checks behind it; a file the bench is given keeps
+//! its bytes; the KvikIO runner against a fake anchor script.
 
 use std::path::Path;
 use std::process::Command;
@@ -78,8 +79,40 @@ fn each_phase_reports_its_measurements() {
             want.retain(|k| k != "ceiling_odirect_read");
         }
         assert_eq!(got, want, "phase {phase}");
-        assert_eq!(summary["verified"], true);
         assert_eq!(summary["platform"], "sim");
+        // Verified means: the first read and every timed read or write were compared, and all
+        // matched; the ceilings move no bytes of the file into GPU memory and are not checked.
+        assert_eq!(summary["verified"], true, "{summary}");
+        let first = &summary["verification"]["first_read"];
+        assert_eq!(first["checks"], 1, "{summary}");
+        assert_eq!(first["bytes"], 4 << 20, "{summary}");
+        for o in &objects {
+            let key = o["key"].as_str().unwrap();
+            let checked = &summary["verification"][key];
+            if key.starts_with("ceiling_") {
+                assert_eq!(o["verified"], Value::Null, "{o}");
+                assert_eq!(o["checks"], 0, "{o}");
+                assert!(checked.is_null(), "{summary}");
+                assert!(
+                    summary["not_checked"]
+                        .as_array()
+                        .unwrap()
+                        .contains(&key.into()),
+                    "{summary}"
+                );
+                continue;
+            }
+            // One check per repetition, of the whole file or of one small read.
+            let per_check = if o["unit"] == "us" {
+                o["bytes"].as_u64().unwrap()
+            } else {
+                4 << 20
+            };
+            assert_eq!(o["verified"], true, "{o}");
+            assert_eq!(o["checks"], 2, "{o}");
+            assert_eq!(o["bytes_checked"], 2 * per_check, "{o}");
+            assert_eq!(checked["failures"], 0, "{summary}");
+        }
         // The staged engine's pinned lanes and threads are reported, within the default bound.
         let pinned = summary["resources"]["fallback"]["pinned_bytes"]
             .as_u64()
@@ -142,35 +175,63 @@ fn the_baseline_runs_next_to_ours() {
 }
 
 /// A stand-in for `kvikio_anchor.py`: the same arguments, anchor-shaped lines, fixed figures.
+/// Each process appends what it was asked for to `calls.jsonl` beside the script. Like the
+/// real script, it opens the write target `r+` (it must exist) and its first hot read of a
+/// process is slow (KvikIO's set-up).
 const FAKE_ANCHOR: &str = r#"
-import argparse, json
+import argparse, json, os
 ap = argparse.ArgumentParser()
 ap.add_argument("file")
 ap.add_argument("--threads", default="1,8,16")
+ap.add_argument("--task-size", type=int, default=0)
+ap.add_argument("--size", type=int, default=0)
 ap.add_argument("--cold", action="store_true")
 ap.add_argument("--write")
 ap.add_argument("--small", action="store_true")
+ap.add_argument("--latency-ops", type=int, default=2000)
 a = ap.parse_args()
+size = a.size or os.path.getsize(a.file)
+seen = {"file": a.file, "threads": a.threads, "size": a.size, "task_size": a.task_size,
+        "latency_ops": a.latency_ops if a.small else None, "write": a.write,
+        "write_size": os.path.getsize(a.write) if a.write else None}
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl"), "a") as log:
+    log.write(json.dumps(seen) + "\n")
 print("a line that is not JSON")
 for th in [int(t) for t in a.threads.split(",")]:
-    for cache in (["cold"] if a.cold else []) + ["hot", "hot"]:
+    samples = (["cold"] if a.cold else []) + ["hot", "hot"]
+    for i, cache in enumerate(samples):
+        gbps = 0.0001 if cache == "hot" and samples.index("hot") == i else 0.001 * th
         print(json.dumps({"tool": "kvikio", "op": "read", "threads": th, "cache": cache,
-                          "bytes": 1, "gbps": 0.001 * th}))
+                          "task_size": a.task_size or 4194304, "bytes": size, "gbps": gbps,
+                          "cores": 0.5 * th, "verified": True}))
     if a.write:
-        open(a.write, "wb").close()
-        print(json.dumps({"tool": "kvikio", "op": "write", "threads": th, "bytes": 1, "gbps": 0.002}))
+        with open(a.write, "r+b") as f:
+            f.write(b"x")
+        print(json.dumps({"tool": "kvikio", "op": "write", "threads": th, "bytes": size,
+                          "gbps": 0.002, "cores": 0.25}))
 if a.small:
     for sz in (4096, 65536, 1 << 20):
-        print(json.dumps({"tool": "kvikio", "op": "read_latency", "bytes": sz, "us_per_op": 1e6}))
+        print(json.dumps({"tool": "kvikio", "op": "read_latency", "bytes": sz, "us_per_op": 1e6,
+                          "us_median": 9e5, "us_p99": 2e6}))
 "#;
+
+fn anchor_calls(dir: &Path) -> Vec<Value> {
+    let calls = std::fs::read_to_string(dir.join("calls.jsonl")).unwrap();
+    std::fs::remove_file(dir.join("calls.jsonl")).unwrap();
+    calls
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
 
 #[test]
 fn the_kvikio_anchor_is_run_parsed_and_compared() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("fake_anchor.py");
     std::fs::write(&script, FAKE_ANCHOR).unwrap();
+    let file = dir.path().join("f.dat");
     let (objects, summary) = bench_json(
-        &dir.path().join("f.dat"),
+        &file,
         &[
             "--only",
             "hot,write,latency",
@@ -181,27 +242,86 @@ fn the_kvikio_anchor_is_run_parsed_and_compared() {
         ],
     );
     assert!(
-        !summary["notes"].to_string().contains("KvikIO"),
+        !summary["notes"]
+            .to_string()
+            .contains("KvikIO anchor failed"),
         "{summary}"
     );
     let hot = find(&objects, "read_hot");
-    // The best of the sweep: 4 threads, 0.004 GB/s.
+    // The best of the sweep: 4 threads, 0.004 GB/s (the slow first hot read of each process
+    // is its set-up, left out), with the cores the script printed.
     assert_eq!(hot["anchor"]["threads"], 4, "{hot}");
     assert_eq!(hot["anchor"]["value"], 0.004, "{hot}");
+    assert_eq!(hot["anchor"]["cores"], 2.0, "{hot}");
+    assert_eq!(hot["anchor"]["task_size"], 4 << 20, "{hot}");
     let ratio = hot["ratio"].as_f64().unwrap();
     assert!(
         (ratio - hot["gbps"].as_f64().unwrap() / 0.004).abs() < 0.01 * ratio,
         "{hot}"
     );
-    assert_eq!(find(&objects, "write")["anchor"]["value"], 0.002);
+    let write = find(&objects, "write");
+    assert_eq!(write["anchor"]["value"], 0.002);
+    assert_eq!(write["anchor"]["cores"], 0.25);
+    // Latency is compared by median, and the anchor's p99 is shown.
     let lat = find(&objects, "latency_4k");
-    assert_eq!(lat["anchor"]["value"], 1e6);
+    assert_eq!(lat["anchor"]["value"], 9e5);
+    assert_eq!(lat["anchor"]["p99_us"], 2e6);
+    assert_eq!(lat["anchor"]["threads"], 1);
+    assert_eq!(lat["ratio_basis"], "median us per read, ours / anchor");
     assert!(lat["ratio"].as_f64().unwrap() < 1.0, "{lat}");
-    // Two repetitions, two hot reads per run: four samples per thread count.
+    // Two repetitions, one hot sample each per thread count, each checked by the script.
     let t1 = find(&objects, "kvikio_read_hot_t1");
-    assert_eq!(t1["samples"].as_array().unwrap().len(), 4, "{t1}");
+    assert_eq!(t1["samples"].as_array().unwrap().len(), 2, "{t1}");
+    assert_eq!(t1["verified"], true, "{t1}");
+    assert_eq!(t1["checks"], 2, "{t1}");
+    assert_eq!(t1["cores"], 0.5, "{t1}");
     find(&objects, "kvikio_read_hot_t4");
-    assert!(!dir.path().join("f.kvikio-write").exists());
+
+    // What the script was asked: one process per thread count and repetition, our size, our
+    // small-read count (once per repetition, in the 1-thread process), no task size (on the sim
+    // the fastpath serves our reads, so our chunk is not the comparable setting), and a write
+    // target that is not the file read, exists, and has our size.
+    let calls = anchor_calls(dir.path());
+    let threads: Vec<&str> = calls
+        .iter()
+        .map(|c| c["threads"].as_str().unwrap())
+        .collect();
+    assert_eq!(threads, ["1", "4", "1", "4"]);
+    for c in &calls {
+        assert_eq!(c["size"], 4 << 20, "{c}");
+        assert_eq!(c["task_size"], 0, "{c}");
+        let small = if c["threads"] == "1" {
+            40.into()
+        } else {
+            Value::Null
+        };
+        assert_eq!(c["latency_ops"], small, "{c}");
+        let target = Path::new(c["write"].as_str().unwrap());
+        assert_ne!(target, file);
+        assert_eq!(target.parent(), Some(dir.path()));
+        assert_eq!(c["write_size"], 4 << 20, "{c}");
+    }
+    assert_eq!(names_in(dir.path()), ["f.dat", "fake_anchor.py"]);
+
+    // With the staged engine serving our reads, KvikIO gets its chunk as task size.
+    bench_json(
+        &file,
+        &[
+            "--only",
+            "hot",
+            "--backend",
+            "fallback",
+            "--kvikio",
+            script.to_str().unwrap(),
+            "--kvikio-threads",
+            "2",
+        ],
+    );
+    for c in anchor_calls(dir.path()) {
+        assert_eq!(c["task_size"], 4 << 20, "{c}");
+        assert_eq!(c["write"], Value::Null, "{c}");
+        assert_eq!(c["latency_ops"], Value::Null, "{c}");
+    }
 }
 
 #[test]
@@ -241,11 +361,100 @@ fn the_table_is_readable() {
     assert!(out.status.success(), "{text}");
     for want in [
         "platform sim",
-        "verified",
         "read, hot",
         "GB/s",
         "random 4k reads",
+        "checked",
+        "1 ok",
     ] {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
+    // The checks that ran, not a constant: the first read, one hot read, three small reads.
+    let verified = text
+        .lines()
+        .find(|l| l.starts_with("verified: "))
+        .unwrap_or_else(|| panic!("no verified line in:\n{text}"));
+    assert!(
+        verified.starts_with("verified: 5 byte checks passed")
+            && verified.contains("first_read, read_hot, latency_4k"),
+        "{verified}"
+    );
+}
+
+/// Bytes no pattern of the bench makes (SplitMix64 of a fixed seed).
+fn foreign_bytes(len: usize) -> Vec<u8> {
+    let mut x = 0x1234_5678_9abc_def0u64;
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) as u8
+        })
+        .collect()
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_file_it_is_given_keeps_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f.dat");
+    let before = foreign_bytes(4 << 20);
+    std::fs::write(&file, &before).unwrap();
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    // Small reads land in the buffer the writes write out; both run twice.
+    let (objects, summary) = bench_json(&file, &["--only", "write,latency"]);
+    assert_eq!(summary["file_created"], false);
+    let after = std::fs::read(&file).unwrap();
+    assert_eq!(after.len(), before.len());
+    let changed = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        changed, 0,
+        "hipfile bench changed {changed} bytes of the file it was given"
+    );
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().modified().unwrap(),
+        modified
+    );
+    // The writes went to a scratch file next to it, which is gone.
+    let target = summary["write_target"].as_str().unwrap();
+    assert_ne!(Path::new(target), file);
+    assert_eq!(Path::new(target).parent(), Some(dir.path()));
+    assert_eq!(names_in(dir.path()), ["f.dat"]);
+    for key in ["write", "write_fsync"] {
+        let w = find(&objects, key);
+        assert_eq!(w["verified"], true, "{w}");
+        assert_eq!(w["bytes_checked"], 2 * (4 << 20), "{w}");
+    }
+    assert_eq!(summary["verified"], true, "{summary}");
+}
+
+#[test]
+fn only_regular_files_with_bytes_are_read_and_nothing_else_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.dat");
+    std::fs::write(&empty, b"").unwrap();
+    for (path, why) in [
+        (empty.as_path(), "is empty"),
+        (dir.path(), "not a regular file"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+            .args(["bench", "--platform", "sim", "--size", "1M", "--file"])
+            .arg(path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(why), "{stderr}");
+    }
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
+    assert_eq!(names_in(dir.path()), ["empty.dat"]);
 }

@@ -5,7 +5,9 @@
 //! so the filesystem rule accepts them; tests that need another filesystem probe for it and say
 //! what they skipped.
 
+mod conformance;
 mod failover;
+mod platform;
 mod roundtrip;
 mod selection;
 mod support;

@@ -27,7 +27,8 @@ fn a_round_trip_through_a_registered_buffer_is_byte_exact() {
         (len, "fastpath")
     );
     assert_eq!(rig.get(len, 0), pattern(len, 8));
-    let dst = rig.device(len + 8 * KIB);
+    let mut dst = rig.device(len + 8 * KIB);
+    dst.fill(0xee).unwrap();
     assert_eq!(
         rig.served(
             IoOp::Read,
@@ -39,9 +40,11 @@ fn a_round_trip_through_a_registered_buffer_is_byte_exact() {
         .unwrap(),
         (len - 8 * KIB, "fastpath")
     );
-    assert_eq!(
-        dst.to_vec().unwrap()[8 * KIB..len],
-        pattern(len, 8)[8 * KIB..]
+    let got = dst.to_vec().unwrap();
+    assert_eq!(got[8 * KIB..len], pattern(len, 8)[8 * KIB..]);
+    assert!(
+        got[..8 * KIB].iter().chain(&got[len..]).all(|&b| b == 0xee),
+        "bytes around the target range were written"
     );
 }
 
@@ -99,21 +102,35 @@ fn reads_stop_at_end_of_file() {
         (size, "fastpath")
     );
     assert_eq!(dst.to_vec().unwrap()[..size], pattern(size, 12));
+    // At or past the end of the file the driver answers 0 itself: no backend is asked.
     assert_eq!(
         rig.served(IoOp::Read, dst.ptr(), 4 * KIB, 16 * KIB as i64, 0)
             .unwrap(),
-        (0, "fastpath")
+        (0, "nobody")
     );
     let chunked = small_chunks();
     chunked.put(&pattern(size, 13), 0);
-    let dst = chunked.device(64 * KIB);
+    let mut dst = chunked.device(64 * KIB);
+    dst.fill(0xee).unwrap();
     assert_eq!(
         chunked
             .served(IoOp::Read, dst.ptr(), 64 * KIB, 0, 0)
             .unwrap(),
         (size, "fastpath")
     );
-    assert_eq!(dst.to_vec().unwrap()[..size], pattern(size, 13));
+    let got = dst.to_vec().unwrap();
+    assert_eq!(got[..size], pattern(size, 13));
+    // Past the file's last block the buffer keeps what it held; inside that block, after the
+    // end of file, a direct read may leave zeros (O_DIRECT moves whole blocks).
+    assert!(
+        got[size..16 * KIB].iter().all(|&b| b == 0 || b == 0xee),
+        "tail of the last block: {:?}",
+        &got[size..size + 16]
+    );
+    assert!(
+        got[16 * KIB..].iter().all(|&b| b == 0xee),
+        "past the last block"
+    );
 }
 
 #[test]

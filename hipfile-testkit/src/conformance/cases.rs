@@ -9,90 +9,108 @@ use hipfile_hip::DeviceBuffer;
 use crate::faults::{Errno, ScriptedIo};
 
 use super::fixture::{pattern, same_bytes, Fixture, SENTINEL};
-use super::Case;
+use super::{Case, ConformanceConfig};
 
 pub(super) static ALL: &[Case] = &[
     Case {
         name: "roundtrip",
         about: "write a multi-chunk pattern from device memory, read it back into another buffer",
         run: roundtrip,
+        off: always_on,
     },
     Case {
         name: "matrix_read_registered",
         about:
             "reads at every offset/size/buffer-offset of the matrix, registered buffer, sentinels",
         run: |f| matrix(f, IoOp::Read, BufferMode::Registered),
+        off: always_on,
     },
     Case {
         name: "matrix_read_unregistered",
         about: "the read matrix through an unregistered device pointer",
         run: |f| matrix(f, IoOp::Read, BufferMode::Unregistered),
+        off: always_on,
     },
     Case {
         name: "matrix_read_interior",
         about: "the read matrix through an unregistered pointer into the middle of an allocation",
         run: |f| matrix(f, IoOp::Read, BufferMode::Interior),
+        off: always_on,
     },
     Case {
         name: "matrix_write_registered",
         about:
             "writes at every offset/size/buffer-offset of the matrix, registered buffer, sentinels",
         run: |f| matrix(f, IoOp::Write, BufferMode::Registered),
+        off: always_on,
     },
     Case {
         name: "matrix_write_unregistered",
         about: "the write matrix through an unregistered device pointer",
         run: |f| matrix(f, IoOp::Write, BufferMode::Unregistered),
+        off: always_on,
     },
     Case {
         name: "matrix_write_interior",
         about: "the write matrix through an unregistered pointer into the middle of an allocation",
         run: |f| matrix(f, IoOp::Write, BufferMode::Interior),
+        off: always_on,
     },
     Case {
         name: "eof_short_read",
         about: "a read past the end returns the bytes up to the end and leaves the rest untouched",
         run: eof_short_read,
+        off: always_on,
     },
     Case {
         name: "write_past_eof",
         about: "a write past the end extends the file; the gap reads as zeros",
         run: write_past_eof,
+        off: always_on,
     },
     Case {
         name: "holes_read_as_zeros",
         about: "reading a sparse file gives zeros in the holes",
         run: holes_read_as_zeros,
+        off: always_on,
     },
     Case {
         name: "zero_size",
         about: "zero-byte reads and writes return 0 and change nothing",
         run: zero_size,
+        off: always_on,
     },
     Case {
         name: "max_rw_count",
         about: "a request larger than MAX_RW_COUNT on a small file returns the short count",
         run: max_rw_count,
+        off: |cfg| {
+            (!cfg.check_max_rw_count).then_some("check_max_rw_count is off for this backend")
+        },
     },
     Case {
         name: "parallel_requests",
         about: "requests from many threads on one file land in their own ranges",
         run: parallel_requests,
+        off: always_on,
     },
     Case {
         name: "faults_lose_no_byte",
         about: "EINTR and short preads/pwrites are retried and continued: every byte arrives",
         run: faults_lose_no_byte,
+        off: without_file_io_faults,
     },
     Case {
         name: "eio_is_reported",
         about: "EIO from every pread/pwrite fails the request; nothing is written anywhere",
         run: eio_is_reported,
+        off: without_file_io_faults,
     },
     Case {
         name: "enospc_is_reported",
         about: "ENOSPC in the middle of a write is an error, never a silent short count",
         run: enospc_is_reported,
+        off: without_file_io_faults,
     },
 ];
 
@@ -412,6 +430,15 @@ fn parallel_requests(f: &Fixture) -> Result<(), String> {
 
 /// A fixture whose driver runs `script` over the configured file IO, or `None` when the
 /// backend does not go through the driver's file IO.
+fn always_on(_: &ConformanceConfig) -> Option<&'static str> {
+    None
+}
+
+fn without_file_io_faults(cfg: &ConformanceConfig) -> Option<&'static str> {
+    (!cfg.file_io_faults)
+        .then_some("file_io_faults is off: the backend moves no bytes through FileIo")
+}
+
 fn scripted(
     f: &Fixture,
     script: impl FnOnce(ScriptedIo) -> ScriptedIo,

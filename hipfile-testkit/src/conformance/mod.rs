@@ -105,6 +105,8 @@ pub struct Case {
     /// What it checks.
     pub about: &'static str,
     run: fn(&Fixture) -> Result<(), String>,
+    /// Why the configuration switches this case off (`None`: it runs).
+    off: fn(&ConformanceConfig) -> Option<&'static str>,
 }
 
 impl fmt::Debug for Case {
@@ -123,6 +125,8 @@ pub struct CaseOutcome {
     pub name: &'static str,
     /// `Err` says what differed (or that the case panicked, and with what).
     pub result: Result<(), String>,
+    /// Set when the configuration switched the case off: it did not run, and says why.
+    pub skipped: Option<&'static str>,
 }
 
 /// The outcomes of a run.
@@ -145,10 +149,30 @@ impl Report {
         self.outcomes.iter().filter(|o| o.result.is_err()).collect()
     }
 
-    /// Panic, naming each failed case and what differed, unless every case passed.
+    /// The cases the configuration switched off.
+    pub fn skipped(&self) -> Vec<&CaseOutcome> {
+        self.outcomes
+            .iter()
+            .filter(|o| o.skipped.is_some())
+            .collect()
+    }
+
+    /// Panic, naming each failed case and what differed, unless every case that ran passed.
+    /// Prints `conformance: N passed, S skipped, M failed` with the skipped cases named.
     #[track_caller]
     pub fn assert_passed(&self) {
+        let skipped = self.skipped();
         let failures = self.failures();
+        println!(
+            "conformance of {:?}: {} passed, {} skipped, {} failed",
+            self.backend,
+            self.outcomes.len() - skipped.len() - failures.len(),
+            skipped.len(),
+            failures.len()
+        );
+        for o in &skipped {
+            println!("  skipped {}: {}", o.name, o.skipped.unwrap_or(""));
+        }
         if !failures.is_empty() {
             let lines: Vec<String> = failures
                 .iter()
@@ -175,6 +199,13 @@ pub fn cases() -> &'static [Case] {
 
 /// Run one case on `backend`, catching a panic of the backend as a failure.
 pub fn run_case(case: &Case, backend: BackendDescriptor, cfg: &ConformanceConfig) -> CaseOutcome {
+    if let Some(why) = (case.off)(cfg) {
+        return CaseOutcome {
+            name: case.name,
+            result: Ok(()),
+            skipped: Some(why),
+        };
+    }
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         let fixture = Fixture::new(backend, cfg)?;
         (case.run)(&fixture)?;
@@ -191,6 +222,7 @@ pub fn run_case(case: &Case, backend: BackendDescriptor, cfg: &ConformanceConfig
     CaseOutcome {
         name: case.name,
         result,
+        skipped: None,
     }
 }
 
@@ -201,7 +233,11 @@ pub fn check_case(name: &str, backend: BackendDescriptor, cfg: &ConformanceConfi
     let Some(case) = cases().iter().find(|c| c.name == name) else {
         panic!("no conformance case is named {name:?}");
     };
-    if let Err(why) = run_case(case, backend, cfg).result {
+    let outcome = run_case(case, backend, cfg);
+    if let Some(why) = outcome.skipped {
+        crate::ledger::skip(&format!("conformance case {name}: {why}"));
+    }
+    if let Err(why) = outcome.result {
         panic!("backend {:?} failed case {name}: {why}", backend.name);
     }
 }

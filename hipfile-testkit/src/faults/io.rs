@@ -227,6 +227,18 @@ impl FileIo for ScriptedIo {
             }
         }
     }
+
+    /// Appending writes are writes: they are numbered with the pwrites and suffer their faults.
+    fn pwrite_append(&self, fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+        match self.next_call(FileOp::Pwrite) {
+            None => self.inner.pwrite_append(fd, buf),
+            Some(IoFault::Fail(errno)) => Err(errno_error(errno)),
+            Some(IoFault::Short(max)) => {
+                let len = short_len(fd, buf.len(), max);
+                self.inner.pwrite_append(fd, &buf[..len])
+            }
+        }
+    }
 }
 
 /// Block size a short transfer keeps on an O_DIRECT descriptor.

@@ -36,9 +36,10 @@
 //!   not device memory `HipMemoryTypeInvalid`. Then the descriptor, as it is now: `O_PATH`,
 //!   reads through `O_WRONLY` and writes through `O_RDONLY` are `-1`/`EBADF`. Zero bytes return
 //!   0. A read returns the bytes up to the end of the file (0 at or past it) and puts them in
-//!   device memory; after a short read the rest of the requested range holds unspecified bytes,
-//!   as after `read(2)` (an O_DIRECT transfer fills whole blocks, so the direct path leaves the
-//!   zeroes past the end of the file there): [`ApiModel::unspecified`] names that range. A write puts all of them in the file at the offset (zeroes fill a hole), or at
+//!   device memory; after a short read the buffer keeps what it held, except up to the end of
+//!   the file's last block (counted in the file's direct IO alignment from the read's offset),
+//!   where the direct path's O_DIRECT transfer may leave the zeroes it read past the end of the
+//!   file: [`ApiModel::unspecified`] names those bytes. A write puts all of them in the file at the offset (zeroes fill a hole), or at
 //!   its end for an `O_APPEND` descriptor, as `pwrite(2)` does.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -308,6 +309,8 @@ pub struct ApiModel {
     device: Vec<Vec<u8>>,
     /// Device bytes the last operation left unspecified.
     unspecified: Option<(usize, Range<usize>)>,
+    /// The files' direct IO offset alignment.
+    block: usize,
 }
 
 impl ApiModel {
@@ -322,6 +325,7 @@ impl ApiModel {
             files,
             device,
             unspecified: None,
+            block: 4096,
         }
     }
 
@@ -343,6 +347,11 @@ impl ApiModel {
             .map(|_| rng.bytes(ALLOCATION_LEN))
             .collect();
         ApiModel::new(files, device)
+    }
+
+    /// The files' direct IO offset alignment (what statx reports; 4096 unless told).
+    pub fn set_block(&mut self, block: usize) {
+        self.block = block.max(1);
     }
 
     /// `hipFileUseCount`.
@@ -401,8 +410,9 @@ impl ApiModel {
         }
     }
 
-    /// The device bytes the last operation applied left unspecified: the part of a short
-    /// read's range past the bytes it returned (allocation, byte range).
+    /// The device bytes the last operation applied left unspecified: after a short read, those
+    /// past the bytes it returned up to the end of the file's last block (allocation, byte
+    /// range).
     pub fn unspecified(&self) -> Option<(usize, Range<usize>)> {
         self.unspecified.clone()
     }
@@ -571,8 +581,9 @@ impl ApiModel {
                 if n > 0 {
                     device[start..start + n].copy_from_slice(&file[from..from + n]);
                 }
-                if n < size {
-                    self.unspecified = Some((allocation, start + n..start + size));
+                if n > 0 && n < size {
+                    let last_block = n.div_ceil(self.block) * self.block;
+                    self.unspecified = Some((allocation, start + n..start + size.min(last_block)));
                 }
                 Ok(Answer::Bytes(n))
             }

@@ -317,7 +317,8 @@ pub extern "C" fn hipFileUseCount() -> i64 {
     guarded(-1, || driver().use_count() as i64)
 }
 
-/// The library version.
+/// The library version. Any of the three pointers may be NULL: that part is not written (as
+/// upstream).
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetVersion(
     major: *mut c_uint,
@@ -325,14 +326,15 @@ pub unsafe extern "C" fn hipFileGetVersion(
     patch: *mut c_uint,
 ) -> hipFileError_t {
     guarded(hipFileError_t::op(hipFileInternalError), || {
-        if major.is_null() || minor.is_null() || patch.is_null() {
-            return hipFileError_t::op(hipFileInvalidValue);
-        }
-        // SAFETY: all three are non-null pointers to the caller's integers.
-        unsafe {
-            major.write(HIPFILE_VERSION_MAJOR);
-            minor.write(HIPFILE_VERSION_MINOR);
-            patch.write(HIPFILE_VERSION_PATCH);
+        for (out, value) in [
+            (major, HIPFILE_VERSION_MAJOR),
+            (minor, HIPFILE_VERSION_MINOR),
+            (patch, HIPFILE_VERSION_PATCH),
+        ] {
+            if !out.is_null() {
+                // SAFETY: a non-null pointer to the caller's integer.
+                unsafe { out.write(value) };
+            }
         }
         hipFileError_t::SUCCESS
     })

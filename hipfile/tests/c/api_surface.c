@@ -38,10 +38,14 @@
 #endif
 
 static int failures;
+/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
+ * the ok / not ok lines (a program that stops early prints no plan). */
+static int checks;
 
 static void
 report(int passed, const char *name)
 {
+    checks++;
     printf("%s - %s\n", passed ? "ok" : "not ok", name);
     if (!passed) {
         failures++;
@@ -108,6 +112,7 @@ main(int argc, char **argv)
     report(IS_HIPFILE_ERR(negated) && !IS_HIPFILE_ERR(-1) && IS_HIPFILE_ERR(hipFileInvalidValue),
            "IS_HIPFILE_ERR accepts negated and plain codes, rejects -1");
 
+    printf("1..%d\n", checks);
     printf("# %d check(s) failed\n", failures);
     return failures == 0 ? 0 : 1;
 }

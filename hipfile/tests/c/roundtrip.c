@@ -33,6 +33,9 @@
 #define SENTINEL 0xA5
 
 static int failures;
+/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
+ * the ok / not ok lines (a program that stops early prints no plan). */
+static int checks;
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -40,6 +43,7 @@ __attribute__((format(printf, 3, 4)))
 static void
 check(int passed, const char *name, const char *detail_fmt, ...)
 {
+    checks++;
     if (passed) {
         printf("ok - %s\n", name);
         return;
@@ -250,6 +254,7 @@ main(int argc, char **argv)
     free(actual);
     free(sentinel);
 
+    printf("1..%d\n", checks);
     printf("# %d check(s) failed\n", failures);
     return failures == 0 ? 0 : 1;
 }

@@ -35,6 +35,9 @@
 #define FILE_SIZE ((size_t)(64 * 1024))
 
 static int failures;
+/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
+ * the ok / not ok lines (a program that stops early prints no plan). */
+static int checks;
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -42,6 +45,7 @@ __attribute__((format(printf, 3, 4)))
 static void
 check(int passed, const char *name, const char *detail_fmt, ...)
 {
+    checks++;
     if (passed) {
         printf("ok - %s\n", name);
         return;
@@ -398,6 +402,7 @@ main(int argc, char **argv)
     remove_scratch_file(dir, "semantics-a.bin");
     remove_scratch_file(dir, "semantics-b.bin");
 
+    printf("1..%d\n", checks);
     printf("# %d check(s) failed\n", failures);
     return failures == 0 ? 0 : 1;
 }

@@ -40,6 +40,9 @@
 #define THREAD_READ ((size_t)(64 * 1024 + 17))
 
 static int failures;
+/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
+ * the ok / not ok lines (a program that stops early prints no plan). */
+static int checks;
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -47,6 +50,7 @@ __attribute__((format(printf, 3, 4)))
 static void
 check(int passed, const char *name, const char *detail_fmt, ...)
 {
+    checks++;
     if (passed) {
         printf("ok - %s\n", name);
         return;
@@ -391,6 +395,7 @@ main(int argc, char **argv)
     free(actual);
     free(sentinel);
 
+    printf("1..%d\n", checks);
     printf("# %d check(s) failed\n", failures);
     return failures == 0 ? 0 : 1;
 }

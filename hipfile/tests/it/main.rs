@@ -6,5 +6,17 @@ mod chunking;
 #[cfg(feature = "fallback")]
 mod device_memory;
 #[cfg(feature = "fallback")]
+mod durability;
+#[cfg(feature = "fallback")]
+mod harness;
+#[cfg(feature = "fallback")]
+mod leaks;
+#[cfg(feature = "fallback")]
 mod multi_device;
 mod registration;
+#[cfg(feature = "fallback")]
+mod signals;
+#[cfg(feature = "fallback")]
+mod stress;
+#[cfg(feature = "fallback")]
+mod truncation;
