@@ -537,6 +537,16 @@ impl Driver {
             ));
         }
         let size = call.size.min(MAX_RW_COUNT);
+        // As pread(2): a range that ends past the largest file offset is EINVAL.
+        if (call.file_offset as u64).saturating_add(size as u64) > i64::MAX as u64 {
+            return Err(Error::os(
+                Errno::INVAL.raw_os_error(),
+                "the file range ends past the largest file offset",
+            ));
+        }
+        if call.buffer == 0 {
+            return Err(Error::new(ErrorKind::InvalidValue, "the buffer is NULL"));
+        }
         let buffer_offset = usize::try_from(call.buffer_offset)
             .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
         let (view, _buffer_guard) = self.buffer_view(&session, call.buffer, buffer_offset, size)?;

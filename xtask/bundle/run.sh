@@ -8,6 +8,7 @@
 #      arguments come from $HIPFILE_TEST_ARGS (e.g. "--test-threads=1")
 #   2. every C program in c/, compiled as C11 and as C++17 against include/hipfile.h and the CUDA
 #      runtime, run with a scratch directory; it prints `ok - ...` / `not ok - ...` lines
+#      (a `*_cases.c` program runs once per case, each case in its own process)
 #   3. py/frameworks.py: the C ABI from Python on CuPy and PyTorch memory (with the C programs)
 #   4. bin/hipfile bench --size 1G (one check; --no-bench skips it)
 #
@@ -41,7 +42,7 @@ for arg in "$@"; do
         --no-c) RUN_C=0 ;;
         --no-tests) RUN_TESTS=0 ;;
         -h | --help)
-            sed -n '2,23p' "$0"
+            sed -n '2,24p' "$0"
             exit 0
             ;;
         *)
@@ -211,6 +212,63 @@ compile_c() {
     "${cmd[@]}" >>"$log" 2>&1
 }
 
+# Runs every case of a `*_cases` program (`prog --list`) in its own process: `prog SCRATCH CASE`
+# prints one `ok - CASE` / `not ok - CASE: why` line and the plan `1..1`, and exits 0 / 1; anything
+# else (a signal, another exit, a timeout, no result line or plan, "panicked" on stderr) is a
+# crash. Counts all three.
+run_c_cases() {
+    local binary=$1 name=$2 log=$3 one status out verdict ok=0 not_ok=0 crashed=0
+    local case_log=$FULL_LOGS/cases-$name
+    mkdir -p "$case_log"
+    : >"$log"
+    local cases
+    if ! cases=$("$binary" --list 2>>"$log"); then
+        note_fail "$name: --list failed"
+        summary "c/$name: --list failed"
+        return
+    fi
+    for one in $cases; do
+        local slug=${one//[^A-Za-z0-9-]/_}
+        local scratch=$SCRATCH/c-$name/$slug
+        rm -rf "$scratch"
+        mkdir -p "$scratch"
+        with_timeout 120 "$binary" "$scratch" "$one" >"$case_log/$slug.out" 2>"$case_log/$slug.err"
+        status=$?
+        out=$(cat "$case_log/$slug.out")
+        if grep -q panicked "$case_log/$slug.err"; then
+            verdict="CRASH $one: panicked"
+        elif ! grep -qx '1\.\.1' <<<"$out"; then
+            verdict="CRASH $one: exit $status, no plan 1..1"
+        elif [ "$status" -eq 0 ] && grep -qxF "ok - $one" <<<"$out"; then
+            verdict=ok
+        elif [ "$status" -eq 1 ] && grep -qF "not ok - $one" <<<"$out"; then
+            verdict=not_ok
+        else
+            verdict="CRASH $one: exit $status"
+        fi
+        case $verdict in
+            ok) ok=$((ok + 1)) ;;
+            not_ok)
+                not_ok=$((not_ok + 1))
+                grep "^not ok" <<<"$out" | tee -a "$log" | sed "s|^|  $name: |"
+                ;;
+            *)
+                crashed=$((crashed + 1))
+                echo "$verdict" | tee -a "$log" | sed "s|^|  $name: |"
+                tail -n 20 "$case_log/$slug.err" | tee -a "$log"
+                ;;
+        esac
+        rm -rf "$scratch"
+    done
+    PASSED=$((PASSED + ok))
+    FAILED=$((FAILED + not_ok + crashed))
+    if [ $((not_ok + crashed)) -gt 0 ]; then
+        FAILURES+=("$name: $not_ok case(s) not ok, $crashed crashed")
+    fi
+    echo "$name: $ok ok, $not_ok not ok, $crashed crashed (one process per case)"
+    summary "c/$name: $ok ok, $not_ok not ok, $crashed crashed"
+}
+
 # Runs one compiled C program; counts its ok / not ok lines.
 run_c_program() {
     local binary=$1 name=$2 log=$3 status ok not_ok scratch
@@ -283,7 +341,10 @@ run_c_programs() {
                 summary "c/$name: compile failed"
                 continue
             fi
-            run_c_program "$binary" "$name" "$FULL_LOGS/c-$name.log"
+            case $source in
+                *_cases.c) run_c_cases "$binary" "$name" "$FULL_LOGS/c-$name.log" ;;
+                *) run_c_program "$binary" "$name" "$FULL_LOGS/c-$name.log" ;;
+            esac
         done
     done
 }

@@ -15,9 +15,25 @@
 //! Programs take one argument, a fresh scratch directory, and print TAP-like lines `ok - name` /
 //! `not ok - name`; a failure is a `not ok` line, a non-zero exit, a crash, a timeout, a program
 //! that printed no result line, or a compile error.
+//!
+//! A program whose name ends in `_cases.c` (the bad-input suite, `bad_input_cases.c`) holds a
+//! table of cases instead and runs one case per process: `prog --list` names them (`class/case`),
+//! `prog SCRATCH CASE` runs one and prints one `ok - CASE` / `not ok - CASE: why` line and the
+//! plan `1..1`, exiting 0 or 1. Each case runs in its own process under every variant (the C++ build under the default
+//! variant only: its cases make the same calls as the C build's), a few at a time. A case run is
+//! passed, failed (a `not ok` line and exit 1) or crashed: a signal, any other exit, a timeout,
+//! no result line, or "panicked" on stderr, which is how a panic caught at the C boundary shows.
+//! The report gives cases tried, failed and crashed per class; logs of the runs that did not pass
+//! stay under `logs/<binary>-<variant>/`.
+//!
+//! `cargo xtask c-tests FILTER` runs only the programs whose file name contains FILTER.
 
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::workspace::{self, Workspace};
@@ -29,6 +45,15 @@ const PROGRAM_DIRS: &[(&str, &str)] = &[("hipfile/tests/c", "tests"), ("examples
 pub const HIP_INCLUDE_VAR: &str = "HIPFILE_HIP_INCLUDE";
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// File-name ending (before `.c`) of the programs that run one case per process.
+const CASE_PROGRAM_SUFFIX: &str = "_cases";
+
+/// Limit of one case run; a case that takes longer hangs.
+const CASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Case runs at once, at most (fewer on a machine with fewer cores).
+const CASE_WORKERS: usize = 4;
 
 /// Env vars that would steer the library away from the sim found on the loader path, or change
 /// which backend serves a request; each variant sets the ones it is about.
@@ -109,12 +134,19 @@ impl Language {
 struct Tally {
     passed: usize,
     failures: Vec<String>,
+    /// Failed case runs reported on another run's line (the same answer under several variants).
+    merged: usize,
 }
 
 impl Tally {
     fn fail(&mut self, failure: String) {
         println!("c-tests: FAIL {failure}");
         self.failures.push(failure);
+    }
+
+    /// Failed checks and runs, counting each merged run.
+    fn failed(&self) -> usize {
+        self.failures.len() + self.merged
     }
 }
 
@@ -131,17 +163,35 @@ pub struct Build {
 
 /// `cargo xtask c-tests`.
 pub fn run() -> Result<(), String> {
-    run_with(&Build {
-        flags: &[],
-        env: &[],
-        out: "c-tests",
-    })
+    run_matching(None)
 }
 
-/// The C ABI tests, built and run as `build` says.
-pub fn run_with(build: &Build) -> Result<(), String> {
+/// `cargo xtask c-tests [FILTER]`: the programs whose file name contains `filter`, or all.
+pub fn run_matching(filter: Option<&str>) -> Result<(), String> {
+    run_with(
+        &Build {
+            flags: &[],
+            env: &[],
+            out: "c-tests",
+        },
+        filter,
+    )
+}
+
+/// The C ABI tests whose file name contains `filter` (all without one), built and run as
+/// `build` says.
+pub fn run_with(build: &Build, filter: Option<&str>) -> Result<(), String> {
     let root = workspace::root();
-    let programs = find_programs(&root)?;
+    let mut programs = find_programs(&root)?;
+    if let Some(filter) = filter {
+        programs.retain(|(_, p)| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains(filter))
+        });
+        if programs.is_empty() {
+            return Err(format!("no C program's file name contains {filter:?}"));
+        }
+    }
     let ws = Workspace::load()?;
 
     println!("$ cargo build -p hipfile -p hipfile-simhip");
@@ -179,6 +229,16 @@ pub fn run_with(build: &Build) -> Result<(), String> {
                 tally.fail(format!("{name}: compile failed\n{why}"));
                 continue;
             }
+            if stem.ends_with(CASE_PROGRAM_SUFFIX) {
+                let variants = match language {
+                    Language::C => VARIANTS,
+                    Language::Cxx => &VARIANTS[..1],
+                };
+                run_cases(
+                    &binary, &name, variants, build.env, &lib_dir, &out_dir, &mut tally,
+                );
+                continue;
+            }
             for (variant, env, runs) in VARIANTS {
                 if *runs == Runs::TestsOnly && *tag != "tests" {
                     println!("c-tests: {name} [{variant}]: skipped (examples need compat mode)");
@@ -201,12 +261,12 @@ pub fn run_with(build: &Build) -> Result<(), String> {
     println!(
         "c-tests: {} passed, {} failed",
         tally.passed,
-        tally.failures.len()
+        tally.failed()
     );
     if tally.failures.is_empty() {
         Ok(())
     } else {
-        Err(format!("{} C test failure(s)", tally.failures.len()))
+        Err(format!("{} C test failure(s)", tally.failed()))
     }
 }
 
@@ -418,8 +478,12 @@ struct Finished {
     stderr: String,
     /// Why the run counts as failed by its exit, or `None` for a clean exit 0.
     exit: Option<String>,
+    /// The exit code, when the program exited (rather than being killed by a signal or the timeout).
+    code: Option<i32>,
 }
 
+/// Run a whole program under one variant: scratch `scratch/<name>-<variant>`, output in
+/// `logs/<name>-<variant>.{out,err}`.
 fn execute(
     binary: &Path,
     name: &str,
@@ -429,51 +493,308 @@ fn execute(
     out_dir: &Path,
 ) -> Result<Finished, String> {
     let scratch = out_dir.join("scratch").join(format!("{name}-{variant}"));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let logs = out_dir.join("logs");
-    std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
-    let stdout_path = logs.join(format!("{name}-{variant}.out"));
-    let stderr_path = logs.join(format!("{name}-{variant}.err"));
-    let create = |p: &Path| std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()));
+    let log = logs.join(format!("{name}-{variant}"));
+    let run = Invocation {
+        binary,
+        args: &[scratch.as_os_str()],
+        env,
+        lib_dir,
+        timeout: RUN_TIMEOUT,
+    };
+    run.execute(&scratch, &log)
+}
 
-    let mut command = Command::new(binary);
-    command
-        .arg(&scratch)
+/// One start of a C program.
+struct Invocation<'a> {
+    binary: &'a Path,
+    args: &'a [&'a OsStr],
+    env: &'a [(&'a str, &'a str)],
+    lib_dir: &'a Path,
+    timeout: Duration,
+}
+
+impl Invocation<'_> {
+    /// Run with a fresh `scratch` directory; stdout and stderr go to `<log>.out` and `<log>.err`.
+    fn execute(&self, scratch: &Path, log: &Path) -> Result<Finished, String> {
+        let _ = std::fs::remove_dir_all(scratch);
+        std::fs::create_dir_all(scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let stdout_path = with_suffix(log, ".out");
+        let stderr_path = with_suffix(log, ".err");
+        let create =
+            |p: &Path| std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()));
+
+        let mut command = Command::new(self.binary);
+        command
+            .args(self.args)
+            .env("LD_LIBRARY_PATH", self.lib_dir)
+            .stdin(Stdio::null())
+            .stdout(create(&stdout_path)?)
+            .stderr(create(&stderr_path)?);
+        for var in CLEARED_VARS {
+            command.env_remove(var);
+        }
+        for (key, value) in self.env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
+        let started = Instant::now();
+        // Most runs end within milliseconds: poll often at first, then back off.
+        let mut pause = Duration::from_millis(1);
+        let (exit, code) = loop {
+            match child.try_wait() {
+                Ok(Some(status)) if status.success() => break (None, Some(0)),
+                Ok(Some(status)) => break (Some(format!("exited with {status}")), status.code()),
+                Ok(None) if started.elapsed() > self.timeout => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let why = format!("timed out after {}s and was killed", self.timeout.as_secs());
+                    break (Some(why), None);
+                }
+                Ok(None) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(20));
+                }
+                Err(e) => break (Some(format!("cannot wait: {e}")), None),
+            }
+        };
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        Ok(Finished {
+            stdout: read(&stdout_path),
+            stderr: read(&stderr_path),
+            exit,
+            code,
+        })
+    }
+}
+
+/// `path` with `suffix` appended to its last component.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// How one case run ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Passed,
+    /// The case printed `not ok` and exited 1: the library answered something else.
+    Failed(String),
+    /// Anything else: a signal, another exit, a timeout, no result line, a panic message.
+    Crashed(String),
+}
+
+/// Judge the run of case `case` from its output and exit.
+fn judge(case: &str, run: &Finished) -> Verdict {
+    let ok = format!("ok - {case}");
+    let not_ok = format!("not ok - {case}");
+    let result = run
+        .stdout
+        .lines()
+        .map(str::trim)
+        .find(|l| *l == ok || l.starts_with(&not_ok));
+    if run.stderr.contains("panicked") {
+        return Verdict::Crashed(format!("printed a panic on stderr{}", tail(&run.stderr)));
+    }
+    let planned = run.stdout.lines().map(str::trim).any(|l| l == "1..1");
+    if run.exit.is_none() && !planned {
+        return Verdict::Crashed(format!(
+            "printed no plan `1..1`: it stopped before its end{}",
+            tail(&run.stderr)
+        ));
+    }
+    match (result, run.code, &run.exit) {
+        (Some(line), Some(0), None) if line == ok => Verdict::Passed,
+        (Some(line), Some(1), _) if line.starts_with(&not_ok) && planned => {
+            Verdict::Failed(line.to_string())
+        }
+        (_, _, Some(why)) => Verdict::Crashed(format!("{why}{}", tail(&run.stderr))),
+        (_, _, None) => Verdict::Crashed(format!("exited 0 without `{ok}`{}", tail(&run.stderr))),
+    }
+}
+
+/// Cases tried, failed and crashed in one class.
+#[derive(Default)]
+struct ClassCount {
+    tried: usize,
+    failed: usize,
+    crashed: usize,
+}
+
+/// The class of a case named `class/case`.
+fn case_class(case: &str) -> &str {
+    case.split_once('/').map_or(case, |(class, _)| class)
+}
+
+/// A case name as a file name.
+fn case_slug(case: &str) -> String {
+    case.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The cases of a `*_cases` program, from `binary --list`.
+fn list_cases(binary: &Path, lib_dir: &Path) -> Result<Vec<String>, String> {
+    let output = Command::new(binary)
+        .arg("--list")
         .env("LD_LIBRARY_PATH", lib_dir)
         .stdin(Stdio::null())
-        .stdout(create(&stdout_path)?)
-        .stderr(create(&stderr_path)?);
-    for var in CLEARED_VARS {
-        command.env_remove(var);
+        .output()
+        .map_err(|e| format!("cannot run {} --list: {e}", binary.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{} --list failed ({}){}",
+            binary.display(),
+            output.status,
+            tail(&String::from_utf8_lossy(&output.stderr))
+        ));
     }
-    for (key, value) in env {
-        command.env(key, value);
+    let cases: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    if cases.is_empty() {
+        return Err(format!("{} --list names no case", binary.display()));
     }
-    let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
-    let started = Instant::now();
-    let exit = loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => break None,
-            Ok(Some(status)) => break Some(format!("exited with {status}")),
-            Ok(None) if started.elapsed() > RUN_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break Some(format!(
-                    "timed out after {}s and was killed",
-                    RUN_TIMEOUT.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => break Some(format!("cannot wait: {e}")),
-        }
+    Ok(cases)
+}
+
+/// Run every case of a `*_cases` program in its own process under each of `variants`, a few at
+/// a time, and report passed, failed and crashed runs per class.
+fn run_cases(
+    binary: &Path,
+    name: &str,
+    variants: &[(&str, Env, Runs)],
+    extra_env: Env,
+    lib_dir: &Path,
+    out_dir: &Path,
+    tally: &mut Tally,
+) {
+    let cases = match list_cases(binary, lib_dir) {
+        Ok(cases) => cases,
+        Err(why) => return tally.fail(format!("{name}: {why}")),
     };
-    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    Ok(Finished {
-        stdout: read(&stdout_path),
-        stderr: read(&stderr_path),
-        exit,
-    })
+    let jobs: Vec<(&str, Env, &str)> = variants
+        .iter()
+        .flat_map(|(variant, env, _)| cases.iter().map(move |c| (*variant, *env, c.as_str())))
+        .collect();
+    for (variant, _, _) in variants {
+        let _ = std::fs::remove_dir_all(out_dir.join("scratch").join(format!("{name}-{variant}")));
+        let _ = std::fs::remove_dir_all(out_dir.join("logs").join(format!("{name}-{variant}")));
+    }
+    let workers = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, CASE_WORKERS);
+    let next = AtomicUsize::new(0);
+    let verdicts: Mutex<Vec<(usize, Verdict)>> = Mutex::new(Vec::with_capacity(jobs.len()));
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(variant, env, case)) = jobs.get(i) else {
+                    break;
+                };
+                let dir = format!("{name}-{variant}");
+                let scratch = out_dir.join("scratch").join(&dir).join(case_slug(case));
+                let log = out_dir.join("logs").join(&dir).join(case_slug(case));
+                let env: Vec<(&str, &str)> = env.iter().chain(extra_env).copied().collect();
+                let run = Invocation {
+                    binary,
+                    args: &[scratch.as_os_str(), OsStr::new(case)],
+                    env: &env,
+                    lib_dir,
+                    timeout: CASE_TIMEOUT,
+                };
+                let verdict = match run.execute(&scratch, &log) {
+                    Ok(finished) => judge(case, &finished),
+                    Err(why) => Verdict::Crashed(why),
+                };
+                if verdict == Verdict::Passed {
+                    let _ = std::fs::remove_dir_all(&scratch);
+                    let _ = std::fs::remove_file(with_suffix(&log, ".out"));
+                    let _ = std::fs::remove_file(with_suffix(&log, ".err"));
+                }
+                verdicts
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push((i, verdict));
+            });
+        }
+    });
+    let mut verdicts = verdicts
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    verdicts.sort_by_key(|(i, _)| *i);
+
+    let mut classes: BTreeMap<&str, ClassCount> = BTreeMap::new();
+    // One report line per (case, verdict text), naming the variants it happened under.
+    let mut trouble: BTreeMap<(String, String), Vec<&str>> = BTreeMap::new();
+    for (i, verdict) in &verdicts {
+        let (variant, _, case) = jobs[*i];
+        let count = classes.entry(case_class(case)).or_default();
+        count.tried += 1;
+        match verdict {
+            Verdict::Passed => tally.passed += 1,
+            Verdict::Failed(line) => {
+                count.failed += 1;
+                trouble
+                    .entry((case.to_string(), line.clone()))
+                    .or_default()
+                    .push(variant);
+            }
+            Verdict::Crashed(why) => {
+                count.crashed += 1;
+                trouble
+                    .entry((case.to_string(), format!("CRASH {case}: {why}")))
+                    .or_default()
+                    .push(variant);
+            }
+        }
+    }
+    for ((_, what), in_variants) in trouble {
+        tally.merged += in_variants.len() - 1;
+        tally.fail(format!("{name} [{}]: {what}", in_variants.join(", ")));
+    }
+    let totals = classes
+        .values()
+        .fold(ClassCount::default(), |t, c| ClassCount {
+            tried: t.tried + c.tried,
+            failed: t.failed + c.failed,
+            crashed: t.crashed + c.crashed,
+        });
+    println!(
+        "c-tests: {name}: {} cases x {} variant(s) in {:.1}s: {} runs, {} passed, {} failed, {} crashed",
+        cases.len(),
+        variants.len(),
+        started.elapsed().as_secs_f64(),
+        totals.tried,
+        totals.tried - totals.failed - totals.crashed,
+        totals.failed,
+        totals.crashed
+    );
+    println!(
+        "c-tests: {name}:   {:<10} {:>6} {:>7} {:>8}",
+        "class", "tried", "failed", "crashed"
+    );
+    for (class, c) in &classes {
+        println!(
+            "c-tests: {name}:   {class:<10} {:>6} {:>7} {:>8}",
+            c.tried, c.failed, c.crashed
+        );
+    }
 }
 
 /// The last lines of a program's stderr, indented, for a failure report.
@@ -484,4 +805,127 @@ fn tail(stderr: &str) -> String {
         .iter()
         .map(|l| format!("\n      | {l}"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(stdout: &str, stderr: &str, code: Option<i32>) -> Finished {
+        Finished {
+            stdout: stdout.to_string(),
+            stderr: stderr.to_string(),
+            exit: match code {
+                Some(0) => None,
+                Some(c) => Some(format!("exited with exit status: {c}")),
+                None => Some("killed by signal 11".to_string()),
+            },
+            code,
+        }
+    }
+
+    #[test]
+    fn a_case_passes_only_with_its_ok_line_exit_0_and_no_panic() {
+        let case = "fd/minus-one";
+        assert_eq!(
+            judge(case, &finished("ok - fd/minus-one\n1..1\n", "", Some(0))),
+            Verdict::Passed
+        );
+        let line = "not ok - fd/minus-one: got 5022, want 5030";
+        assert_eq!(
+            judge(case, &finished(&format!("{line}\n1..1\n"), "", Some(1))),
+            Verdict::Failed(line.to_string())
+        );
+        let crashes = [
+            finished(
+                "ok - fd/minus-one\n",
+                "thread 'main' panicked at x",
+                Some(0),
+            ),
+            finished("not ok - fd/minus-one: x\n", "", None),
+            finished("", "", Some(0)),
+            finished("ok - fd/minus-one\n", "", Some(1)),
+            finished("not ok - fd/minus-one: x\n", "", Some(134)),
+            finished("ok - fd/other\n", "", Some(0)),
+            finished("ok - fd/minus-one-and-more\n1..1\n", "", Some(0)),
+            finished("ok - fd/minus-one\n", "", Some(0)),
+            finished("not ok - fd/minus-one: x\n", "", Some(1)),
+        ];
+        for run in &crashes {
+            assert!(
+                matches!(judge(case, run), Verdict::Crashed(_)),
+                "{:?} / {:?} / {:?} counts as a crash",
+                run.stdout,
+                run.stderr,
+                run.code
+            );
+        }
+    }
+
+    #[test]
+    fn case_names_give_their_class_and_a_file_name() {
+        assert_eq!(case_class("range/read-file-offset-2^62"), "range");
+        assert_eq!(case_class("plain"), "plain");
+        assert_eq!(
+            case_slug("range/read-file-offset-2^62"),
+            "range_read-file-offset-2_62"
+        );
+    }
+
+    /// A stand-in case program (a shell script) with one case of each ending.
+    const FAKE_CASES: &str = r#"#!/bin/sh
+if [ "$1" = --list ]; then printf 'a/ok\na/bad\nb/segv\nb/panic\nb/silent\n'; exit 0; fi
+case $2 in
+  a/ok) echo "ok - a/ok"; echo "1..1" ;;
+  a/bad) echo "not ok - a/bad: got 1, want 2"; echo "1..1"; exit 1 ;;
+  b/segv) kill -SEGV $$ ;;
+  b/panic) echo "ok - b/panic"; echo "1..1"; echo "thread 'x' panicked at y" >&2 ;;
+  b/silent) exit 0 ;;
+esac
+"#;
+
+    #[test]
+    fn run_cases_runs_each_case_under_each_variant_and_counts_every_ending() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("xtask-run-cases-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let script = dir.join("fake_cases");
+        std::fs::write(&script, FAKE_CASES).expect("write the script");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
+        let mut tally = Tally::default();
+        run_cases(
+            &script,
+            "fake",
+            &VARIANTS[..2],
+            &[],
+            &dir,
+            &dir.join("out"),
+            &mut tally,
+        );
+
+        // 5 cases x 2 variants: a/ok passes twice; each other case is one line naming both
+        // variants, the second run counted as merged.
+        assert_eq!(tally.passed, 2);
+        assert_eq!(tally.failures.len(), 4, "{:#?}", tally.failures);
+        assert_eq!(tally.failed(), 8);
+        assert!(tally
+            .failures
+            .iter()
+            .all(|f| f.contains("[default, rocm5]")));
+        assert_eq!(
+            tally
+                .failures
+                .iter()
+                .filter(|f| f.contains("CRASH"))
+                .count(),
+            3
+        );
+        // Logs stay for the runs that did not pass, and only for them.
+        let logs = dir.join("out/logs/fake-default");
+        assert!(logs.join("b_segv.out").is_file());
+        assert!(!logs.join("a_ok.out").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

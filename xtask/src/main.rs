@@ -9,7 +9,7 @@
 //! | `test`        | everything CI runs: fmt check, clippy `-D warnings`, tidy, test-matrix, c-tests; every step runs, then a summary and a last line `N passed, M failed` |
 //! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)`, no unfinished code, no vague names, no panic across the C ABI) |
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
-//! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime |
+//! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime; `c-tests FILTER` runs the programs whose file name contains FILTER |
 //! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
 //! | `fuzz`        | a longer fuzzing run: the C ABI call sequences against the model, then the `fuzz/` targets under cargo-fuzz (nightly) or their stable corpus runners, reporting executions (see [`fuzz`]) |
 //! | `sanitize`    | the Rust tests of core, fallback and the facade under AddressSanitizer and ThreadSanitizer, and the C ABI tests with `-fsanitize=address`; needs nightly, not part of CI (see [`sanitize`]) |
@@ -42,7 +42,9 @@ commands:
   test         fmt check, clippy, tidy, test-matrix and c-tests (what CI runs)
   tidy         check the house rules
   test-matrix  test each package with each feature set of the matrix
-  c-tests      compile and run the C ABI tests on the simulated HIP runtime
+  c-tests [FILTER]
+               compile and run the C ABI tests on the simulated HIP runtime (only the programs
+               whose file name contains FILTER, when given)
   gpu-bundle [--out DIR]
                build the release test binaries, libhipfile.so, the hipfile CLI, the C programs
                and run.sh into DIR (default target/gpu-bundle) for the GPU machine, which has no
@@ -77,6 +79,7 @@ fn main() -> ExitCode {
         ["tidy"] => tidy::run(),
         ["test-matrix"] => matrix::run(),
         ["c-tests"] => ctests::run(),
+        ["c-tests", filter] => ctests::run_matching(Some(filter)),
         ["gpu-bundle", rest @ ..] => bundle::run(rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["sanitize", rest @ ..] => sanitize::run(rest),
