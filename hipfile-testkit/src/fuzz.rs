@@ -431,6 +431,7 @@ pub fn io_arguments(data: &[u8]) {
             _ => 1 + input.below(IO_ALLOCATION),
         };
         let file_offset = match input.below(8) {
+            6 => i64::MAX - input.below(1 << 20) as i64,
             7 => input.i64(),
             _ => input.below(1 << 20) as i64,
         };
@@ -520,7 +521,14 @@ fn expected_io(
         return einval;
     }
     let size = call.size.min(MAX_RW_COUNT);
+    // As pread(2): a file range that ends past the largest file offset.
+    if (call.file_offset as u64).saturating_add(size as u64) > i64::MAX as u64 {
+        return einval;
+    }
     let past_end = Verdict::Refused(ErrorKind::InvalidValue, None);
+    if pointer.address == 0 {
+        return past_end;
+    }
     let Some(end) = (call.buffer_offset as usize).checked_add(size) else {
         return past_end;
     };

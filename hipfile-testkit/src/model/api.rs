@@ -31,7 +31,8 @@
 //!   `MemoryNotRegistered`.
 //! - `hipFileRead`/`hipFileWrite`: a closed driver is `-1`/`EINVAL`; a handle not registered
 //!   `HandleNotRegistered`; a negative file or buffer offset `-1`/`EINVAL`; the size is capped at
-//!   `MAX_RW_COUNT`. The buffer: a registered pointer bounds the request by its registered
+//!   `MAX_RW_COUNT`; a file range that ends past the largest file offset is `-1`/`EINVAL`, as
+//!   for `pread(2)`; a NULL buffer is `InvalidValue`. The buffer: a registered pointer bounds the request by its registered
 //!   length, any other pointer by its allocation; past that is `InvalidValue`, and memory that is
 //!   not device memory `HipMemoryTypeInvalid`. Then the descriptor, as it is now: `O_PATH`,
 //!   reads through `O_WRONLY` and writes through `O_RDONLY` are `-1`/`EBADF`. Zero bytes return
@@ -549,7 +550,13 @@ impl ApiModel {
             return Err(Failure::os(Errno::INVAL));
         }
         let size = size.min(MAX_RW_COUNT);
+        if (file_offset as u64).saturating_add(size as u64) > i64::MAX as u64 {
+            return Err(Failure::os(Errno::INVAL));
+        }
         let past_end = Failure::of(ErrorKind::InvalidValue);
+        if memory == Memory::Null {
+            return Err(past_end);
+        }
         let end = (buffer_offset as usize).checked_add(size).ok_or(past_end)?;
         let room = self
             .room(memory)
@@ -683,7 +690,7 @@ impl ApiModel {
 
     fn propose_io(&self, op: IoOp, rng: &mut SplitMix64) -> ApiOp {
         let handle = self.pick_handle(rng);
-        let memory = match rng.weighted(&[60, 20, 12, 4, 4]) {
+        let memory = match rng.weighted(&[60, 20, 12, 3, 3, 2]) {
             0 => self
                 .pick_registered(rng)
                 .unwrap_or_else(|| random_device(rng)),
@@ -693,7 +700,8 @@ impl ApiModel {
             },
             2 => random_device(rng),
             3 => Memory::PinnedHost,
-            _ => Memory::Managed,
+            4 => Memory::Managed,
+            _ => Memory::Null,
         };
         let room = self.room(memory).unwrap_or(ALLOCATION_LEN);
         let buffer_offset: i64 = match rng.weighted(&[45, 20, 25, 2, 3, 3, 2]) {
@@ -733,7 +741,11 @@ impl ApiModel {
             4 => (file_len + rng.range(1..8192)).min(near + 1) as i64,
             5 if rng.percent(50) => -1,
             5 => i64::MIN,
-            _ if op == IoOp::Read => 1 << 40,
+            _ if op == IoOp::Read && rng.percent(50) => 1 << 40,
+            // Near the largest file offset: past it (EINVAL) or, for reads, past the end.
+            _ if op == IoOp::Read => i64::MAX - rng.range(0..2 * size.min(1 << 20) + 1) as i64,
+            // A write never lands there: the filesystem's own limit would decide (EFBIG).
+            _ if rng.percent(50) => i64::MAX - rng.range(0..size.clamp(1, 1 << 20)) as i64,
             _ => 4096 * rng.range(0..WRITE_OFFSET_MAX / 4096) as i64,
         };
         ApiOp::Io {
