@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use hipfile_core::{
-    pread_full, pwrite_append_full, pwrite_full, DirectIoPolicy, Error, ErrorKind, FileIo,
-    IoFailure, IoOp, IoRequest,
+    pread_full, pwrite_append_full, pwrite_full, DioAlign, DirectIoPolicy, Error, ErrorKind,
+    FileIo, IoFailure, IoOp, IoRequest,
 };
 use hipfile_hip::GpuRuntime;
 
@@ -78,6 +78,22 @@ impl Plan {
             helpers,
         }
     }
+
+    /// The request-relative bytes of piece `k` of a plan for `size` bytes (`k < pieces`): the
+    /// pieces tile `[0, size)` in order, all `piece` bytes long but the last.
+    pub fn piece_range(&self, size: usize, k: usize) -> std::ops::Range<usize> {
+        let start = k * self.piece;
+        start..start + self.piece.min(size - start)
+    }
+}
+
+/// Whether `len` bytes at file `offset` through host `address` meet the file's direct IO
+/// alignment, so O_DIRECT may move them (the same rule as the direct path's).
+pub fn direct_aligned(offset: u64, len: usize, address: usize, align: DioAlign) -> bool {
+    let offset_align = u64::from(align.offset.max(1));
+    offset % offset_align == 0
+        && len as u64 % offset_align == 0
+        && address % align.memory.max(1) as usize == 0
 }
 
 /// A request in flight, shared by the threads working on it.
@@ -94,7 +110,7 @@ pub struct Transfer {
     buffered: RawFd,
     direct: Option<RawFd>,
     offset_align: u64,
-    memory_align: usize,
+    align: DioAlign,
     policy: DirectIoPolicy,
     runtime: Arc<dyn GpuRuntime>,
     io: Arc<dyn FileIo>,
@@ -158,7 +174,7 @@ impl Transfer {
             buffered: req.file.buffered_fd().as_raw_fd(),
             direct: req.file.direct_fd().map(|fd| fd.as_raw_fd()),
             offset_align: u64::from(align.offset.max(1)),
-            memory_align: align.memory.max(1) as usize,
+            align,
             policy: s.direct_io,
             runtime: Arc::clone(&parts.runtime),
             io: Arc::clone(&parts.io),
@@ -275,8 +291,8 @@ impl Transfer {
 
     /// Request-relative offset and length of piece `k`.
     fn piece(&self, k: usize) -> (usize, usize) {
-        let start = k * self.plan.piece;
-        (start, self.plan.piece.min(self.size - start))
+        let range = self.plan.piece_range(self.size, k);
+        (range.start, range.len())
     }
 
     fn work(&self, wait_for_lane: bool) -> Result<(), Error> {
@@ -404,9 +420,7 @@ impl Transfer {
 
     fn direct_fd_for(&self, offset: u64, buf: &[u8]) -> Option<BorrowedFd<'_>> {
         let fd = self.direct?;
-        let aligned = offset % self.offset_align == 0
-            && buf.len() as u64 % self.offset_align == 0
-            && (buf.as_ptr() as usize) % self.memory_align == 0;
+        let aligned = direct_aligned(offset, buf.len(), buf.as_ptr() as usize, self.align);
         // SAFETY: the registered file owns this descriptor and outlives the transfer (see `run`).
         aligned.then(|| unsafe { BorrowedFd::borrow_raw(fd) })
     }

@@ -181,6 +181,15 @@ pub fn file_verdict(
     })
 }
 
+/// The largest single P2P call for a file with alignment `align` under the
+/// `max_direct_io_bytes` setting: the setting, capped at [`MAX_P2P_TRANSFER`], rounded down to
+/// the alignment (never below it) so every call after the first still starts aligned.
+pub fn call_size(align: DioAlign, max_direct_io_bytes: usize) -> usize {
+    let unit = align.offset.max(align.memory).max(1) as usize;
+    let cap = max_direct_io_bytes.min(MAX_P2P_TRANSFER);
+    (cap / unit * unit).max(unit)
+}
+
 /// Whether the direct path may serve files on `fs`.
 pub fn filesystem_verdict(fs: &FsKind, env: &EnvConfig) -> Result<(), Decline> {
     let supported = matches!(
@@ -218,13 +227,9 @@ impl Fastpath {
         self.p2p.as_ref()
     }
 
-    /// The largest single P2P call for `req`: the setting, capped, rounded down to the alignment
-    /// so every call after the first still starts aligned.
+    /// The largest single P2P call for `req`.
     fn chunk(req: &IoRequest<'_>) -> usize {
-        let align = req.file.dio_align();
-        let unit = align.offset.max(align.memory).max(1) as usize;
-        let cap = req.settings.max_direct_io_bytes().min(MAX_P2P_TRANSFER);
-        (cap / unit * unit).max(unit)
+        call_size(req.file.dio_align(), req.settings.max_direct_io_bytes())
     }
 }
 

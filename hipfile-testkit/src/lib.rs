@@ -19,7 +19,11 @@
 //!   with `HIPFILE_GPU_TESTS=1`), and a record of the tests that used the real GPU or were
 //!   skipped, so runners count them apart from plain passes.
 //! - [`model`]: a reference model of the registration state machine as upstream hipFile defines
-//!   it, with proptest strategies, to drive the real [`hipfile_core::Driver`] in lockstep.
+//!   it, with proptest strategies, to drive the real [`hipfile_core::Driver`] in lockstep; and
+//!   [`model::api`], the same widened to the C API with file and device contents, for the
+//!   random-sequence test of `libhipfile.so`'s entry points.
+//! - [`fuzz`]: the bodies of the fuzz targets in `fuzz/` (IO argument validation, chunk and
+//!   alignment arithmetic), plain functions that stable tests also run over fixed-seed corpora.
 //!
 //! ## Contract
 //!
@@ -55,6 +59,7 @@
 
 pub mod conformance;
 pub mod faults;
+pub mod fuzz;
 pub mod ledger;
 pub mod model;
 pub mod target;

@@ -8,8 +8,9 @@
 //! Rules:
 //! - `DriverOpen` opens (count 1) or adds a reference; `DriverClose` of a closed driver is
 //!   `DriverNotInitialized`; closing to zero forgets every file and buffer.
-//! - `HandleRegister` checks the descriptor first (one that names no open file fails with
-//!   `InternalError`, as upstream's status query of it does, and leaves a closed driver closed), then opens the driver implicitly (count 0 -> 1; an open
+//! - `HandleRegister` checks the descriptor first (a number that names no open descriptor fails
+//!   with `InternalError`, as upstream's status query of it does, and leaves a closed driver
+//!   closed), then opens the driver implicitly (count 0 -> 1; an open
 //!   driver's count is not touched), then refuses a descriptor already registered
 //!   (`HandleAlreadyRegistered`).
 //! - `BufRegister` opens the driver implicitly *before* its checks, so it stays open even when
@@ -21,6 +22,11 @@
 //! - Reads and writes on a closed driver fail with `EINVAL` ([`ErrorKind::Os`]) and open nothing;
 //!   on an unregistered handle they are `HandleNotRegistered`; otherwise they move all `size`
 //!   bytes (the world behind the model keeps files long enough).
+//!
+//! [`api`] widens this model to the C API: more kinds of descriptors and memory, and the bytes
+//! that reads and writes move.
+
+pub mod api;
 
 use std::collections::BTreeSet;
 

@@ -78,7 +78,7 @@ enum Runs {
 }
 
 /// Extra environment of a run.
-type Env = &'static [(&'static str, &'static str)];
+pub type Env = &'static [(&'static str, &'static str)];
 
 /// The runs of each binary: a label, the extra environment and which programs run.
 const VARIANTS: &[(&str, Env, Runs)] = &[
@@ -150,6 +150,17 @@ impl Tally {
     }
 }
 
+/// How the C programs are built and run: plainly for `cargo xtask c-tests`, instrumented for
+/// `cargo xtask sanitize`.
+pub struct Build {
+    /// Extra compiler and linker flags (`-fsanitize=address`).
+    pub flags: &'static [&'static str],
+    /// Extra environment of every run (`ASAN_OPTIONS`).
+    pub env: Env,
+    /// Folder under the target directory for binaries, scratch and logs.
+    pub out: &'static str,
+}
+
 /// `cargo xtask c-tests`.
 pub fn run() -> Result<(), String> {
     run_matching(None)
@@ -157,6 +168,19 @@ pub fn run() -> Result<(), String> {
 
 /// `cargo xtask c-tests [FILTER]`: the programs whose file name contains `filter`, or all.
 pub fn run_matching(filter: Option<&str>) -> Result<(), String> {
+    run_with(
+        &Build {
+            flags: &[],
+            env: &[],
+            out: "c-tests",
+        },
+        filter,
+    )
+}
+
+/// The C ABI tests whose file name contains `filter` (all without one), built and run as
+/// `build` says.
+pub fn run_with(build: &Build, filter: Option<&str>) -> Result<(), String> {
     let root = workspace::root();
     let mut programs = find_programs(&root)?;
     if let Some(filter) = filter {
@@ -181,7 +205,7 @@ pub fn run_matching(filter: Option<&str>) -> Result<(), String> {
         ));
     }
 
-    let out_dir = ws.target_dir.join("c-tests");
+    let out_dir = ws.target_dir.join(build.out);
     let lib_dir = link_libraries(&ws.target_dir.join("debug"), &out_dir.join("lib"))?;
     let hip_include = hip_include(&ws.target_dir)?;
     println!("c-tests: HIP headers from {}", hip_include.display());
@@ -192,7 +216,15 @@ pub fn run_matching(filter: Option<&str>) -> Result<(), String> {
             let stem = program.file_stem().unwrap_or_default().to_string_lossy();
             let name = format!("{tag}-{stem}-{}", language.suffix());
             let binary = out_dir.join("bin").join(&name);
-            let compiled = compile(language, &root, program, &hip_include, &lib_dir, &binary);
+            let compiled = compile(
+                language,
+                &root,
+                program,
+                &hip_include,
+                &lib_dir,
+                &binary,
+                build.flags,
+            );
             if let Err(why) = compiled {
                 tally.fail(format!("{name}: compile failed\n{why}"));
                 continue;
@@ -202,7 +234,9 @@ pub fn run_matching(filter: Option<&str>) -> Result<(), String> {
                     Language::C => VARIANTS,
                     Language::Cxx => &VARIANTS[..1],
                 };
-                run_cases(&binary, &name, variants, &lib_dir, &out_dir, &mut tally);
+                run_cases(
+                    &binary, &name, variants, build.env, &lib_dir, &out_dir, &mut tally,
+                );
                 continue;
             }
             for (variant, env, runs) in VARIANTS {
@@ -210,7 +244,10 @@ pub fn run_matching(filter: Option<&str>) -> Result<(), String> {
                     println!("c-tests: {name} [{variant}]: skipped (examples need compat mode)");
                     continue;
                 }
-                run_program(&binary, &name, variant, env, &lib_dir, &out_dir, &mut tally);
+                let env: Vec<(&str, &str)> = env.iter().chain(build.env).copied().collect();
+                run_program(
+                    &binary, &name, variant, &env, &lib_dir, &out_dir, &mut tally,
+                );
             }
         }
     }
@@ -367,6 +404,7 @@ fn compile(
     hip_include: &Path,
     lib_dir: &Path,
     binary: &Path,
+    flags: &[&str],
 ) -> Result<(), String> {
     if let Some(dir) = binary.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -374,6 +412,7 @@ fn compile(
     let mut command = language.compiler();
     command
         .args(["-Wall", "-Wextra", "-Werror", "-D__HIP_PLATFORM_AMD__"])
+        .args(flags)
         .arg("-I")
         .arg(root.join("hipfile/include"))
         .arg("-I")
@@ -638,6 +677,7 @@ fn run_cases(
     binary: &Path,
     name: &str,
     variants: &[(&str, Env, Runs)],
+    extra_env: Env,
     lib_dir: &Path,
     out_dir: &Path,
     tally: &mut Tally,
@@ -670,10 +710,11 @@ fn run_cases(
                 let dir = format!("{name}-{variant}");
                 let scratch = out_dir.join("scratch").join(&dir).join(case_slug(case));
                 let log = out_dir.join("logs").join(&dir).join(case_slug(case));
+                let env: Vec<(&str, &str)> = env.iter().chain(extra_env).copied().collect();
                 let run = Invocation {
                     binary,
                     args: &[scratch.as_os_str(), OsStr::new(case)],
-                    env,
+                    env: &env,
                     lib_dir,
                     timeout: CASE_TIMEOUT,
                 };
@@ -868,6 +909,7 @@ esac
             &script,
             "fake",
             &VARIANTS[..2],
+            &[],
             &dir,
             &dir.join("out"),
             &mut tally,

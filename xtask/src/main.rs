@@ -11,6 +11,8 @@
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
 //! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime; `c-tests FILTER` runs the programs whose file name contains FILTER |
 //! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
+//! | `fuzz`        | a longer fuzzing run: the C ABI call sequences against the model, then the `fuzz/` targets under cargo-fuzz (nightly) or their stable corpus runners, reporting executions (see [`fuzz`]) |
+//! | `sanitize`    | the Rust tests of core, fallback and the facade under AddressSanitizer and ThreadSanitizer, and the C ABI tests with `-fsanitize=address`; needs nightly, not part of CI (see [`sanitize`]) |
 //!
 //! Every command exits non-zero when anything failed. The tidy checks also run as a unit test, so
 //! `cargo test -p xtask` enforces them.
@@ -24,8 +26,10 @@
 
 mod bundle;
 mod ctests;
+mod fuzz;
 mod json;
 mod matrix;
+mod sanitize;
 mod tidy;
 mod workspace;
 
@@ -48,6 +52,19 @@ commands:
                  run  carry: [\"target/gpu-bundle\"]
                       command: \"cd target/gpu-bundle && ./run.sh\"
                run.sh ends with `G passed on the GPU, M on the sim, S skipped, F failed`; its logs come back from $OUT
+  fuzz [--seconds N] [--seed S] [--stable]
+               a longer fuzzing run, N seconds per part (default 60): the C ABI call sequences
+               against the reference model (CI's fixed seeds, then random ones from S or the
+               clock), then the fuzz/ targets io_arguments and chunking under cargo-fuzz when
+               `cargo +nightly` and cargo-fuzz are installed, else (or with --stable) their bodies
+               through the stable corpus runners. Says which engine ran and how many executions
+               each part made; ends with `N passed, M failed`
+  sanitize [address|thread|c]
+               the Rust tests of hipfile-core, hipfile-fallback and hipfile under AddressSanitizer
+               and ThreadSanitizer (nightly, -Zbuild-std, --target x86_64-unknown-linux-gnu, in
+               target/sanitize/), and the C ABI tests built with -fsanitize=address; all three
+               by default. Needs a nightly toolchain (with rust-src for -Zbuild-std) and exits
+               non-zero without one. Not part of CI; logs in target/sanitize/
   help         print this message";
 
 fn main() -> ExitCode {
@@ -64,6 +81,8 @@ fn main() -> ExitCode {
         ["c-tests"] => ctests::run(),
         ["c-tests", filter] => ctests::run_matching(Some(filter)),
         ["gpu-bundle", rest @ ..] => bundle::run(rest),
+        ["fuzz", rest @ ..] => fuzz::run(rest),
+        ["sanitize", rest @ ..] => sanitize::run(rest),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
             Ok(())

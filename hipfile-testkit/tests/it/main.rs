@@ -5,4 +5,5 @@ mod backend;
 mod concurrency;
 mod conformance;
 mod faults;
+mod fuzz;
 mod model;
