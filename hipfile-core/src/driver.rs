@@ -487,6 +487,16 @@ impl Driver {
         Ok(())
     }
 
+    /// Whether `ptr` is the base of a buffer registered with the open driver.
+    pub fn buffer_registered(&self, ptr: usize) -> bool {
+        self.session().is_some_and(|s| {
+            s.buffers
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(&ptr)
+        })
+    }
+
     /// `hipFileBufDeregister`.
     pub fn buf_deregister(&self, ptr: usize) -> Result<()> {
         let session = self

@@ -77,6 +77,9 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     println!("\n==== fuzz: C ABI call sequences against the model ====");
     outcomes.push(capi_sequences(&options));
 
+    println!("\n==== fuzz: the core driver against the model, {MODEL_CASES} sequences ====");
+    outcomes.push(model_sequences());
+
     let cargo_fuzz = if options.stable {
         Err("--stable asked for the stable runners".to_string())
     } else {
@@ -153,6 +156,38 @@ fn capi_sequences(options: &Options) -> Outcome {
         engine: "stable test capi_model (fixed + random seeds)".into(),
         executions,
         result,
+    }
+}
+
+/// Sequences the model proptest tries here (CI tries 1,000).
+const MODEL_CASES: u32 = 10_000;
+
+/// The registration state machine of the core driver against the reference model
+/// (`hipfile-testkit/tests/it/model.rs`), with ten times the sequences CI tries.
+fn model_sequences() -> Outcome {
+    let mut command = workspace::cargo();
+    command
+        .args([
+            "test",
+            "-p",
+            "hipfile-testkit",
+            "--test",
+            "it",
+            "--",
+            "--exact",
+            "model::the_driver_follows_the_reference_model",
+        ])
+        .env("HIPFILE_MODEL_CASES", MODEL_CASES.to_string());
+    let (result, text) = run_streaming(command);
+    let ran = text.contains("1 passed");
+    Outcome {
+        part: "core driver sequences".into(),
+        engine: "proptest (model.rs)".into(),
+        executions: Some(format!("{MODEL_CASES} sequences")),
+        result: match result {
+            Ok(()) if !ran => Err("the model test did not run".into()),
+            other => other,
+        },
     }
 }
 

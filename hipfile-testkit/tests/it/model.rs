@@ -72,6 +72,20 @@ impl World {
         }
     }
 
+    /// After IO of `n` bytes on `slot`: the first `n` bytes of its file and of its device
+    /// buffer are the same (a read copied the file's, a write the buffer's).
+    fn bytes_differ(&self, slot: usize, n: usize) -> Option<String> {
+        use std::os::unix::fs::FileExt;
+        let mut file = vec![0u8; n];
+        self.files[slot].read_exact_at(&mut file, 0).ok()?;
+        let mut device = vec![0u8; n];
+        self.devices[slot].read_at(0, &mut device).ok()?;
+        (file != device).then(|| {
+            let at = file.iter().zip(&device).position(|(a, b)| a != b);
+            format!("{n} bytes moved, but file and device buffer differ at byte {at:?}")
+        })
+    }
+
     fn apply(&mut self, op: &Op) -> Result<Answer, Error> {
         let done = |r: Result<(), Error>| r.map(|()| Answer::Done);
         match *op {
@@ -159,13 +173,35 @@ fn disagreement(ops: &[Op]) -> Option<String> {
                     model.files().contains(&slot)
                 ));
             }
+            let buffer = world.driver.buffer_registered(world.devices[slot].ptr());
+            if buffer != model.buffers().contains(&slot) {
+                return Some(format!(
+                    "step {step} {op:?}: buffer {slot} registered: model {}, driver {buffer}",
+                    model.buffers().contains(&slot)
+                ));
+            }
+        }
+        if let (Ok(Answer::Bytes(n)), Op::Read { slot, .. } | Op::Write { slot, .. }) =
+            (&actual, op)
+        {
+            if let Some(why) = world.bytes_differ(*slot, *n) {
+                return Some(format!("step {step} {op:?}: {why}"));
+            }
         }
     }
     None
 }
 
+/// Sequences tried: 1,000, or `HIPFILE_MODEL_CASES` (`cargo xtask fuzz` runs 10,000).
+fn model_cases() -> u32 {
+    std::env::var("HIPFILE_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: model_cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn the_driver_follows_the_reference_model(ops in ops_strategy(40)) {
