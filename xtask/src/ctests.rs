@@ -13,8 +13,9 @@
 //! unaligned tail needs compat mode, so they skip the compat-disallowed run.
 //!
 //! Programs take one argument, a fresh scratch directory, and print TAP-like lines `ok - name` /
-//! `not ok - name`; a failure is a `not ok` line, a non-zero exit, a crash, a timeout, a program
-//! that printed no result line, or a compile error.
+//! `not ok - name` and, last, their plan `1..N`, which must count them; a failure is a `not ok`
+//! line, a non-zero exit, a crash, a timeout, a program that printed no result line or no plan
+//! (or one that does not match its results), or a compile error.
 //!
 //! A program whose name ends in `_cases.c` (the bad-input suite, `bad_input_cases.c`) holds a
 //! table of cases instead and runs one case per process: `prog --list` names them (`class/case`),
@@ -460,10 +461,14 @@ fn run_program(
                     tally.passed += 1;
                 }
             }
-            let trouble = match (&run.exit, results) {
-                (Some(why), _) => Some(why.clone()),
-                (None, 0) => Some("printed no `ok`/`not ok` line".to_string()),
-                (None, _) => None,
+            let trouble = match (&run.exit, results, plan(&run.stdout)) {
+                (Some(why), _, _) => Some(why.clone()),
+                (None, 0, _) => Some("printed no `ok`/`not ok` line".to_string()),
+                (None, _, None) => Some("printed no plan `1..N`: it stopped before its end".into()),
+                (None, n, Some(planned)) if n != planned => Some(format!(
+                    "its plan says 1..{planned}, but it printed {n} result line(s)"
+                )),
+                (None, _, Some(_)) => None,
             };
             if let Some(why) = trouble {
                 tally.fail(format!("{label}: {why}{}", tail(&run.stderr)));
@@ -471,6 +476,15 @@ fn run_program(
             println!("c-tests: {label}: {results} result line(s)");
         }
     }
+}
+
+/// The plan `1..N` a program printed (its last one), which its result lines must match.
+fn plan(stdout: &str) -> Option<usize> {
+    stdout
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("1.."))
+        .filter_map(|n| n.parse().ok())
+        .next_back()
 }
 
 struct Finished {
@@ -860,6 +874,13 @@ mod tests {
                 run.code
             );
         }
+    }
+
+    #[test]
+    fn a_program_must_print_a_plan_that_matches_its_results() {
+        assert_eq!(plan("ok - a\nok - b\n1..2\n# 0 check(s) failed\n"), Some(2));
+        assert_eq!(plan("ok - a\n"), None);
+        assert_eq!(plan("1..x\n"), None);
     }
 
     #[test]
