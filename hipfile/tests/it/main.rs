@@ -2,6 +2,8 @@
 
 mod api;
 #[cfg(all(feature = "fastpath", feature = "fallback"))]
+mod arithmetic;
+#[cfg(all(feature = "fastpath", feature = "fallback"))]
 mod chunking;
 #[cfg(feature = "fallback")]
 mod device_memory;
