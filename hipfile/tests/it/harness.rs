@@ -200,23 +200,20 @@ pub fn driver_on(gpu: &Arc<dyn GpuRuntime>, tune: impl FnOnce(&mut Settings)) ->
     Driver::with_options(options).expect("opening a driver")
 }
 
-/// SplitMix64: a small seeded generator, so every run of a test makes the same choices.
+/// A seeded generator (the testkit's SplitMix64), so every run of a test makes the same
+/// choices.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Rng(hipfile_testkit::fuzz::SplitMix64);
 
 impl Rng {
     /// A generator started from `seed`.
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(hipfile_testkit::fuzz::SplitMix64::new(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A number in `[lo, hi)`.
