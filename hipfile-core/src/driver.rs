@@ -574,7 +574,9 @@ impl Driver {
         // beyond the bytes it reports. Clipped here, the buffer past the bytes read keeps what
         // it held, except that the direct path may zero the rest of the file's last block.
         let mut size = size;
-        if let (IoOp::Read, Some(len)) = (call.op, caller.size) {
+        // A size of 0 says nothing (procfs and sysfs files report 0 and have content): such
+        // reads go to the backends whole.
+        if let (IoOp::Read, Some(len @ 1..)) = (call.op, caller.size) {
             let offset = call.file_offset as u64;
             if offset >= len {
                 return Ok(0);

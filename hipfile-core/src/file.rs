@@ -5,7 +5,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags, CWD};
 use rustix::io::Errno;
@@ -92,6 +92,7 @@ pub struct RegisteredFile {
     dev: u64,
     ino: u64,
     in_flight: AtomicUsize,
+    appending: Mutex<()>,
 }
 
 impl RegisteredFile {
@@ -138,6 +139,17 @@ impl RegisteredFile {
         } | OFlags::CLOEXEC;
         let reopen = |extra: OFlags| rustix::fs::open(path.as_str(), flags | extra, Mode::empty());
         let buffered = reopen(OFlags::empty()).map_err(|e| reopen_error(e, fd, "buffered"))?;
+        // The number could have been made to name another file between the query and the
+        // reopen (another thread's dup2): the descriptor hipfile-rs keeps must be the file the
+        // checks of every request compare with.
+        let reopened = rustix::fs::fstat(&buffered)
+            .map_err(|e| Error::new(ErrorKind::InternalError, format!("fstat of {path}: {e}")))?;
+        if (reopened.st_dev, reopened.st_ino) != (caller.dev, caller.ino) {
+            return Err(Error::new(
+                ErrorKind::InternalError,
+                format!("descriptor {fd} changed while it was being registered"),
+            ));
+        }
         let direct = if caller.path_only {
             None
         } else {
@@ -179,6 +191,7 @@ impl RegisteredFile {
             dev: caller.dev,
             ino: caller.ino,
             in_flight: AtomicUsize::new(0),
+            appending: Mutex::new(()),
         })
     }
 
@@ -246,6 +259,15 @@ impl RegisteredFile {
             append: now.append,
             size: (self.fs.kind != FsKind::BlockDevice).then_some(now.size),
         })
+    }
+
+    /// Held for the whole of an appending write, so that appending requests of this process
+    /// to one registered file land whole, one after the other, even when each is written in
+    /// several pieces.
+    pub fn append_lock(&self) -> MutexGuard<'_, ()> {
+        self.appending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Number of requests running on this file.

@@ -140,6 +140,8 @@ impl Backend for Fallback {
                 .unwrap_or(usize::MAX)
                 .min(self.workers.count() + 1),
         };
+        // Appending requests to one file run one after the other, each whole.
+        let _appending = req.append.then(|| req.file.append_lock());
         Transfer::new(req, &self.parts, threads).run(&self.workers)
     }
 

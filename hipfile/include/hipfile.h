@@ -297,8 +297,8 @@ typedef void *hipFileHandle_t;
  * closed, when its number now names another file, or when it was not opened for the direction
  * (O_PATH allows neither; O_RDONLY no writes; O_WRONLY no reads). On a descriptor with O_APPEND,
  * hipFileWrite appends, as Linux pwrite(2) does there: the file offset is not used and bytes
- * already in the file are never overwritten (such writes are staged; with compat mode
- * disallowed they are refused).
+ * already in the file are never overwritten (such writes are staged, and appending requests of
+ * one process to one file land whole; with compat mode disallowed they are refused).
  */
 HIPFILE_API
 hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDescr_t *descr);

@@ -73,10 +73,13 @@ fn aligned_io_goes_direct_only_where_the_platform_has_a_p2p_driver() {
         let before = session.stats().snapshot();
         assert_eq!(driver.io(call(op, buffer)).unwrap(), size, "{op:?}");
         let after = session.stats().snapshot();
-        let by = if after.fallback_ops > before.fallback_ops {
-            "fallback"
-        } else {
-            "fastpath"
+        let by = match (
+            after.fallback_ops - before.fallback_ops,
+            after.other_backend_ops - before.other_backend_ops,
+        ) {
+            (1, 0) => "fallback",
+            (0, 1) => "fastpath",
+            counts => panic!("{op:?}: one backend should have served it, counts {counts:?}"),
         };
         assert_eq!(by, want, "{op:?} was served by the {by}");
     }
