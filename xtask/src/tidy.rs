@@ -301,7 +301,7 @@ fn no_skipped_tests(repo: &Repo) -> Vec<String> {
                 "{attr}] skips or weakens a test; make the test real instead"
             ));
         }
-        // `#[cfg_attr(condition, ignore)]` skips as surely as `#[ignore]`.
+        // A `cfg_attr` that adds `ignore` (or `should_panic`) skips as surely as the plain attribute.
         if code.contains(concat!("cfg_", "attr(")) {
             let words = ["ignore", "should_panic"];
             if let Some(word) = words.iter().find(|w| code.contains(*w)) {
