@@ -39,6 +39,7 @@ pub mod amd;
 #[cfg(feature = "contract")]
 pub mod contract;
 mod error;
+mod device_range;
 pub mod faults;
 pub mod nvidia;
 pub mod os;
@@ -46,8 +47,10 @@ pub mod p2p;
 mod platform;
 mod runtime;
 pub mod sim;
+mod staging;
 
 pub use amd::open_library as amd_open_library;
+pub use device_range::DeviceRange;
 pub use error::{HipError, HipErrorCode, HipResult};
 pub use nvidia::open_libraries as nvidia_open_libraries;
 pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};
@@ -56,3 +59,4 @@ pub use runtime::{
     DeviceBuffer, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent, OwnedStream,
     PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle,
 };
+pub use staging::{DeviceGuard, EventWait, LaneError, StagingLane};

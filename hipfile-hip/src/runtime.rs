@@ -228,6 +228,11 @@ impl PinnedBuffer {
         self.len == 0
     }
 
+    /// The runtime that allocated the buffer.
+    pub(crate) fn runtime(&self) -> &Arc<dyn GpuRuntime> {
+        &self.runtime
+    }
+
     /// Raw address, for asynchronous copies.
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()

@@ -1,0 +1,231 @@
+//! Validated ranges of GPU memory: what the layers above hand to copies and direct IO instead of
+//! bare addresses.
+//!
+//! A [`DeviceRange`] is made only by asking the runtime ([`DeviceRange::query`]): the memory must
+//! be device (or managed) memory, and the whole range must lie inside the one allocation the
+//! pointer belongs to. Narrowing it ([`DeviceRange::slice`]) is checked against its bounds. Every
+//! operation on a range (synchronous copies, the direct-IO transfers of a [`P2pDriver`], and the
+//! asynchronous copies of a [`crate::StagingLane`]) stays inside those bounds, so safe code above
+//! this crate can move bytes to and from GPU memory without restating that proof.
+//!
+//! Why this is sound without an `unsafe` constructor: the range covers memory the runtime reports
+//! as GPU memory, never host memory that Rust code holds references to (pinned or pageable host
+//! memory is refused), so no operation on it can write to memory the Rust program owns. What a
+//! range cannot prove is that the allocation stays alive: memory freed by its owner after the
+//! query is the owner's contract to keep (upstream's too: the C caller keeps the buffer alive
+//! while it does IO on it); the runtimes answer an address they no longer know with an error.
+//! Managed memory is host-accessible; a range over it is still only written through the runtime,
+//! and a host slice over managed memory can be made only with `unsafe`, whose author keeps the
+//! two apart.
+
+use std::fmt;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use crate::error::{HipError, HipErrorCode, HipResult};
+use crate::p2p::P2pDriver;
+use crate::runtime::{GpuRuntime, MemoryKind};
+
+/// A range of device (or managed) memory inside one allocation, checked by the runtime's pointer
+/// query. Cheap to clone (one reference count).
+#[derive(Clone)]
+pub struct DeviceRange {
+    runtime: Arc<dyn GpuRuntime>,
+    ptr: usize,
+    len: usize,
+    device: i32,
+    kind: MemoryKind,
+}
+
+impl DeviceRange {
+    /// The `len` bytes at `ptr`, if the runtime reports them as device or managed memory inside
+    /// one allocation. Host memory, memory the runtime does not know, and a range that runs past
+    /// the end of its allocation are [`HipErrorCode::INVALID_VALUE`].
+    pub fn query(runtime: &Arc<dyn GpuRuntime>, ptr: usize, len: usize) -> HipResult<Self> {
+        let info = runtime.pointer_info(ptr)?;
+        if !matches!(info.kind, MemoryKind::Device | MemoryKind::Managed) {
+            return Err(HipError::call(
+                "DeviceRange: not device memory",
+                HipErrorCode::INVALID_VALUE,
+            ));
+        }
+        match info.remaining_from(ptr) {
+            Some(room) if room >= len => Ok(DeviceRange {
+                runtime: Arc::clone(runtime),
+                ptr,
+                len,
+                device: info.device,
+                kind: info.kind,
+            }),
+            _ => Err(HipError::call(
+                "DeviceRange: past the end of the allocation",
+                HipErrorCode::INVALID_VALUE,
+            )),
+        }
+    }
+
+    /// The `len` bytes at `offset` into this range, or `None` when they do not fit inside it.
+    pub fn slice(&self, offset: usize, len: usize) -> Option<DeviceRange> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len).then(|| DeviceRange {
+            runtime: Arc::clone(&self.runtime),
+            ptr: self.ptr + offset,
+            len,
+            device: self.device,
+            kind: self.kind,
+        })
+    }
+
+    /// First address of the range (for reports, alignment checks and lookups; moving bytes goes
+    /// through the range's own operations).
+    pub fn ptr(&self) -> usize {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the range is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device that owns the memory.
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+
+    /// The kind of memory: [`MemoryKind::Device`] or [`MemoryKind::Managed`].
+    pub fn kind(&self) -> MemoryKind {
+        self.kind
+    }
+
+    /// Whether `runtime` is the runtime this range was checked by.
+    pub fn belongs_to(&self, runtime: &Arc<dyn GpuRuntime>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.runtime), Arc::as_ptr(runtime))
+    }
+
+    /// Copy `src` to the start of the range, synchronously; `src` may be shorter than the range,
+    /// not longer.
+    pub fn copy_from_host(&self, src: &[u8]) -> HipResult<()> {
+        self.check_len(src.len(), "DeviceRange::copy_from_host")?;
+        // SAFETY: `[ptr, ptr + src.len())` lies inside one device allocation of this runtime
+        // (checked by `query`/`slice` and just above); it is GPU memory, never memory Rust code
+        // references, so the copy cannot alias a Rust borrow (see the module docs).
+        unsafe { self.runtime.copy_to_device(self.ptr, src) }
+    }
+
+    /// Copy the start of the range into `dst`, synchronously; `dst` may be shorter than the
+    /// range, not longer.
+    pub fn copy_to_host(&self, dst: &mut [u8]) -> HipResult<()> {
+        self.check_len(dst.len(), "DeviceRange::copy_to_host")?;
+        // SAFETY: as in `copy_from_host`; only the device range is read.
+        unsafe { self.runtime.copy_from_device(dst, self.ptr) }
+    }
+
+    /// Fill the range with `value`, synchronously.
+    pub fn fill(&self, value: u8) -> HipResult<()> {
+        // SAFETY: the whole range, checked at construction (see `copy_from_host`).
+        unsafe { self.runtime.memset_device(self.ptr, value, self.len) }
+    }
+
+    /// Read from `fd` at `file_offset` into this range with the platform's direct path, as
+    /// [`P2pDriver::read`] does: up to `len()` bytes, fewer at end of file or when the driver
+    /// stops short (the caller continues). `driver` must be the P2P driver of this range's
+    /// runtime ([`GpuRuntime::p2p`]).
+    pub fn p2p_read(
+        &self,
+        driver: &dyn P2pDriver,
+        fd: BorrowedFd<'_>,
+        file_offset: u64,
+    ) -> io::Result<usize> {
+        // SAFETY: `[ptr, ptr + len)` is device memory inside one allocation of the runtime whose
+        // driver this is (module docs); the driver writes only inside it.
+        unsafe { driver.read(fd, self.ptr, self.len, file_offset) }
+    }
+
+    /// Write this range to `fd` at `file_offset` with the platform's direct path, as
+    /// [`P2pDriver::write`] does: up to `len()` bytes.
+    pub fn p2p_write(
+        &self,
+        driver: &dyn P2pDriver,
+        fd: BorrowedFd<'_>,
+        file_offset: u64,
+    ) -> io::Result<usize> {
+        // SAFETY: as in `p2p_read`; the device range is only read.
+        unsafe { driver.write(fd, self.ptr, self.len, file_offset) }
+    }
+
+    fn check_len(&self, len: usize, what: &'static str) -> HipResult<()> {
+        if len <= self.len {
+            Ok(())
+        } else {
+            Err(HipError::call(what, HipErrorCode::INVALID_VALUE))
+        }
+    }
+}
+
+impl fmt::Debug for DeviceRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceRange")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("len", &self.len)
+            .field("device", &self.device)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimRuntime;
+    use crate::{DeviceBuffer, PinnedBuffer};
+
+    fn sim() -> Arc<dyn GpuRuntime> {
+        Arc::new(SimRuntime::default())
+    }
+
+    #[test]
+    fn a_range_is_device_memory_inside_one_allocation() {
+        let rt = sim();
+        let buf = DeviceBuffer::new(rt.clone(), 8192).unwrap();
+        let whole = DeviceRange::query(&rt, buf.ptr(), 8192).unwrap();
+        assert_eq!((whole.len(), whole.kind()), (8192, MemoryKind::Device));
+        let inner = DeviceRange::query(&rt, buf.ptr() + 4096, 4096).unwrap();
+        assert_eq!(inner.ptr(), buf.ptr() + 4096);
+        assert!(DeviceRange::query(&rt, buf.ptr() + 4096, 4097).is_err());
+        assert!(DeviceRange::query(&rt, buf.ptr(), usize::MAX).is_err());
+        let pinned = PinnedBuffer::new(rt.clone(), 4096).unwrap();
+        assert!(DeviceRange::query(&rt, pinned.as_ptr() as usize, 16).is_err());
+        let stack = [0u8; 16];
+        assert!(DeviceRange::query(&rt, stack.as_ptr() as usize, 16).is_err());
+    }
+
+    #[test]
+    fn slices_stay_inside_and_copies_are_bounded() {
+        let rt = sim();
+        let buf = DeviceBuffer::new(rt.clone(), 8192).unwrap();
+        let whole = DeviceRange::query(&rt, buf.ptr(), 8192).unwrap();
+        assert!(whole.slice(8192, 0).is_some());
+        assert!(whole.slice(8000, 193).is_none());
+        assert!(whole.slice(usize::MAX, 2).is_none());
+        let tail = whole.slice(4096, 4096).unwrap();
+        tail.copy_from_host(&[9u8; 4096]).unwrap();
+        assert!(
+            tail.copy_from_host(&[9u8; 4097]).is_err(),
+            "longer than the range"
+        );
+        let mut back = [0u8; 4096];
+        tail.copy_to_host(&mut back).unwrap();
+        assert_eq!(back, [9u8; 4096]);
+        assert!(tail.copy_to_host(&mut [0u8; 5000]).is_err());
+        tail.slice(0, 16).unwrap().fill(3).unwrap();
+        assert_eq!(&buf.to_vec().unwrap()[4096..4113], &[[3u8; 16].as_slice(), &[9]].concat());
+        assert!(whole.belongs_to(&rt));
+        assert!(!whole.belongs_to(&sim()));
+    }
+}
