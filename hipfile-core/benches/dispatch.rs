@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use hipfile_core::{
-    Backend, BackendContext, BackendDescriptor, Decline, Driver, DriverOptions, IoCall, IoFailure,
-    IoOp, IoRequest, LiveSettings, PosixIo, RegistryBuilder, Settings,
+    Backend, BackendContext, BackendDescriptor, Completion, Decline, Driver, DriverOptions, IoCall,
+    IoOp, IoPath, IoRequest, LiveSettings, PosixIo, RegistryBuilder, Settings, Submit,
 };
 use hipfile_hip::{sim::SimRuntime, DeviceBuffer, GpuRuntime};
 
@@ -28,8 +28,8 @@ impl Backend for ZeroCost {
     fn accepts(&self, _: &IoRequest<'_>) -> Result<(), Decline> {
         Ok(())
     }
-    fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
-        Ok(req.size)
+    fn submit(&self, req: &IoRequest<'_>, _: Submit) -> Completion {
+        Completion::ready(Ok(req.size()))
     }
 }
 
@@ -44,8 +44,8 @@ impl Backend for Declines {
     fn accepts(&self, _: &IoRequest<'_>) -> Result<(), Decline> {
         Err(Decline::NoP2pDriver)
     }
-    fn execute(&self, _: &IoRequest<'_>) -> Result<usize, IoFailure> {
-        Ok(0)
+    fn submit(&self, _: &IoRequest<'_>, _: Submit) -> Completion {
+        Completion::ready(Ok(0))
     }
 }
 
@@ -57,6 +57,7 @@ fn builder_of(n: usize) -> RegistryBuilder {
         b.add(BackendDescriptor {
             name,
             priority: (i as i32 * 37) % 5,
+            path: IoPath::Staged,
             init: |_| Ok(Arc::new(ZeroCost("zero"))),
         })
         .expect("names are distinct");
@@ -94,6 +95,7 @@ fn dispatch(c: &mut Criterion) {
         .add(BackendDescriptor {
             name: "declines",
             priority: 2,
+            path: IoPath::Staged,
             init: |_| Ok(Arc::new(Declines)),
         })
         .expect("fresh builder");
@@ -101,6 +103,7 @@ fn dispatch(c: &mut Criterion) {
         .add(BackendDescriptor {
             name: "zero",
             priority: 1,
+            path: IoPath::Staged,
             init: |_| Ok(Arc::new(ZeroCost("zero"))),
         })
         .expect("fresh builder");

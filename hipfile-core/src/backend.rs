@@ -9,7 +9,7 @@
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use hipfile_hip::GpuRuntime;
+use hipfile_hip::{DeviceRange, GpuRuntime, MemoryKind};
 
 use crate::config::{CompatMode, EnvConfig, Settings};
 use crate::error::{Error, Result};
@@ -33,20 +33,18 @@ pub enum IoOp {
     Write,
 }
 
-/// One validated request: the target range of device memory lies inside one allocation, the
-/// offsets are non-negative, and `size` is at most [`crate::MAX_RW_COUNT`].
+/// One validated request: the device memory is a [`DeviceRange`] the runtime's pointer query
+/// checked (inside one allocation, of the request's size), the offsets are non-negative, and the
+/// size is at most [`crate::MAX_RW_COUNT`].
 #[derive(Debug)]
 pub struct IoRequest<'a> {
     /// Direction.
     pub op: IoOp,
-    /// The registered file.
-    pub file: &'a RegisteredFile,
-    /// First byte of device memory to read into or write from (buffer base + buffer offset).
-    pub device_ptr: usize,
-    /// The device that owns that memory.
-    pub device: i32,
-    /// Bytes to move.
-    pub size: usize,
+    /// The registered file. A backend that keeps working on the request after `submit` returns
+    /// keeps a clone of the `Arc` (its descriptors stay open while it does).
+    pub file: &'a Arc<RegisteredFile>,
+    /// The device memory to read into or write from: exactly the bytes to move.
+    pub memory: &'a DeviceRange,
     /// File offset.
     pub file_offset: u64,
     /// A write whose bytes go to the end of the file, wherever `file_offset` points: the
@@ -57,11 +55,28 @@ pub struct IoRequest<'a> {
     /// Whether the buffer was registered (rather than a temporary view of an allocation).
     pub registered_buffer: bool,
     /// Settings in force for this request.
-    pub settings: &'a Settings,
+    pub settings: &'a Arc<Settings>,
     /// Compat mode in force for this request.
     pub compat: CompatMode,
     /// Environment switches in force.
     pub env: &'a EnvConfig,
+}
+
+impl IoRequest<'_> {
+    /// Bytes to move.
+    pub fn size(&self) -> usize {
+        self.memory.len()
+    }
+
+    /// The device that owns the memory.
+    pub fn device(&self) -> i32 {
+        self.memory.device()
+    }
+
+    /// The kind of memory, as the runtime reported it when the request was validated.
+    pub fn memory_kind(&self) -> MemoryKind {
+        self.memory.kind()
+    }
 }
 
 /// Why a backend will not run a request.
@@ -136,17 +151,115 @@ impl IoFailure {
     }
 }
 
+/// How the submitter of a request will wait for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Submit {
+    /// The submitting thread waits for the completion at once (synchronous IO): the backend
+    /// may do the work on that thread, inside [`Backend::submit`] or inside
+    /// [`Completion::wait`], with no hand-off to another thread.
+    Wait,
+    /// The submitter goes on with other work (batches, stream-ordered IO) and collects the
+    /// completion later: the backend's own threads make progress without it, and a waiter may
+    /// still join in when it finally waits.
+    Queue,
+}
+
 /// An engine that moves bytes between files and GPU memory.
+///
+/// ## Contract
+///
+/// - [`Backend::accepts`] is cheap and free of side effects: it looks only at the request (the
+///   request's memory kind, alignment, file facts and settings are all there; it makes no GPU
+///   runtime or kernel call) and answers yes or a typed [`Decline`]. It may assume everything
+///   [`IoRequest`] promises: the memory range is checked and in bounds, offsets are
+///   non-negative, the size is capped, the caller's descriptor allows the direction.
+/// - [`Backend::submit`] starts the request and returns its [`Completion`]. A backend may finish
+///   the work inside `submit` (answering [`Completion::ready`]) or later (a pending
+///   completion). The completion carries the bytes moved, fewer than the size only for a read
+///   at end of file, or an [`IoFailure`] with the bytes already moved. A backend never reports
+///   bytes it did not move.
+/// - Ordering: requests are independent. Two requests in flight at once may run in any order
+///   and overlap; a caller that needs one before the other waits for the first completion.
+///   Requests that append to one file are the exception: each lands whole, in the order the
+///   backend takes the file's append lock ([`RegisteredFile::append_lock`]).
+/// - Lifetime: the caller keeps the request's memory and registered file alive and registered
+///   until the completion is finished; the backend touches neither after that. Dropping an
+///   unfinished completion waits for it, so a completion is never the last thing left using
+///   the request's memory.
+/// - Cancellation: a submitted request is not cancelled; it runs to completion or failure.
+/// - Failover, statistics and the C conventions are the dispatcher's ([`crate::Registry`]), not
+///   the backend's: a backend fails with the error it saw.
 pub trait Backend: Send + Sync + fmt::Debug {
     /// The name (`fallback`, `fastpath`, ...), unique in a registry.
     fn name(&self) -> &'static str;
     /// Whether this backend will run `req`. Cheap and free of side effects.
     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline>;
-    /// Run `req`: returns the bytes moved, fewer than `req.size` only for a read at end of file.
-    fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure>;
+    /// Start `req`; see the trait's contract.
+    fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Completion;
     /// What the backend holds while the driver is open (default: nothing).
     fn resources(&self) -> Resources {
         Resources::default()
+    }
+}
+
+/// The outcome of a request: bytes moved, or the failure with the bytes moved before it.
+pub type IoOutcome = std::result::Result<usize, IoFailure>;
+
+/// Work a backend finishes after [`Backend::submit`] returned.
+pub trait PendingIo: Send + fmt::Debug {
+    /// Wait for the request to finish; the waiting thread may do some of its work.
+    fn wait(self: Box<Self>) -> IoOutcome;
+    /// Whether the request has finished (a following `wait` returns at once). Never blocks.
+    fn is_finished(&self) -> bool;
+}
+
+/// A submitted request, finished or pending. Wait for it with [`Completion::wait`] or poll it
+/// with [`Completion::poll`]; dropping an unfinished one waits for it.
+#[derive(Debug)]
+pub struct Completion(Option<State>);
+
+#[derive(Debug)]
+enum State {
+    Ready(IoOutcome),
+    Pending(Box<dyn PendingIo>),
+}
+
+impl Completion {
+    /// A request that finished inside `submit`.
+    pub fn ready(outcome: IoOutcome) -> Self {
+        Completion(Some(State::Ready(outcome)))
+    }
+
+    /// A request the backend finishes later.
+    pub fn pending(work: Box<dyn PendingIo>) -> Self {
+        Completion(Some(State::Pending(work)))
+    }
+
+    /// Wait for the outcome.
+    pub fn wait(mut self) -> IoOutcome {
+        match self.0.take() {
+            Some(State::Ready(outcome)) => outcome,
+            Some(State::Pending(work)) => work.wait(),
+            None => unreachable!("a completion holds its state until it is consumed"),
+        }
+    }
+
+    /// The outcome if the request has finished, else the completion back, unchanged.
+    pub fn poll(self) -> std::result::Result<IoOutcome, Completion> {
+        match &self.0 {
+            Some(State::Pending(work)) if !work.is_finished() => Err(self),
+            _ => Ok(self.wait()),
+        }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let Some(State::Pending(work)) = self.0.take() {
+            // The request's memory and file may be released right after this: let the backend
+            // finish with them first.
+            let _ = work.wait();
+        }
     }
 }
 
@@ -198,13 +311,34 @@ pub struct BackendContext {
     pub env: EnvConfig,
 }
 
-/// A backend's entry in the registry: name, priority and constructor.
+/// How a backend moves bytes between the file and GPU memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IoPath {
+    /// Storage <-> GPU memory with no host copy (a P2P DMA).
+    Direct,
+    /// Through host memory (a bounce buffer).
+    Staged,
+}
+
+impl IoPath {
+    /// `direct` or `staged`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoPath::Direct => "direct",
+            IoPath::Staged => "staged",
+        }
+    }
+}
+
+/// A backend's entry in the registry: name, priority, path and constructor.
 #[derive(Clone, Copy, Debug)]
 pub struct BackendDescriptor {
     /// Unique name.
     pub name: &'static str,
     /// Priority; see [`priority`].
     pub priority: i32,
+    /// How the backend moves bytes (statistics and tools report it).
+    pub path: IoPath,
     /// Build the backend for an opening driver.
     pub init: fn(&BackendContext) -> Result<Arc<dyn Backend>>,
 }

@@ -7,6 +7,8 @@
 
 use std::sync::OnceLock;
 
+pub use hipfile_hip::EventWait;
+
 /// The environment switches upstream hipFile reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EnvConfig {
@@ -157,6 +159,9 @@ pub struct Settings {
     /// How the staged engine uses the O_DIRECT descriptor (`hipFileParamForceOdirectMode`
     /// true selects [`DirectIoPolicy::Always`]).
     pub direct_io: DirectIoPolicy,
+    /// How the staged engine waits for its copies (`HIPFILE_EVENT_WAIT`: `yield`, the default,
+    /// polls and yields the core; `sync` uses the runtime's blocking wait).
+    pub event_wait: EventWait,
     /// Skip topology detection. Stored and reported: hipfile-rs probes no topology.
     pub skip_topology_detection: bool,
     /// Stream memops bypass. Stored and reported: stream IO is not supported yet.
@@ -202,6 +207,7 @@ impl Default for Settings {
             use_pci_p2pdma: false,
             prefer_io_uring: false,
             direct_io: DirectIoPolicy::Auto,
+            event_wait: EventWait::Yield,
             skip_topology_detection: false,
             stream_memops_bypass: false,
             logging_level: "ERROR".to_string(),
@@ -298,8 +304,8 @@ impl Settings {
 
     /// The defaults with the staged engine's environment overrides applied, read through
     /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
-    /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers) and `HIPFILE_DIRECT_IO`
-    /// (`auto`, `never`, `always`). Values that do not parse are ignored. The parameter API
+    /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers),
+    /// `HIPFILE_DIRECT_IO` (`auto`, `never`, `always`) and `HIPFILE_EVENT_WAIT` (`yield`, `sync`). Values that do not parse are ignored. The parameter API
     /// changes these settings further before the driver opens.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let mut s = Settings::default();
@@ -331,6 +337,11 @@ impl Settings {
             .and_then(DirectIoPolicy::parse)
         {
             s.direct_io = p;
+        }
+        match lookup("HIPFILE_EVENT_WAIT").as_deref().map(str::trim) {
+            Some("sync") => s.event_wait = EventWait::Runtime,
+            Some("yield") => s.event_wait = EventWait::Yield,
+            _ => {}
         }
         s
     }
@@ -481,6 +492,7 @@ mod tests {
                 ("HIPFILE_CHUNK_KB", "1024"),
                 ("HIPFILE_DIRECT_IO", "Never"),
                 ("HIPFILE_INLINE_KB", "junk"),
+                ("HIPFILE_EVENT_WAIT", "sync"),
             ]
             .iter()
             .find(|(k, _)| *k == name)
@@ -489,6 +501,8 @@ mod tests {
         assert_eq!(s.io_threads(), 3);
         assert_eq!(s.chunk_bytes(), 1 << 20);
         assert_eq!(s.direct_io, DirectIoPolicy::Never);
+        assert_eq!(s.event_wait, EventWait::Runtime);
+        assert_eq!(Settings::default().event_wait, EventWait::Yield);
         assert_eq!(s.inline_bytes(), Settings::default().inline_bytes());
         let tiny = Settings {
             max_pinned_mem_size_kb: 64,

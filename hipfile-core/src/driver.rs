@@ -15,7 +15,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use hipfile_hip::{GpuRuntime, HipErrorCode, MemoryKind};
+use hipfile_hip::{DeviceRange, GpuRuntime, HipErrorCode, MemoryKind, Refusal};
 use rustix::io::Errno;
 
 use crate::backend::{BackendContext, IoOp, IoRequest, LiveSettings};
@@ -100,9 +100,7 @@ impl DriverOptions {
 /// A buffer registered with the driver.
 #[derive(Debug)]
 pub struct RegisteredBuffer {
-    ptr: usize,
-    len: usize,
-    device: i32,
+    range: DeviceRange,
     flags: i32,
     in_flight: AtomicUsize,
 }
@@ -110,19 +108,23 @@ pub struct RegisteredBuffer {
 impl RegisteredBuffer {
     /// Device address.
     pub fn ptr(&self) -> usize {
-        self.ptr
+        self.range.ptr()
     }
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.range.len()
     }
     /// Whether the length is zero (never true for a registered buffer).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.range.is_empty()
     }
     /// Owning device.
     pub fn device(&self) -> i32 {
-        self.device
+        self.range.device()
+    }
+    /// The registered memory, as checked at registration.
+    pub fn range(&self) -> &DeviceRange {
+        &self.range
     }
     /// Flags given at registration.
     pub fn flags(&self) -> i32 {
@@ -243,6 +245,10 @@ impl Driver {
             None => RegistryBuilder::from_inventory()?,
         };
         let registry = builder.build(&ctx, self.options.selection.as_deref())?;
+        let stats = Stats::new(
+            self.options.env.stats_level.unwrap_or(false) || staged.stats_level > 0,
+            &registry.paths(),
+        );
         Ok(Arc::new(Session {
             runtime,
             registry,
@@ -250,9 +256,7 @@ impl Driver {
             env: self.options.env,
             files: RwLock::new(FileTable::default()),
             buffers: RwLock::new(HashMap::new()),
-            stats: Stats::new(
-                self.options.env.stats_level.unwrap_or(false) || staged.stats_level > 0,
-            ),
+            stats,
         }))
     }
 
@@ -439,30 +443,23 @@ impl Driver {
                 "buffer pointer and length must be non-zero",
             ));
         }
-        let info = session.runtime.pointer_info(ptr).map_err(|e| {
-            if e.code() == HipErrorCode::INVALID_VALUE {
-                Error::new(
+        let range =
+            DeviceRange::check(&session.runtime, ptr, len).map_err(|refusal| match refusal {
+                Refusal::Query(e) if e.code() == HipErrorCode::INVALID_VALUE => Error::new(
                     ErrorKind::InvalidValue,
                     format!("the runtime does not know {ptr:#x}: {e}"),
-                )
-            } else {
-                Error::hip(&e, format!("querying pointer {ptr:#x}"))
-            }
-        })?;
-        if info.kind != MemoryKind::Device {
-            return Err(Error::new(
-                ErrorKind::HipMemoryTypeInvalid,
-                format!("{ptr:#x} is {:?} memory, not device memory", info.kind),
-            ));
-        }
-        match info.remaining_from(ptr) {
-            Some(room) if room >= len => {}
-            _ => {
-                return Err(Error::new(
+                ),
+                Refusal::Query(e) => Error::hip(&e, format!("querying pointer {ptr:#x}")),
+                Refusal::NotDevice(kind) | Refusal::PastEnd(kind @ MemoryKind::Managed) => {
+                    not_device_memory(ptr, kind)
+                }
+                Refusal::PastEnd(_) => Error::new(
                     ErrorKind::HipPointerRangeError,
                     format!("{len} bytes at {ptr:#x} run past the end of the allocation"),
-                ))
-            }
+                ),
+            })?;
+        if range.kind() != MemoryKind::Device {
+            return Err(not_device_memory(ptr, range.kind()));
         }
         let mut buffers = session
             .buffers
@@ -477,9 +474,7 @@ impl Driver {
         buffers.insert(
             ptr,
             Arc::new(RegisteredBuffer {
-                ptr,
-                len,
-                device: info.device,
+                range,
                 flags,
                 in_flight: AtomicUsize::new(0),
             }),
@@ -559,7 +554,8 @@ impl Driver {
         }
         let buffer_offset = usize::try_from(call.buffer_offset)
             .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
-        let (view, _buffer_guard) = self.buffer_view(&session, call.buffer, buffer_offset, size)?;
+        let (memory, registered, _buffer_guard) =
+            self.buffer_view(&session, call.buffer, buffer_offset, size)?;
         // The application's descriptor decides, at this moment: closed, reused for another file
         // or not open for this direction is EBADF, as `pread`/`pwrite` on it would answer.
         let caller = file.check_caller(call.op)?;
@@ -585,16 +581,21 @@ impl Driver {
             let room = (len - offset).div_ceil(align).saturating_mul(align);
             size = size.min(usize::try_from(room).unwrap_or(usize::MAX));
         }
+        let memory = if size < memory.len() {
+            memory
+                .slice(0, size)
+                .expect("a clipped size lies inside the checked range")
+        } else {
+            memory
+        };
         let settings = session.settings.current();
         let req = IoRequest {
             op: call.op,
             file: &file,
-            device_ptr: view.ptr,
-            device: view.device,
-            size,
+            memory: &memory,
             file_offset: call.file_offset as u64,
             append: call.op == IoOp::Write && caller.append,
-            registered_buffer: view.registered,
+            registered_buffer: registered,
             settings: &settings,
             compat: settings.compat_mode(&session.env),
             env: &session.env,
@@ -605,14 +606,15 @@ impl Driver {
     }
 
     /// Resolve the device range of a request: a registered buffer (exact base), else a temporary
-    /// view from the runtime's pointer query, which also serves interior pointers.
+    /// view from the runtime's pointer query, which also serves interior pointers. Answers the
+    /// range, whether it is registered, and the registered buffer's in-flight guard.
     fn buffer_view(
         &self,
         session: &Session,
         base: usize,
         offset: usize,
         size: usize,
-    ) -> Result<(BufferView, Option<BufferGuard>)> {
+    ) -> Result<(DeviceRange, bool, Option<BufferGuard>)> {
         let past_end = || {
             Error::new(
                 ErrorKind::InvalidValue,
@@ -631,45 +633,32 @@ impl Driver {
                 BufferGuard(Arc::clone(buf))
             });
         if let Some(guard) = registered {
-            if end > guard.0.len {
-                return Err(past_end());
-            }
-            let view = BufferView {
-                ptr: base + offset,
-                device: guard.0.device,
-                registered: true,
-            };
-            return Ok((view, Some(guard)));
+            let range = guard.0.range.slice(offset, size).ok_or_else(past_end)?;
+            return Ok((range, true, Some(guard)));
         }
-        let info = session
-            .runtime
-            .pointer_info(base)
-            .map_err(|e| Error::hip(&e, format!("querying pointer {base:#x}")))?;
-        if info.kind != MemoryKind::Device {
-            return Err(Error::new(
-                ErrorKind::HipMemoryTypeInvalid,
-                format!("{base:#x} is {:?} memory, not device memory", info.kind),
-            ));
+        let whole =
+            DeviceRange::check(&session.runtime, base, end).map_err(|refusal| match refusal {
+                Refusal::Query(e) => Error::hip(&e, format!("querying pointer {base:#x}")),
+                Refusal::NotDevice(kind) | Refusal::PastEnd(kind @ MemoryKind::Managed) => {
+                    not_device_memory(base, kind)
+                }
+                Refusal::PastEnd(_) => past_end(),
+            })?;
+        if whole.kind() != MemoryKind::Device {
+            return Err(not_device_memory(base, whole.kind()));
         }
-        match info.remaining_from(base) {
-            Some(room) if room >= end => {}
-            _ => return Err(past_end()),
-        }
-        Ok((
-            BufferView {
-                ptr: base + offset,
-                device: info.device,
-                registered: false,
-            },
-            None,
-        ))
+        let range = whole
+            .slice(offset, size)
+            .expect("offset + size is the checked length");
+        Ok((range, false, None))
     }
 }
 
-struct BufferView {
-    ptr: usize,
-    device: i32,
-    registered: bool,
+fn not_device_memory(ptr: usize, kind: MemoryKind) -> Error {
+    Error::new(
+        ErrorKind::HipMemoryTypeInvalid,
+        format!("{ptr:#x} is {kind:?} memory, not device memory"),
+    )
 }
 
 /// Keeps a registered buffer counted as in flight for the length of a request.

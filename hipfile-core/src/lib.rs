@@ -37,11 +37,16 @@
 //!     fn accepts(&self, _: &IoRequest<'_>) -> Result<(), Decline> {
 //!         Err(Decline::Other("never".into()))
 //!     }
-//!     fn execute(&self, _: &IoRequest<'_>) -> Result<usize, IoFailure> { unreachable!() }
+//!     fn submit(&self, _: &IoRequest<'_>, _: Submit) -> Completion { unreachable!() }
 //! }
 //!
 //! let mut backends = RegistryBuilder::new();
-//! backends.add(BackendDescriptor { name: "refuses", priority: 1, init: |_| Ok(Arc::new(Refuses)) })?;
+//! backends.add(BackendDescriptor {
+//!     name: "refuses",
+//!     priority: 1,
+//!     path: IoPath::Staged,
+//!     init: |_| Ok(Arc::new(Refuses)),
+//! })?;
 //! let driver = Driver::new(DriverOptions {
 //!     backends: Some(backends),
 //!     selection: None,
@@ -67,11 +72,12 @@ mod registry;
 mod stats;
 
 pub use backend::{
-    priority, Backend, BackendContext, BackendDescriptor, Decline, IoFailure, IoOp, IoRequest,
-    LiveSettings, Resources,
+    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, IoFailure, IoOp,
+    IoOutcome, IoPath, IoRequest, LiveSettings, PendingIo, Resources, Submit,
 };
 pub use config::{
-    limits, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Settings, DEFAULT_MAX_IO_WORKERS,
+    limits, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, EventWait, Settings,
+    DEFAULT_MAX_IO_WORKERS,
 };
 pub use driver::{
     Driver, DriverOptions, FileHandleId, IoCall, RegisteredBuffer, RuntimeSource, Session,
@@ -83,8 +89,8 @@ pub use file::{
     RegisteredFile, DEFAULT_DIO_ALIGN,
 };
 pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, PageCount, PosixIo};
-pub use registry::{Dispatched, Registry, RegistryBuilder};
-pub use stats::{Stats, StatsSnapshot};
+pub use registry::{Dispatched, Registry, RegistryBuilder, Submitted};
+pub use stats::{BackendCounts, Stats, StatsSnapshot};
 
 /// Re-exported so backend crates submit descriptors with the same `inventory` version.
 pub use inventory;

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, BackendContext, BackendDescriptor, IoRequest, Resources};
+use crate::backend::{
+    Backend, BackendContext, BackendDescriptor, Completion, IoPath, IoRequest, Resources, Submit,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Collects backend descriptors; builds a [`Registry`].
@@ -96,7 +98,10 @@ impl RegistryBuilder {
                     format!("backend {:?} failed to start: {e}", d.name),
                 )
             })?;
-            backends.push(backend);
+            backends.push(Entry {
+                backend,
+                path: d.path,
+            });
         }
         Ok(Registry { backends })
     }
@@ -105,45 +110,69 @@ impl RegistryBuilder {
 /// The backends of an open driver, in the order requests are offered to them.
 #[derive(Debug)]
 pub struct Registry {
-    backends: Vec<Arc<dyn Backend>>,
+    backends: Vec<Entry>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    backend: Arc<dyn Backend>,
+    path: IoPath,
 }
 
 impl Registry {
     /// Backend names in offer order.
     pub fn names(&self) -> Vec<&'static str> {
-        self.backends.iter().map(|b| b.name()).collect()
+        self.backends.iter().map(|e| e.backend.name()).collect()
+    }
+
+    /// Name and path of each backend, in offer order (the positions
+    /// [`Dispatched::backend_index`] counts).
+    pub fn paths(&self) -> Vec<(&'static str, IoPath)> {
+        self.backends
+            .iter()
+            .map(|e| (e.backend.name(), e.path))
+            .collect()
     }
 
     /// What each backend holds, in offer order.
     pub fn resources(&self) -> Vec<(&'static str, Resources)> {
         self.backends
             .iter()
-            .map(|b| (b.name(), b.resources()))
+            .map(|e| (e.backend.name(), e.backend.resources()))
             .collect()
     }
 
-    /// Run `req` on the first backend that accepts it. A failure that is eligible for failover
-    /// (see [`Error::is_failover_eligible`]) and moved no bytes hands the whole request to the
-    /// next accepting backend; any other failure is returned as is. When every backend declines,
-    /// the answer is `InternalError` naming each decline.
+    /// Run `req` on the first backend that accepts it and wait for it: [`Registry::submit`]
+    /// then [`Submitted::finish`]. The synchronous path: the backend may do the work on the
+    /// calling thread.
     pub fn dispatch(&self, req: &IoRequest<'_>) -> Result<Dispatched> {
-        let mut reasons = Vec::new();
-        for b in &self.backends {
-            if let Err(decline) = b.accepts(req) {
-                reasons.push(format!("{}: {decline}", b.name()));
-                continue;
-            }
-            match b.execute(req) {
-                Ok(bytes) => {
-                    return Ok(Dispatched {
-                        bytes,
-                        backend: b.name(),
+        self.submit(req, Submit::Wait)?.finish(self, req)
+    }
+
+    /// Submit `req` to the first backend that accepts it. When every backend declines, the
+    /// answer is `InternalError` naming each decline.
+    pub fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Result<Submitted> {
+        self.submit_from(0, req, how, Vec::new())
+    }
+
+    fn submit_from(
+        &self,
+        first: usize,
+        req: &IoRequest<'_>,
+        how: Submit,
+        mut reasons: Vec<String>,
+    ) -> Result<Submitted> {
+        for (index, e) in self.backends.iter().enumerate().skip(first) {
+            match e.backend.accepts(req) {
+                Ok(()) => {
+                    return Ok(Submitted {
+                        index,
+                        how,
+                        completion: e.backend.submit(req, how),
+                        reasons,
                     })
                 }
-                Err(f) if f.bytes_moved == 0 && f.error.is_failover_eligible() => {
-                    reasons.push(format!("{}: failed over after {}", b.name(), f.error));
-                }
-                Err(f) => return Err(f.error),
+                Err(decline) => reasons.push(format!("{}: {decline}", e.backend.name())),
             }
         }
         Err(Error::new(
@@ -157,6 +186,70 @@ impl Registry {
     }
 }
 
+/// A request submitted to one backend of a [`Registry`].
+#[derive(Debug)]
+pub struct Submitted {
+    index: usize,
+    how: Submit,
+    completion: Completion,
+    reasons: Vec<String>,
+}
+
+impl Submitted {
+    /// The backend running the request, as its position in the registry.
+    pub fn backend_index(&self) -> usize {
+        self.index
+    }
+
+    /// Whether the request has finished (finishing it then does not wait, unless it fails
+    /// over). Never blocks.
+    pub fn is_finished(&mut self) -> bool {
+        let completion = std::mem::replace(&mut self.completion, Completion::ready(Ok(0)));
+        match completion.poll() {
+            Ok(outcome) => {
+                self.completion = Completion::ready(outcome);
+                true
+            }
+            Err(pending) => {
+                self.completion = pending;
+                false
+            }
+        }
+    }
+
+    /// Wait for the request. A failure that is eligible for failover (see
+    /// [`Error::is_failover_eligible`]) and moved no bytes hands the whole request to the next
+    /// accepting backend of `registry` (the one it was submitted through, with the same `req`);
+    /// any other failure is returned as is.
+    pub fn finish(self, registry: &Registry, req: &IoRequest<'_>) -> Result<Dispatched> {
+        let mut current = self;
+        loop {
+            let Submitted {
+                index,
+                how,
+                completion,
+                mut reasons,
+            } = current;
+            let name = registry.backends[index].backend.name();
+            match completion.wait() {
+                Ok(bytes) => {
+                    return Ok(Dispatched {
+                        bytes,
+                        backend: name,
+                        backend_index: index,
+                        path: registry.backends[index].path,
+                    })
+                }
+                Err(f) if f.bytes_moved == 0 && f.error.is_failover_eligible() => {
+                    reasons.push(format!("{name}: failed over after {}", f.error));
+                    current = registry.submit_from(index + 1, req, how, reasons)?;
+                }
+                Err(f) => return Err(f.error),
+            }
+        }
+    }
+}
+
 /// The outcome of a dispatched request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dispatched {
@@ -164,6 +257,10 @@ pub struct Dispatched {
     pub bytes: usize,
     /// The backend that moved them.
     pub backend: &'static str,
+    /// Its position in the registry ([`Registry::paths`]).
+    pub backend_index: usize,
+    /// How it moved them.
+    pub path: IoPath,
 }
 
 #[cfg(test)]
@@ -183,11 +280,11 @@ mod tests {
         fn accepts(&self, _req: &IoRequest<'_>) -> std::result::Result<(), Decline> {
             Err(Decline::Other("idle".into()))
         }
-        fn execute(&self, _req: &IoRequest<'_>) -> std::result::Result<usize, IoFailure> {
-            Err(IoFailure::new(
+        fn submit(&self, _req: &IoRequest<'_>, _how: Submit) -> Completion {
+            Completion::ready(Err(IoFailure::new(
                 Error::new(ErrorKind::InternalError, "idle"),
                 0,
-            ))
+            )))
         }
     }
 
@@ -205,12 +302,14 @@ mod tests {
         b.add(BackendDescriptor {
             name: "a",
             priority: 2,
+            path: IoPath::Staged,
             init: |_| Ok(Arc::new(Idle("a"))),
         })
         .unwrap();
         b.add(BackendDescriptor {
             name: "b",
             priority: 1,
+            path: IoPath::Staged,
             init: |_| Ok(Arc::new(Idle("b"))),
         })
         .unwrap();
@@ -237,6 +336,7 @@ mod tests {
         b.add(BackendDescriptor {
             name: "broken",
             priority: 0,
+            path: IoPath::Staged,
             init: |_| {
                 Err(Error::new(
                     ErrorKind::GpuMemoryPinningFailed,

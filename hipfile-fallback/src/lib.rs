@@ -18,8 +18,17 @@
 //! - Pinned memory is bounded by the `max_pinned_mem_size_kb` setting; one transfer is at most
 //!   `max_direct_io_size_kb`.
 //!
-//! The pieces are separate modules: [`staging`] (the pinned pool of lanes), [`workers`] (the IO
-//! threads) and [`engine`] (how one request is cut, shared out and pipelined).
+//! - A synchronous request ([`Submit::Wait`]) runs inside `submit` on the calling thread, with IO
+//!   workers joining large ones; a queued request ([`Submit::Queue`]) runs on the workers and
+//!   its waiter joins in when it waits. Appending writes run inside `submit` either way, whole,
+//!   under the file's append lock.
+//!
+//! The pieces are separate modules, read top to bottom: [`plan`] (how a request is cut),
+//! [`engine`] (how the pieces are shared out and pipelined), [`direct`] (how a piece reaches
+//! the file: buffered or O_DIRECT), [`staging`] (the pinned pool of lanes) and [`workers`] (the
+//! IO threads). The crate has no `unsafe`: the asynchronous copies live in `hipfile-hip`'s
+//! [`hipfile_hip::StagingLane`], and device memory arrives as a checked
+//! [`hipfile_hip::DeviceRange`].
 //!
 //! ```
 //! use std::sync::Arc;
@@ -38,15 +47,19 @@
 //! # Ok::<(), hipfile_core::Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
+pub mod direct;
 pub mod engine;
+pub mod plan;
 pub mod staging;
 pub mod workers;
 
 use std::sync::Arc;
 
 use hipfile_core::{
-    priority, Backend, BackendContext, BackendDescriptor, Decline, Error, IoFailure, IoRequest,
-    RegistryBuilder, Resources, Result,
+    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, Error, IoPath,
+    IoRequest, RegistryBuilder, Resources, Result, Submit,
 };
 
 use crate::engine::{EngineParts, Transfer};
@@ -60,6 +73,7 @@ pub const NAME: &str = "fallback";
 pub const DESCRIPTOR: BackendDescriptor = BackendDescriptor {
     name: NAME,
     priority: priority::FALLBACK,
+    path: IoPath::Staged,
     init,
 };
 
@@ -78,7 +92,7 @@ fn init(ctx: &BackendContext) -> Result<Arc<dyn Backend>> {
 #[derive(Debug)]
 pub struct Fallback {
     parts: EngineParts,
-    workers: IoWorkers,
+    workers: IoWorkers<Transfer>,
 }
 
 impl Fallback {
@@ -88,7 +102,10 @@ impl Fallback {
         let settings = ctx.settings.current();
         let workers = IoWorkers::start(settings.io_threads())
             .map_err(|e| Error::from_io(&e, "starting the IO workers"))?;
-        let pool = Arc::new(StagingPool::new(Arc::clone(&ctx.runtime)));
+        let pool = Arc::new(StagingPool::new(
+            Arc::clone(&ctx.runtime),
+            settings.event_wait,
+        ));
         let device = ctx
             .runtime
             .current_device()
@@ -101,7 +118,6 @@ impl Fallback {
         )?;
         Ok(Fallback {
             parts: EngineParts {
-                runtime: Arc::clone(&ctx.runtime),
                 io: Arc::clone(&ctx.io),
                 pool,
             },
@@ -133,16 +149,23 @@ impl Backend for Fallback {
         }
     }
 
-    fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
+    fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Completion {
         let threads = match req.settings.max_request_parallelism {
             0 => self.workers.count() + 1,
             n => usize::try_from(n)
                 .unwrap_or(usize::MAX)
                 .min(self.workers.count() + 1),
         };
-        // Appending requests to one file run one after the other, each whole.
-        let _appending = req.append.then(|| req.file.append_lock());
-        Transfer::new(req, &self.parts, threads).run(&self.workers)
+        let transfer = Transfer::new(req, &self.parts, threads);
+        if req.append {
+            // Appending requests to one file run one after the other, each whole.
+            let _appending = req.file.append_lock();
+            return Completion::ready(transfer.run(&self.workers));
+        }
+        match how {
+            Submit::Wait => Completion::ready(transfer.run(&self.workers)),
+            Submit::Queue => Completion::pending(transfer.queue(&self.workers)),
+        }
     }
 
     fn resources(&self) -> Resources {

@@ -1,8 +1,9 @@
 //! The pinned staging pool: lanes of page-locked host memory, per device, bounded, reused.
 //!
-//! A [`Lane`] is what one thread needs to stage a stream of chunks: one pinned buffer cut in two
-//! halves (so reading chunk k+1 overlaps copying chunk k), a private stream on the
-//! lane's device, and one event per half. Lanes are made on first need (the driver opens with
+//! A lane ([`StagingLane`], from `hipfile-hip`, which owns the asynchronous copies) is what one
+//! thread needs to stage a stream of chunks: one pinned buffer cut in two halves (so reading
+//! chunk k+1 overlaps copying chunk k), a private stream on the lane's device, and one event per
+//! half. Lanes are made on first need (the driver opens with
 //! some made and touched, so the first request pays no allocation or page faults), returned to
 //! the pool after each request, and bounded in pinned bytes. A lane's buffer is allocated in one
 //! piece, so a thread never holds half of what it needs while waiting for the other half.
@@ -11,128 +12,29 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use hipfile_core::{Error, ErrorKind, Result};
-use hipfile_hip::{GpuRuntime, HipErrorCode, OwnedEvent, OwnedStream, PinnedBuffer};
+use hipfile_hip::{EventWait, GpuRuntime, HipErrorCode, LaneError, StagingLane};
 
-/// Keeps the calling thread's current device while work is set up on another, restoring it on
-/// drop (the caller's current device must never change under it).
-pub struct DeviceGuard<'a> {
-    runtime: &'a dyn GpuRuntime,
-    previous: Option<i32>,
-}
-
-impl<'a> DeviceGuard<'a> {
-    /// Make `device` current until the guard drops.
-    pub fn switch(runtime: &'a dyn GpuRuntime, device: i32) -> Result<Self> {
-        let current = runtime
-            .current_device()
-            .map_err(|e| Error::hip(&e, "reading the current device"))?;
-        if current == device {
-            return Ok(DeviceGuard {
-                runtime,
-                previous: None,
-            });
+fn lane_error(e: LaneError, chunk: usize) -> Error {
+    match e {
+        LaneError::Device(e) => Error::hip(&e, "selecting the staging lane's device"),
+        LaneError::Pinned(e) => {
+            let context = format!(
+                "allocating {} bytes of pinned memory",
+                chunk.saturating_mul(2)
+            );
+            if e.code() == HipErrorCode::OUT_OF_MEMORY {
+                Error::new(ErrorKind::GpuMemoryPinningFailed, format!("{context}: {e}"))
+            } else {
+                Error::hip(&e, context)
+            }
         }
-        runtime
-            .set_device(device)
-            .map_err(|e| Error::hip(&e, format!("selecting device {device}")))?;
-        Ok(DeviceGuard {
-            runtime,
-            previous: Some(current),
-        })
-    }
-}
-
-impl Drop for DeviceGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(previous) = self.previous {
-            // Restoring a device that was current a moment ago cannot fail short of a runtime
-            // teardown; there is no caller to tell from a destructor.
-            let _ = self.runtime.set_device(previous);
-        }
-    }
-}
-
-/// Two staging halves, a stream and two events on one device.
-pub struct Lane {
-    device: i32,
-    chunk: usize,
-    buffer: PinnedBuffer,
-    stream: OwnedStream,
-    events: [OwnedEvent; 2],
-}
-
-impl std::fmt::Debug for Lane {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lane")
-            .field("device", &self.device)
-            .field("chunk", &self.chunk)
-            .finish()
-    }
-}
-
-impl Lane {
-    fn new(runtime: &Arc<dyn GpuRuntime>, device: i32, chunk: usize) -> Result<Self> {
-        let _on_device = DeviceGuard::switch(&**runtime, device)?;
-        let buffer =
-            PinnedBuffer::new(Arc::clone(runtime), chunk.saturating_mul(2)).map_err(|e| {
-                let context = format!(
-                    "allocating {} bytes of pinned memory",
-                    chunk.saturating_mul(2)
-                );
-                if e.code() == HipErrorCode::OUT_OF_MEMORY {
-                    Error::new(ErrorKind::GpuMemoryPinningFailed, format!("{context}: {e}"))
-                } else {
-                    Error::hip(&e, context)
-                }
-            })?;
-        let stream = OwnedStream::new(Arc::clone(runtime))
-            .map_err(|e| Error::hip(&e, "creating a stream"))?;
-        let event = || {
-            OwnedEvent::new(Arc::clone(runtime)).map_err(|e| Error::hip(&e, "creating an event"))
-        };
-        Ok(Lane {
-            device,
-            chunk,
-            buffer,
-            stream,
-            events: [event()?, event()?],
-        })
-    }
-
-    /// The device this lane copies to and from.
-    pub fn device(&self) -> i32 {
-        self.device
-    }
-
-    /// Bytes in each half.
-    pub fn chunk(&self) -> usize {
-        self.chunk
-    }
-
-    /// The lane's stream.
-    pub fn stream(&self) -> &OwnedStream {
-        &self.stream
-    }
-
-    /// The event of half `slot` (0 or 1).
-    pub fn event(&self, slot: usize) -> &OwnedEvent {
-        &self.events[slot]
-    }
-
-    /// Half `slot` (0 or 1) of the staging buffer.
-    pub fn half_mut(&mut self, slot: usize) -> &mut [u8] {
-        let chunk = self.chunk;
-        &mut self.buffer.as_mut_slice()[slot * chunk..(slot + 1) * chunk]
-    }
-
-    fn bytes(&self) -> usize {
-        self.chunk.saturating_mul(2)
+        LaneError::Stream(e) => Error::hip(&e, "creating a stream or event"),
     }
 }
 
 #[derive(Debug, Default)]
 struct PoolState {
-    free: HashMap<i32, Vec<Lane>>,
+    free: HashMap<i32, Vec<StagingLane>>,
     /// Pinned bytes held by all lanes, free or leased.
     held: usize,
 }
@@ -141,15 +43,17 @@ struct PoolState {
 #[derive(Debug)]
 pub struct StagingPool {
     runtime: Arc<dyn GpuRuntime>,
+    wait: EventWait,
     state: Mutex<PoolState>,
     returned: Condvar,
 }
 
 impl StagingPool {
-    /// An empty pool over `runtime`.
-    pub fn new(runtime: Arc<dyn GpuRuntime>) -> Self {
+    /// An empty pool over `runtime` whose lanes wait for their copies as `wait` says.
+    pub fn new(runtime: Arc<dyn GpuRuntime>, wait: EventWait) -> Self {
         StagingPool {
             runtime,
+            wait,
             state: Mutex::new(PoolState::default()),
             returned: Condvar::new(),
         }
@@ -204,7 +108,7 @@ impl StagingPool {
         let mut state = self.lock();
         loop {
             if let Some(list) = state.free.get_mut(&device) {
-                if let Some(i) = list.iter().position(|l| l.chunk >= chunk) {
+                if let Some(i) = list.iter().position(|l| l.chunk() >= chunk) {
                     let lane = list.swap_remove(i);
                     return Ok(Some(LaneLease {
                         pool: Arc::clone(self),
@@ -215,7 +119,7 @@ impl StagingPool {
             // Free lanes of another device or a smaller chunk make room for this one, if enough
             // of them are free to make the room (lanes on loan cannot be made to). They are freed
             // after the pool's lock is released: freeing pinned memory can wait on the device.
-            let evictable: usize = state.free.values().flatten().map(Lane::bytes).sum();
+            let evictable: usize = state.free.values().flatten().map(StagingLane::bytes).sum();
             if state.held.saturating_add(need) > bound && state.held - evictable + need <= bound {
                 while state.held.saturating_add(need) > bound {
                     let Some(victim) = state.free.values_mut().find_map(Vec::pop) else {
@@ -228,7 +132,7 @@ impl StagingPool {
             if state.held.saturating_add(need) <= bound {
                 state.held += need;
                 drop(state);
-                return match Lane::new(&self.runtime, device, chunk) {
+                return match StagingLane::new(&self.runtime, device, chunk, self.wait) {
                     Ok(lane) => Ok(Some(LaneLease {
                         pool: Arc::clone(self),
                         lane: Some(lane),
@@ -236,7 +140,7 @@ impl StagingPool {
                     Err(e) => {
                         self.lock().held -= need;
                         self.returned.notify_all();
-                        Err(e)
+                        Err(lane_error(e, chunk))
                     }
                 };
             }
@@ -250,8 +154,12 @@ impl StagingPool {
         }
     }
 
-    fn give_back(&self, lane: Lane) {
-        self.lock().free.entry(lane.device).or_default().push(lane);
+    fn give_back(&self, lane: StagingLane) {
+        self.lock()
+            .free
+            .entry(lane.device())
+            .or_default()
+            .push(lane);
         self.returned.notify_all();
     }
 }
@@ -260,12 +168,12 @@ impl StagingPool {
 #[derive(Debug)]
 pub struct LaneLease {
     pool: Arc<StagingPool>,
-    lane: Option<Lane>,
+    lane: Option<StagingLane>,
 }
 
 impl std::ops::Deref for LaneLease {
-    type Target = Lane;
-    fn deref(&self) -> &Lane {
+    type Target = StagingLane;
+    fn deref(&self) -> &StagingLane {
         self.lane
             .as_ref()
             .expect("a lease holds its lane until dropped")
@@ -273,7 +181,7 @@ impl std::ops::Deref for LaneLease {
 }
 
 impl std::ops::DerefMut for LaneLease {
-    fn deref_mut(&mut self) -> &mut Lane {
+    fn deref_mut(&mut self) -> &mut StagingLane {
         self.lane
             .as_mut()
             .expect("a lease holds its lane until dropped")
@@ -282,13 +190,13 @@ impl std::ops::DerefMut for LaneLease {
 
 impl Drop for LaneLease {
     fn drop(&mut self) {
-        if let Some(lane) = self.lane.take() {
-            if std::thread::panicking() {
-                // Unwinding past the engine's own drain: copies may still be queued on the lane's
-                // halves, and the next user must not find them in flight.
-                let _ = lane.stream.synchronize();
+        if let Some(mut lane) = self.lane.take() {
+            // Normally drained by the engine already (then this returns at once). Unwinding
+            // past it, copies may still be queued on the lane's halves, and the next user must
+            // not find them in flight; a lane that cannot be drained is dropped, not reused.
+            if lane.finish().is_ok() {
+                self.pool.give_back(lane);
             }
-            self.pool.give_back(lane);
         }
     }
 }
@@ -296,13 +204,13 @@ impl Drop for LaneLease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hipfile_hip::sim::{SimConfig, SimRuntime};
+    use hipfile_hip::sim::SimRuntime;
     use hipfile_hip::MemoryKind;
 
     #[test]
     fn lanes_are_reused_and_the_bound_holds() {
         let sim = Arc::new(SimRuntime::default());
-        let pool = Arc::new(StagingPool::new(sim.clone()));
+        let pool = Arc::new(StagingPool::new(sim.clone(), EventWait::Yield));
         let a = pool.take(0, 4096, 16384, true).unwrap().unwrap();
         let b = pool.take(0, 4096, 16384, true).unwrap().unwrap();
         assert_eq!(pool.held_bytes(), 16384);
@@ -326,7 +234,7 @@ mod tests {
     #[test]
     fn a_full_pool_makes_a_waiting_take_wait_for_a_return() {
         let sim = Arc::new(SimRuntime::default());
-        let pool = Arc::new(StagingPool::new(sim));
+        let pool = Arc::new(StagingPool::new(sim, EventWait::Yield));
         let held = pool.take(0, 4096, 8192, true).unwrap().unwrap();
         let p2 = Arc::clone(&pool);
         let waiter = std::thread::spawn(move || p2.take(0, 4096, 8192, true).map(|l| l.is_some()));
@@ -334,17 +242,5 @@ mod tests {
         assert!(!waiter.is_finished());
         drop(held);
         assert!(waiter.join().unwrap().unwrap());
-    }
-
-    #[test]
-    fn lanes_live_on_their_device_and_leave_the_current_device_alone() {
-        let sim = Arc::new(SimRuntime::new(SimConfig {
-            devices: 2,
-            ..SimConfig::default()
-        }));
-        let pool = Arc::new(StagingPool::new(sim.clone()));
-        let lane = pool.take(1, 4096, 1 << 20, true).unwrap().unwrap();
-        assert_eq!(lane.device(), 1);
-        assert_eq!(sim.current_device().unwrap(), 0);
     }
 }

@@ -70,13 +70,16 @@
 //! # Ok::<(), hipfile_core::Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use hipfile_core::{
-    priority, Backend, BackendContext, BackendDescriptor, CompatMode, Decline, DioAlign, EnvConfig,
-    Error, FsKind, IoFailure, IoOp, IoRequest, RegisteredFile, RegistryBuilder, Result,
+    priority, Backend, BackendContext, BackendDescriptor, CompatMode, Completion, Decline,
+    DioAlign, EnvConfig, Error, ErrorKind, FsKind, IoFailure, IoOp, IoPath, IoRequest,
+    RegisteredFile, RegistryBuilder, Result, Submit,
 };
 use hipfile_hip::{GpuRuntime, MemoryKind, P2pDriver, MAX_P2P_TRANSFER};
 
@@ -87,6 +90,7 @@ pub const NAME: &str = "fastpath";
 pub const DESCRIPTOR: BackendDescriptor = BackendDescriptor {
     name: NAME,
     priority: priority::FASTPATH,
+    path: IoPath::Direct,
     init,
 };
 
@@ -209,7 +213,6 @@ pub fn filesystem_verdict(fs: &FsKind, env: &EnvConfig) -> Result<(), Decline> {
 /// The direct backend.
 #[derive(Debug)]
 pub struct Fastpath {
-    runtime: Arc<dyn GpuRuntime>,
     p2p: Option<Arc<dyn P2pDriver>>,
 }
 
@@ -217,7 +220,6 @@ impl Fastpath {
     /// The backend for an opening driver: it takes the runtime's P2P driver, if any, once.
     pub fn new(ctx: &BackendContext) -> Self {
         Fastpath {
-            runtime: Arc::clone(&ctx.runtime),
             p2p: ctx.runtime.p2p(),
         }
     }
@@ -239,38 +241,39 @@ impl Backend for Fastpath {
     }
 
     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline> {
-        let mut facts = Facts {
+        verdict(&Facts {
             has_p2p_driver: self.p2p.is_some(),
             has_direct_fd: req.file.direct_fd().is_some(),
-            memory: MemoryKind::Device,
+            memory: req.memory_kind(),
             align: req.file.dio_align(),
             fs: &req.file.fs().kind,
             file_offset: req.file_offset,
-            size: req.size,
-            device_address: req.device_ptr,
+            size: req.size(),
+            device_address: req.memory.ptr(),
             compat: req.compat,
             env: req.env,
-        };
-        // The pure checks first: only a request that passes them pays for a pointer query.
-        verdict(&facts)?;
+        })?;
         if req.op == IoOp::Write {
             if req.append {
                 return Err(Decline::Append);
             }
             if let Some(limit) = file_size_limit(req) {
-                if req.compat.allowed && req.file_offset + req.size as u64 > limit {
+                if req.compat.allowed && req.file_offset + req.size() as u64 > limit {
                     return Err(Decline::FileSizeLimit { limit });
                 }
             }
         }
-        facts.memory = self
-            .runtime
-            .pointer_info(req.device_ptr)
-            .map(|info| info.kind)
-            .unwrap_or(MemoryKind::Unregistered);
-        verdict(&facts)
+        Ok(())
     }
 
+    /// Runs the request inside `submit`, on the calling thread: each P2P call blocks until the
+    /// DMA is done, and a hand-off to another thread would only add its wake-up.
+    fn submit(&self, req: &IoRequest<'_>, _how: Submit) -> Completion {
+        Completion::ready(self.execute(req))
+    }
+}
+
+impl Fastpath {
     fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
         let (Some(p2p), Some(fd)) = (self.p2p.as_deref(), req.file.direct_fd()) else {
             // `accepts` said yes, so this cannot happen; if it did, the next backend may serve.
@@ -298,10 +301,11 @@ fn transfer(
         IoOp::Write => file_size_limit(req),
         IoOp::Read => None,
     };
+    let size = req.size();
     let mut done = 0usize;
-    while done < req.size {
+    while done < size {
         let file_offset = req.file_offset + done as u64;
-        let mut n = chunk.min(req.size - done);
+        let mut n = chunk.min(size - done);
         if let Some(limit) = limit {
             // Only whole aligned blocks below the limit can go direct; past them the kernel
             // would cut the O_DIRECT write off the alignment and answer EINVAL.
@@ -317,15 +321,14 @@ fn transfer(
             }
             n = n.min(room);
         }
-        let device_ptr = req.device_ptr + done;
-        // SAFETY: the dispatcher validated that [req.device_ptr, req.device_ptr + req.size) lies
-        // inside one device allocation and `accepts` checked that it is device memory; this call
-        // stays inside that range, and `fd` is the file's O_DIRECT descriptor.
-        let moved = unsafe {
-            match req.op {
-                IoOp::Read => p2p.read(fd, device_ptr, n, file_offset),
-                IoOp::Write => p2p.write(fd, device_ptr, n, file_offset),
-            }
+        let Some(piece) = req.memory.slice(done, n) else {
+            // done + n <= size, the length of the range: this cannot happen.
+            let e = Error::new(ErrorKind::InternalError, "a P2P call outside the request");
+            return Err(IoFailure::new(e, done));
+        };
+        let moved = match req.op {
+            IoOp::Read => piece.p2p_read(p2p, fd, file_offset),
+            IoOp::Write => piece.p2p_write(p2p, fd, file_offset),
         };
         match moved {
             Ok(0) if req.op == IoOp::Read => break,
@@ -340,7 +343,7 @@ fn transfer(
             }
             Ok(k) => {
                 done += k.min(n);
-                if done % offset_align != 0 && done < req.size {
+                if done % offset_align != 0 && done < size {
                     if req.op == IoOp::Read {
                         // O_DIRECT ends a read off the alignment only at end of file.
                         break;

@@ -27,6 +27,17 @@ use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::p2p::P2pDriver;
 use crate::runtime::{GpuRuntime, MemoryKind};
 
+/// Why [`DeviceRange::check`] refused a range.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The pointer query failed (an address the runtime does not know, or a runtime failure).
+    Query(HipError),
+    /// The memory is not device or managed memory.
+    NotDevice(MemoryKind),
+    /// The range runs past the end of its allocation (of this kind of memory).
+    PastEnd(MemoryKind),
+}
+
 /// A range of device (or managed) memory inside one allocation, checked by the runtime's pointer
 /// query. Cheap to clone (one reference count).
 #[derive(Clone)]
@@ -43,12 +54,25 @@ impl DeviceRange {
     /// one allocation. Host memory, memory the runtime does not know, and a range that runs past
     /// the end of its allocation are [`HipErrorCode::INVALID_VALUE`].
     pub fn query(runtime: &Arc<dyn GpuRuntime>, ptr: usize, len: usize) -> HipResult<Self> {
-        let info = runtime.pointer_info(ptr)?;
-        if !matches!(info.kind, MemoryKind::Device | MemoryKind::Managed) {
-            return Err(HipError::call(
+        Self::check(runtime, ptr, len).map_err(|refusal| match refusal {
+            Refusal::Query(e) => e,
+            Refusal::NotDevice(_) => HipError::call(
                 "DeviceRange: not device memory",
                 HipErrorCode::INVALID_VALUE,
-            ));
+            ),
+            Refusal::PastEnd(_) => HipError::call(
+                "DeviceRange: past the end of the allocation",
+                HipErrorCode::INVALID_VALUE,
+            ),
+        })
+    }
+
+    /// As [`DeviceRange::query`], with the reason for a refusal kept apart, for callers that
+    /// answer each with its own error code (one pointer query either way).
+    pub fn check(runtime: &Arc<dyn GpuRuntime>, ptr: usize, len: usize) -> Result<Self, Refusal> {
+        let info = runtime.pointer_info(ptr).map_err(Refusal::Query)?;
+        if !matches!(info.kind, MemoryKind::Device | MemoryKind::Managed) {
+            return Err(Refusal::NotDevice(info.kind));
         }
         match info.remaining_from(ptr) {
             Some(room) if room >= len => Ok(DeviceRange {
@@ -58,10 +82,7 @@ impl DeviceRange {
                 device: info.device,
                 kind: info.kind,
             }),
-            _ => Err(HipError::call(
-                "DeviceRange: past the end of the allocation",
-                HipErrorCode::INVALID_VALUE,
-            )),
+            _ => Err(Refusal::PastEnd(info.kind)),
         }
     }
 
@@ -224,7 +245,10 @@ mod tests {
         assert_eq!(back, [9u8; 4096]);
         assert!(tail.copy_to_host(&mut [0u8; 5000]).is_err());
         tail.slice(0, 16).unwrap().fill(3).unwrap();
-        assert_eq!(&buf.to_vec().unwrap()[4096..4113], &[[3u8; 16].as_slice(), &[9]].concat());
+        assert_eq!(
+            &buf.to_vec().unwrap()[4096..4113],
+            &[[3u8; 16].as_slice(), &[9]].concat()
+        );
         assert!(whole.belongs_to(&rt));
         assert!(!whole.belongs_to(&sim()));
     }

@@ -38,8 +38,8 @@
 pub mod amd;
 #[cfg(feature = "contract")]
 pub mod contract;
-mod error;
 mod device_range;
+mod error;
 pub mod faults;
 pub mod nvidia;
 pub mod os;
@@ -50,7 +50,7 @@ pub mod sim;
 mod staging;
 
 pub use amd::open_library as amd_open_library;
-pub use device_range::DeviceRange;
+pub use device_range::{DeviceRange, Refusal};
 pub use error::{HipError, HipErrorCode, HipResult};
 pub use nvidia::open_libraries as nvidia_open_libraries;
 pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};

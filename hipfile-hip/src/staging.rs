@@ -87,6 +87,8 @@ pub struct StagingLane {
     stream: OwnedStream,
     events: [OwnedEvent; 2],
     pending: [bool; 2],
+    /// Whether work was queued on the stream since it last drained.
+    queued: bool,
 }
 
 impl StagingLane {
@@ -112,6 +114,7 @@ impl StagingLane {
             stream,
             events: [event()?, event()?],
             pending: [false; 2],
+            queued: false,
         })
     }
 
@@ -204,11 +207,16 @@ impl StagingLane {
     }
 
     /// Wait for both halves and drain the stream: afterwards nothing of this lane is in flight.
-    /// Reports the first failure of the queued work.
+    /// Reports the first failure of the queued work; returns at once when nothing was queued
+    /// since the last drain.
     pub fn finish(&mut self) -> HipResult<()> {
+        if !self.queued {
+            return Ok(());
+        }
         let halves = self.wait(0).and(self.wait(1));
         self.pending = [false; 2];
         let drained = self.stream.synchronize();
+        self.queued = false;
         halves.and(drained)
     }
 
@@ -241,6 +249,7 @@ impl StagingLane {
         // Marked before recording: if recording fails, the copy may still be queued, and the
         // half must still be waited for (the stream drain in `finish` and drop covers it).
         self.pending[slot] = true;
+        self.queued = true;
         self.events[slot].record(&self.stream)
     }
 }
@@ -259,7 +268,7 @@ impl Drop for StagingLane {
     fn drop(&mut self) {
         // The pinned halves are freed right after this: no copy may still use them. A failure
         // here was (or will be) reported by `finish`; there is no caller to tell from drop.
-        if self.pending.iter().any(|p| *p) {
+        if self.queued {
             let _ = self.stream.synchronize();
         }
     }

@@ -24,9 +24,9 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, OnceLock};
 
 use hipfile_core::{
-    Backend, BackendContext, BackendDescriptor, Decline, DioAlign, Driver, DriverOptions,
-    EnvConfig, Error, ErrorKind, FileHandleId, IoCall, IoFailure, IoOp, IoRequest, RegistryBuilder,
-    Settings, MAX_RW_COUNT,
+    Backend, BackendContext, BackendDescriptor, Completion, Decline, DioAlign, Driver,
+    DriverOptions, EnvConfig, Error, ErrorKind, FileHandleId, IoCall, IoFailure, IoOp, IoPath,
+    IoRequest, RegistryBuilder, Settings, Submit, MAX_RW_COUNT,
 };
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{DeviceBuffer, GpuRuntime, MemoryKind, PinnedBuffer};
@@ -269,6 +269,7 @@ struct CheckingBackend {
 pub const CHECKING_BACKEND: BackendDescriptor = BackendDescriptor {
     name: "checking",
     priority: 1,
+    path: IoPath::Staged,
     init: |ctx: &BackendContext| {
         Ok(Arc::new(CheckingBackend {
             runtime: Arc::clone(&ctx.runtime),
@@ -288,38 +289,44 @@ impl Backend for CheckingBackend {
         }
     }
 
-    fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
-        assert!(req.size > 0, "a zero-size request reached a backend");
-        assert!(
-            req.size <= MAX_RW_COUNT,
-            "{} bytes pass MAX_RW_COUNT",
-            req.size
-        );
+    fn submit(&self, req: &IoRequest<'_>, _how: Submit) -> Completion {
+        Completion::ready(self.check(req))
+    }
+}
+
+impl CheckingBackend {
+    fn check(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
+        let (ptr, size) = (req.memory.ptr(), req.size());
+        assert!(size > 0, "a zero-size request reached a backend");
+        assert!(size <= MAX_RW_COUNT, "{size} bytes pass MAX_RW_COUNT");
+        assert_eq!(req.memory_kind(), MemoryKind::Device);
         let info = self
             .runtime
-            .pointer_info(req.device_ptr)
+            .pointer_info(ptr)
             .expect("the driver validated the pointer");
         assert_eq!(info.kind, MemoryKind::Device, "request on {info:?}");
+        assert_eq!(
+            info.device,
+            req.device(),
+            "the range names the owning device"
+        );
         assert!(
-            info.remaining_from(req.device_ptr)
-                .is_some_and(|room| room >= req.size),
-            "{} bytes at {:#x} run past the allocation {info:?}",
-            req.size,
-            req.device_ptr
+            info.remaining_from(ptr).is_some_and(|room| room >= size),
+            "{size} bytes at {ptr:#x} run past the allocation {info:?}",
         );
         SEEN.with(|s| {
             s.borrow_mut().push(Seen {
                 op: req.op,
                 user_fd: req.file.user_fd(),
-                device_ptr: req.device_ptr,
-                size: req.size,
+                device_ptr: ptr,
+                size,
                 file_offset: req.file_offset,
                 registered_buffer: req.registered_buffer,
             })
         });
         match REPLY.with(|r| *r.borrow()) {
-            Reply::All | Reply::Decline => Ok(req.size),
-            Reply::Short(n) => Ok(n.min(req.size)),
+            Reply::All | Reply::Decline => Ok(size),
+            Reply::Short(n) => Ok(n.min(size)),
             Reply::Fail(errno) => Err(IoFailure::new(Error::os(errno, "told to"), 0)),
         }
     }
@@ -658,7 +665,7 @@ fn check_io_answer(
 // ---------------------------------------------------------------------------------------------
 // chunking
 
-/// A staged plan as numbers (`hipfile_fallback::engine::Plan`).
+/// A staged plan as numbers (`hipfile_fallback::plan::Plan`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StagedPlan {
     /// Bytes per piece.

@@ -73,10 +73,11 @@ fn aligned_io_goes_direct_only_where_the_platform_has_a_p2p_driver() {
         let before = session.stats().snapshot();
         assert_eq!(driver.io(call(op, buffer)).unwrap(), size, "{op:?}");
         let after = session.stats().snapshot();
-        let by = match (
-            after.fallback_ops - before.fallback_ops,
-            after.other_backend_ops - before.other_backend_ops,
-        ) {
+        let ops = |name| {
+            let count = |s: &hipfile_core::StatsSnapshot| s.backend(name).map_or(0, |b| b.ops);
+            count(&after) - count(&before)
+        };
+        let by = match (ops("fallback"), ops("fastpath")) {
             (1, 0) => "fallback",
             (0, 1) => "fastpath",
             counts => panic!("{op:?}: one backend should have served it, counts {counts:?}"),

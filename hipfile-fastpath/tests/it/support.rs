@@ -131,9 +131,13 @@ impl Rig {
         let before = stats.stats().snapshot();
         let bytes = self.io(op, buffer, size, file_offset, buffer_offset)?;
         let after = stats.stats().snapshot();
-        let by = if after.fallback_ops > before.fallback_ops {
+        let ran = |name| {
+            let count = |s: &hipfile_core::StatsSnapshot| s.backend(name).map_or(0, |b| b.ops);
+            count(&after) > count(&before)
+        };
+        let by = if ran("fallback") {
             "fallback"
-        } else if after.other_backend_ops > before.other_backend_ops {
+        } else if ran("fastpath") {
             "fastpath"
         } else {
             "nobody"

@@ -1,15 +1,15 @@
 //! `VecCopyBackend`: the simplest correct backend there is, for testing the test kit.
 //!
-//! It stages every request through a `Vec` with the runtime's synchronous copies and the
-//! driver's `FileIo` (so scripted faults reach it), one chunk of `max_direct_io_bytes` at a time.
+//! It stages every request through a `Vec` with the synchronous copies of the request's
+//! `DeviceRange` and the driver's `FileIo` (so scripted faults reach it), one chunk of `max_direct_io_bytes` at a time.
 
 use std::sync::Arc;
 
 use hipfile_core::{
-    pread_full, pwrite_full, Backend, BackendContext, BackendDescriptor, Decline, Error, FileIo,
-    IoFailure, IoOp, IoRequest,
+    pread_full, pwrite_full, Backend, BackendContext, BackendDescriptor, Completion, Decline,
+    Error, FileIo, IoFailure, IoOp, IoPath, IoRequest, Submit,
 };
-use hipfile_hip::GpuRuntime;
+use hipfile_hip::{DeviceRange, GpuRuntime};
 
 /// Name of the in-test backend.
 pub const VEC_COPY: &str = "vec-copy";
@@ -19,6 +19,7 @@ pub fn vec_copy_descriptor() -> BackendDescriptor {
     BackendDescriptor {
         name: VEC_COPY,
         priority: 1,
+        path: IoPath::Staged,
         init: vec_copy_init,
     }
 }
@@ -29,6 +30,7 @@ pub fn overrunning_descriptor() -> BackendDescriptor {
     BackendDescriptor {
         name: "overrun",
         priority: 1,
+        path: IoPath::Staged,
         init: overrun_init,
     }
 }
@@ -69,32 +71,37 @@ impl Backend for VecCopyBackend {
         Ok(())
     }
 
-    fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
+    fn submit(&self, req: &IoRequest<'_>, _how: Submit) -> Completion {
+        Completion::ready(self.run(req))
+    }
+}
+
+impl VecCopyBackend {
+    fn run(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
+        let size = req.size();
         let chunk = req.settings.max_direct_io_bytes();
-        let mut staging = vec![0u8; chunk.min(req.size)];
+        let mut staging = vec![0u8; chunk.min(size)];
         let fd = req.file.buffered_fd();
+        let hip = |done| move |e| IoFailure::new(Error::hip(&e, "copy"), done);
         let mut done = 0;
-        while done < req.size {
-            let n = (req.size - done).min(chunk);
+        while done < size {
+            let n = (size - done).min(chunk);
             let offset = req.file_offset + done as u64;
-            let dev = req.device_ptr + done;
+            let Some(dev) = req.memory.slice(done, n) else {
+                unreachable!("done + n <= size");
+            };
             match req.op {
                 IoOp::Read => {
                     let got = pread_full(&*self.io, fd, &mut staging[..n], offset)
                         .map_err(|e| IoFailure::new(Error::from_io(&e, "pread"), done))?;
-                    // SAFETY: the driver validated that `[device_ptr, device_ptr + size)` lies in
-                    // one device allocation, and `done + got <= size`.
-                    unsafe { self.runtime.copy_to_device(dev, &staging[..got]) }
-                        .map_err(|e| IoFailure::new(Error::hip(&e, "copy to device"), done))?;
+                    dev.copy_from_host(&staging[..got]).map_err(hip(done))?;
                     done += got;
                     if got < n {
                         break;
                     }
                 }
                 IoOp::Write => {
-                    // SAFETY: as above, `done + n <= size`.
-                    unsafe { self.runtime.copy_from_device(&mut staging[..n], dev) }
-                        .map_err(|e| IoFailure::new(Error::hip(&e, "copy from device"), done))?;
+                    dev.copy_to_host(&mut staging[..n]).map_err(hip(done))?;
                     pwrite_full(&*self.io, fd, &staging[..n], offset)
                         .map_err(|e| IoFailure::new(Error::from_io(&e, "pwrite"), done))?;
                     done += n;
@@ -102,9 +109,11 @@ impl Backend for VecCopyBackend {
             }
         }
         if self.overrun && req.op == IoOp::Read {
-            // SAFETY: deliberately wrong in what it writes, but the sim checks the range and
-            // refuses a byte outside the allocation, so memory safety holds.
-            let _ = unsafe { self.runtime.copy_to_device(req.device_ptr + done, &[0x5A]) };
+            // Deliberately wrong: one byte past the request, inside the allocation when there
+            // is room (the sentinels sit there); past the allocation the query refuses.
+            if let Ok(past) = DeviceRange::query(&self.runtime, req.memory.ptr() + done, 1) {
+                let _ = past.copy_from_host(&[0x5A]);
+            }
         }
         Ok(done)
     }

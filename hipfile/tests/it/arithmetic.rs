@@ -8,7 +8,7 @@ use hipfile_testkit::fuzz::{Arithmetic, StagedPlan};
 /// The functions under test.
 pub const ARITHMETIC: Arithmetic = Arithmetic {
     staged_plan: |size, chunk, min_piece, inline, threads| {
-        let plan = hipfile_fallback::engine::Plan::new(size, chunk, min_piece, inline, threads);
+        let plan = hipfile_fallback::plan::Plan::new(size, chunk, min_piece, inline, threads);
         StagedPlan {
             piece: plan.piece,
             pieces: plan.pieces,
@@ -16,14 +16,14 @@ pub const ARITHMETIC: Arithmetic = Arithmetic {
         }
     },
     staged_piece: |plan, size, k| {
-        hipfile_fallback::engine::Plan {
+        hipfile_fallback::plan::Plan {
             piece: plan.piece,
             pieces: plan.pieces,
             helpers: plan.helpers,
         }
         .piece_range(size, k)
     },
-    staged_direct: hipfile_fallback::engine::direct_aligned,
+    staged_direct: hipfile_fallback::direct::direct_aligned,
     direct_call: hipfile_fastpath::call_size,
     direct_accepts,
 };
