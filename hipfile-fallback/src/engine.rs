@@ -352,7 +352,8 @@ impl Transfer {
             if got > 0 {
                 // SAFETY: the dispatcher validated [device_ptr, device_ptr + size) as device memory
                 // of one allocation, and this piece lies inside it; the staging half stays untouched
-                // until the half's event (recorded next) has completed.
+                // until the half's event (recorded next) has completed. The lane's stream is a live
+                // stream of this runtime: the pool that made it shares the engine's runtime.
                 unsafe {
                     self.runtime.copy_to_device_async(
                         self.device_ptr + start,
@@ -381,7 +382,8 @@ impl Transfer {
             let dst = lane.half_mut(slot).as_mut_ptr();
             // SAFETY: the device range was validated by the dispatcher; the half is free (its
             // previous piece was written out before this one was claimed) and is not read until
-            // its event has completed.
+            // its event has completed. The lane's stream is a live stream of this runtime, as
+            // above.
             unsafe {
                 self.runtime.copy_from_device_async(
                     dst,

@@ -744,14 +744,15 @@ impl GpuRuntime for AmdRuntime {
         len: usize,
         stream: StreamHandle,
     ) -> HipResult<()> {
-        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
+        // SAFETY: the caller guarantees both ranges stay valid until the copy completes and that
+        // `stream` is a live stream of this runtime.
         let rc = unsafe {
             (self.api.memcpy_async)(
                 dst as *mut c_void,
                 src.cast(),
                 len,
                 CopyKind::HostToDevice as i32,
-                stream.0 as RawStream,
+                stream.as_raw() as RawStream,
             )
         };
         self.check("hipMemcpyAsync", rc)
@@ -764,14 +765,15 @@ impl GpuRuntime for AmdRuntime {
         len: usize,
         stream: StreamHandle,
     ) -> HipResult<()> {
-        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
+        // SAFETY: the caller guarantees both ranges stay valid until the copy completes and that
+        // `stream` is a live stream of this runtime.
         let rc = unsafe {
             (self.api.memcpy_async)(
                 dst.cast(),
                 src as *const c_void,
                 len,
                 CopyKind::DeviceToHost as i32,
-                stream.0 as RawStream,
+                stream.as_raw() as RawStream,
             )
         };
         self.check("hipMemcpyAsync", rc)
@@ -782,18 +784,19 @@ impl GpuRuntime for AmdRuntime {
         // SAFETY: `s` is a valid out-pointer.
         let rc = unsafe { (self.api.stream_create_with_flags)(&mut s, STREAM_ORDERED_WITH_NULL) };
         self.check("hipStreamCreateWithFlags", rc)?;
-        Ok(StreamHandle(s as usize))
+        // SAFETY: the runtime just created `s`; nothing has destroyed it.
+        Ok(unsafe { StreamHandle::from_raw(s as usize) })
     }
 
-    fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates stream handles; a stale one is an error code.
-        let rc = unsafe { (self.api.stream_destroy)(stream.0 as RawStream) };
+    unsafe fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees `stream` is a live stream of this runtime.
+        let rc = unsafe { (self.api.stream_destroy)(stream.as_raw() as RawStream) };
         self.check("hipStreamDestroy", rc)
     }
 
-    fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates stream handles; a stale one is an error code.
-        let rc = unsafe { (self.api.stream_synchronize)(stream.0 as RawStream) };
+    unsafe fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees `stream` is a live stream of this runtime.
+        let rc = unsafe { (self.api.stream_synchronize)(stream.as_raw() as RawStream) };
         self.check("hipStreamSynchronize", rc)
     }
 
@@ -806,24 +809,27 @@ impl GpuRuntime for AmdRuntime {
             EventCreate::Plain(f) => unsafe { f(&mut e) },
         };
         self.check("hipEventCreate", rc)?;
-        Ok(EventHandle(e as usize))
+        // SAFETY: the runtime just created `e`; nothing has destroyed it.
+        Ok(unsafe { EventHandle::from_raw(e as usize) })
     }
 
-    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates both handles.
-        let rc = unsafe { (self.api.event_record)(event.0 as RawEvent, stream.0 as RawStream) };
+    unsafe fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees both handles are live handles of this runtime.
+        let rc = unsafe {
+            (self.api.event_record)(event.as_raw() as RawEvent, stream.as_raw() as RawStream)
+        };
         self.check("hipEventRecord", rc)
     }
 
-    fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates the handle.
-        let rc = unsafe { (self.api.event_synchronize)(event.0 as RawEvent) };
+    unsafe fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees `event` is a live event of this runtime.
+        let rc = unsafe { (self.api.event_synchronize)(event.as_raw() as RawEvent) };
         self.check("hipEventSynchronize", rc)
     }
 
-    fn event_query(&self, event: EventHandle) -> HipResult<bool> {
-        // SAFETY: the runtime validates the handle.
-        let rc = unsafe { (self.api.event_query)(event.0 as RawEvent) };
+    unsafe fn event_query(&self, event: EventHandle) -> HipResult<bool> {
+        // SAFETY: the caller guarantees `event` is a live event of this runtime.
+        let rc = unsafe { (self.api.event_query)(event.as_raw() as RawEvent) };
         if rc == HipErrorCode::NOT_READY.0 {
             return Ok(false);
         }
@@ -831,18 +837,23 @@ impl GpuRuntime for AmdRuntime {
         Ok(true)
     }
 
-    fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates the handle.
-        let rc = unsafe { (self.api.event_destroy)(event.0 as RawEvent) };
+    unsafe fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees `event` is a live event of this runtime.
+        let rc = unsafe { (self.api.event_destroy)(event.as_raw() as RawEvent) };
         self.check("hipEventDestroy", rc)
     }
 
-    fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
+    unsafe fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
         let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
-        // SAFETY: the trampoline matches hipHostFn_t and takes ownership of `user_data` when the
-        // runtime calls it, which it does exactly once if the launch succeeds.
+        // SAFETY: the caller guarantees `stream` is a live stream of this runtime; the trampoline
+        // matches hipHostFn_t and takes ownership of `user_data` when the runtime calls it, which
+        // it does exactly once if the launch succeeds.
         let rc = unsafe {
-            (self.api.launch_host_func)(stream.0 as RawStream, Some(host_fn_trampoline), user_data)
+            (self.api.launch_host_func)(
+                stream.as_raw() as RawStream,
+                Some(host_fn_trampoline),
+                user_data,
+            )
         };
         if rc != 0 {
             // SAFETY: the launch failed, so the runtime never took `user_data`; it is still ours.

@@ -936,14 +936,15 @@ impl GpuRuntime for NvidiaRuntime {
         stream: StreamHandle,
     ) -> HipResult<()> {
         let _device = self.enter_device_of(dst)?;
-        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
+        // SAFETY: the caller guarantees both ranges stay valid until the copy completes and that
+        // `stream` is a live stream of this runtime.
         let rc = unsafe {
             (self.rt.memcpy_async)(
                 dst as *mut c_void,
                 src.cast(),
                 len,
                 CopyKind::HostToDevice as i32,
-                stream.0 as RawStream,
+                stream.as_raw() as RawStream,
             )
         };
         self.check("cudaMemcpyAsync", rc)
@@ -957,14 +958,15 @@ impl GpuRuntime for NvidiaRuntime {
         stream: StreamHandle,
     ) -> HipResult<()> {
         let _device = self.enter_device_of(src)?;
-        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
+        // SAFETY: the caller guarantees both ranges stay valid until the copy completes and that
+        // `stream` is a live stream of this runtime.
         let rc = unsafe {
             (self.rt.memcpy_async)(
                 dst.cast(),
                 src as *const c_void,
                 len,
                 CopyKind::DeviceToHost as i32,
-                stream.0 as RawStream,
+                stream.as_raw() as RawStream,
             )
         };
         self.check("cudaMemcpyAsync", rc)
@@ -975,18 +977,19 @@ impl GpuRuntime for NvidiaRuntime {
         // SAFETY: `s` is a valid out-pointer.
         let rc = unsafe { (self.rt.stream_create_with_flags)(&mut s, STREAM_ORDERED_WITH_NULL) };
         self.check("cudaStreamCreateWithFlags", rc)?;
-        Ok(StreamHandle(s as usize))
+        // SAFETY: the runtime just created `s`; nothing has destroyed it.
+        Ok(unsafe { StreamHandle::from_raw(s as usize) })
     }
 
-    fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates stream handles; a stale one is an error code.
-        let rc = unsafe { (self.rt.stream_destroy)(stream.0 as RawStream) };
+    unsafe fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees `stream` is a live stream of this runtime.
+        let rc = unsafe { (self.rt.stream_destroy)(stream.as_raw() as RawStream) };
         self.check("cudaStreamDestroy", rc)
     }
 
-    fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates stream handles; a stale one is an error code.
-        let rc = unsafe { (self.rt.stream_synchronize)(stream.0 as RawStream) };
+    unsafe fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees `stream` is a live stream of this runtime.
+        let rc = unsafe { (self.rt.stream_synchronize)(stream.as_raw() as RawStream) };
         self.check("cudaStreamSynchronize", rc)
     }
 
@@ -995,24 +998,27 @@ impl GpuRuntime for NvidiaRuntime {
         // SAFETY: `e` is a valid out-pointer.
         let rc = unsafe { (self.rt.event_create_with_flags)(&mut e, EVENT_DISABLE_TIMING) };
         self.check("cudaEventCreateWithFlags", rc)?;
-        Ok(EventHandle(e as usize))
+        // SAFETY: the runtime just created `e`; nothing has destroyed it.
+        Ok(unsafe { EventHandle::from_raw(e as usize) })
     }
 
-    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates both handles.
-        let rc = unsafe { (self.rt.event_record)(event.0 as RawEvent, stream.0 as RawStream) };
+    unsafe fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees both handles are live handles of this runtime.
+        let rc = unsafe {
+            (self.rt.event_record)(event.as_raw() as RawEvent, stream.as_raw() as RawStream)
+        };
         self.check("cudaEventRecord", rc)
     }
 
-    fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates the handle.
-        let rc = unsafe { (self.rt.event_synchronize)(event.0 as RawEvent) };
+    unsafe fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees `event` is a live event of this runtime.
+        let rc = unsafe { (self.rt.event_synchronize)(event.as_raw() as RawEvent) };
         self.check("cudaEventSynchronize", rc)
     }
 
-    fn event_query(&self, event: EventHandle) -> HipResult<bool> {
-        // SAFETY: the runtime validates the handle.
-        let rc = unsafe { (self.rt.event_query)(event.0 as RawEvent) };
+    unsafe fn event_query(&self, event: EventHandle) -> HipResult<bool> {
+        // SAFETY: the caller guarantees `event` is a live event of this runtime.
+        let rc = unsafe { (self.rt.event_query)(event.as_raw() as RawEvent) };
         if rc == CUDA_NOT_READY {
             return Ok(false);
         }
@@ -1020,18 +1026,23 @@ impl GpuRuntime for NvidiaRuntime {
         Ok(true)
     }
 
-    fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates the handle.
-        let rc = unsafe { (self.rt.event_destroy)(event.0 as RawEvent) };
+    unsafe fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees `event` is a live event of this runtime.
+        let rc = unsafe { (self.rt.event_destroy)(event.as_raw() as RawEvent) };
         self.check("cudaEventDestroy", rc)
     }
 
-    fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
+    unsafe fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
         let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
-        // SAFETY: the trampoline matches cudaHostFn_t and takes ownership of `user_data` when the
-        // runtime calls it, which it does exactly once if the launch succeeds.
+        // SAFETY: the caller guarantees `stream` is a live stream of this runtime; the trampoline
+        // matches cudaHostFn_t and takes ownership of `user_data` when the runtime calls it, which
+        // it does exactly once if the launch succeeds.
         let rc = unsafe {
-            (self.rt.launch_host_func)(stream.0 as RawStream, Some(host_fn_trampoline), user_data)
+            (self.rt.launch_host_func)(
+                stream.as_raw() as RawStream,
+                Some(host_fn_trampoline),
+                user_data,
+            )
         };
         if rc != 0 {
             // SAFETY: the launch failed, so the runtime never took `user_data`; it is still ours.
