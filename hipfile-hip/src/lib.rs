@@ -40,6 +40,7 @@ pub mod amd;
 pub mod contract;
 mod error;
 pub mod faults;
+mod loaded;
 pub mod nvidia;
 pub mod os;
 pub mod p2p;
@@ -53,6 +54,6 @@ pub use nvidia::open_libraries as nvidia_open_libraries;
 pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};
 pub use platform::{open_default, open_platform, parse_platform, platform_from_env};
 pub use runtime::{
-    DeviceBuffer, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent, OwnedStream,
-    PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle,
+    DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent,
+    OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle,
 };

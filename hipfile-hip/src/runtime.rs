@@ -446,6 +446,72 @@ impl Drop for OwnedEvent {
     }
 }
 
+/// Keeps the calling thread's current device while work runs on another: made by
+/// [`DeviceGuard::switch`] or [`DeviceGuard::keep`], it puts the device that was current back
+/// when it drops (the caller's current device must never change under it). A failure to restore
+/// cannot be reported from drop; short of a runtime teardown, making current a device that was
+/// current a moment ago does not fail.
+pub struct DeviceGuard<'a> {
+    runtime: &'a dyn GpuRuntime,
+    /// The device to put back, if any.
+    previous: Option<i32>,
+    /// Ask for the current device before restoring, and restore only if it moved.
+    only_if_moved: bool,
+}
+
+impl<'a> DeviceGuard<'a> {
+    /// Make `device` current until the guard drops, unless it already is (then nothing is
+    /// changed, nor restored).
+    pub fn switch(runtime: &'a dyn GpuRuntime, device: i32) -> HipResult<Self> {
+        let current = runtime.current_device()?;
+        if current == device {
+            return Ok(DeviceGuard {
+                runtime,
+                previous: None,
+                only_if_moved: false,
+            });
+        }
+        runtime.set_device(device)?;
+        Ok(DeviceGuard {
+            runtime,
+            previous: Some(current),
+            only_if_moved: false,
+        })
+    }
+
+    /// Put the current device back when the guard drops, if something in between moved it (on
+    /// NVIDIA, making a driver context current moves the runtime's current device with it).
+    pub fn keep(runtime: &'a dyn GpuRuntime) -> HipResult<Self> {
+        Ok(DeviceGuard {
+            runtime,
+            previous: Some(runtime.current_device()?),
+            only_if_moved: true,
+        })
+    }
+}
+
+impl fmt::Debug for DeviceGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceGuard")
+            .field("previous", &self.previous)
+            .field("only_if_moved", &self.only_if_moved)
+            .finish()
+    }
+}
+
+impl Drop for DeviceGuard<'_> {
+    fn drop(&mut self) {
+        let Some(device) = self.previous else {
+            return;
+        };
+        if self.only_if_moved && self.runtime.current_device().ok() == Some(device) {
+            return;
+        }
+        // A failure cannot be reported from drop.
+        let _ = self.runtime.set_device(device);
+    }
+}
+
 /// Device memory owned by Rust (tests, tools, examples); freed on drop.
 pub struct DeviceBuffer {
     runtime: Arc<dyn GpuRuntime>,

@@ -860,7 +860,7 @@ impl GpuRuntime for SimRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{DeviceBuffer, OwnedEvent, OwnedStream, PinnedBuffer};
+    use crate::runtime::{DeviceBuffer, DeviceGuard, OwnedEvent, OwnedStream, PinnedBuffer};
 
     fn rt() -> Arc<dyn GpuRuntime> {
         Arc::new(SimRuntime::default())
@@ -1043,6 +1043,31 @@ mod tests {
         let own = OwnedStream::new(Arc::clone(&a)).unwrap();
         event.record(&own).unwrap();
         event.synchronize().unwrap();
+    }
+
+    #[test]
+    fn a_device_guard_puts_the_callers_device_back() {
+        let rt = SimRuntime::new(SimConfig {
+            devices: 2,
+            ..SimConfig::default()
+        });
+        rt.set_device(0).unwrap();
+        {
+            let _on_other = DeviceGuard::switch(&rt, 1).unwrap();
+            assert_eq!(rt.current_device().unwrap(), 1);
+        }
+        assert_eq!(rt.current_device().unwrap(), 0);
+        {
+            let _kept = DeviceGuard::keep(&rt).unwrap();
+            rt.set_device(1).unwrap();
+        }
+        assert_eq!(
+            rt.current_device().unwrap(),
+            0,
+            "a moved device is put back"
+        );
+        assert!(DeviceGuard::switch(&rt, 2).is_err());
+        assert_eq!(rt.current_device().unwrap(), 0);
     }
 
     #[test]

@@ -26,6 +26,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use libloading::Library;
 
 use super::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
+use crate::error::HipError;
+use crate::loaded;
 
 /// The library loaded.
 pub const CUFILE_LIBRARY: &str = "libcufile.so.0";
@@ -131,24 +133,18 @@ fn loaded() -> &'static Result<Arc<CuFileDriver>, String> {
 ///
 /// # Safety
 /// `T` must be the function-pointer type matching the C declaration of `name`.
-unsafe fn symbol<T: Copy>(lib: &Library, name: &str) -> Result<T, String> {
+unsafe fn symbol<T: Copy>(lib: &Library, name: &'static str) -> Result<T, String> {
     // SAFETY: the caller guarantees that `T` matches the symbol's C type.
-    match unsafe { lib.get::<T>(name.as_bytes()) } {
-        Ok(sym) => Ok(*sym),
-        Err(_) => Err(format!("{CUFILE_LIBRARY} lacks {name}")),
-    }
+    unsafe { loaded::symbol(lib, CUFILE_LIBRARY, name) }
+        .map_err(|_| format!("{CUFILE_LIBRARY} lacks {name}"))
 }
 
 impl CuFileDriver {
     fn load() -> Result<Self, String> {
-        let flags =
-            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | libc::RTLD_NODELETE;
-        // SAFETY: loading runs libcufile's initialisers, which are sound in any process that may
-        // use the CUDA driver.
-        let lib: Library =
-            unsafe { libloading::os::unix::Library::open(Some(CUFILE_LIBRARY), flags) }
-                .map_err(|e| format!("cannot load {CUFILE_LIBRARY}: {e}"))?
-                .into();
+        let lib = loaded::dlopen(CUFILE_LIBRARY).map_err(|e| match e {
+            HipError::Load { reason, .. } => format!("cannot load {CUFILE_LIBRARY}: {reason}"),
+            other => other.to_string(),
+        })?;
         // SAFETY: every `symbol` call resolves a field whose type is its declaration in cufile.h.
         let api = unsafe {
             CuFileApi {
