@@ -11,46 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use hipfile_core::{Error, ErrorKind, Result};
-use hipfile_hip::{GpuRuntime, HipErrorCode, OwnedEvent, OwnedStream, PinnedBuffer};
-
-/// Keeps the calling thread's current device while work is set up on another, restoring it on
-/// drop (the caller's current device must never change under it).
-pub struct DeviceGuard<'a> {
-    runtime: &'a dyn GpuRuntime,
-    previous: Option<i32>,
-}
-
-impl<'a> DeviceGuard<'a> {
-    /// Make `device` current until the guard drops.
-    pub fn switch(runtime: &'a dyn GpuRuntime, device: i32) -> Result<Self> {
-        let current = runtime
-            .current_device()
-            .map_err(|e| Error::hip(&e, "reading the current device"))?;
-        if current == device {
-            return Ok(DeviceGuard {
-                runtime,
-                previous: None,
-            });
-        }
-        runtime
-            .set_device(device)
-            .map_err(|e| Error::hip(&e, format!("selecting device {device}")))?;
-        Ok(DeviceGuard {
-            runtime,
-            previous: Some(current),
-        })
-    }
-}
-
-impl Drop for DeviceGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(previous) = self.previous {
-            // Restoring a device that was current a moment ago cannot fail short of a runtime
-            // teardown; there is no caller to tell from a destructor.
-            let _ = self.runtime.set_device(previous);
-        }
-    }
-}
+use hipfile_hip::{DeviceGuard, GpuRuntime, HipErrorCode, OwnedEvent, OwnedStream, PinnedBuffer};
 
 /// Two staging halves, a stream and two events on one device.
 pub struct Lane {
@@ -72,7 +33,8 @@ impl std::fmt::Debug for Lane {
 
 impl Lane {
     fn new(runtime: &Arc<dyn GpuRuntime>, device: i32, chunk: usize) -> Result<Self> {
-        let _on_device = DeviceGuard::switch(&**runtime, device)?;
+        let _on_device = DeviceGuard::switch(&**runtime, device)
+            .map_err(|e| Error::hip(&e, format!("selecting device {device}")))?;
         let buffer =
             PinnedBuffer::new(Arc::clone(runtime), chunk.saturating_mul(2)).map_err(|e| {
                 let context = format!(
