@@ -2,9 +2,10 @@
 //!
 //! It lives here, beside the runtimes, because [`GpuRuntime`] declares its copy, free, stream and
 //! event entry points `unsafe fn`: implementing the trait means declaring them, and this crate is
-//! where the GPU boundary's `unsafe` belongs. Each forward passes the caller's own contract on unchanged and
-//! adds no memory access of its own; a scripted failure touches no memory at all.
-//! `hipfile-testkit` re-exports it with its other fault-injection decorators.
+//! where the GPU boundary's `unsafe` belongs. Each forward passes the caller's own contract on
+//! unchanged and adds no memory access of its own; a scripted failure touches no memory at all.
+//! `hipfile-testkit` re-exports it with its other fault-injection decorators. Built with the
+//! `faults` feature only, which the test kit turns on: the shipping library does not contain it.
 
 use std::fmt;
 use std::ptr::NonNull;

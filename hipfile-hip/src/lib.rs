@@ -39,6 +39,7 @@ pub mod amd;
 #[cfg(feature = "contract")]
 pub mod contract;
 mod error;
+#[cfg(feature = "faults")]
 pub mod faults;
 mod loaded;
 pub mod nvidia;
