@@ -1,8 +1,8 @@
 //! The AMD platform: the HIP runtime (`libamdhip64.so`) loaded with `libloading` at run time.
 //!
-//! Nothing links the HIP runtime. [`open`] loads the library named by `HIPFILE_HIP_LIBRARY`, else
-//! the first of `libamdhip64.so.7`, `.6`, `.5` and `libamdhip64.so` that the dynamic loader accepts;
-//! [`open_library`] loads an explicit path or soname. Every symbol this module calls is resolved at
+//! Nothing links the HIP runtime. [`open`] loads the library the platform options name (from
+//! `HIPFILE_HIP_LIBRARY`), else the first of `libamdhip64.so.7`, `.6`, `.5` and `libamdhip64.so`
+//! that the dynamic loader accepts; [`open_library`] loads an explicit path or soname. Every symbol this module calls is resolved at
 //! load into a table of function pointers, so a runtime that lacks one is refused with
 //! [`HipError::MissingSymbol`] at open instead of failing (or crashing) in the middle of IO.
 //!
@@ -40,6 +40,7 @@ use libloading::Library;
 use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::loaded::{dlopen, symbol, CommonApi, Dialect, LoadedRuntime};
 use crate::p2p::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
+use crate::platform::PlatformOptions;
 use crate::runtime::{GpuRuntime, MemoryKind, Platform, PointerInfo, RuntimeInfo};
 
 /// The environment variable naming the HIP runtime library to load instead of the defaults.
@@ -225,9 +226,10 @@ impl fmt::Debug for AmdRuntime {
     }
 }
 
-/// The runtime that `HIPFILE_HIP_LIBRARY` names, else the first default library that loads.
-pub fn open() -> HipResult<Arc<dyn GpuRuntime>> {
-    Ok(Arc::new(AmdRuntime::open()?))
+/// The runtime that `options` name ([`PlatformOptions::hip_library`]), else the first default
+/// library that loads.
+pub fn open(options: &PlatformOptions) -> HipResult<Arc<dyn GpuRuntime>> {
+    Ok(Arc::new(AmdRuntime::open(options)?))
 }
 
 /// The HIP runtime at `path` (a path or a soname the dynamic loader resolves).
@@ -236,12 +238,13 @@ pub fn open_library(path: &str) -> HipResult<Arc<dyn GpuRuntime>> {
 }
 
 impl AmdRuntime {
-    /// Load the library named by `HIPFILE_HIP_LIBRARY`, else the first of [`DEFAULT_LIBRARIES`]
-    /// that the dynamic loader accepts. A library that loads but lacks a symbol is an error; the
-    /// next name is not tried, because a broken install should be reported, not papered over.
-    pub fn open() -> HipResult<Self> {
-        if let Some(path) = std::env::var_os(LIBRARY_ENV) {
-            return Self::load(&path.to_string_lossy());
+    /// Load the library `options` name ([`PlatformOptions::hip_library`], from
+    /// `HIPFILE_HIP_LIBRARY`), else the first of [`DEFAULT_LIBRARIES`] that the dynamic loader
+    /// accepts. A library that loads but lacks a symbol is an error; the next name is not tried,
+    /// because a broken install should be reported, not papered over.
+    pub fn open(options: &PlatformOptions) -> HipResult<Self> {
+        if let Some(path) = &options.hip_library {
+            return Self::load(path);
         }
         let mut refusals = Vec::new();
         for name in DEFAULT_LIBRARIES {

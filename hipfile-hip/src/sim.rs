@@ -80,22 +80,23 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
-    /// The configuration named by the environment: `HIPFILE_SIM_DEVICES` (a count, default 1) and
-    /// `HIPFILE_SIM_ROCM` (`5` or `6`, default 6), `HIPFILE_SIM_P2P` (`false` turns the P2P driver
-    /// off; default on). Unparseable values fall back to the defaults.
-    pub fn from_env() -> Self {
+    /// The configuration that `lookup` (a variable's name to its value) gives:
+    /// `HIPFILE_SIM_DEVICES` (a count from 1 to 64, default 1), `HIPFILE_SIM_ROCM` (`5` or `6`,
+    /// default 6) and `HIPFILE_SIM_P2P` (`false` turns the P2P driver off; default on).
+    /// Unparseable values fall back to the defaults. [`crate::PlatformOptions`] reads these with
+    /// the rest of the platform options.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let mut cfg = SimConfig::default();
-        if let Some(n) = std::env::var("HIPFILE_SIM_DEVICES")
-            .ok()
+        if let Some(n) = lookup("HIPFILE_SIM_DEVICES")
             .and_then(|v| v.trim().parse::<i32>().ok())
             .filter(|n| *n >= 1 && *n <= 64)
         {
             cfg.devices = n;
         }
-        if std::env::var("HIPFILE_SIM_ROCM").map(|v| v.trim() == "5") == Ok(true) {
+        if lookup("HIPFILE_SIM_ROCM").is_some_and(|v| v.trim() == "5") {
             cfg.abi = SimAbi::Rocm5;
         }
-        if std::env::var("HIPFILE_SIM_P2P").is_ok_and(|v| v.trim().eq_ignore_ascii_case("false")) {
+        if lookup("HIPFILE_SIM_P2P").is_some_and(|v| v.trim().eq_ignore_ascii_case("false")) {
             cfg.p2p = false;
         }
         cfg

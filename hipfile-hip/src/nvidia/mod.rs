@@ -1,10 +1,10 @@
 //! The NVIDIA platform: HIP semantics over the CUDA runtime (`libcudart.so`) and driver
 //! (`libcuda.so.1`), both loaded with `libloading` at run time.
 //!
-//! Nothing links CUDA. [`open`] loads the runtime named by `HIPFILE_CUDART_LIBRARY`, else the first
-//! of `libcudart.so.13` and `libcudart.so.12` that the dynamic loader accepts, and the driver named
-//! by `HIPFILE_CUDA_LIBRARY`, else `libcuda.so.1`; [`open_libraries`] loads explicit paths or
-//! sonames. Every symbol is resolved at load into tables of function pointers, so a library that
+//! Nothing links CUDA. [`open`] loads the runtime the platform options name (from
+//! `HIPFILE_CUDART_LIBRARY`), else the first of `libcudart.so.13` and `libcudart.so.12` that the
+//! dynamic loader accepts, and the driver they name (from `HIPFILE_CUDA_LIBRARY`), else
+//! `libcuda.so.1`; [`open_libraries`] loads explicit paths or sonames. Every symbol is resolved at load into tables of function pointers, so a library that
 //! lacks one is refused with [`HipError::MissingSymbol`] at open, never mid-IO and never by a panic.
 //!
 //! HIP-on-NVIDIA semantics:
@@ -45,6 +45,7 @@ use libloading::Library;
 
 use crate::error::{HipError, HipResult};
 use crate::loaded::{dlopen, CommonApi, LoadedRuntime};
+use crate::platform::PlatformOptions;
 use crate::runtime::{DeviceGuard, GpuRuntime, Platform, PointerInfo, RuntimeInfo};
 use symbols::{DriverApi, RuntimeApi};
 
@@ -76,6 +77,8 @@ pub struct NvidiaRuntime {
     devices: OnceLock<i32>,
     /// Primary contexts this runtime retained (device -> `CUcontext`), released on drop.
     primary_contexts: Mutex<HashMap<i32, usize>>,
+    /// Offer cuFile without the nvidia-fs driver ([`PlatformOptions::cufile_force`]).
+    cufile_force: bool,
     // Keep the code behind every pointer in `rt` and `drv` mapped; never used after load.
     _runtime_lib: Library,
     _driver_lib: Library,
@@ -91,28 +94,31 @@ impl fmt::Debug for NvidiaRuntime {
     }
 }
 
-/// The CUDA runtime and driver the environment names, else the default sonames.
-pub fn open() -> HipResult<Arc<dyn GpuRuntime>> {
-    Ok(Arc::new(NvidiaRuntime::open()?))
+/// The CUDA runtime and driver `options` name, else the default sonames.
+pub fn open(options: &PlatformOptions) -> HipResult<Arc<dyn GpuRuntime>> {
+    Ok(Arc::new(NvidiaRuntime::open(options)?))
 }
 
 /// The CUDA runtime at `cudart` and the driver at `cuda` (paths or sonames; they may name the same
-/// library, as the simulated CUDA library does).
+/// library, as the simulated CUDA library does), with the other platform options of the process
+/// environment ([`PlatformOptions::from_env`]).
 pub fn open_libraries(cudart: &str, cuda: &str) -> HipResult<Arc<dyn GpuRuntime>> {
-    Ok(Arc::new(NvidiaRuntime::load(cudart, cuda)?))
+    Ok(Arc::new(NvidiaRuntime::load(
+        cudart,
+        cuda,
+        &PlatformOptions::from_env(),
+    )?))
 }
 
 impl NvidiaRuntime {
-    /// Load the runtime named by [`RUNTIME_LIBRARY_ENV`], else the first of
-    /// [`DEFAULT_RUNTIME_LIBRARIES`] that loads, and the driver named by [`DRIVER_LIBRARY_ENV`],
-    /// else [`DEFAULT_DRIVER_LIBRARY`]. A library that loads but lacks a symbol is an error; the
-    /// next name is not tried, because a broken install should be reported, not papered over.
-    pub fn open() -> HipResult<Self> {
-        let (runtime_lib, runtime_name) = match std::env::var_os(RUNTIME_LIBRARY_ENV) {
-            Some(path) => {
-                let name = path.to_string_lossy().into_owned();
-                (dlopen(&name)?, name)
-            }
+    /// Load the runtime `options` name ([`PlatformOptions::cudart_library`], from
+    /// [`RUNTIME_LIBRARY_ENV`]), else the first of [`DEFAULT_RUNTIME_LIBRARIES`] that loads, and
+    /// the driver they name ([`PlatformOptions::cuda_library`], from [`DRIVER_LIBRARY_ENV`]), else
+    /// [`DEFAULT_DRIVER_LIBRARY`]. A library that loads but lacks a symbol is an error; the next
+    /// name is not tried, because a broken install should be reported, not papered over.
+    pub fn open(options: &PlatformOptions) -> HipResult<Self> {
+        let (runtime_lib, runtime_name) = match &options.cudart_library {
+            Some(name) => (dlopen(name)?, name.clone()),
             None => {
                 let mut refusals = Vec::new();
                 let mut found = None;
@@ -131,18 +137,26 @@ impl NvidiaRuntime {
                 })?
             }
         };
-        let driver_name = std::env::var_os(DRIVER_LIBRARY_ENV)
-            .map(|p| p.to_string_lossy().into_owned())
+        let driver_name = options
+            .cuda_library
+            .clone()
             .unwrap_or_else(|| DEFAULT_DRIVER_LIBRARY.to_string());
         let driver_lib = dlopen(&driver_name)?;
-        Self::from_libraries(runtime_lib, &runtime_name, driver_lib, &driver_name)
+        Self::from_libraries(
+            runtime_lib,
+            &runtime_name,
+            driver_lib,
+            &driver_name,
+            options,
+        )
     }
 
-    /// Load the CUDA runtime at `cudart` and the driver at `cuda`.
-    pub fn load(cudart: &str, cuda: &str) -> HipResult<Self> {
+    /// Load the CUDA runtime at `cudart` and the driver at `cuda`; the library paths of `options`
+    /// are not used, its other settings are.
+    pub fn load(cudart: &str, cuda: &str, options: &PlatformOptions) -> HipResult<Self> {
         let runtime_lib = dlopen(cudart)?;
         let driver_lib = dlopen(cuda)?;
-        Self::from_libraries(runtime_lib, cudart, driver_lib, cuda)
+        Self::from_libraries(runtime_lib, cudart, driver_lib, cuda, options)
     }
 
     fn from_libraries(
@@ -150,6 +164,7 @@ impl NvidiaRuntime {
         runtime_name: &str,
         driver_lib: Library,
         driver_name: &str,
+        options: &PlatformOptions,
     ) -> HipResult<Self> {
         let rt = RuntimeApi::resolve(&runtime_lib, runtime_name)?;
         let drv = DriverApi::resolve(&driver_lib, driver_name)?;
@@ -163,6 +178,7 @@ impl NvidiaRuntime {
             driver_init: OnceLock::new(),
             devices: OnceLock::new(),
             primary_contexts: Mutex::new(HashMap::new()),
+            cufile_force: options.cufile_force,
             _runtime_lib: runtime_lib,
             _driver_lib: driver_lib,
         };
@@ -231,7 +247,7 @@ impl LoadedRuntime for NvidiaRuntime {
     /// GPUDirect Storage through cuFile, only where the nvidia-fs driver is loaded (see
     /// [`crate::p2p::cufile`]): without it cuFile is one more staged engine, and ours is faster.
     fn p2p_driver(&self) -> Option<Arc<dyn crate::P2pDriver>> {
-        crate::p2p::cufile::cufile_driver()
+        crate::p2p::cufile::cufile_driver(self.cufile_force)
     }
 
     /// Work on memory of another device switches to that device for the call and back.
@@ -247,7 +263,11 @@ mod tests {
     #[test]
     fn libraries_that_are_not_there_are_load_errors() {
         assert!(matches!(
-            NvidiaRuntime::load("/nonexistent/libcudart.so.13", "/nonexistent/libcuda.so.1"),
+            NvidiaRuntime::load(
+                "/nonexistent/libcudart.so.13",
+                "/nonexistent/libcuda.so.1",
+                &PlatformOptions::default()
+            ),
             Err(HipError::Load { .. })
         ));
     }

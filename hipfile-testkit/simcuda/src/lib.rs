@@ -50,8 +50,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use hipfile_hip::sim::capi::{self, CopyDirection};
-use hipfile_hip::sim::{SimConfig, SimRuntime};
-use hipfile_hip::{GpuRuntime, HipError, MemoryKind};
+use hipfile_hip::sim::SimRuntime;
+use hipfile_hip::{GpuRuntime, HipError, MemoryKind, PlatformOptions};
 
 /// `cudaStream_t`.
 pub type CudaStream = *mut c_void;
@@ -112,7 +112,7 @@ thread_local! {
 
 /// The process-wide simulator, built from the environment at first use.
 fn sim() -> &'static SimRuntime {
-    SIM.get_or_init(|| SimRuntime::new(SimConfig::from_env()))
+    SIM.get_or_init(|| SimRuntime::new(PlatformOptions::from_env().sim))
 }
 
 /// A failure on its way to becoming a CUDA error number.

@@ -57,8 +57,8 @@ use std::sync::OnceLock;
 
 use hipfile_hip::amd::AmdFileHandle;
 use hipfile_hip::sim::capi::{self, CopyDirection};
-use hipfile_hip::sim::{SimAbi, SimConfig, SimRuntime};
-use hipfile_hip::{GpuRuntime, HipError, HipErrorCode, MemoryKind};
+use hipfile_hip::sim::{SimAbi, SimRuntime};
+use hipfile_hip::{GpuRuntime, HipError, HipErrorCode, MemoryKind, PlatformOptions};
 
 /// `hipStream_t`.
 pub type HipStream = *mut c_void;
@@ -95,7 +95,7 @@ thread_local! {
 
 /// The process-wide simulator, built from the environment at first use.
 fn sim() -> &'static SimRuntime {
-    SIM.get_or_init(|| SimRuntime::new(SimConfig::from_env()))
+    SIM.get_or_init(|| SimRuntime::new(PlatformOptions::from_env().sim))
 }
 
 /// A failure on its way to becoming a `hipError_t`.
