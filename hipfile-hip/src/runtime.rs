@@ -88,6 +88,10 @@ pub struct RuntimeInfo {
 /// ([`StreamHandle::from_raw`]); the runtime calls that take one are `unsafe`, because a GPU
 /// runtime need not check that a handle is alive (CUDA does not: a destroyed stream is undefined
 /// behaviour). [`OwnedStream`] is the safe way to hold and use one.
+///
+/// A stream is *live* for a runtime from its [`GpuRuntime::stream_create`] until its
+/// [`GpuRuntime::stream_destroy`]. The null stream (raw value 0, the legacy default stream) is
+/// live for every runtime, but is never destroyed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StreamHandle(usize);
 
