@@ -153,10 +153,11 @@ fn pick_runtime(platform: Option<&str>) -> Result<(Arc<dyn GpuRuntime>, String),
     match platform {
         Some(name) => {
             let p = hipfile_hip::parse_platform(name).map_err(|e| e.to_string())?;
-            let rt = hipfile_hip::open_platform(p).map_err(|e| e.to_string())?;
+            let rt = hipfile_hip::open_platform(p, &hipfile_hip::PlatformOptions::from_env())
+                .map_err(|e| e.to_string())?;
             Ok((rt, format!("platform {p} (as asked)")))
         }
-        None => match hipfile_hip::open_default() {
+        None => match hipfile_hip::open_default(&hipfile_hip::PlatformOptions::from_env()) {
             Ok(rt) => {
                 let info = rt.info();
                 Ok((

@@ -77,7 +77,9 @@ fn p2p_reason(rt: &dyn GpuRuntime) -> Result<&'static str, String> {
         return Ok(driver.name());
     }
     Err(match rt.info().platform {
-        Platform::Nvidia => match hipfile_hip::p2p::cufile::cufile_probe() {
+        Platform::Nvidia => match hipfile_hip::p2p::cufile::cufile_probe(
+            hipfile_hip::PlatformOptions::from_env().cufile_force,
+        ) {
             Ok(()) => "cuFile is loadable but the runtime offered no driver".to_string(),
             Err(why) => why,
         },
@@ -100,9 +102,11 @@ fn open_runtime(platform: Option<&str>) -> Result<Arc<dyn GpuRuntime>, String> {
     match platform {
         Some(name) => {
             let p = hipfile_hip::parse_platform(name).map_err(|e| e.to_string())?;
-            hipfile_hip::open_platform(p).map_err(|e| e.to_string())
+            hipfile_hip::open_platform(p, &hipfile_hip::PlatformOptions::from_env())
+                .map_err(|e| e.to_string())
         }
-        None => hipfile_hip::open_default().map_err(|e| e.to_string()),
+        None => hipfile_hip::open_default(&hipfile_hip::PlatformOptions::from_env())
+            .map_err(|e| e.to_string()),
     }
 }
 

@@ -72,7 +72,7 @@ impl Default for DriverOptions {
     fn default() -> Self {
         DriverOptions {
             runtime: Arc::new(|| {
-                hipfile_hip::open_default().map_err(|e| {
+                hipfile_hip::open_default(&hipfile_hip::PlatformOptions::from_env()).map_err(|e| {
                     let mut err = Error::hip(&e, "no GPU platform");
                     err = Error::new(ErrorKind::DeviceNotFound, err.context().to_string());
                     err

@@ -1,8 +1,8 @@
 //! The AMD platform: the HIP runtime (`libamdhip64.so`) loaded with `libloading` at run time.
 //!
-//! Nothing links the HIP runtime. [`open`] loads the library named by `HIPFILE_HIP_LIBRARY`, else
-//! the first of `libamdhip64.so.7`, `.6`, `.5` and `libamdhip64.so` that the dynamic loader accepts;
-//! [`open_library`] loads an explicit path or soname. Every symbol this module calls is resolved at
+//! Nothing links the HIP runtime. [`open`] loads the library the platform options name (from
+//! `HIPFILE_HIP_LIBRARY`), else the first of `libamdhip64.so.7`, `.6`, `.5` and `libamdhip64.so`
+//! that the dynamic loader accepts; [`open_library`] loads an explicit path or soname. Every symbol this module calls is resolved at
 //! load into a table of function pointers, so a runtime that lacks one is refused with
 //! [`HipError::MissingSymbol`] at open instead of failing (or crashing) in the middle of IO.
 //!
@@ -32,17 +32,16 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use libloading::Library;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
+use crate::loaded::{dlopen, symbol, CommonApi, Dialect, LoadedRuntime};
 use crate::p2p::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
-use crate::runtime::{
-    EventHandle, GpuRuntime, HostFn, MemoryKind, Platform, PointerInfo, RuntimeInfo, StreamHandle,
-};
+use crate::platform::PlatformOptions;
+use crate::runtime::{GpuRuntime, MemoryKind, Platform, PointerInfo, RuntimeInfo};
 
 /// The environment variable naming the HIP runtime library to load instead of the defaults.
 pub const LIBRARY_ENV: &str = "HIPFILE_HIP_LIBRARY";
@@ -61,25 +60,6 @@ pub const DEFAULT_LIBRARIES: [&str; 4] = [
 
 /// `hipRuntimeGetVersion` values from this one on speak the ROCm 6 ABI.
 const ROCM6_VERSION: i32 = 60_000_000;
-
-/// `hipStreamDefault`: our streams stay ordered with the legacy default stream, so a staged
-/// copy waits for the application's earlier work there (a kernel still writing the buffer), as
-/// upstream hipFile's synchronous copies do.
-const STREAM_ORDERED_WITH_NULL: u32 = 0;
-/// `hipEventDisableTiming`: our events only order work, they never time it.
-const EVENT_DISABLE_TIMING: u32 = 2;
-/// `hipHostMallocDefault`.
-const HOST_MALLOC_DEFAULT: u32 = 0;
-/// `hipMemAttachGlobal`.
-const MEM_ATTACH_GLOBAL: u32 = 1;
-
-/// `hipMemcpyKind` values (the same on every ROCm).
-#[derive(Clone, Copy)]
-#[repr(i32)]
-enum CopyKind {
-    HostToDevice = 1,
-    DeviceToHost = 2,
-}
 
 /// `hipPointerAttribute_t`, 32 bytes on every ROCm; `memory_type` is left a plain integer because
 /// its numbering depends on the runtime's generation.
@@ -109,64 +89,49 @@ impl Default for RawPointerAttributes {
     }
 }
 
-type RawStream = *mut c_void;
-type RawEvent = *mut c_void;
-type HostCallback = unsafe extern "C" fn(user_data: *mut c_void);
+/// The HIP spelling of the calls HIP shares with CUDA.
+static HIP: Dialect = Dialect {
+    runtime_get_version: "hipRuntimeGetVersion",
+    get_device_count: "hipGetDeviceCount",
+    get_device: "hipGetDevice",
+    set_device: "hipSetDevice",
+    malloc: "hipMalloc",
+    malloc_managed: "hipMallocManaged",
+    free: "hipFree",
+    host_alloc: "hipHostMalloc",
+    host_free: "hipHostFree",
+    memcpy: "hipMemcpy",
+    memcpy_async: "hipMemcpyAsync",
+    memset: "hipMemset",
+    stream_create_with_flags: "hipStreamCreateWithFlags",
+    stream_destroy: "hipStreamDestroy",
+    stream_synchronize: "hipStreamSynchronize",
+    event_create_with_flags: "hipEventCreateWithFlags",
+    event_create_fallback: Some("hipEventCreate"),
+    event_create_call: "hipEventCreate",
+    event_record: "hipEventRecord",
+    event_synchronize: "hipEventSynchronize",
+    event_query: "hipEventQuery",
+    event_destroy: "hipEventDestroy",
+    launch_host_func: "hipLaunchHostFunc",
+    get_error_string: "hipGetErrorString",
+    // `hipHostMallocDefault`.
+    host_alloc_flags: 0,
+    not_ready: HipErrorCode::NOT_READY.0,
+};
 
-/// How this runtime creates events: `hipEventCreateWithFlags` if exported, else `hipEventCreate`.
-#[derive(Clone, Copy)]
-enum EventCreate {
-    WithFlags(unsafe extern "C" fn(*mut RawEvent, u32) -> i32),
-    Plain(unsafe extern "C" fn(*mut RawEvent) -> i32),
-}
-
-/// Every HIP entry point the platform calls, resolved at load.
+/// Every HIP entry point the platform calls, resolved at load: those it shares with the CUDA
+/// runtime, and its own.
 #[derive(Clone, Copy)]
 struct HipApi {
-    runtime_get_version: unsafe extern "C" fn(*mut i32) -> i32,
-    get_device_count: unsafe extern "C" fn(*mut i32) -> i32,
-    get_device: unsafe extern "C" fn(*mut i32) -> i32,
-    set_device: unsafe extern "C" fn(i32) -> i32,
+    common: CommonApi,
     pointer_get_attributes: unsafe extern "C" fn(*mut RawPointerAttributes, *const c_void) -> i32,
     mem_get_address_range: unsafe extern "C" fn(*mut *mut c_void, *mut usize, *mut c_void) -> i32,
-    malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> i32,
-    malloc_managed: unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> i32,
-    free: unsafe extern "C" fn(*mut c_void) -> i32,
-    host_malloc: unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> i32,
-    host_free: unsafe extern "C" fn(*mut c_void) -> i32,
-    memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32) -> i32,
-    memcpy_async: unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32, RawStream) -> i32,
-    memset: unsafe extern "C" fn(*mut c_void, i32, usize) -> i32,
-    stream_create_with_flags: unsafe extern "C" fn(*mut RawStream, u32) -> i32,
-    stream_destroy: unsafe extern "C" fn(RawStream) -> i32,
-    stream_synchronize: unsafe extern "C" fn(RawStream) -> i32,
-    event_create: EventCreate,
-    event_record: unsafe extern "C" fn(RawEvent, RawStream) -> i32,
-    event_synchronize: unsafe extern "C" fn(RawEvent) -> i32,
-    event_query: unsafe extern "C" fn(RawEvent) -> i32,
-    event_destroy: unsafe extern "C" fn(RawEvent) -> i32,
-    launch_host_func: unsafe extern "C" fn(RawStream, Option<HostCallback>, *mut c_void) -> i32,
-    get_error_string: unsafe extern "C" fn(i32) -> *const c_char,
     /// `hipInit`; only the P2P driver calls it (before its first call on each thread).
     init: Option<unsafe extern "C" fn(c_uint) -> c_int>,
     /// ROCm 6 signature: `(symbol, pfn, hipVersion, flags, symbolStatus)`; absent before ROCm 6.
     get_proc_address:
         Option<unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, *mut i32) -> i32>,
-}
-
-/// Resolve `name` in `lib` as a value of type `T`.
-///
-/// # Safety
-/// `T` must be the function-pointer type matching the C declaration of `name`.
-unsafe fn symbol<T: Copy>(lib: &Library, library: &str, name: &'static str) -> HipResult<T> {
-    // SAFETY: the caller guarantees that `T` matches the symbol's C type.
-    match unsafe { lib.get::<T>(name.as_bytes()) } {
-        Ok(sym) => Ok(*sym),
-        Err(_) => Err(HipError::MissingSymbol {
-            library: library.to_string(),
-            symbol: name,
-        }),
-    }
 }
 
 impl HipApi {
@@ -180,35 +145,9 @@ impl HipApi {
             };
         }
         Ok(HipApi {
-            runtime_get_version: sym!("hipRuntimeGetVersion"),
-            get_device_count: sym!("hipGetDeviceCount"),
-            get_device: sym!("hipGetDevice"),
-            set_device: sym!("hipSetDevice"),
+            common: CommonApi::resolve(lib, library, &HIP)?,
             pointer_get_attributes: sym!("hipPointerGetAttributes"),
             mem_get_address_range: sym!("hipMemGetAddressRange"),
-            malloc: sym!("hipMalloc"),
-            malloc_managed: sym!("hipMallocManaged"),
-            free: sym!("hipFree"),
-            host_malloc: sym!("hipHostMalloc"),
-            host_free: sym!("hipHostFree"),
-            memcpy: sym!("hipMemcpy"),
-            memcpy_async: sym!("hipMemcpyAsync"),
-            memset: sym!("hipMemset"),
-            stream_create_with_flags: sym!("hipStreamCreateWithFlags"),
-            stream_destroy: sym!("hipStreamDestroy"),
-            stream_synchronize: sym!("hipStreamSynchronize"),
-            // SAFETY: both candidates are declared with their hip_runtime_api.h signatures.
-            event_create: match unsafe { symbol(lib, library, "hipEventCreateWithFlags") } {
-                Ok(f) => EventCreate::WithFlags(f),
-                // SAFETY: as above.
-                Err(_) => EventCreate::Plain(unsafe { symbol(lib, library, "hipEventCreate")? }),
-            },
-            event_record: sym!("hipEventRecord"),
-            event_synchronize: sym!("hipEventSynchronize"),
-            event_query: sym!("hipEventQuery"),
-            event_destroy: sym!("hipEventDestroy"),
-            launch_host_func: sym!("hipLaunchHostFunc"),
-            get_error_string: sym!("hipGetErrorString"),
             // SAFETY: declared with its hip_runtime_api.h signature.
             init: unsafe { symbol(lib, library, "hipInit") }.ok(),
             // SAFETY: declared with the ROCm 6 signature; only runtimes of ROCm 6 and later export
@@ -287,9 +226,10 @@ impl fmt::Debug for AmdRuntime {
     }
 }
 
-/// The runtime that `HIPFILE_HIP_LIBRARY` names, else the first default library that loads.
-pub fn open() -> HipResult<Arc<dyn GpuRuntime>> {
-    Ok(Arc::new(AmdRuntime::open()?))
+/// The runtime that `options` name ([`PlatformOptions::hip_library`]), else the first default
+/// library that loads.
+pub fn open(options: &PlatformOptions) -> HipResult<Arc<dyn GpuRuntime>> {
+    Ok(Arc::new(AmdRuntime::open(options)?))
 }
 
 /// The HIP runtime at `path` (a path or a soname the dynamic loader resolves).
@@ -298,16 +238,17 @@ pub fn open_library(path: &str) -> HipResult<Arc<dyn GpuRuntime>> {
 }
 
 impl AmdRuntime {
-    /// Load the library named by `HIPFILE_HIP_LIBRARY`, else the first of [`DEFAULT_LIBRARIES`]
-    /// that the dynamic loader accepts. A library that loads but lacks a symbol is an error; the
-    /// next name is not tried, because a broken install should be reported, not papered over.
-    pub fn open() -> HipResult<Self> {
-        if let Some(path) = std::env::var_os(LIBRARY_ENV) {
-            return Self::load(&path.to_string_lossy());
+    /// Load the library `options` name ([`PlatformOptions::hip_library`], from
+    /// `HIPFILE_HIP_LIBRARY`), else the first of [`DEFAULT_LIBRARIES`] that the dynamic loader
+    /// accepts. A library that loads but lacks a symbol is an error; the next name is not tried,
+    /// because a broken install should be reported, not papered over.
+    pub fn open(options: &PlatformOptions) -> HipResult<Self> {
+        if let Some(path) = &options.hip_library {
+            return Self::load(path);
         }
         let mut refusals = Vec::new();
         for name in DEFAULT_LIBRARIES {
-            match Self::dlopen(name) {
+            match dlopen(name) {
                 Ok(lib) => return Self::from_library(lib, name),
                 Err(e) => refusals.push(e.to_string()),
             }
@@ -320,24 +261,8 @@ impl AmdRuntime {
 
     /// Load the HIP runtime at `path` (a path or a soname).
     pub fn load(path: &str) -> HipResult<Self> {
-        let lib = Self::dlopen(path)?;
+        let lib = dlopen(path)?;
         Self::from_library(lib, path)
-    }
-
-    /// `dlopen` with `RTLD_NODELETE`: a HIP runtime runs threads and registers exit handlers, so
-    /// unmapping it when the last `AmdRuntime` drops could pull code from under them. Dropping the
-    /// runtime releases our handle; the code stays mapped for the life of the process.
-    fn dlopen(name: &str) -> HipResult<Library> {
-        let flags =
-            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | libc::RTLD_NODELETE;
-        // SAFETY: loading runs the library's initialisers; a HIP runtime's initialisers are sound
-        // to run in any process, which is the contract of naming it in HIPFILE_HIP_LIBRARY.
-        unsafe { libloading::os::unix::Library::open(Some(name), flags) }
-            .map(Library::from)
-            .map_err(|e| HipError::Load {
-                library: name.to_string(),
-                reason: e.to_string(),
-            })
     }
 
     fn from_library(lib: Library, name: &str) -> HipResult<Self> {
@@ -350,9 +275,7 @@ impl AmdRuntime {
             name.to_string()
         };
         let name = name.as_str();
-        let mut version = 0i32;
-        // SAFETY: `version` is a valid out-pointer for the duration of the call.
-        let rc = unsafe { (api.runtime_get_version)(&mut version) };
+        let (rc, version) = api.common.runtime_version();
         let mut rt = AmdRuntime {
             api,
             abi: MemoryTypeAbi::Rocm6,
@@ -395,22 +318,8 @@ impl AmdRuntime {
         Err(HipError::Call {
             call,
             code: HipErrorCode(rc),
-            detail: self.error_string(rc),
+            detail: self.api.common.error_string(rc),
         })
-    }
-
-    fn error_string(&self, rc: i32) -> Option<String> {
-        // SAFETY: hipGetErrorString takes any integer and returns a static string or NULL.
-        let text = unsafe { (self.api.get_error_string)(rc) };
-        if text.is_null() {
-            return None;
-        }
-        // SAFETY: non-null answers of hipGetErrorString are NUL-terminated static strings.
-        Some(
-            unsafe { CStr::from_ptr(text) }
-                .to_string_lossy()
-                .into_owned(),
-        )
     }
 
     fn address_range(&self, ptr: usize) -> HipResult<(usize, usize)> {
@@ -593,21 +502,16 @@ impl P2pDriver for AmdP2p {
     }
 }
 
-/// The C side of [`GpuRuntime::launch_host_func`]: runs the boxed closure exactly once.
-extern "C" fn host_fn_trampoline(user_data: *mut c_void) {
-    if user_data.is_null() {
-        return;
+impl LoadedRuntime for AmdRuntime {
+    fn common(&self) -> &CommonApi {
+        &self.api.common
     }
-    // SAFETY: `user_data` is the `Box<HostFn>` leaked by `launch_host_func`, handed to the runtime
-    // for exactly one call; ownership comes back here.
-    let f = unsafe { Box::from_raw(user_data.cast::<HostFn>()) };
-    // A panic must not unwind into the runtime's thread; the closure's owner sees its side effects
-    // missing, which is all a host function can report anyway.
-    let _ = catch_unwind(AssertUnwindSafe(*f));
-}
 
-impl GpuRuntime for AmdRuntime {
-    fn info(&self) -> RuntimeInfo {
+    fn check(&self, call: &'static str, rc: i32) -> HipResult<()> {
+        AmdRuntime::check(self, call, rc)
+    }
+
+    fn runtime_info(&self) -> RuntimeInfo {
         RuntimeInfo {
             platform: Platform::Amd,
             runtime_version: self.version,
@@ -615,29 +519,7 @@ impl GpuRuntime for AmdRuntime {
         }
     }
 
-    fn device_count(&self) -> HipResult<i32> {
-        let mut n = 0;
-        // SAFETY: `n` is a valid out-pointer.
-        let rc = unsafe { (self.api.get_device_count)(&mut n) };
-        self.check("hipGetDeviceCount", rc)?;
-        Ok(n)
-    }
-
-    fn current_device(&self) -> HipResult<i32> {
-        let mut d = 0;
-        // SAFETY: `d` is a valid out-pointer.
-        let rc = unsafe { (self.api.get_device)(&mut d) };
-        self.check("hipGetDevice", rc)?;
-        Ok(d)
-    }
-
-    fn set_device(&self, device: i32) -> HipResult<()> {
-        // SAFETY: plain integer argument; the runtime validates it.
-        let rc = unsafe { (self.api.set_device)(device) };
-        self.check("hipSetDevice", rc)
-    }
-
-    fn pointer_info(&self, ptr: usize) -> HipResult<PointerInfo> {
+    fn describe_pointer(&self, ptr: usize) -> HipResult<PointerInfo> {
         let unregistered = PointerInfo {
             kind: MemoryKind::Unregistered,
             device: -1,
@@ -667,191 +549,7 @@ impl GpuRuntime for AmdRuntime {
         })
     }
 
-    fn device_alloc(&self, len: usize) -> HipResult<usize> {
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `p` is a valid out-pointer.
-        let rc = unsafe { (self.api.malloc)(&mut p, len) };
-        self.check("hipMalloc", rc)?;
-        Ok(p as usize)
-    }
-
-    fn managed_alloc(&self, len: usize) -> HipResult<usize> {
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `p` is a valid out-pointer.
-        let rc = unsafe { (self.api.malloc_managed)(&mut p, len, MEM_ATTACH_GLOBAL) };
-        self.check("hipMallocManaged", rc)?;
-        Ok(p as usize)
-    }
-
-    unsafe fn device_free(&self, ptr: usize) -> HipResult<()> {
-        // SAFETY: the caller guarantees `ptr` is this runtime's device or managed allocation with
-        // no copy in flight.
-        let rc = unsafe { (self.api.free)(ptr as *mut c_void) };
-        self.check("hipFree", rc)
-    }
-
-    fn host_alloc(&self, len: usize) -> HipResult<NonNull<u8>> {
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `p` is a valid out-pointer.
-        let rc = unsafe { (self.api.host_malloc)(&mut p, len, HOST_MALLOC_DEFAULT) };
-        self.check("hipHostMalloc", rc)?;
-        NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| HipError::call("hipHostMalloc", HipErrorCode::OUT_OF_MEMORY))
-    }
-
-    unsafe fn host_free(&self, ptr: NonNull<u8>) -> HipResult<()> {
-        // SAFETY: the caller guarantees `ptr` came from `host_alloc` and is no longer used.
-        let rc = unsafe { (self.api.host_free)(ptr.as_ptr().cast()) };
-        self.check("hipHostFree", rc)
-    }
-
-    unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()> {
-        // SAFETY: the caller guarantees the device range; `src` is a valid slice.
-        let rc = unsafe {
-            (self.api.memcpy)(
-                dst as *mut c_void,
-                src.as_ptr().cast(),
-                src.len(),
-                CopyKind::HostToDevice as i32,
-            )
-        };
-        self.check("hipMemcpy", rc)
-    }
-
-    unsafe fn copy_from_device(&self, dst: &mut [u8], src: usize) -> HipResult<()> {
-        // SAFETY: the caller guarantees the device range; `dst` is a valid, exclusive slice.
-        let rc = unsafe {
-            (self.api.memcpy)(
-                dst.as_mut_ptr().cast(),
-                src as *const c_void,
-                dst.len(),
-                CopyKind::DeviceToHost as i32,
-            )
-        };
-        self.check("hipMemcpy", rc)
-    }
-
-    unsafe fn memset_device(&self, dst: usize, value: u8, len: usize) -> HipResult<()> {
-        // SAFETY: the caller guarantees the device range and exclusive access.
-        let rc = unsafe { (self.api.memset)(dst as *mut c_void, i32::from(value), len) };
-        self.check("hipMemset", rc)
-    }
-
-    unsafe fn copy_to_device_async(
-        &self,
-        dst: usize,
-        src: *const u8,
-        len: usize,
-        stream: StreamHandle,
-    ) -> HipResult<()> {
-        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
-        let rc = unsafe {
-            (self.api.memcpy_async)(
-                dst as *mut c_void,
-                src.cast(),
-                len,
-                CopyKind::HostToDevice as i32,
-                stream.0 as RawStream,
-            )
-        };
-        self.check("hipMemcpyAsync", rc)
-    }
-
-    unsafe fn copy_from_device_async(
-        &self,
-        dst: *mut u8,
-        src: usize,
-        len: usize,
-        stream: StreamHandle,
-    ) -> HipResult<()> {
-        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
-        let rc = unsafe {
-            (self.api.memcpy_async)(
-                dst.cast(),
-                src as *const c_void,
-                len,
-                CopyKind::DeviceToHost as i32,
-                stream.0 as RawStream,
-            )
-        };
-        self.check("hipMemcpyAsync", rc)
-    }
-
-    fn stream_create(&self) -> HipResult<StreamHandle> {
-        let mut s: RawStream = std::ptr::null_mut();
-        // SAFETY: `s` is a valid out-pointer.
-        let rc = unsafe { (self.api.stream_create_with_flags)(&mut s, STREAM_ORDERED_WITH_NULL) };
-        self.check("hipStreamCreateWithFlags", rc)?;
-        Ok(StreamHandle(s as usize))
-    }
-
-    fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates stream handles; a stale one is an error code.
-        let rc = unsafe { (self.api.stream_destroy)(stream.0 as RawStream) };
-        self.check("hipStreamDestroy", rc)
-    }
-
-    fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates stream handles; a stale one is an error code.
-        let rc = unsafe { (self.api.stream_synchronize)(stream.0 as RawStream) };
-        self.check("hipStreamSynchronize", rc)
-    }
-
-    fn event_create(&self) -> HipResult<EventHandle> {
-        let mut e: RawEvent = std::ptr::null_mut();
-        let rc = match self.api.event_create {
-            // SAFETY: `e` is a valid out-pointer.
-            EventCreate::WithFlags(f) => unsafe { f(&mut e, EVENT_DISABLE_TIMING) },
-            // SAFETY: `e` is a valid out-pointer.
-            EventCreate::Plain(f) => unsafe { f(&mut e) },
-        };
-        self.check("hipEventCreate", rc)?;
-        Ok(EventHandle(e as usize))
-    }
-
-    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates both handles.
-        let rc = unsafe { (self.api.event_record)(event.0 as RawEvent, stream.0 as RawStream) };
-        self.check("hipEventRecord", rc)
-    }
-
-    fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates the handle.
-        let rc = unsafe { (self.api.event_synchronize)(event.0 as RawEvent) };
-        self.check("hipEventSynchronize", rc)
-    }
-
-    fn event_query(&self, event: EventHandle) -> HipResult<bool> {
-        // SAFETY: the runtime validates the handle.
-        let rc = unsafe { (self.api.event_query)(event.0 as RawEvent) };
-        if rc == HipErrorCode::NOT_READY.0 {
-            return Ok(false);
-        }
-        self.check("hipEventQuery", rc)?;
-        Ok(true)
-    }
-
-    fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
-        // SAFETY: the runtime validates the handle.
-        let rc = unsafe { (self.api.event_destroy)(event.0 as RawEvent) };
-        self.check("hipEventDestroy", rc)
-    }
-
-    fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
-        let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
-        // SAFETY: the trampoline matches hipHostFn_t and takes ownership of `user_data` when the
-        // runtime calls it, which it does exactly once if the launch succeeds.
-        let rc = unsafe {
-            (self.api.launch_host_func)(stream.0 as RawStream, Some(host_fn_trampoline), user_data)
-        };
-        if rc != 0 {
-            // SAFETY: the launch failed, so the runtime never took `user_data`; it is still ours.
-            drop(unsafe { Box::from_raw(user_data.cast::<HostFn>()) });
-        }
-        self.check("hipLaunchHostFunc", rc)
-    }
-
-    fn p2p(&self) -> Option<Arc<dyn P2pDriver>> {
+    fn p2p_driver(&self) -> Option<Arc<dyn P2pDriver>> {
         let driver: Arc<dyn P2pDriver> = self.p2p.clone()?;
         Some(driver)
     }

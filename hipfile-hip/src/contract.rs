@@ -7,6 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::sim::SimRuntime;
 use crate::{
     DeviceBuffer, GpuRuntime, HipError, HipErrorCode, MemoryKind, OwnedEvent, OwnedStream,
     PinnedBuffer,
@@ -80,7 +81,8 @@ pub fn async_copies_streams_events_and_host_functions_run_in_order(rt: &Arc<dyn 
     let event = OwnedEvent::new(Arc::clone(rt)).unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     for i in 0..4 {
-        // SAFETY: both buffers outlive the event synchronisation below.
+        // SAFETY: both buffers outlive the event synchronisation below; `stream` is a live stream
+        // of `rt`.
         unsafe {
             rt.copy_to_device_async(
                 dev.ptr() + i * CHUNK,
@@ -91,13 +93,12 @@ pub fn async_copies_streams_events_and_host_functions_run_in_order(rt: &Arc<dyn 
             .unwrap();
         }
         let order = Arc::clone(&order);
-        rt.launch_host_func(
-            stream.handle(),
-            Box::new(move || order.lock().unwrap().push(i)),
-        )
-        .unwrap();
+        stream
+            .launch_host_func(Box::new(move || order.lock().unwrap().push(i)))
+            .unwrap();
     }
-    // SAFETY: `back` outlives the synchronisation below and nothing reads it before then.
+    // SAFETY: `back` outlives the synchronisation below and nothing reads it before then;
+    // `stream` is a live stream of `rt`.
     unsafe {
         rt.copy_from_device_async(back.as_mut_ptr(), dev.ptr(), LEN, stream.handle())
             .unwrap();
@@ -113,35 +114,50 @@ pub fn async_copies_streams_events_and_host_functions_run_in_order(rt: &Arc<dyn 
 /// A host function that panics does not unwind into the runtime, and the stream goes on.
 pub fn a_panicking_host_function_does_not_unwind_into_the_runtime(rt: &Arc<dyn GpuRuntime>) {
     let stream = OwnedStream::new(Arc::clone(rt)).unwrap();
-    rt.launch_host_func(
-        stream.handle(),
-        Box::new(|| panic!("deliberate panic in a host function")),
-    )
-    .unwrap();
+    stream
+        .launch_host_func(Box::new(|| panic!("deliberate panic in a host function")))
+        .unwrap();
     let ran = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&ran);
-    rt.launch_host_func(
-        stream.handle(),
-        Box::new(move || flag.store(true, Ordering::SeqCst)),
-    )
-    .unwrap();
+    stream
+        .launch_host_func(Box::new(move || flag.store(true, Ordering::SeqCst)))
+        .unwrap();
     stream.synchronize().unwrap();
     assert!(ran.load(Ordering::SeqCst));
 }
 
 /// A destroyed stream is refused with `INVALID_HANDLE`. Returns what querying a destroyed event
 /// answered, for the caller to check against its platform.
-pub fn stale_handles_are_refused(rt: &Arc<dyn GpuRuntime>) -> crate::HipResult<bool> {
+///
+/// # Safety
+/// `rt` looks every stream and event handle up and refuses unknown ones, as the simulator and the
+/// libraries built on it do. A GPU runtime need not (CUDA does not): there, using a destroyed
+/// handle is undefined behaviour, and this check must not run.
+pub unsafe fn stale_handles_are_refused(rt: &Arc<dyn GpuRuntime>) -> crate::HipResult<bool> {
     let s = rt.stream_create().unwrap();
-    rt.stream_destroy(s).unwrap();
-    assert!(matches!(
-        rt.stream_synchronize(s),
-        Err(HipError::Call {
-            code: HipErrorCode::INVALID_HANDLE,
-            ..
-        })
-    ));
+    // SAFETY: `s` is live until destroyed here; using it afterwards is what this check is about,
+    // and the caller guarantees that `rt` refuses it.
+    unsafe {
+        rt.stream_destroy(s).unwrap();
+        assert!(matches!(
+            rt.stream_synchronize(s),
+            Err(HipError::Call {
+                code: HipErrorCode::INVALID_HANDLE,
+                ..
+            })
+        ));
+    }
     let e = rt.event_create().unwrap();
-    rt.event_destroy(e).unwrap();
-    rt.event_query(e)
+    // SAFETY: as for `s`.
+    unsafe {
+        rt.event_destroy(e).unwrap();
+        rt.event_query(e)
+    }
+}
+
+/// [`stale_handles_are_refused`] on the simulator, which looks every handle up in its tables.
+pub fn the_simulator_refuses_stale_handles(sim: &Arc<SimRuntime>) -> crate::HipResult<bool> {
+    let rt: Arc<dyn GpuRuntime> = sim.clone();
+    // SAFETY: the simulator refuses every handle that is not in its tables.
+    unsafe { stale_handles_are_refused(&rt) }
 }

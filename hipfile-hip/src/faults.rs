@@ -1,10 +1,11 @@
 //! [`ScriptedRuntime`]: a [`GpuRuntime`] decorator that fails chosen copies and pinned allocations.
 //!
-//! It lives here, beside the runtimes, because [`GpuRuntime`] declares its copy and free entry
-//! points `unsafe fn`: implementing the trait means declaring them, and this crate is where the
-//! GPU boundary's `unsafe` belongs. Each forward passes the caller's own contract on unchanged and
-//! adds no memory access of its own; a scripted failure touches no memory at all.
-//! `hipfile-testkit` re-exports it with its other fault-injection decorators.
+//! It lives here, beside the runtimes, because [`GpuRuntime`] declares its copy, free, stream and
+//! event entry points `unsafe fn`: implementing the trait means declaring them, and this crate is
+//! where the GPU boundary's `unsafe` belongs. Each forward passes the caller's own contract on
+//! unchanged and adds no memory access of its own; a scripted failure touches no memory at all.
+//! `hipfile-testkit` re-exports it with its other fault-injection decorators. Built with the
+//! `faults` feature only, which the test kit turns on: the shipping library does not contain it.
 
 use std::fmt;
 use std::ptr::NonNull;
@@ -262,36 +263,44 @@ impl GpuRuntime for ScriptedRuntime {
         self.inner.stream_create()
     }
 
-    fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
-        self.inner.stream_destroy(stream)
+    unsafe fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged: the handles of this runtime are the
+        // inner runtime's (`stream_create` and `event_create` forward).
+        unsafe { self.inner.stream_destroy(stream) }
     }
 
-    fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
-        self.inner.stream_synchronize(stream)
+    unsafe fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.stream_synchronize(stream) }
     }
 
     fn event_create(&self) -> HipResult<EventHandle> {
         self.inner.event_create()
     }
 
-    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
-        self.inner.event_record(event, stream)
+    unsafe fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.event_record(event, stream) }
     }
 
-    fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
-        self.inner.event_synchronize(event)
+    unsafe fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.event_synchronize(event) }
     }
 
-    fn event_query(&self, event: EventHandle) -> HipResult<bool> {
-        self.inner.event_query(event)
+    unsafe fn event_query(&self, event: EventHandle) -> HipResult<bool> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.event_query(event) }
     }
 
-    fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
-        self.inner.event_destroy(event)
+    unsafe fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.event_destroy(event) }
     }
 
-    fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
-        self.inner.launch_host_func(stream, f)
+    unsafe fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.launch_host_func(stream, f) }
     }
 }
 

@@ -15,6 +15,11 @@
 //! - **sim**: a simulated GPU in host memory ([`sim::SimRuntime`]), a real implementation that
 //!   makes the whole library testable on a machine without a GPU.
 //!
+//! Which platform opens, from which libraries, is decided by a [`PlatformOptions`] value that
+//! [`open_default`] and [`open_platform`] take: plain data, read from the process environment in
+//! one place ([`PlatformOptions::from_env`]) or built from any lookup
+//! ([`PlatformOptions::from_lookup`]).
+//!
 //! Direct IO between storage and GPU memory goes through a [`P2pDriver`] that a runtime offers
 //! with [`GpuRuntime::p2p`]: AMD's `hipAmdFileRead/Write` (reached through `hipGetProcAddress`),
 //! NVIDIA's cuFile ([`p2p::cufile`], offered only with the nvidia-fs kernel driver), and the sim's
@@ -40,7 +45,9 @@ pub mod amd;
 pub mod contract;
 mod device_range;
 mod error;
+#[cfg(feature = "faults")]
 pub mod faults;
+mod loaded;
 pub mod nvidia;
 pub mod os;
 pub mod p2p;
@@ -54,9 +61,11 @@ pub use device_range::{DeviceRange, Refusal};
 pub use error::{HipError, HipErrorCode, HipResult};
 pub use nvidia::open_libraries as nvidia_open_libraries;
 pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};
-pub use platform::{open_default, open_platform, parse_platform, platform_from_env};
-pub use runtime::{
-    DeviceBuffer, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent, OwnedStream,
-    PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle,
+pub use platform::{
+    open_default, open_platform, parse_platform, PlatformChoice, PlatformOptions, PLATFORM_ENV,
 };
-pub use staging::{DeviceGuard, EventWait, LaneError, StagingLane};
+pub use runtime::{
+    DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent,
+    OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle,
+};
+pub use staging::{EventWait, LaneError, StagingLane};

@@ -1,4 +1,4 @@
-//! Picking the platform a driver runs on.
+//! Picking the platform a driver runs on, and the options that pick and configure it.
 
 use std::sync::Arc;
 
@@ -6,12 +6,85 @@ use crate::error::{HipError, HipResult};
 use crate::runtime::{GpuRuntime, Platform};
 use crate::sim::{SimConfig, SimRuntime};
 
-/// The platform named by `HIPFILE_PLATFORM`, if it names one (`amd`, `nvidia`, `sim`,
-/// case-insensitive). Any other value is an error, so a typo is not silently auto-detected.
-pub fn platform_from_env() -> HipResult<Option<Platform>> {
-    match std::env::var("HIPFILE_PLATFORM") {
-        Err(_) => Ok(None),
-        Ok(v) => parse_platform(&v).map(Some),
+/// The environment variable naming the platform (`amd`, `nvidia`, `sim`).
+pub const PLATFORM_ENV: &str = "HIPFILE_PLATFORM";
+
+/// Which platform to open.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PlatformChoice {
+    /// The first platform that reports a device: AMD, then NVIDIA (never the simulator).
+    #[default]
+    Detect,
+    /// This platform.
+    Named(Platform),
+    /// A name that names no platform. Opening refuses it, so a typo is never silently detected
+    /// around.
+    Unknown(String),
+}
+
+/// Everything hipfile-hip takes from the environment, as plain data: which platform to open,
+/// which libraries to load for it, whether cuFile is offered without nvidia-fs, and how the
+/// simulated GPU is built. [`PlatformOptions::from_env`] is the one place that reads the process
+/// environment; everything that opens a platform takes the options it is given.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlatformOptions {
+    /// `HIPFILE_PLATFORM`: `amd`, `nvidia` or `sim` (case-insensitive, surrounding blanks ignored).
+    pub platform: PlatformChoice,
+    /// `HIPFILE_HIP_LIBRARY`: the HIP runtime to load instead of
+    /// [`crate::amd::DEFAULT_LIBRARIES`].
+    pub hip_library: Option<String>,
+    /// `HIPFILE_CUDART_LIBRARY`: the CUDA runtime to load instead of
+    /// [`crate::nvidia::DEFAULT_RUNTIME_LIBRARIES`].
+    pub cudart_library: Option<String>,
+    /// `HIPFILE_CUDA_LIBRARY`: the CUDA driver to load instead of
+    /// [`crate::nvidia::DEFAULT_DRIVER_LIBRARY`].
+    pub cuda_library: Option<String>,
+    /// `HIPFILE_CUFILE_FORCE=true`: offer cuFile without the nvidia-fs driver (testing only: it
+    /// is then a staged engine). See [`crate::p2p::cufile`].
+    pub cufile_force: bool,
+    /// `HIPFILE_SIM_DEVICES`, `HIPFILE_SIM_ROCM` and `HIPFILE_SIM_P2P`: the simulated GPU (see
+    /// [`SimConfig::from_lookup`]).
+    pub sim: SimConfig,
+}
+
+impl PlatformOptions {
+    /// The options that `lookup` (a variable's name to its value, `None` when unset) gives.
+    /// Parsing never fails: a platform name that names none is kept as
+    /// [`PlatformChoice::Unknown`] and refused when a platform is opened; unparseable simulator
+    /// settings fall back to their defaults.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let platform = match lookup(PLATFORM_ENV) {
+            None => PlatformChoice::Detect,
+            Some(name) => match parse_platform(&name) {
+                Ok(p) => PlatformChoice::Named(p),
+                Err(_) => PlatformChoice::Unknown(name),
+            },
+        };
+        PlatformOptions {
+            platform,
+            hip_library: lookup(crate::amd::LIBRARY_ENV),
+            cudart_library: lookup(crate::nvidia::RUNTIME_LIBRARY_ENV),
+            cuda_library: lookup(crate::nvidia::DRIVER_LIBRARY_ENV),
+            cufile_force: lookup(crate::p2p::cufile::FORCE_ENV)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            sim: SimConfig::from_lookup(&lookup),
+        }
+    }
+
+    /// The options the process environment gives (a value that is not UTF-8 is read lossily).
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| {
+            std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
+        })
+    }
+
+    /// The platform asked for, `None` to detect one; an error for a name that names none.
+    pub fn platform(&self) -> HipResult<Option<Platform>> {
+        match &self.platform {
+            PlatformChoice::Detect => Ok(None),
+            PlatformChoice::Named(p) => Ok(Some(*p)),
+            PlatformChoice::Unknown(name) => parse_platform(name).map(Some),
+        }
     }
 }
 
@@ -22,30 +95,33 @@ pub fn parse_platform(name: &str) -> HipResult<Platform> {
         "nvidia" => Ok(Platform::Nvidia),
         "sim" => Ok(Platform::Sim),
         other => Err(HipError::NoPlatform(format!(
-            "HIPFILE_PLATFORM={other:?} names no platform (amd, nvidia, sim)"
+            "{PLATFORM_ENV}={other:?} names no platform (amd, nvidia, sim)"
         ))),
     }
 }
 
-/// Open the runtime of `platform`.
-pub fn open_platform(platform: Platform) -> HipResult<Arc<dyn GpuRuntime>> {
+/// Open the runtime of `platform`, configured by `options`.
+pub fn open_platform(
+    platform: Platform,
+    options: &PlatformOptions,
+) -> HipResult<Arc<dyn GpuRuntime>> {
     match platform {
-        Platform::Sim => Ok(Arc::new(SimRuntime::new(SimConfig::from_env()))),
-        Platform::Amd => crate::amd::open(),
-        Platform::Nvidia => crate::nvidia::open(),
+        Platform::Sim => Ok(Arc::new(SimRuntime::new(options.sim))),
+        Platform::Amd => crate::amd::open(options),
+        Platform::Nvidia => crate::nvidia::open(options),
     }
 }
 
-/// Open the platform the environment asks for, else the first one that reports a device: AMD,
-/// then NVIDIA. The simulator is never picked automatically: a CPU-only machine has no device
-/// unless the user asks for the sim.
-pub fn open_default() -> HipResult<Arc<dyn GpuRuntime>> {
-    if let Some(p) = platform_from_env()? {
-        return open_platform(p);
+/// Open the platform `options` name, else the first one that reports a device: AMD, then NVIDIA.
+/// The simulator is never picked automatically: a CPU-only machine has no device unless the user
+/// asks for the sim.
+pub fn open_default(options: &PlatformOptions) -> HipResult<Arc<dyn GpuRuntime>> {
+    if let Some(p) = options.platform()? {
+        return open_platform(p, options);
     }
     let mut reasons = Vec::new();
     for p in [Platform::Amd, Platform::Nvidia] {
-        match open_platform(p) {
+        match open_platform(p, options) {
             Ok(rt) => match rt.device_count() {
                 Ok(n) if n > 0 => return Ok(rt),
                 Ok(_) => reasons.push(format!("{p}: no device")),
@@ -60,11 +136,130 @@ pub fn open_default() -> HipResult<Arc<dyn GpuRuntime>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::SimAbi;
+    use std::collections::HashMap;
+
+    fn options(vars: &[(&str, &str)]) -> PlatformOptions {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        PlatformOptions::from_lookup(|name| vars.get(name).cloned())
+    }
 
     #[test]
     fn platform_names_parse_strictly() {
         assert_eq!(parse_platform("SIM").unwrap(), Platform::Sim);
         assert_eq!(parse_platform(" amd ").unwrap(), Platform::Amd);
         assert!(parse_platform("cuda").is_err());
+    }
+
+    #[test]
+    fn nothing_set_is_the_defaults() {
+        let opts = options(&[]);
+        assert_eq!(opts, PlatformOptions::default());
+        assert_eq!(opts.platform, PlatformChoice::Detect);
+        assert_eq!(opts.platform().unwrap(), None);
+        assert_eq!(opts.sim, SimConfig::default());
+        assert!(!opts.cufile_force);
+    }
+
+    #[test]
+    fn every_variable_is_read_into_its_field() {
+        let opts = options(&[
+            ("HIPFILE_PLATFORM", " NVIDIA "),
+            ("HIPFILE_HIP_LIBRARY", "/opt/rocm/lib/libamdhip64.so"),
+            (
+                "HIPFILE_CUDART_LIBRARY",
+                "/usr/local/cuda/lib64/libcudart.so.13",
+            ),
+            ("HIPFILE_CUDA_LIBRARY", "/usr/lib/libcuda.so.1"),
+            ("HIPFILE_CUFILE_FORCE", "TRUE"),
+            ("HIPFILE_SIM_DEVICES", " 3 "),
+            ("HIPFILE_SIM_ROCM", "5"),
+            ("HIPFILE_SIM_P2P", "False"),
+        ]);
+        assert_eq!(opts.platform, PlatformChoice::Named(Platform::Nvidia));
+        assert_eq!(
+            opts.hip_library.as_deref(),
+            Some("/opt/rocm/lib/libamdhip64.so")
+        );
+        assert_eq!(
+            opts.cudart_library.as_deref(),
+            Some("/usr/local/cuda/lib64/libcudart.so.13")
+        );
+        assert_eq!(opts.cuda_library.as_deref(), Some("/usr/lib/libcuda.so.1"));
+        assert!(opts.cufile_force);
+        assert_eq!(
+            opts.sim,
+            SimConfig {
+                devices: 3,
+                abi: SimAbi::Rocm5,
+                p2p: false,
+            }
+        );
+    }
+
+    #[test]
+    fn a_name_that_names_no_platform_is_refused_when_opening() {
+        let opts = options(&[("HIPFILE_PLATFORM", "cuda")]);
+        assert_eq!(opts.platform, PlatformChoice::Unknown("cuda".to_string()));
+        assert!(matches!(opts.platform(), Err(HipError::NoPlatform(_))));
+        assert!(matches!(
+            open_default(&opts),
+            Err(HipError::NoPlatform(why)) if why.contains("cuda")
+        ));
+    }
+
+    #[test]
+    fn values_outside_their_range_fall_back_to_the_defaults() {
+        for (name, value) in [
+            ("HIPFILE_SIM_DEVICES", "0"),
+            ("HIPFILE_SIM_DEVICES", "65"),
+            ("HIPFILE_SIM_DEVICES", "two"),
+            ("HIPFILE_SIM_ROCM", "4"),
+            ("HIPFILE_SIM_P2P", "no"),
+        ] {
+            assert_eq!(
+                options(&[(name, value)]).sim,
+                SimConfig::default(),
+                "{name}={value}"
+            );
+        }
+        assert!(!options(&[("HIPFILE_CUFILE_FORCE", "1")]).cufile_force);
+        assert!(!options(&[("HIPFILE_CUFILE_FORCE", " true")]).cufile_force);
+    }
+
+    #[test]
+    fn the_simulator_is_built_from_the_options_given() {
+        let opts = options(&[("HIPFILE_PLATFORM", "sim"), ("HIPFILE_SIM_DEVICES", "3")]);
+        let rt = open_default(&opts).unwrap();
+        assert_eq!(rt.info().platform, Platform::Sim);
+        assert_eq!(rt.device_count().unwrap(), 3);
+        let no_p2p = options(&[("HIPFILE_SIM_P2P", "false")]);
+        assert!(open_platform(Platform::Sim, &no_p2p)
+            .unwrap()
+            .p2p()
+            .is_none());
+    }
+
+    #[test]
+    fn the_libraries_named_in_the_options_are_the_ones_loaded() {
+        let opts = options(&[
+            ("HIPFILE_HIP_LIBRARY", "/nonexistent/hip/libamdhip64.so"),
+            ("HIPFILE_CUDART_LIBRARY", "/nonexistent/cuda/libcudart.so"),
+        ]);
+        match open_platform(Platform::Amd, &opts) {
+            Err(HipError::Load { library, .. }) => {
+                assert_eq!(library, "/nonexistent/hip/libamdhip64.so")
+            }
+            other => panic!("{:?}", other.map(|rt| rt.info())),
+        }
+        match open_platform(Platform::Nvidia, &opts) {
+            Err(HipError::Load { library, .. }) => {
+                assert_eq!(library, "/nonexistent/cuda/libcudart.so")
+            }
+            other => panic!("{:?}", other.map(|rt| rt.info())),
+        }
     }
 }

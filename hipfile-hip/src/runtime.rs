@@ -83,12 +83,59 @@ pub struct RuntimeInfo {
 }
 
 /// An opaque stream handle of a runtime (`hipStream_t`).
+///
+/// Only a runtime makes one ([`GpuRuntime::stream_create`]) or code that vouches for a raw value
+/// ([`StreamHandle::from_raw`]); the runtime calls that take one are `unsafe`, because a GPU
+/// runtime need not check that a handle is alive (CUDA does not: a destroyed stream is undefined
+/// behaviour). [`OwnedStream`] is the safe way to hold and use one.
+///
+/// A stream is *live* for a runtime from its [`GpuRuntime::stream_create`] until its
+/// [`GpuRuntime::stream_destroy`]. The null stream (raw value 0, the legacy default stream) is
+/// live for every runtime, but is never destroyed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct StreamHandle(pub usize);
+pub struct StreamHandle(usize);
+
+impl StreamHandle {
+    /// The handle whose raw value (the C `hipStream_t` as an address) is `raw`.
+    ///
+    /// # Safety
+    /// `raw` is a stream handle of the runtime the value will be handed to: returned by its
+    /// [`GpuRuntime::stream_create`] (or its C `hipStreamCreate`/`cudaStreamCreate`) and not
+    /// destroyed for as long as the value is used, or 0, the null stream.
+    pub unsafe fn from_raw(raw: usize) -> Self {
+        StreamHandle(raw)
+    }
+
+    /// The raw value, for the C call that takes the handle and for printing.
+    pub fn as_raw(&self) -> usize {
+        self.0
+    }
+}
 
 /// An opaque event handle of a runtime (`hipEvent_t`).
+///
+/// As for [`StreamHandle`]: made by [`GpuRuntime::event_create`] or vouched for with
+/// [`EventHandle::from_raw`], used through `unsafe` runtime calls; [`OwnedEvent`] is the safe way
+/// to hold and use one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct EventHandle(pub usize);
+pub struct EventHandle(usize);
+
+impl EventHandle {
+    /// The handle whose raw value (the C `hipEvent_t` as an address) is `raw`.
+    ///
+    /// # Safety
+    /// `raw` is an event handle of the runtime the value will be handed to: returned by its
+    /// [`GpuRuntime::event_create`] (or its C `hipEventCreate`/`cudaEventCreate`) and not destroyed
+    /// for as long as the value is used.
+    pub unsafe fn from_raw(raw: usize) -> Self {
+        EventHandle(raw)
+    }
+
+    /// The raw value, for the C call that takes the handle and for printing.
+    pub fn as_raw(&self) -> usize {
+        self.0
+    }
+}
 
 /// A host function queued on a stream.
 pub type HostFn = Box<dyn FnOnce() + Send + 'static>;
@@ -148,6 +195,7 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     /// # Safety
     /// `[dst, dst + len)` is device memory and `[src, src + len)` readable host memory (pinned for
     /// an asynchronous copy to overlap); both stay valid and untouched until the copy completes.
+    /// `stream` is a live stream of this runtime (see [`GpuRuntime::stream_destroy`]).
     unsafe fn copy_to_device_async(
         &self,
         dst: usize,
@@ -159,7 +207,8 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     ///
     /// # Safety
     /// `[src, src + len)` is device memory and `[dst, dst + len)` writable host memory; both stay
-    /// valid until the copy completes and nothing reads `dst` before then.
+    /// valid until the copy completes and nothing reads `dst` before then. `stream` is a live
+    /// stream of this runtime.
     unsafe fn copy_from_device_async(
         &self,
         dst: *mut u8,
@@ -173,21 +222,46 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     /// upstream hipFile's synchronous copies do, and never for other streams.
     fn stream_create(&self) -> HipResult<StreamHandle>;
     /// Destroy a stream after its queued work completes.
-    fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()>;
+    ///
+    /// # Safety
+    /// `stream` is live: it came from this runtime's [`GpuRuntime::stream_create`] and has not been
+    /// destroyed. Afterwards it is not, and no copy of the handle may be used again. (A GPU
+    /// runtime need not detect a destroyed or foreign handle; CUDA does not.)
+    unsafe fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()>;
     /// Wait for everything queued on `stream`; reports the first failure of its queued work.
-    fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()>;
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this runtime (see [`GpuRuntime::stream_destroy`]).
+    unsafe fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()>;
     /// Create an event.
     fn event_create(&self) -> HipResult<EventHandle>;
     /// Record `event` on `stream`.
-    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()>;
+    ///
+    /// # Safety
+    /// `event` is a live event of this runtime (see [`GpuRuntime::event_destroy`]) and `stream` a
+    /// live stream of it (see [`GpuRuntime::stream_destroy`]).
+    unsafe fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()>;
     /// Wait until `event` has completed.
-    fn event_synchronize(&self, event: EventHandle) -> HipResult<()>;
+    ///
+    /// # Safety
+    /// `event` is a live event of this runtime (see [`GpuRuntime::event_destroy`]).
+    unsafe fn event_synchronize(&self, event: EventHandle) -> HipResult<()>;
     /// Whether `event` has completed (no waiting).
-    fn event_query(&self, event: EventHandle) -> HipResult<bool>;
+    ///
+    /// # Safety
+    /// `event` is a live event of this runtime (see [`GpuRuntime::event_destroy`]).
+    unsafe fn event_query(&self, event: EventHandle) -> HipResult<bool>;
     /// Destroy an event.
-    fn event_destroy(&self, event: EventHandle) -> HipResult<()>;
+    ///
+    /// # Safety
+    /// `event` is live: it came from this runtime's [`GpuRuntime::event_create`] and has not been
+    /// destroyed. Afterwards it is not, and no copy of the handle may be used again.
+    unsafe fn event_destroy(&self, event: EventHandle) -> HipResult<()>;
     /// Run `f` on a runtime thread once the work queued before it on `stream` is done.
-    fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()>;
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this runtime (see [`GpuRuntime::stream_destroy`]).
+    unsafe fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()>;
 
     /// The platform's direct storage <-> GPU memory driver, when it has one. Provided (answering
     /// `None`) so a runtime without a P2P path needs to say nothing.
@@ -274,6 +348,10 @@ impl Drop for PinnedBuffer {
 }
 
 /// A stream owned by Rust; destroyed on drop.
+///
+/// The safe way to use a stream: the handle it holds came from its runtime's
+/// [`GpuRuntime::stream_create`] and is destroyed only by its drop, so every call it makes passes
+/// a live handle to the runtime that made it.
 pub struct OwnedStream {
     runtime: Arc<dyn GpuRuntime>,
     handle: StreamHandle,
@@ -286,14 +364,23 @@ impl OwnedStream {
         Ok(OwnedStream { runtime, handle })
     }
 
-    /// The runtime handle.
+    /// The runtime handle, for the asynchronous copies
+    /// ([`GpuRuntime::copy_to_device_async`]); it is live while `self` is.
     pub fn handle(&self) -> StreamHandle {
         self.handle
     }
 
     /// Wait for the queued work.
     pub fn synchronize(&self) -> HipResult<()> {
-        self.runtime.stream_synchronize(self.handle)
+        // SAFETY: `handle` came from this runtime's `stream_create` and only `drop` destroys it.
+        unsafe { self.runtime.stream_synchronize(self.handle) }
+    }
+
+    /// Run `f` on a runtime thread once the work queued before it is done (see
+    /// [`GpuRuntime::launch_host_func`]).
+    pub fn launch_host_func(&self, f: HostFn) -> HipResult<()> {
+        // SAFETY: as in `synchronize`.
+        unsafe { self.runtime.launch_host_func(self.handle, f) }
     }
 }
 
@@ -305,11 +392,15 @@ impl fmt::Debug for OwnedStream {
 
 impl Drop for OwnedStream {
     fn drop(&mut self) {
-        let _ = self.runtime.stream_destroy(self.handle);
+        // SAFETY: `handle` came from this runtime's `stream_create`, has not been destroyed, and
+        // dies with `self`: no call uses it after this one. A failure cannot be reported from drop.
+        let _ = unsafe { self.runtime.stream_destroy(self.handle) };
     }
 }
 
 /// An event owned by Rust; destroyed on drop.
+///
+/// The safe way to use an event, as [`OwnedStream`] is for streams.
 pub struct OwnedEvent {
     runtime: Arc<dyn GpuRuntime>,
     handle: EventHandle,
@@ -322,19 +413,31 @@ impl OwnedEvent {
         Ok(OwnedEvent { runtime, handle })
     }
 
-    /// Record the event on `stream`.
+    /// Record the event on `stream`, which must belong to the same runtime: a stream of another
+    /// runtime is refused with `hipErrorInvalidHandle` before any runtime call.
     pub fn record(&self, stream: &OwnedStream) -> HipResult<()> {
-        self.runtime.event_record(self.handle, stream.handle)
+        if !Arc::ptr_eq(&self.runtime, &stream.runtime) {
+            return Err(crate::HipError::call(
+                "OwnedEvent::record",
+                crate::HipErrorCode::INVALID_HANDLE,
+            ));
+        }
+        // SAFETY: both handles came from this runtime's create calls (checked just above for the
+        // stream) and are destroyed only when their owners drop, which `&self` and `stream`
+        // prevent for the length of the call.
+        unsafe { self.runtime.event_record(self.handle, stream.handle) }
     }
 
     /// Wait for the event.
     pub fn synchronize(&self) -> HipResult<()> {
-        self.runtime.event_synchronize(self.handle)
+        // SAFETY: `handle` came from this runtime's `event_create` and only `drop` destroys it.
+        unsafe { self.runtime.event_synchronize(self.handle) }
     }
 
     /// Whether the event has completed.
     pub fn query(&self) -> HipResult<bool> {
-        self.runtime.event_query(self.handle)
+        // SAFETY: as in `synchronize`.
+        unsafe { self.runtime.event_query(self.handle) }
     }
 }
 
@@ -346,7 +449,75 @@ impl fmt::Debug for OwnedEvent {
 
 impl Drop for OwnedEvent {
     fn drop(&mut self) {
-        let _ = self.runtime.event_destroy(self.handle);
+        // SAFETY: `handle` came from this runtime's `event_create`, has not been destroyed, and
+        // dies with `self`. A failure cannot be reported from drop.
+        let _ = unsafe { self.runtime.event_destroy(self.handle) };
+    }
+}
+
+/// Keeps the calling thread's current device while work runs on another: made by
+/// [`DeviceGuard::switch`] or [`DeviceGuard::keep`], it puts the device that was current back
+/// when it drops (the caller's current device must never change under it). A failure to restore
+/// cannot be reported from drop; short of a runtime teardown, making current a device that was
+/// current a moment ago does not fail.
+pub struct DeviceGuard<'a> {
+    runtime: &'a dyn GpuRuntime,
+    /// The device to put back, if any.
+    previous: Option<i32>,
+    /// Ask for the current device before restoring, and restore only if it moved.
+    only_if_moved: bool,
+}
+
+impl<'a> DeviceGuard<'a> {
+    /// Make `device` current until the guard drops, unless it already is (then nothing is
+    /// changed, nor restored).
+    pub fn switch(runtime: &'a dyn GpuRuntime, device: i32) -> HipResult<Self> {
+        let current = runtime.current_device()?;
+        if current == device {
+            return Ok(DeviceGuard {
+                runtime,
+                previous: None,
+                only_if_moved: false,
+            });
+        }
+        runtime.set_device(device)?;
+        Ok(DeviceGuard {
+            runtime,
+            previous: Some(current),
+            only_if_moved: false,
+        })
+    }
+
+    /// Put the current device back when the guard drops, if something in between moved it (on
+    /// NVIDIA, making a driver context current moves the runtime's current device with it).
+    pub fn keep(runtime: &'a dyn GpuRuntime) -> HipResult<Self> {
+        Ok(DeviceGuard {
+            runtime,
+            previous: Some(runtime.current_device()?),
+            only_if_moved: true,
+        })
+    }
+}
+
+impl fmt::Debug for DeviceGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceGuard")
+            .field("previous", &self.previous)
+            .field("only_if_moved", &self.only_if_moved)
+            .finish()
+    }
+}
+
+impl Drop for DeviceGuard<'_> {
+    fn drop(&mut self) {
+        let Some(device) = self.previous else {
+            return;
+        };
+        if self.only_if_moved && self.runtime.current_device().ok() == Some(device) {
+            return;
+        }
+        // A failure cannot be reported from drop.
+        let _ = self.runtime.set_device(device);
     }
 }
 

@@ -80,22 +80,23 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
-    /// The configuration named by the environment: `HIPFILE_SIM_DEVICES` (a count, default 1) and
-    /// `HIPFILE_SIM_ROCM` (`5` or `6`, default 6), `HIPFILE_SIM_P2P` (`false` turns the P2P driver
-    /// off; default on). Unparseable values fall back to the defaults.
-    pub fn from_env() -> Self {
+    /// The configuration that `lookup` (a variable's name to its value) gives:
+    /// `HIPFILE_SIM_DEVICES` (a count from 1 to 64, default 1), `HIPFILE_SIM_ROCM` (`5` or `6`,
+    /// default 6) and `HIPFILE_SIM_P2P` (`false` turns the P2P driver off; default on).
+    /// Unparseable values fall back to the defaults. [`crate::PlatformOptions`] reads these with
+    /// the rest of the platform options.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let mut cfg = SimConfig::default();
-        if let Some(n) = std::env::var("HIPFILE_SIM_DEVICES")
-            .ok()
+        if let Some(n) = lookup("HIPFILE_SIM_DEVICES")
             .and_then(|v| v.trim().parse::<i32>().ok())
             .filter(|n| *n >= 1 && *n <= 64)
         {
             cfg.devices = n;
         }
-        if std::env::var("HIPFILE_SIM_ROCM").map(|v| v.trim() == "5") == Ok(true) {
+        if lookup("HIPFILE_SIM_ROCM").is_some_and(|v| v.trim() == "5") {
             cfg.abi = SimAbi::Rocm5;
         }
-        if std::env::var("HIPFILE_SIM_P2P").is_ok_and(|v| v.trim().eq_ignore_ascii_case("false")) {
+        if lookup("HIPFILE_SIM_P2P").is_some_and(|v| v.trim().eq_ignore_ascii_case("false")) {
             cfg.p2p = false;
         }
         cfg
@@ -407,7 +408,7 @@ impl SimRuntime {
         let streams: Vec<usize> = lock(&self.streams).keys().copied().collect();
         let mut first = Ok(());
         for s in streams {
-            if let Err(e) = self.stream_synchronize(StreamHandle(s)) {
+            if let Err(e) = self.synchronize_stream(s) {
                 if first.is_ok() {
                     first = Err(e);
                 }
@@ -502,26 +503,26 @@ impl SimRuntime {
         }
     }
 
-    fn stream(&self, handle: StreamHandle) -> HipResult<Option<Arc<SimStream>>> {
-        if handle.0 == 0 {
+    fn stream(&self, id: usize) -> HipResult<Option<Arc<SimStream>>> {
+        if id == 0 {
             return Ok(None);
         }
         lock(&self.streams)
-            .get(&handle.0)
+            .get(&id)
             .cloned()
             .map(Some)
             .ok_or_else(|| HipError::call("stream lookup", HipErrorCode::INVALID_HANDLE))
     }
 
-    fn event(&self, handle: EventHandle) -> HipResult<Arc<SimEvent>> {
+    fn event(&self, id: usize) -> HipResult<Arc<SimEvent>> {
         lock(&self.events)
-            .get(&handle.0)
+            .get(&id)
             .cloned()
             .ok_or_else(|| HipError::call("event lookup", HipErrorCode::INVALID_HANDLE))
     }
 
-    /// Run `job` on `stream` (inline for the null stream).
-    fn enqueue(&self, stream: StreamHandle, job: Job) -> HipResult<()> {
+    /// Run `job` on stream number `stream` (inline for the null stream, 0).
+    fn enqueue(&self, stream: usize, job: Job) -> HipResult<()> {
         match self.stream(stream)? {
             None => job(),
             Some(s) => s
@@ -529,6 +530,137 @@ impl SimRuntime {
                 .send(job)
                 .map_err(|_| HipError::call("stream enqueue", HipErrorCode::INVALID_HANDLE)),
         }
+    }
+
+    /// Queue a copy of `len` bytes from `src` to `dst` on stream number `stream`, after checking
+    /// that `[device, device + len)` (the device side) lies inside one allocation.
+    ///
+    /// # Safety
+    /// Both ranges stay valid and untouched by others until the copy completes.
+    unsafe fn copy_async(
+        &self,
+        dst: usize,
+        src: usize,
+        len: usize,
+        device: usize,
+        stream: usize,
+    ) -> HipResult<()> {
+        self.check_range(device, len, "hipMemcpyAsync")?;
+        self.enqueue(
+            stream,
+            Box::new(move || {
+                // SAFETY: the caller guarantees both ranges stay valid until the copy completes,
+                // which is when this job has run.
+                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+                Ok(())
+            }),
+        )
+    }
+
+    /// A new stream with its worker thread; its number.
+    fn create_stream(&self) -> HipResult<usize> {
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let failure = Arc::new(Mutex::new(None));
+        let worker_failure = Arc::clone(&failure);
+        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        thread::Builder::new()
+            .name(format!("sim-stream-{id}"))
+            .spawn(move || Self::stream_worker(rx, worker_failure))
+            .map_err(|_| HipError::call("hipStreamCreate", HipErrorCode::OUT_OF_MEMORY))?;
+        lock(&self.streams).insert(id, Arc::new(SimStream { jobs: tx, failure }));
+        Ok(id)
+    }
+
+    /// Forget stream number `stream`; its worker drains what is queued and exits.
+    fn destroy_stream(&self, stream: usize) -> HipResult<()> {
+        // Dropping the sender lets the worker drain what is queued and exit.
+        lock(&self.streams)
+            .remove(&stream)
+            .map(|_| ())
+            .ok_or_else(|| HipError::call("hipStreamDestroy", HipErrorCode::INVALID_HANDLE))
+    }
+
+    /// Wait for the work queued on stream number `stream`; the first failure of that work.
+    fn synchronize_stream(&self, stream: usize) -> HipResult<()> {
+        let Some(s) = self.stream(stream)? else {
+            return Ok(());
+        };
+        let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+        s.jobs
+            .send(Box::new(move || {
+                let _ = tx.send(());
+                Ok(())
+            }))
+            .map_err(|_| HipError::call("hipStreamSynchronize", HipErrorCode::INVALID_HANDLE))?;
+        rx.recv()
+            .map_err(|_| HipError::call("hipStreamSynchronize", HipErrorCode::UNKNOWN))?;
+        let failure = lock(&s.failure).take();
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// A new event; its number.
+    fn create_event(&self) -> usize {
+        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        lock(&self.events).insert(id, Arc::new(SimEvent::default()));
+        id
+    }
+
+    /// Record event number `event` on stream number `stream`.
+    fn record_event(&self, event: usize, stream: usize) -> HipResult<()> {
+        let ev = self.event(event)?;
+        let generation = {
+            let mut st = lock(&ev.state);
+            st.recorded += 1;
+            st.recorded
+        };
+        self.enqueue(
+            stream,
+            Box::new(move || {
+                let mut st = lock(&ev.state);
+                st.completed = st.completed.max(generation);
+                ev.done.notify_all();
+                Ok(())
+            }),
+        )
+    }
+
+    /// Wait until every recording of event number `event` so far has completed.
+    fn synchronize_event(&self, event: usize) -> HipResult<()> {
+        let ev = self.event(event)?;
+        let mut st = lock(&ev.state);
+        let target = st.recorded;
+        while st.completed < target {
+            st = ev.done.wait(st).unwrap_or_else(PoisonError::into_inner);
+        }
+        Ok(())
+    }
+
+    /// Whether every recording of event number `event` has completed.
+    fn query_event(&self, event: usize) -> HipResult<bool> {
+        let ev = self.event(event)?;
+        let st = lock(&ev.state);
+        Ok(st.completed >= st.recorded)
+    }
+
+    /// Forget event number `event`.
+    fn destroy_event(&self, event: usize) -> HipResult<()> {
+        lock(&self.events)
+            .remove(&event)
+            .map(|_| ())
+            .ok_or_else(|| HipError::call("hipEventDestroy", HipErrorCode::INVALID_HANDLE))
+    }
+
+    /// Run `f` on stream number `stream` once the work queued before it is done. As the AMD and
+    /// NVIDIA platforms do, a panic stays in the host function and the stream goes on (the runtime
+    /// contract, `contract::a_panicking_host_function_...`).
+    fn queue_host_fn(&self, stream: usize, f: HostFn) -> HipResult<()> {
+        self.enqueue(
+            stream,
+            Box::new(move || {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+                Ok(())
+            }),
+        )
     }
 
     fn stream_worker(jobs: Receiver<Job>, failure: Arc<Mutex<Option<HipError>>>) {
@@ -662,17 +794,8 @@ impl GpuRuntime for SimRuntime {
         len: usize,
         stream: StreamHandle,
     ) -> HipResult<()> {
-        self.check_range(dst, len, "hipMemcpyAsync")?;
-        let src = src as usize;
-        self.enqueue(
-            stream,
-            Box::new(move || {
-                // SAFETY: the caller guarantees both ranges stay valid until the copy completes,
-                // which is when this job has run.
-                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
-                Ok(())
-            }),
-        )
+        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
+        unsafe { self.copy_async(dst, src as usize, len, dst, stream.as_raw()) }
     }
 
     unsafe fn copy_from_device_async(
@@ -682,113 +805,51 @@ impl GpuRuntime for SimRuntime {
         len: usize,
         stream: StreamHandle,
     ) -> HipResult<()> {
-        self.check_range(src, len, "hipMemcpyAsync")?;
-        let dst = dst as usize;
-        self.enqueue(
-            stream,
-            Box::new(move || {
-                // SAFETY: as in `copy_to_device_async`.
-                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
-                Ok(())
-            }),
-        )
+        // SAFETY: the caller guarantees both ranges stay valid until the copy completes.
+        unsafe { self.copy_async(dst as usize, src, len, src, stream.as_raw()) }
     }
 
     fn stream_create(&self) -> HipResult<StreamHandle> {
-        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-        let failure = Arc::new(Mutex::new(None));
-        let worker_failure = Arc::clone(&failure);
-        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        thread::Builder::new()
-            .name(format!("sim-stream-{id}"))
-            .spawn(move || Self::stream_worker(rx, worker_failure))
-            .map_err(|_| HipError::call("hipStreamCreate", HipErrorCode::OUT_OF_MEMORY))?;
-        lock(&self.streams).insert(id, Arc::new(SimStream { jobs: tx, failure }));
-        Ok(StreamHandle(id))
+        let id = self.create_stream()?;
+        // SAFETY: the stream was just made and is used with this runtime only.
+        Ok(unsafe { StreamHandle::from_raw(id) })
     }
 
-    fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
-        // Dropping the sender lets the worker drain what is queued and exit.
-        lock(&self.streams)
-            .remove(&stream.0)
-            .map(|_| ())
-            .ok_or_else(|| HipError::call("hipStreamDestroy", HipErrorCode::INVALID_HANDLE))
+    // The simulator looks every handle up in its tables, so the handle calls below are sound for
+    // any handle: a destroyed or foreign one is `hipErrorInvalidHandle`.
+
+    unsafe fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
+        self.destroy_stream(stream.as_raw())
     }
 
-    fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
-        let Some(s) = self.stream(stream)? else {
-            return Ok(());
-        };
-        let (tx, rx) = crossbeam_channel::bounded::<()>(1);
-        s.jobs
-            .send(Box::new(move || {
-                let _ = tx.send(());
-                Ok(())
-            }))
-            .map_err(|_| HipError::call("hipStreamSynchronize", HipErrorCode::INVALID_HANDLE))?;
-        rx.recv()
-            .map_err(|_| HipError::call("hipStreamSynchronize", HipErrorCode::UNKNOWN))?;
-        let failure = lock(&s.failure).take();
-        failure.map_or(Ok(()), Err)
+    unsafe fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
+        self.synchronize_stream(stream.as_raw())
     }
 
     fn event_create(&self) -> HipResult<EventHandle> {
-        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        lock(&self.events).insert(id, Arc::new(SimEvent::default()));
-        Ok(EventHandle(id))
+        let id = self.create_event();
+        // SAFETY: the event was just made and is used with this runtime only.
+        Ok(unsafe { EventHandle::from_raw(id) })
     }
 
-    fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
-        let ev = self.event(event)?;
-        let generation = {
-            let mut st = lock(&ev.state);
-            st.recorded += 1;
-            st.recorded
-        };
-        self.enqueue(
-            stream,
-            Box::new(move || {
-                let mut st = lock(&ev.state);
-                st.completed = st.completed.max(generation);
-                ev.done.notify_all();
-                Ok(())
-            }),
-        )
+    unsafe fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
+        self.record_event(event.as_raw(), stream.as_raw())
     }
 
-    fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
-        let ev = self.event(event)?;
-        let mut st = lock(&ev.state);
-        let target = st.recorded;
-        while st.completed < target {
-            st = ev.done.wait(st).unwrap_or_else(PoisonError::into_inner);
-        }
-        Ok(())
+    unsafe fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
+        self.synchronize_event(event.as_raw())
     }
 
-    fn event_query(&self, event: EventHandle) -> HipResult<bool> {
-        let ev = self.event(event)?;
-        let st = lock(&ev.state);
-        Ok(st.completed >= st.recorded)
+    unsafe fn event_query(&self, event: EventHandle) -> HipResult<bool> {
+        self.query_event(event.as_raw())
     }
 
-    fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
-        lock(&self.events)
-            .remove(&event.0)
-            .map(|_| ())
-            .ok_or_else(|| HipError::call("hipEventDestroy", HipErrorCode::INVALID_HANDLE))
+    unsafe fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
+        self.destroy_event(event.as_raw())
     }
 
-    fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
-        // As the AMD and NVIDIA platforms do: a panic stays in the host function and the stream
-        // goes on (the runtime contract, `contract::a_panicking_host_function_...`).
-        self.enqueue(
-            stream,
-            Box::new(move || {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-                Ok(())
-            }),
-        )
+    unsafe fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
+        self.queue_host_fn(stream.as_raw(), f)
     }
 
     fn p2p(&self) -> Option<Arc<dyn P2pDriver>> {
@@ -800,7 +861,7 @@ impl GpuRuntime for SimRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{DeviceBuffer, OwnedEvent, OwnedStream, PinnedBuffer};
+    use crate::runtime::{DeviceBuffer, DeviceGuard, OwnedEvent, OwnedStream, PinnedBuffer};
 
     fn rt() -> Arc<dyn GpuRuntime> {
         Arc::new(SimRuntime::default())
@@ -855,7 +916,8 @@ mod tests {
         let event = OwnedEvent::new(Arc::clone(&rt)).unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         for i in 0..4usize {
-            // SAFETY: both buffers outlive the stream synchronisation below.
+            // SAFETY: both buffers outlive the stream synchronisation below; `stream` is a live
+            // stream of `rt`.
             unsafe {
                 rt.copy_to_device_async(
                     dev.ptr() + i * (1 << 18),
@@ -866,7 +928,8 @@ mod tests {
                 .unwrap();
             }
             let order = Arc::clone(&order);
-            rt.launch_host_func(stream.handle(), Box::new(move || lock(&order).push(i)))
+            stream
+                .launch_host_func(Box::new(move || lock(&order).push(i)))
                 .unwrap();
         }
         event.record(&stream).unwrap();
@@ -945,6 +1008,67 @@ mod tests {
             ..SimConfig::default()
         });
         assert!(off.p2p().is_none());
+    }
+
+    #[test]
+    fn destroyed_and_made_up_handles_are_invalid_handle() {
+        let rt = rt();
+        let invalid = |r: HipResult<()>| matches!(r, Err(HipError::Call { code, .. }) if code == HipErrorCode::INVALID_HANDLE);
+        let s = rt.stream_create().unwrap();
+        let e = rt.event_create().unwrap();
+        // SAFETY: the simulator looks every handle up in its tables, so a destroyed or made-up
+        // handle is refused with an error code; that refusal is what this test checks.
+        unsafe {
+            rt.stream_destroy(s).unwrap();
+            rt.event_destroy(e).unwrap();
+            assert!(invalid(rt.stream_synchronize(s)));
+            assert!(invalid(rt.stream_destroy(s)));
+            assert!(invalid(rt.launch_host_func(s, Box::new(|| ()))));
+            assert!(invalid(rt.event_synchronize(e)));
+            assert!(invalid(rt.event_query(e).map(drop)));
+            assert!(invalid(rt.event_destroy(e)));
+            let made_up = StreamHandle::from_raw(0xdead);
+            assert!(invalid(rt.stream_synchronize(made_up)));
+        }
+    }
+
+    #[test]
+    fn an_event_is_recorded_only_on_a_stream_of_its_own_runtime() {
+        let (a, b) = (rt(), rt());
+        let event = OwnedEvent::new(Arc::clone(&a)).unwrap();
+        let foreign = OwnedStream::new(Arc::clone(&b)).unwrap();
+        match event.record(&foreign) {
+            Err(HipError::Call { code, .. }) => assert_eq!(code, HipErrorCode::INVALID_HANDLE),
+            other => panic!("recording on another runtime's stream gave {other:?}"),
+        }
+        let own = OwnedStream::new(Arc::clone(&a)).unwrap();
+        event.record(&own).unwrap();
+        event.synchronize().unwrap();
+    }
+
+    #[test]
+    fn a_device_guard_puts_the_callers_device_back() {
+        let rt = SimRuntime::new(SimConfig {
+            devices: 2,
+            ..SimConfig::default()
+        });
+        rt.set_device(0).unwrap();
+        {
+            let _on_other = DeviceGuard::switch(&rt, 1).unwrap();
+            assert_eq!(rt.current_device().unwrap(), 1);
+        }
+        assert_eq!(rt.current_device().unwrap(), 0);
+        {
+            let _kept = DeviceGuard::keep(&rt).unwrap();
+            rt.set_device(1).unwrap();
+        }
+        assert_eq!(
+            rt.current_device().unwrap(),
+            0,
+            "a moved device is put back"
+        );
+        assert!(DeviceGuard::switch(&rt, 2).is_err());
+        assert_eq!(rt.current_device().unwrap(), 0);
     }
 
     #[test]

@@ -17,43 +17,7 @@ use std::sync::Arc;
 
 use crate::device_range::DeviceRange;
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::runtime::{GpuRuntime, OwnedEvent, OwnedStream, PinnedBuffer};
-
-/// Makes a device the calling thread's current device until it drops, then restores the one
-/// that was current (work set up on another device must never change the caller's current
-/// device).
-pub struct DeviceGuard<'a> {
-    runtime: &'a dyn GpuRuntime,
-    previous: Option<i32>,
-}
-
-impl<'a> DeviceGuard<'a> {
-    /// Make `device` current until the guard drops.
-    pub fn switch(runtime: &'a dyn GpuRuntime, device: i32) -> HipResult<Self> {
-        let current = runtime.current_device()?;
-        if current == device {
-            return Ok(DeviceGuard {
-                runtime,
-                previous: None,
-            });
-        }
-        runtime.set_device(device)?;
-        Ok(DeviceGuard {
-            runtime,
-            previous: Some(current),
-        })
-    }
-}
-
-impl Drop for DeviceGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(previous) = self.previous {
-            // Restoring a device that was current a moment ago cannot fail short of a runtime
-            // teardown; there is no caller to tell from a destructor.
-            let _ = self.runtime.set_device(previous);
-        }
-    }
-}
+use crate::runtime::{DeviceGuard, GpuRuntime, OwnedEvent, OwnedStream, PinnedBuffer};
 
 /// Which step of making a lane failed, so the caller can name the resource.
 #[derive(Debug)]
@@ -178,7 +142,8 @@ impl StagingLane {
         // SAFETY: `dst` is device memory inside one allocation of this lane's runtime, checked by
         // its constructor and `check`; the source is the first `dst.len()` bytes of the half,
         // owned by the lane, and marked pending below, so no borrow of it is handed out (and
-        // the buffer is not freed) before the copy's event has completed.
+        // the buffer is not freed) before the copy's event has completed. The stream is the
+        // lane's own, made by the same runtime, and lives as long as the lane.
         unsafe {
             self.runtime().copy_to_device_async(
                 dst.ptr(),

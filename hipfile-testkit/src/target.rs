@@ -41,7 +41,8 @@ pub fn runtime_under_test() -> Result<RuntimeUnderTest, String> {
     static REAL: OnceLock<Result<Arc<dyn GpuRuntime>, String>> = OnceLock::new();
     let runtime = REAL
         .get_or_init(|| {
-            let rt = hipfile_hip::open_default().map_err(|e| e.to_string())?;
+            let rt = hipfile_hip::open_default(&hipfile_hip::PlatformOptions::from_env())
+                .map_err(|e| e.to_string())?;
             match rt.info().platform {
                 hipfile_hip::Platform::Sim => Err(
                     "HIPFILE_GPU_TESTS=1 asks for a GPU, but the platform found is the simulator"

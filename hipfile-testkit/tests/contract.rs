@@ -39,7 +39,7 @@ fn a_panicking_host_function_does_not_unwind_into_the_runtime() {
 #[test]
 fn stale_handles_are_refused() {
     let rut = runtime_under_test().unwrap();
-    if rut.sim.is_none() {
+    let Some(sim) = rut.sim else {
         // Using a destroyed stream or event is undefined behaviour for the CUDA runtime: it
         // does not promise to validate handles (cudaStreamSynchronize on a destroyed stream
         // crashed this test binary on the H200). Only runtimes that promise it are held to it:
@@ -48,10 +48,10 @@ fn stale_handles_are_refused() {
             "destroyed handles are undefined behaviour on a real GPU runtime, not refused",
         );
         return;
-    }
+    };
     // A destroyed stream is INVALID_HANDLE (checked inside); a destroyed event must not pass
     // for a completed one.
-    let event = contract::stale_handles_are_refused(&rut.runtime);
+    let event = contract::the_simulator_refuses_stale_handles(&sim);
     assert!(
         !matches!(event, Ok(true)),
         "querying a destroyed event answered {event:?}"

@@ -17,7 +17,10 @@ fn main() -> ExitCode {
         eprintln!("usage: gpu-copy SRC DST [--sim]");
         return ExitCode::from(2);
     };
-    let gpu: Arc<dyn GpuRuntime> = match (sim, hipfile_hip::open_default()) {
+    let gpu: Arc<dyn GpuRuntime> = match (
+        sim,
+        hipfile_hip::open_default(&hipfile_hip::PlatformOptions::from_env()),
+    ) {
         (false, Ok(rt)) => rt,
         (false, Err(e)) => {
             eprintln!("no GPU found ({e}); using the simulated GPU");

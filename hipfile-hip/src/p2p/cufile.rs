@@ -3,7 +3,8 @@
 //! cuFile is only a direct path when the `nvidia-fs` kernel driver is loaded (it shows up as
 //! `/proc/driver/nvidia-fs`). Without it cuFile runs in its own compat mode, a staged engine that
 //! is slower than hipfile-rs's fallback, so [`cufile_driver`] offers nothing and
-//! [`cufile_probe`] says why. `HIPFILE_CUFILE_FORCE=true` skips the nvidia-fs check, for testing.
+//! [`cufile_probe`] says why. Forcing it (`HIPFILE_CUFILE_FORCE=true`, read into
+//! [`crate::PlatformOptions::cufile_force`]) skips the nvidia-fs check, for testing.
 //!
 //! The library is loaded at run time (never linked); every entry point is resolved at load and a
 //! missing one refuses the driver. `cuFileDriverOpen` runs once per process. Each descriptor is
@@ -26,6 +27,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use libloading::Library;
 
 use super::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
+use crate::error::HipError;
+use crate::loaded;
 
 /// The library loaded.
 pub const CUFILE_LIBRARY: &str = "libcufile.so.0";
@@ -101,54 +104,61 @@ impl std::fmt::Debug for CuFileDriver {
     }
 }
 
-/// The cuFile driver when this machine offers GPUDirect Storage, else `None`. Loaded and opened
-/// once per process; later calls share it.
-pub fn cufile_driver() -> Option<Arc<dyn P2pDriver>> {
-    let driver: Arc<dyn P2pDriver> = loaded().as_ref().ok()?.clone();
+/// The cuFile driver when this machine offers GPUDirect Storage (or `force` asks for it without
+/// nvidia-fs), else `None`. Loaded and opened once per process; later calls share it.
+pub fn cufile_driver(force: bool) -> Option<Arc<dyn P2pDriver>> {
+    let driver: Arc<dyn P2pDriver> = offered(force).ok()?.clone();
     Some(driver)
 }
 
-/// `Ok(())` when [`cufile_driver`] offers a driver, else why not (for `hipfile check`).
-pub fn cufile_probe() -> Result<(), String> {
-    loaded().as_ref().map(|_| ()).map_err(Clone::clone)
+/// `Ok(())` when [`cufile_driver`] offers a driver for the same `force`, else why not (for
+/// `hipfile check`).
+pub fn cufile_probe(force: bool) -> Result<(), String> {
+    offered(force).map(|_| ()).map_err(Clone::clone)
 }
 
-fn loaded() -> &'static Result<Arc<CuFileDriver>, String> {
+/// The driver offered, or why none is: nvidia-fs is absent and not forced past, or cuFile did not
+/// load. Neither answer changes during the life of the process, so both are asked once.
+fn offered(force: bool) -> Result<&'static Arc<CuFileDriver>, &'static String> {
+    static NVIDIA_FS: OnceLock<bool> = OnceLock::new();
+    static ABSENT: OnceLock<String> = OnceLock::new();
     static DRIVER: OnceLock<Result<Arc<CuFileDriver>, String>> = OnceLock::new();
-    DRIVER.get_or_init(|| {
-        let forced = std::env::var(FORCE_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-        if !forced && !Path::new(NVIDIA_FS_PROC).exists() {
-            return Err(format!(
+    let nvidia_fs = *NVIDIA_FS.get_or_init(|| Path::new(NVIDIA_FS_PROC).exists());
+    if !worth_offering(force, nvidia_fs) {
+        return Err(ABSENT.get_or_init(|| {
+            format!(
                 "{NVIDIA_FS_PROC} is absent: without the nvidia-fs driver cuFile only stages \
                  through host memory ({FORCE_ENV}=true offers it anyway)"
-            ));
-        }
-        CuFileDriver::load().map(Arc::new)
-    })
+            )
+        }));
+    }
+    DRIVER
+        .get_or_init(|| CuFileDriver::load().map(Arc::new))
+        .as_ref()
+}
+
+/// Whether cuFile is worth offering: with the nvidia-fs driver it is a direct path; without, only
+/// when forced.
+fn worth_offering(force: bool, nvidia_fs: bool) -> bool {
+    force || nvidia_fs
 }
 
 /// Resolve `name` in `lib`.
 ///
 /// # Safety
 /// `T` must be the function-pointer type matching the C declaration of `name`.
-unsafe fn symbol<T: Copy>(lib: &Library, name: &str) -> Result<T, String> {
+unsafe fn symbol<T: Copy>(lib: &Library, name: &'static str) -> Result<T, String> {
     // SAFETY: the caller guarantees that `T` matches the symbol's C type.
-    match unsafe { lib.get::<T>(name.as_bytes()) } {
-        Ok(sym) => Ok(*sym),
-        Err(_) => Err(format!("{CUFILE_LIBRARY} lacks {name}")),
-    }
+    unsafe { loaded::symbol(lib, CUFILE_LIBRARY, name) }
+        .map_err(|_| format!("{CUFILE_LIBRARY} lacks {name}"))
 }
 
 impl CuFileDriver {
     fn load() -> Result<Self, String> {
-        let flags =
-            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | libc::RTLD_NODELETE;
-        // SAFETY: loading runs libcufile's initialisers, which are sound in any process that may
-        // use the CUDA driver.
-        let lib: Library =
-            unsafe { libloading::os::unix::Library::open(Some(CUFILE_LIBRARY), flags) }
-                .map_err(|e| format!("cannot load {CUFILE_LIBRARY}: {e}"))?
-                .into();
+        let lib = loaded::dlopen(CUFILE_LIBRARY).map_err(|e| match e {
+            HipError::Load { reason, .. } => format!("cannot load {CUFILE_LIBRARY}: {reason}"),
+            other => other.to_string(),
+        })?;
         // SAFETY: every `symbol` call resolves a field whose type is its declaration in cufile.h.
         let api = unsafe {
             CuFileApi {
@@ -306,11 +316,18 @@ mod tests {
 
     #[test]
     fn the_probe_gives_a_reason_when_nothing_is_offered() {
-        match (cufile_probe(), cufile_driver()) {
+        match (cufile_probe(false), cufile_driver(false)) {
             (Ok(()), Some(d)) => assert_eq!(d.name(), "cufile"),
             (Err(why), None) => assert!(!why.is_empty()),
             (probe, driver) => panic!("probe {probe:?} disagrees with driver {driver:?}"),
         }
+    }
+
+    #[test]
+    fn only_nvidia_fs_or_forcing_offers_cufile() {
+        assert!(worth_offering(false, true));
+        assert!(worth_offering(true, false));
+        assert!(!worth_offering(false, false));
     }
 
     #[test]

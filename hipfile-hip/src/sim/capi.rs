@@ -3,7 +3,7 @@
 //! `hipfile-simhip` (the HIP ABI) and `hipfile-simcuda` (the CUDA ABI) export C functions built on
 //! one process-wide [`SimRuntime`]. What they do alike lives here, once: the argument checks of
 //! copies and fills, the dispatch of a copy by its direction, C host functions, allocation range
-//! queries, handle conversions and out-pointer writes. The libraries keep only their ABI: exported
+//! queries, stream and event calls on C handles, and out-pointer writes. The libraries keep only their ABI: exported
 //! names and signatures, their error numbering (everything here fails with HIP codes, which simcuda
 //! maps onto CUDA's), their memory-type numbering, and the `catch_unwind` guard around every export.
 
@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::SimRuntime;
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::runtime::{EventHandle, GpuRuntime, MemoryKind, StreamHandle};
+use crate::runtime::{GpuRuntime, MemoryKind};
 
 /// A C host function (`hipHostFn_t`, `cudaHostFn_t`); `None` is a NULL pointer.
 pub type CHostFn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
@@ -79,15 +79,12 @@ pub unsafe fn put_new<T>(out: *mut T, make: impl FnOnce() -> HipResult<T>) -> Hi
     unsafe { put(out, value) }
 }
 
-/// The stream a C stream handle (`hipStream_t`, `cudaStream_t`) stands for.
-pub fn stream_handle(stream: *mut c_void) -> StreamHandle {
-    StreamHandle(stream as usize)
-}
+/// A C stream handle (`hipStream_t`, `cudaStream_t`): the simulator's stream number as a
+/// pointer; NULL is the null stream, whose work runs inline.
+pub type CStream = *mut c_void;
 
-/// The event a C event handle (`hipEvent_t`, `cudaEvent_t`) stands for.
-pub fn event_handle(event: *mut c_void) -> EventHandle {
-    EventHandle(event as usize)
-}
+/// A C event handle (`hipEvent_t`, `cudaEvent_t`): the simulator's event number as a pointer.
+pub type CEvent = *mut c_void;
 
 /// Copy `size` bytes; the caller has checked the ranges.
 ///
@@ -152,7 +149,7 @@ impl SimRuntime {
         src: usize,
         size: usize,
         direction: Option<CopyDirection>,
-        stream: Option<StreamHandle>,
+        stream: Option<CStream>,
     ) -> HipResult<()> {
         if size == 0 {
             return Ok(());
@@ -175,11 +172,11 @@ impl SimRuntime {
             }
             (Some(CopyDirection::HostToDevice), Some(stream)) => {
                 // SAFETY: the simulator checks the device range; the caller keeps the host side.
-                unsafe { self.copy_to_device_async(dst, src as *const u8, size, stream) }
+                unsafe { self.copy_async(dst, src, size, dst, stream as usize) }
             }
             (Some(CopyDirection::DeviceToHost), Some(stream)) => {
                 // SAFETY: as above.
-                unsafe { self.copy_from_device_async(dst as *mut u8, src, size, stream) }
+                unsafe { self.copy_async(dst, src, size, src, stream as usize) }
             }
             (direction, None) => {
                 self.check_generic_copy(dst, src, size, direction)?;
@@ -189,8 +186,8 @@ impl SimRuntime {
             }
             (direction, Some(stream)) => {
                 self.check_generic_copy(dst, src, size, direction)?;
-                self.launch_host_func(
-                    stream,
+                self.queue_host_fn(
+                    stream as usize,
                     Box::new(move || {
                         // SAFETY: checked at enqueue; the caller keeps both sides valid until the
                         // copy completes, which is when this runs.
@@ -214,7 +211,7 @@ impl SimRuntime {
         dst: usize,
         value: u8,
         size: usize,
-        stream: Option<StreamHandle>,
+        stream: Option<CStream>,
     ) -> HipResult<()> {
         let Some(stream) = stream else {
             if dst == 0 {
@@ -228,8 +225,8 @@ impl SimRuntime {
         }
         self.check_side(dst, size, true)?;
         let allocations = Arc::clone(&self.allocations);
-        self.launch_host_func(
-            stream,
+        self.queue_host_fn(
+            stream as usize,
             Box::new(move || {
                 if Self::check_range_in(&allocations, dst, size, "memset").is_ok() {
                     // SAFETY: the range lies inside a live allocation (checked just now) and the
@@ -247,14 +244,14 @@ impl SimRuntime {
     /// `f` is safe to call once with `user_data` from another thread.
     pub unsafe fn launch_c_host_func(
         &self,
-        stream: StreamHandle,
+        stream: CStream,
         f: CHostFn,
         user_data: *mut c_void,
     ) -> HipResult<()> {
         let f = f.ok_or_else(|| invalid("launch host function"))?;
         let user_data = user_data as usize;
-        self.launch_host_func(
-            stream,
+        self.queue_host_fn(
+            stream as usize,
             Box::new(move || {
                 // SAFETY: the caller's contract.
                 unsafe { f(user_data as *mut c_void) }
@@ -262,12 +259,52 @@ impl SimRuntime {
         )
     }
 
+    // Stream and event calls on C handles. The simulator looks every handle up in its tables,
+    // so these are safe for any value: a NULL, destroyed or made-up handle is
+    // `hipErrorInvalidHandle` (NULL is the null stream where a stream is asked for), as the C
+    // libraries promise.
+
+    /// A new stream (`hipStreamCreate`, `cudaStreamCreate`).
+    pub fn create_c_stream(&self) -> HipResult<CStream> {
+        Ok(self.create_stream()? as CStream)
+    }
+
+    /// Destroy `stream`; its queued work still completes.
+    pub fn destroy_c_stream(&self, stream: CStream) -> HipResult<()> {
+        self.destroy_stream(stream as usize)
+    }
+
+    /// Wait for the work queued on `stream`; the first failure of that work.
+    pub fn synchronize_c_stream(&self, stream: CStream) -> HipResult<()> {
+        self.synchronize_stream(stream as usize)
+    }
+
+    /// A new event (`hipEventCreate`, `cudaEventCreate`).
+    pub fn create_c_event(&self) -> CEvent {
+        self.create_event() as CEvent
+    }
+
+    /// Record `event` on `stream`.
+    pub fn record_c_event(&self, event: CEvent, stream: CStream) -> HipResult<()> {
+        self.record_event(event as usize, stream as usize)
+    }
+
+    /// Wait until every recording of `event` so far has completed.
+    pub fn synchronize_c_event(&self, event: CEvent) -> HipResult<()> {
+        self.synchronize_event(event as usize)
+    }
+
     /// `Ok` once all recorded work of `event` completed, `hipErrorNotReady` before.
-    pub fn event_status(&self, event: EventHandle) -> HipResult<()> {
-        match self.event_query(event)? {
+    pub fn event_status(&self, event: CEvent) -> HipResult<()> {
+        match self.query_event(event as usize)? {
             true => Ok(()),
             false => Err(HipError::call("event query", HipErrorCode::NOT_READY)),
         }
+    }
+
+    /// Destroy `event`.
+    pub fn destroy_c_event(&self, event: CEvent) -> HipResult<()> {
+        self.destroy_event(event as usize)
     }
 
     /// Check one side of a copy: memory the simulator tracks must hold `[ptr, ptr + len)`;

@@ -49,9 +49,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use hipfile_hip::sim::capi::{self, event_handle as event, stream_handle as stream, CopyDirection};
-use hipfile_hip::sim::{SimConfig, SimRuntime};
-use hipfile_hip::{GpuRuntime, HipError, MemoryKind};
+use hipfile_hip::sim::capi::{self, CopyDirection};
+use hipfile_hip::sim::SimRuntime;
+use hipfile_hip::{GpuRuntime, HipError, MemoryKind, PlatformOptions};
 
 /// `cudaStream_t`.
 pub type CudaStream = *mut c_void;
@@ -112,7 +112,7 @@ thread_local! {
 
 /// The process-wide simulator, built from the environment at first use.
 fn sim() -> &'static SimRuntime {
-    SIM.get_or_init(|| SimRuntime::new(SimConfig::from_env()))
+    SIM.get_or_init(|| SimRuntime::new(PlatformOptions::from_env().sim))
 }
 
 /// A failure on its way to becoming a CUDA error number.
@@ -415,7 +415,7 @@ pub unsafe extern "C" fn cudaMemcpyAsync(
     kind: c_int,
     s: CudaStream,
 ) -> c_int {
-    let (direction, s) = (CopyDirection::from_memcpy_kind(kind), Some(stream(s)));
+    let (direction, s) = (CopyDirection::from_memcpy_kind(kind), Some(s));
     // SAFETY: the caller's contract; the simulator checks every side it tracks.
     run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, s) }?))
 }
@@ -445,20 +445,20 @@ pub unsafe extern "C" fn cudaStreamCreateWithFlags(out: *mut CudaStream, flags: 
             return Err(fail(code::INVALID_VALUE));
         }
         // SAFETY: the caller's contract.
-        Ok(unsafe { capi::put_new(out, || Ok(sim().stream_create()?.0 as CudaStream)) }?)
+        Ok(unsafe { capi::put_new(out, || sim().create_c_stream()) }?)
     })
 }
 
 /// `cudaStreamDestroy`: queued work still completes.
 #[no_mangle]
 pub extern "C" fn cudaStreamDestroy(s: CudaStream) -> c_int {
-    run(|| Ok(sim().stream_destroy(stream(s))?))
+    run(|| Ok(sim().destroy_c_stream(s)?))
 }
 
 /// `cudaStreamSynchronize`.
 #[no_mangle]
 pub extern "C" fn cudaStreamSynchronize(s: CudaStream) -> c_int {
-    run(|| Ok(sim().stream_synchronize(stream(s))?))
+    run(|| Ok(sim().synchronize_c_stream(s)?))
 }
 
 /// `cudaEventCreateWithFlags`: `flags` is a set of BlockingSync (1), DisableTiming (2) and
@@ -473,32 +473,32 @@ pub unsafe extern "C" fn cudaEventCreateWithFlags(out: *mut CudaEvent, flags: c_
             return Err(fail(code::INVALID_VALUE));
         }
         // SAFETY: the caller's contract.
-        Ok(unsafe { capi::put_new(out, || Ok(sim().event_create()?.0 as CudaEvent)) }?)
+        Ok(unsafe { capi::put_new(out, || Ok(sim().create_c_event())) }?)
     })
 }
 
 /// `cudaEventRecord`.
 #[no_mangle]
 pub extern "C" fn cudaEventRecord(e: CudaEvent, s: CudaStream) -> c_int {
-    run(|| Ok(sim().event_record(event(e), stream(s))?))
+    run(|| Ok(sim().record_c_event(e, s)?))
 }
 
 /// `cudaEventSynchronize`.
 #[no_mangle]
 pub extern "C" fn cudaEventSynchronize(e: CudaEvent) -> c_int {
-    run(|| Ok(sim().event_synchronize(event(e))?))
+    run(|| Ok(sim().synchronize_c_event(e)?))
 }
 
 /// `cudaEventQuery`: `cudaSuccess` when complete, `cudaErrorNotReady` otherwise.
 #[no_mangle]
 pub extern "C" fn cudaEventQuery(e: CudaEvent) -> c_int {
-    run(|| Ok(sim().event_status(event(e))?))
+    run(|| Ok(sim().event_status(e)?))
 }
 
 /// `cudaEventDestroy`.
 #[no_mangle]
 pub extern "C" fn cudaEventDestroy(e: CudaEvent) -> c_int {
-    run(|| Ok(sim().event_destroy(event(e))?))
+    run(|| Ok(sim().destroy_c_event(e)?))
 }
 
 /// `cudaLaunchHostFunc`: `f(user_data)` runs once the work queued before it is done.
@@ -512,7 +512,7 @@ pub unsafe extern "C" fn cudaLaunchHostFunc(
     user_data: *mut c_void,
 ) -> c_int {
     // SAFETY: the caller's contract of cudaLaunchHostFunc.
-    run(|| Ok(unsafe { sim().launch_c_host_func(stream(s), f, user_data) }?))
+    run(|| Ok(unsafe { sim().launch_c_host_func(s, f, user_data) }?))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -56,9 +56,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
 use hipfile_hip::amd::AmdFileHandle;
-use hipfile_hip::sim::capi::{self, event_handle as event, stream_handle as stream, CopyDirection};
-use hipfile_hip::sim::{SimAbi, SimConfig, SimRuntime};
-use hipfile_hip::{GpuRuntime, HipError, HipErrorCode, MemoryKind};
+use hipfile_hip::sim::capi::{self, CopyDirection};
+use hipfile_hip::sim::{SimAbi, SimRuntime};
+use hipfile_hip::{GpuRuntime, HipError, HipErrorCode, MemoryKind, PlatformOptions};
 
 /// `hipStream_t`.
 pub type HipStream = *mut c_void;
@@ -95,7 +95,7 @@ thread_local! {
 
 /// The process-wide simulator, built from the environment at first use.
 fn sim() -> &'static SimRuntime {
-    SIM.get_or_init(|| SimRuntime::new(SimConfig::from_env()))
+    SIM.get_or_init(|| SimRuntime::new(PlatformOptions::from_env().sim))
 }
 
 /// A failure on its way to becoming a `hipError_t`.
@@ -472,7 +472,7 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     kind: c_int,
     s: HipStream,
 ) -> c_int {
-    let (direction, s) = (CopyDirection::from_memcpy_kind(kind), Some(stream(s)));
+    let (direction, s) = (CopyDirection::from_memcpy_kind(kind), Some(s));
     // SAFETY: the caller's contract; the simulator checks every side it tracks.
     run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, s) }?))
 }
@@ -498,7 +498,7 @@ pub unsafe extern "C" fn hipMemsetAsync(
     size: usize,
     s: HipStream,
 ) -> c_int {
-    let s = Some(stream(s));
+    let s = Some(s);
     // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
     run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, s) }?))
 }
@@ -523,19 +523,19 @@ pub unsafe extern "C" fn hipStreamCreate(out: *mut HipStream) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn hipStreamCreateWithFlags(out: *mut HipStream, _flags: c_uint) -> c_int {
     // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(out, || Ok(sim().stream_create()?.0 as HipStream)) }?))
+    run(|| Ok(unsafe { capi::put_new(out, || sim().create_c_stream()) }?))
 }
 
 /// `hipStreamDestroy`: queued work still completes.
 #[no_mangle]
 pub extern "C" fn hipStreamDestroy(s: HipStream) -> c_int {
-    run(|| Ok(sim().stream_destroy(stream(s))?))
+    run(|| Ok(sim().destroy_c_stream(s)?))
 }
 
 /// `hipStreamSynchronize`.
 #[no_mangle]
 pub extern "C" fn hipStreamSynchronize(s: HipStream) -> c_int {
-    run(|| Ok(sim().stream_synchronize(stream(s))?))
+    run(|| Ok(sim().synchronize_c_stream(s)?))
 }
 
 /// `hipEventCreate`.
@@ -555,31 +555,31 @@ pub unsafe extern "C" fn hipEventCreate(out: *mut HipEvent) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn hipEventCreateWithFlags(out: *mut HipEvent, _flags: c_uint) -> c_int {
     // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(out, || Ok(sim().event_create()?.0 as HipEvent)) }?))
+    run(|| Ok(unsafe { capi::put_new(out, || Ok(sim().create_c_event())) }?))
 }
 
 /// `hipEventRecord`.
 #[no_mangle]
 pub extern "C" fn hipEventRecord(e: HipEvent, s: HipStream) -> c_int {
-    run(|| Ok(sim().event_record(event(e), stream(s))?))
+    run(|| Ok(sim().record_c_event(e, s)?))
 }
 
 /// `hipEventSynchronize`.
 #[no_mangle]
 pub extern "C" fn hipEventSynchronize(e: HipEvent) -> c_int {
-    run(|| Ok(sim().event_synchronize(event(e))?))
+    run(|| Ok(sim().synchronize_c_event(e)?))
 }
 
 /// `hipEventQuery`: `hipSuccess` when complete, `hipErrorNotReady` otherwise.
 #[no_mangle]
 pub extern "C" fn hipEventQuery(e: HipEvent) -> c_int {
-    run(|| Ok(sim().event_status(event(e))?))
+    run(|| Ok(sim().event_status(e)?))
 }
 
 /// `hipEventDestroy`.
 #[no_mangle]
 pub extern "C" fn hipEventDestroy(e: HipEvent) -> c_int {
-    run(|| Ok(sim().event_destroy(event(e))?))
+    run(|| Ok(sim().destroy_c_event(e)?))
 }
 
 /// `hipLaunchHostFunc`: `f(user_data)` runs once the work queued before it is done.
@@ -593,7 +593,7 @@ pub unsafe extern "C" fn hipLaunchHostFunc(
     user_data: *mut c_void,
 ) -> c_int {
     // SAFETY: the caller's contract of hipLaunchHostFunc.
-    run(|| Ok(unsafe { sim().launch_c_host_func(stream(s), f, user_data) }?))
+    run(|| Ok(unsafe { sim().launch_c_host_func(s, f, user_data) }?))
 }
 
 // ---------------------------------------------------------------------------------------------

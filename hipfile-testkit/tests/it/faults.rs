@@ -229,7 +229,8 @@ fn scripted_runtime_fails_the_nth_copy_sync_and_async() {
     let dynrt2: Arc<dyn GpuRuntime> = rt2.clone();
     let stream = OwnedStream::new(dynrt2.clone()).unwrap();
     let src = [9u8; 16];
-    // SAFETY: `dev` and `src` outlive the stream synchronisation below.
+    // SAFETY: `dev` and `src` outlive the stream synchronisation below; `stream` is a live stream
+    // of this runtime.
     let first =
         unsafe { dynrt2.copy_to_device_async(dev.ptr(), src.as_ptr(), 16, stream.handle()) };
     assert_eq!(first.unwrap_err().code(), HipErrorCode::UNKNOWN);

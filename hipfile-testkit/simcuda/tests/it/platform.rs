@@ -61,7 +61,8 @@ fn work_on_memory_of_another_device_keeps_the_current_device() {
     assert_eq!(rt.current_device().unwrap(), 0);
 
     let stream = OwnedStream::new(Arc::clone(&rt)).unwrap();
-    // SAFETY: both buffers outlive the synchronisation below; nothing reads `pinned` before it.
+    // SAFETY: both buffers outlive the synchronisation below; nothing reads `pinned` before it;
+    // `stream` is a live stream of this runtime.
     unsafe {
         rt.copy_from_device_async(pinned.as_mut_ptr(), buf.ptr(), 8192, stream.handle())
             .unwrap();
@@ -122,8 +123,11 @@ fn a_panicking_host_function_does_not_unwind_into_the_runtime() {
 
 #[test]
 fn stale_handles_are_invalid_handle() {
+    // SAFETY: the runtime drives the simulated CUDA library, which looks every handle up and
+    // refuses unknown ones.
+    let event = unsafe { contract::stale_handles_are_refused(&runtime()) };
     assert!(matches!(
-        contract::stale_handles_are_refused(&runtime()),
+        event,
         Err(HipError::Call {
             code: HipErrorCode::INVALID_HANDLE,
             ..
@@ -135,10 +139,14 @@ fn stale_handles_are_invalid_handle() {
 fn a_failed_host_function_launch_gives_the_closure_back_to_drop() {
     let rt = runtime();
     let s = rt.stream_create().unwrap();
-    rt.stream_destroy(s).unwrap();
     let token = Arc::new(());
     let held = Arc::clone(&token);
-    let r = rt.launch_host_func(s, Box::new(move || drop(held)));
+    // SAFETY: `s` is live until destroyed here; the launch on the destroyed stream is refused by
+    // the simulated CUDA library, which looks every handle up (that refusal is under test).
+    let r = unsafe {
+        rt.stream_destroy(s).unwrap();
+        rt.launch_host_func(s, Box::new(move || drop(held)))
+    };
     assert!(r.is_err());
     assert_eq!(
         Arc::strong_count(&token),

@@ -3,9 +3,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use hipfile_hip::nvidia::{DRIVER_LIBRARY_ENV, RUNTIME_LIBRARY_ENV};
 use hipfile_hip::sim::SimConfig;
-use hipfile_hip::GpuRuntime;
+use hipfile_hip::{GpuRuntime, PlatformOptions};
 
 /// `target/<profile>`: the test binary is `target/<profile>/deps/it-<hash>`.
 pub fn target_dir() -> PathBuf {
@@ -41,17 +40,16 @@ pub fn sim_library_str() -> String {
 
 /// The configuration the library in this process was built from (the same environment).
 pub fn expected_config() -> SimConfig {
-    SimConfig::from_env()
+    PlatformOptions::from_env().sim
 }
 
 /// The NVIDIA platform over the library under test: through `HIPFILE_CUDART_LIBRARY` and
 /// `HIPFILE_CUDA_LIBRARY` when the environment names them (the child process), else through
 /// explicit paths.
 pub fn runtime() -> Arc<dyn GpuRuntime> {
-    if std::env::var_os(RUNTIME_LIBRARY_ENV).is_some()
-        && std::env::var_os(DRIVER_LIBRARY_ENV).is_some()
-    {
-        return hipfile_hip::open_platform(hipfile_hip::Platform::Nvidia)
+    let options = PlatformOptions::from_env();
+    if options.cudart_library.is_some() && options.cuda_library.is_some() {
+        return hipfile_hip::open_platform(hipfile_hip::Platform::Nvidia, &options)
             .expect("the libraries the environment names load");
     }
     let path = sim_library_str();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use hipfile_hip::amd::AmdRuntime;
 use hipfile_hip::sim::SimConfig;
-use hipfile_hip::GpuRuntime;
+use hipfile_hip::{GpuRuntime, PlatformOptions};
 
 /// `target/<profile>`: the test binary is `target/<profile>/deps/it-<hash>`.
 pub fn target_dir() -> PathBuf {
@@ -41,22 +41,24 @@ pub fn sim_library_str() -> String {
 
 /// The configuration the library in this process was built from (the same environment).
 pub fn expected_config() -> SimConfig {
-    SimConfig::from_env()
+    PlatformOptions::from_env().sim
 }
 
 /// The AMD platform over the library under test: through `HIPFILE_HIP_LIBRARY` when the
 /// environment names it (the child process), else through the explicit path.
 pub fn amd() -> AmdRuntime {
-    match std::env::var_os(hipfile_hip::amd::LIBRARY_ENV) {
-        Some(_) => AmdRuntime::open().expect("HIPFILE_HIP_LIBRARY loads"),
+    let options = PlatformOptions::from_env();
+    match options.hip_library {
+        Some(_) => AmdRuntime::open(&options).expect("HIPFILE_HIP_LIBRARY loads"),
         None => AmdRuntime::load(&sim_library_str()).expect("the simulated HIP library loads"),
     }
 }
 
 /// [`amd`] as the trait object the rest of hipfile-rs sees.
 pub fn runtime() -> Arc<dyn GpuRuntime> {
-    match std::env::var_os(hipfile_hip::amd::LIBRARY_ENV) {
-        Some(_) => hipfile_hip::amd::open().expect("HIPFILE_HIP_LIBRARY loads"),
+    let options = PlatformOptions::from_env();
+    match options.hip_library {
+        Some(_) => hipfile_hip::amd::open(&options).expect("HIPFILE_HIP_LIBRARY loads"),
         None => hipfile_hip::amd_open_library(&sim_library_str())
             .expect("the simulated HIP library loads"),
     }
