@@ -13,8 +13,8 @@ use std::fs::{File, OpenOptions};
 use std::path::Path;
 use std::sync::Arc;
 
-use hipfile::{Driver, DriverOptions};
-use hipfile_hip::{DeviceBuffer, GpuRuntime};
+use hipfile::{AsDevice, Driver, DriverOptions};
+use hipfile_hip::GpuRuntime;
 
 /// Copy `src` to `dst` through device memory of `gpu`, `chunk` bytes at a time: each chunk is
 /// read from `src` into the GPU buffer and written from it to `dst`. Returns the bytes copied.
@@ -24,8 +24,8 @@ pub fn copy_through_gpu(
     dst: &Path,
     chunk: usize,
 ) -> Result<u64, String> {
-    let driver = Driver::with_options(DriverOptions::with_runtime(gpu.clone()))
-        .map_err(|e| e.to_string())?;
+    let driver =
+        Driver::with_options(DriverOptions::with_runtime(gpu)).map_err(|e| e.to_string())?;
     let input = File::open(src).map_err(|e| format!("{}: {e}", src.display()))?;
     let output = OpenOptions::new()
         .create(true)
@@ -35,21 +35,20 @@ pub fn copy_through_gpu(
         .map_err(|e| format!("{}: {e}", dst.display()))?;
     let reader = driver.register_file(&input).map_err(|e| e.to_string())?;
     let writer = driver.register_file(&output).map_err(|e| e.to_string())?;
-    let buffer = DeviceBuffer::new(gpu, chunk).map_err(|e| e.to_string())?;
-    let registered = driver
-        .register_buffer(buffer.ptr(), chunk)
-        .map_err(|e| e.to_string())?;
+    // One registered buffer carries every chunk: registered once, it takes the registered path.
+    let buffer = driver.alloc(chunk).map_err(|e| e.to_string())?;
+    let mut staging = driver.register_buffer(buffer).map_err(|e| e.to_string())?;
     let mut offset = 0u64;
     loop {
         let n = reader
-            .read(registered.ptr(), chunk, offset, 0)
+            .read(&mut staging, offset)
             .map_err(|e| e.to_string())?;
         if n == 0 {
             break;
         }
-        let written = writer
-            .write(registered.ptr(), n, offset, 0)
-            .map_err(|e| e.to_string())?;
+        // The last chunk may be short: write only the bytes read.
+        let filled = staging.slice(..n).map_err(|e| e.to_string())?;
+        let written = writer.write(filled, offset).map_err(|e| e.to_string())?;
         if written != n {
             return Err(format!("wrote {written} of {n} bytes at offset {offset}"));
         }

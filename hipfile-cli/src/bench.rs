@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use hipfile::{Driver, DriverOptions, FileHandle};
+use hipfile::{AsDevice, AsDeviceMut, Driver, DriverOptions, FileHandle, RegisteredBuffer};
 use hipfile_core::{FileIo, PosixIo};
 use hipfile_hip::{sim::SimRuntime, DeviceBuffer, GpuRuntime, PinnedBuffer, Platform};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -249,11 +249,11 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     };
     let (file, size, created) = prepare_file(&path, args.size, default_size)?;
     let handle = driver.register_file(&file).map_err(|e| e.to_string())?;
-    let mut dst = DeviceBuffer::new(gpu.clone(), size).map_err(|e| e.to_string())?;
-    let registered = driver
-        .register_buffer(dst.ptr(), size)
+    // Registered once: every timed read and write names it (or a slice of it), so requests
+    // take the registered path and no pointer query is timed.
+    let mut dst = driver
+        .register_buffer(DeviceBuffer::new(gpu.clone(), size).map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
-    let ptr = registered.ptr();
     let mut comparer = Comparer::new(gpu.clone(), size)?;
     let mut ledger = Ledger::default();
 
@@ -291,7 +291,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         &mut comparer,
         &mut ledger,
         "first_read",
-        |_| timed(|| read_whole(&handle, ptr, size)),
+        |d| timed(|| read_whole(&handle, d)),
     )?
     .1;
 
@@ -355,7 +355,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     &mut comparer,
                     &mut ledger,
                     "read_cold",
-                    |_| timed(|| read_whole(&handle, ptr, size)),
+                    |d| timed(|| read_whole(&handle, d)),
                 )?;
                 holds_file = ok;
                 rows.throughput(
@@ -377,7 +377,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 &mut comparer,
                 &mut ledger,
                 "read_hot",
-                |_| timed(|| read_whole(&handle, ptr, size)),
+                |d| timed(|| read_whole(&handle, d)),
             )?;
             holds_file = ok;
             rows.throughput(
@@ -397,7 +397,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 &mut comparer,
                 &mut ledger,
                 "baseline_read_hot",
-                |d| ceiling::single_thread_bounce(&file, size as u64, d),
+                |d| ceiling::single_thread_bounce(&file, size as u64, |at, b| d.write_at(at, b)),
             )?;
             holds_file = ok;
             rows.throughput(
@@ -412,7 +412,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if let (Some(target), Some(target_handle)) = (&scratch, &scratch_handle) {
             if !holds_file {
                 // What is written is the file's bytes, as what the anchor writes is.
-                read_whole(&handle, ptr, size)?;
+                read_whole(&handle, &mut dst)?;
                 holds_file = true;
             }
             for (key, label, fsync) in [
@@ -420,10 +420,10 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 ("write_fsync", "write + fsync", true),
             ] {
                 step(label);
-                target.stamp(&dst)?;
+                target.stamp(dst.memory())?;
                 target.settle()?;
                 let t = timed(|| {
-                    write_whole(target_handle, ptr, size)?;
+                    write_whole(target_handle, &dst)?;
                     if fsync {
                         target
                             .file()
@@ -433,7 +433,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     Ok(())
                 })?;
                 rows.throughput(key, &format!("{label}, scratch file, {engine}"), 0, size, t);
-                let difference = comparer.compare(target.file(), 0, &dst, 0, size)?;
+                let difference = comparer.compare(target.file(), 0, dst.memory(), 0, size)?;
                 ledger.record(key, size as u64, difference);
                 progress.inc(1);
             }
@@ -449,7 +449,6 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     &handle,
                     &file,
                     &mut dst,
-                    ptr,
                     size,
                     *bytes,
                     args.latency_ops,
@@ -469,7 +468,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         }
         if let Some(host) = &pinned {
             step("ceiling: pinned copy");
-            let t = ceiling::pinned_h2d(host, &mut dst)?;
+            let t = ceiling::pinned_h2d(host, |at, b| dst.write_at(at, b))?;
             holds_file = false;
             rows.throughput(
                 "ceiling_h2d_pinned",
@@ -712,28 +711,33 @@ fn prepare_file(
 /// `ledger` under `key`. Returns the time `read` gave and whether the bytes matched.
 fn checked_read(
     file: &File,
-    dst: &mut DeviceBuffer,
+    dst: &mut RegisteredBuffer,
     comparer: &mut Comparer,
     ledger: &mut Ledger,
     key: &str,
-    read: impl FnOnce(&mut DeviceBuffer) -> Result<Timed, String>,
+    read: impl FnOnce(&mut RegisteredBuffer) -> Result<Timed, String>,
 ) -> Result<(Timed, bool), String> {
     let size = dst.len();
     dst.fill(sentinel_for(file, 0)?)
         .map_err(|e| e.to_string())?;
     let t = read(dst)?;
-    let difference = comparer.compare(file, 0, dst, 0, size)?;
+    let difference = comparer.compare(file, 0, dst.memory(), 0, size)?;
     let ok = difference.is_none();
     ledger.record(key, size as u64, difference);
     Ok((t, ok))
 }
 
-fn read_whole(handle: &FileHandle, ptr: usize, size: usize) -> Result<(), String> {
+/// Read the file's first `dst.len()` bytes into `dst`, `CALL_BYTES` per call.
+fn read_whole(handle: &FileHandle, dst: &mut RegisteredBuffer) -> Result<(), String> {
+    let size = dst.len();
     let mut at = 0;
     while at < size {
         let want = (size - at).min(CALL_BYTES);
+        let window = dst
+            .slice_mut(at..at + want)
+            .map_err(|e| format!("read at {at}: {e}"))?;
         let n = handle
-            .read(ptr, want, at as u64, at)
+            .read(window, at as u64)
             .map_err(|e| format!("read at {at}: {e}"))?;
         if n != want {
             return Err(format!("read at {at}: {n} of {want} bytes"));
@@ -743,12 +747,17 @@ fn read_whole(handle: &FileHandle, ptr: usize, size: usize) -> Result<(), String
     Ok(())
 }
 
-fn write_whole(handle: &FileHandle, ptr: usize, size: usize) -> Result<(), String> {
+/// Write `src` to the file from offset 0, `CALL_BYTES` per call.
+fn write_whole(handle: &FileHandle, src: &RegisteredBuffer) -> Result<(), String> {
+    let size = src.len();
     let mut at = 0;
     while at < size {
         let want = (size - at).min(CALL_BYTES);
+        let window = src
+            .slice(at..at + want)
+            .map_err(|e| format!("write at {at}: {e}"))?;
         let n = handle
-            .write(ptr, want, at as u64, at)
+            .write(window, at as u64)
             .map_err(|e| format!("write at {at}: {e}"))?;
         if n != want {
             return Err(format!("write at {at}: {n} of {want} bytes"));
@@ -781,8 +790,7 @@ struct LatencyRun {
 fn latency(
     handle: &FileHandle,
     file: &File,
-    dst: &mut DeviceBuffer,
-    ptr: usize,
+    dst: &mut RegisteredBuffer,
     size: usize,
     bytes: usize,
     ops: usize,
@@ -803,9 +811,12 @@ fn latency(
         if i == last {
             dst.write_at(0, &sentinel).map_err(|e| e.to_string())?;
         }
+        let start = dst
+            .slice_mut(..bytes)
+            .map_err(|e| format!("read of {bytes} at {off}: {e}"))?;
         let t = std::time::Instant::now();
         let n = handle
-            .read(ptr, bytes, off, 0)
+            .read(start, off)
             .map_err(|e| format!("read of {bytes} at {off}: {e}"))?;
         samples.push(t.elapsed().as_secs_f64() * 1e6);
         if n != bytes {

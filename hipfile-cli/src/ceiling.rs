@@ -3,7 +3,7 @@
 //! (page cache with every core, O_DIRECT with every core). Also the plain single-thread baseline
 //! of upstream hipFile, and the page-cache controls (drop, warm).
 
-use hipfile_hip::{DeviceBuffer, PinnedBuffer};
+use hipfile_hip::{HipResult, PinnedBuffer};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
@@ -26,15 +26,17 @@ pub fn drop_caches() -> Result<(), String> {
         .map_err(|e| format!("/proc/sys/vm/drop_caches: {e}"))
 }
 
-/// Time a synchronous copy of `bytes` from pinned host memory to device memory (what
-/// `cudaMemcpy` from `cudaHostAlloc` memory measures). The asynchronous entry points of the
-/// runtime are `unsafe`, and this crate forbids `unsafe`; a synchronous copy of pinned memory runs
-/// at the same DMA rate.
-pub fn pinned_h2d(host: &PinnedBuffer, device: &mut DeviceBuffer) -> Result<Timed, String> {
+/// Time a synchronous copy of `host` from pinned host memory to device memory (what
+/// `cudaMemcpy` from `cudaHostAlloc` memory measures), made by `copy_to_device(offset, bytes)`:
+/// the device buffer's `write_at`, wherever the buffer is held. The asynchronous entry points of
+/// the runtime are `unsafe`, and this crate forbids `unsafe`; a synchronous copy of pinned memory
+/// runs at the same DMA rate.
+pub fn pinned_h2d(
+    host: &PinnedBuffer,
+    copy_to_device: impl FnOnce(usize, &[u8]) -> HipResult<()>,
+) -> Result<Timed, String> {
     let span = Span::start();
-    device
-        .write_at(0, host.as_slice())
-        .map_err(|e| format!("pinned host-to-device copy: {e}"))?;
+    copy_to_device(0, host.as_slice()).map_err(|e| format!("pinned host-to-device copy: {e}"))?;
     Ok(span.finish())
 }
 
@@ -134,11 +136,12 @@ pub fn warm(path: &Path, size: u64) -> Result<(), String> {
 }
 
 /// Upstream hipFile's fallback: one thread, a 16 MiB pageable bounce buffer, `pread` then a
-/// synchronous copy to the device, chunk after chunk, no overlap.
+/// synchronous copy to the device (`copy_to_device(offset, bytes)`, the device buffer's
+/// `write_at`), chunk after chunk, no overlap.
 pub fn single_thread_bounce(
     file: &File,
     size: u64,
-    device: &mut DeviceBuffer,
+    mut copy_to_device: impl FnMut(usize, &[u8]) -> HipResult<()>,
 ) -> Result<Timed, String> {
     const BOUNCE: usize = 16 << 20;
     let mut bounce = vec![0u8; BOUNCE];
@@ -152,9 +155,7 @@ pub fn single_thread_bounce(
         if n == 0 {
             return Err(format!("unexpected end of file at {at}"));
         }
-        device
-            .write_at(at as usize, &bounce[..n])
-            .map_err(|e| format!("copy to device: {e}"))?;
+        copy_to_device(at as usize, &bounce[..n]).map_err(|e| format!("copy to device: {e}"))?;
         at += n as u64;
     }
     Ok(span.finish())

@@ -25,6 +25,11 @@
 //! NVIDIA's cuFile ([`p2p::cufile`], offered only with the nvidia-fs kernel driver), and the sim's
 //! O_DIRECT into simulated device memory, with scriptable faults.
 //!
+//! Device memory that Rust owns is a [`DeviceBuffer`], freed on drop. IO requests name device
+//! memory through borrowed views, [`DeviceSlice`] (shared) and [`DeviceSliceMut`] (exclusive): an
+//! address range with a lifetime, nothing more. Memory allocated elsewhere (a framework's tensor)
+//! enters through their `unsafe` `from_raw_parts` constructors.
+//!
 //! Nothing here links a GPU runtime, so every build works on a machine without ROCm or CUDA. All
 //! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate, with the one
 //! kernel call `rustix` lacks that the engines need ([`os::cached_pages`], `cachestat(2)`).
@@ -54,6 +59,7 @@ pub mod p2p;
 mod platform;
 mod runtime;
 pub mod sim;
+mod slice;
 mod staging;
 
 pub use amd::open_library as amd_open_library;
@@ -68,4 +74,5 @@ pub use runtime::{
     DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent,
     OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle,
 };
+pub use slice::{DeviceSlice, DeviceSliceMut};
 pub use staging::{EventWait, LaneError, StagingLane};

@@ -6,7 +6,9 @@ use std::fs::OpenOptions;
 use std::sync::Arc;
 use std::thread;
 
-use hipfile::{Driver, DriverOptions, ErrorKind, FileHandle};
+use hipfile::{
+    AsDeviceMut, DeviceSlice, DeviceSliceMut, Driver, DriverOptions, ErrorKind, FileHandle,
+};
 use hipfile_hip::{DeviceBuffer, GpuRuntime, PinnedBuffer};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::target::runtime_under_test;
@@ -52,23 +54,44 @@ fn allocator_memory_registers_and_interior_pointers_work_unregistered() {
     let data = pattern(11, 0, size);
     let (_file, handle) = s.file_with("data", &data);
     let dev = DeviceBuffer::new(s.gpu.clone(), size).unwrap();
-    let registered = s.driver.register_buffer(dev.ptr(), size).unwrap();
-    assert_eq!(handle.read(registered.ptr(), size, 0, 0).unwrap(), size);
-    assert_eq!(dev.to_vec().unwrap(), data);
+    let mut registered = s.driver.register_buffer(dev).unwrap();
+    assert_eq!(handle.read(&mut registered, 0).unwrap(), size);
+    assert_eq!(registered.to_vec().unwrap(), data);
     drop(registered);
 
-    let other = DeviceBuffer::new(s.gpu.clone(), size).unwrap();
-    let interior = other.ptr() + 4096 + 512;
+    let mut other = DeviceBuffer::new(s.gpu.clone(), size).unwrap();
     let n = 100_000;
-    assert_eq!(handle.read(interior, n, 777, 0).unwrap(), n);
+    let interior = other.slice_mut(4096 + 512..4096 + 512 + n).unwrap();
+    assert_eq!(handle.read(interior, 777).unwrap(), n);
     let mut back = vec![0u8; n];
     other.read_at(4096 + 512, &mut back).unwrap();
     assert_eq!(back, data[777..777 + n]);
-    assert_eq!(
-        handle.read(interior, size, 0, 0).unwrap_err().kind(),
-        ErrorKind::InvalidValue,
-        "a request past the end of the allocation is refused"
-    );
+}
+
+#[test]
+fn memory_from_elsewhere_enters_through_raw_parts() {
+    let s = setup();
+    let size = 1 << 20;
+    let data = pattern(15, 0, size);
+    let (_file, handle) = s.file_with("raw", &data);
+    // Stands for memory a framework allocated: only its address and length reach hipfile.
+    let tensor = DeviceBuffer::new(s.gpu.clone(), size).unwrap();
+    let (ptr, n) = (tensor.ptr() + 4096, 100_000);
+    {
+        // SAFETY: `tensor` outlives the slice and nothing else touches its bytes meanwhile.
+        let raw = unsafe { DeviceSliceMut::from_raw_parts(ptr, n) };
+        assert_eq!(handle.read(raw, 333).unwrap(), n);
+    }
+    let mut back = vec![0u8; n];
+    tensor.read_at(4096, &mut back).unwrap();
+    assert_eq!(back, data[333..333 + n]);
+    // SAFETY: as above, registered and shared: nothing writes the bytes while it lives.
+    let registered = s
+        .driver
+        .register_buffer(unsafe { DeviceSlice::from_raw_parts(ptr, n) })
+        .unwrap();
+    assert_eq!(registered.ptr(), ptr);
+    assert_eq!(handle.write(&registered, 0).unwrap(), n);
 }
 
 #[test]
@@ -80,9 +103,17 @@ fn managed_and_pinned_host_memory_are_not_device_memory() {
         ("managed", managed.ptr()),
         ("pinned host", pinned.as_ptr() as usize),
     ] {
-        let err = s.driver.register_buffer(ptr, 1 << 16).unwrap_err();
+        // SAFETY: both allocations outlive the slice, which is only registered (and refused).
+        let memory = unsafe { DeviceSlice::from_raw_parts(ptr, 1 << 16) };
+        let err = s.driver.register_buffer(memory).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::HipMemoryTypeInvalid, "{what} memory");
     }
+    let err = s.driver.register_buffer(managed).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        ErrorKind::HipMemoryTypeInvalid,
+        "a managed DeviceBuffer"
+    );
 }
 
 #[test]
@@ -90,14 +121,13 @@ fn a_read_from_a_freshly_spawned_thread_lands() {
     let s = setup();
     let data = pattern(12, 0, 3 << 20);
     let (_file, handle) = s.file_with("fresh", &data);
-    let dev = DeviceBuffer::new(s.gpu.clone(), data.len()).unwrap();
-    let (ptr, len) = (dev.ptr(), data.len());
+    let mut dev = DeviceBuffer::new(s.gpu.clone(), data.len()).unwrap();
     let n = thread::scope(|sc| {
-        sc.spawn(|| handle.read(ptr, len, 0, 0).unwrap())
+        sc.spawn(|| handle.read(&mut dev, 0).unwrap())
             .join()
             .unwrap()
     });
-    assert_eq!(n, len);
+    assert_eq!(n, data.len());
     assert_eq!(dev.to_vec().unwrap(), data);
 }
 
@@ -107,17 +137,18 @@ fn sixteen_threads_read_into_distinct_buffers_byte_exact() {
     let size = 8 << 20;
     let data = pattern(13, 0, size);
     let (_file, handle) = s.file_with("shared", &data);
-    let buffers: Vec<DeviceBuffer> = (0..16)
+    let mut buffers: Vec<DeviceBuffer> = (0..16)
         .map(|_| DeviceBuffer::new(s.gpu.clone(), size).unwrap())
         .collect();
     thread::scope(|sc| {
-        for (t, dev) in buffers.iter().enumerate() {
+        for (t, dev) in buffers.iter_mut().enumerate() {
             let (handle, data) = (&handle, &data);
             sc.spawn(move || {
                 // Each thread reads a different window, so a misplaced byte cannot hide.
                 let offset = (t * 65_537) % (size / 2);
                 let len = size - offset;
-                assert_eq!(handle.read(dev.ptr(), len, offset as u64, 0).unwrap(), len);
+                let whole = dev.slice_mut(..len).unwrap();
+                assert_eq!(handle.read(whole, offset as u64).unwrap(), len);
                 let mut back = vec![0u8; len];
                 dev.read_at(0, &mut back).unwrap();
                 assert!(back == data[offset..], "thread {t}: bytes differ");
@@ -138,7 +169,7 @@ fn the_callers_current_device_is_unchanged_by_io() {
     let before = s.gpu.current_device().unwrap();
     let data = pattern(14, 0, 1 << 20);
     let (_file, handle) = s.file_with("dev", &data);
-    let dev = DeviceBuffer::new(s.gpu.clone(), data.len()).unwrap();
-    handle.read(dev.ptr(), data.len(), 0, 0).unwrap();
+    let mut dev = DeviceBuffer::new(s.gpu.clone(), data.len()).unwrap();
+    handle.read(&mut dev, 0).unwrap();
     assert_eq!(s.gpu.current_device().unwrap(), before);
 }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hipfile::{Driver, ErrorKind, FileHandle};
-use hipfile_hip::{DeviceBuffer, GpuRuntime};
+use hipfile::{AsDevice, DeviceSlice, Driver, ErrorKind, FileHandle, RegisteredBuffer};
+use hipfile_hip::{DeviceBuffer, GpuRuntime, HipResult};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::target::runtime_under_test;
 
@@ -118,6 +118,30 @@ fn record(tag: char, index: usize) -> [u8; RECORD_LEN] {
     text.as_bytes().try_into().expect("a record is 13 bytes")
 }
 
+/// A writer's device memory: registered with the driver, or plain.
+enum Staging {
+    Registered(RegisteredBuffer),
+    Plain(DeviceBuffer),
+}
+
+impl Staging {
+    fn write_at(&mut self, offset: usize, src: &[u8]) -> HipResult<()> {
+        match self {
+            Staging::Registered(r) => r.write_at(offset, src),
+            Staging::Plain(d) => d.write_at(offset, src),
+        }
+    }
+
+    fn window(&self, offset: usize, len: usize) -> DeviceSlice<'_> {
+        let range = offset..offset + len;
+        match self {
+            Staging::Registered(r) => r.slice(range),
+            Staging::Plain(d) => d.slice(range),
+        }
+        .expect("a window of the buffer")
+    }
+}
+
 fn kill_child(gpu: Arc<dyn GpuRuntime>, dir: &Path, seed: u64) {
     let driver = harness::driver_on(&gpu, |_| {});
     let data = create(&dir.join("data"));
@@ -136,14 +160,14 @@ fn kill_child(gpu: Arc<dyn GpuRuntime>, dir: &Path, seed: u64) {
             let (gpu, driver, handle, log) = (&gpu, &driver, &handle, &log);
             let (blocks, source, next) = (&blocks, &source, &next);
             s.spawn(move || {
-                let mut dev = DeviceBuffer::new(Arc::clone(gpu), 4 * MIB + 8 * KIB)
+                let dev = DeviceBuffer::new(Arc::clone(gpu), 4 * MIB + 8 * KIB)
                     .expect("allocating a device buffer");
-                // Half the writers use a registered buffer, half a plain device pointer.
-                let registered = (t % 2 == 0).then(|| {
-                    driver
-                        .register_buffer(dev.ptr(), dev.len())
-                        .expect("registering a buffer")
-                });
+                // Half the writers use a registered buffer, half plain device memory.
+                let mut dev = if t % 2 == 0 {
+                    Staging::Registered(driver.register_buffer(dev).expect("registering a buffer"))
+                } else {
+                    Staging::Plain(dev)
+                };
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(b) = blocks.get(i) else { break };
@@ -152,7 +176,7 @@ fn kill_child(gpu: Arc<dyn GpuRuntime>, dir: &Path, seed: u64) {
                         .expect("filling the device buffer");
                     let mut log = log;
                     log.write_all(&record('S', i)).expect("logging a start");
-                    match handle.write(dev.ptr(), b.len, b.offset, b.buffer_offset) {
+                    match handle.write(dev.window(b.buffer_offset, b.len), b.offset) {
                         Ok(n) if n == b.len => {
                             log.write_all(&record('C', i))
                                 .expect("logging a completion");
@@ -163,7 +187,7 @@ fn kill_child(gpu: Arc<dyn GpuRuntime>, dir: &Path, seed: u64) {
                         }
                     }
                 }
-                drop(registered);
+                drop(dev);
             });
         }
     });
@@ -328,7 +352,10 @@ fn enospc_child(gpu: Arc<dyn GpuRuntime>, dir: &Path) {
     let mut write = |handle: &FileHandle, offset: u64, bytes: &[u8], buffer_offset: usize| {
         dev.write_at(buffer_offset, bytes)
             .expect("filling the buffer");
-        handle.write(dev.ptr(), bytes.len(), offset, buffer_offset)
+        handle.write(
+            dev.slice(buffer_offset..buffer_offset + bytes.len())?,
+            offset,
+        )
     };
     while in_a_row < 3 && attempts < 64 {
         let (len, aligned) = FILL_WRITES[attempts % FILL_WRITES.len()];
@@ -387,9 +414,9 @@ fn enospc_child(gpu: Arc<dyn GpuRuntime>, dir: &Path) {
     }
     // And through hipfile: the last block read back into device memory.
     let (offset, bytes) = written.last().expect("a write");
-    let back = DeviceBuffer::new(Arc::clone(&gpu), bytes.len()).expect("a buffer");
+    let mut back = DeviceBuffer::new(Arc::clone(&gpu), bytes.len()).expect("a buffer");
     let n = handle
-        .read(back.ptr(), bytes.len(), *offset, 0)
+        .read(&mut back, *offset)
         .expect("reading back on a full filesystem");
     assert_eq!(n, bytes.len());
     assert!(
@@ -501,7 +528,10 @@ fn limit_case(
     let mut dev = DeviceBuffer::new(Arc::clone(gpu), 4 * MIB + 8 * KIB).expect("a buffer");
     let data = &source[..case.len];
     dev.write_at(case.buffer_offset, data).expect("filling");
-    let result = handle.write(dev.ptr(), case.len, case.offset, case.buffer_offset);
+    let window = dev
+        .slice(case.buffer_offset..case.buffer_offset + case.len)
+        .expect("a window of the buffer");
+    let result = handle.write(window, case.offset);
     let end = case.offset + case.len as u64;
     let fits = end <= FSIZE_LIMIT;
     match (&result, fits) {

@@ -10,7 +10,7 @@ use std::fs::OpenOptions;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hipfile::Driver;
+use hipfile::{AsDeviceMut, Driver};
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{DeviceBuffer, MemoryKind};
 use hipfile_testkit::conformance::pattern;
@@ -171,22 +171,24 @@ impl Rig {
             .open(&self.path)
             .expect("opening the file");
         let handle = driver.register_file(&file).expect("registering the file");
-        let buffer = driver
-            .register_buffer(self.registered.ptr(), self.registered.len())
+        let mut buffer = driver
+            .register_buffer(&mut self.registered)
             .expect("registering the buffer");
         let at = (i % 64) * 4096;
-        self.registered
+        buffer
             .write_at(0, &self.content[at..at + 4096])
             .expect("filling");
-        assert_eq!(handle.write(buffer.ptr(), 4096, at as u64, 0), Ok(4096));
+        assert_eq!(handle.write(&buffer, at as u64), Ok(4096));
         let (len, offset) = if i % 50 == 0 || i < WARM_UP_WORKERS {
             (300 * 1024 + 5, 4097 + i % 1000)
         } else {
             (1013, 4097 + i % 1000)
         };
-        let n = handle
-            .read(self.plain.ptr() + 333, len, offset as u64, 0)
-            .expect("reading");
+        let interior = self
+            .plain
+            .slice_mut(333..333 + len)
+            .expect("a window of the buffer");
+        let n = handle.read(interior, offset as u64).expect("reading");
         assert_eq!(n, len);
         self.plain
             .read_at(333, &mut self.back[..len])

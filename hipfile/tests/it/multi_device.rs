@@ -49,17 +49,17 @@ fn io_lands_on_the_buffers_device_and_leaves_the_current_device_alone() {
         let data = pattern(owner as u64, 0, size);
         let mut src = alloc_on(&gpu, owner, size);
         src.write_at(0, &data).unwrap();
-        let dst = alloc_on(&gpu, owner, size);
+        let mut dst = alloc_on(&gpu, owner, size);
         assert_eq!(gpu.pointer_info(dst.ptr()).unwrap().device, owner);
         gpu.set_device(current).unwrap();
-        let registered = driver.register_buffer(src.ptr(), size).unwrap();
-        assert_eq!(handle.write(registered.ptr(), size, 0, 0).unwrap(), size);
+        let registered = driver.register_buffer(&src).unwrap();
+        assert_eq!(handle.write(&registered, 0).unwrap(), size);
         assert_eq!(
             gpu.current_device().unwrap(),
             current,
             "a write changed the current device"
         );
-        assert_eq!(handle.read(dst.ptr(), size, 0, 0).unwrap(), size);
+        assert_eq!(handle.read(&mut dst, 0).unwrap(), size);
         assert_eq!(
             gpu.current_device().unwrap(),
             current,
@@ -90,9 +90,9 @@ fn threads_on_different_devices_read_at_the_same_time() {
             let (gpu, handle, data) = (&gpu, &handle, &data);
             s.spawn(move || {
                 gpu.set_device(device).unwrap();
-                let dst = DeviceBuffer::new(gpu.clone(), size).unwrap();
+                let mut dst = DeviceBuffer::new(gpu.clone(), size).unwrap();
                 for _ in 0..4 {
-                    assert_eq!(handle.read(dst.ptr(), size, 0, 0).unwrap(), size);
+                    assert_eq!(handle.read(&mut dst, 0).unwrap(), size);
                 }
                 assert_eq!(gpu.pointer_info(dst.ptr()).unwrap().device, device);
                 assert!(
@@ -110,17 +110,14 @@ fn registrations_on_one_device_never_touch_the_other() {
     let (gpu, driver, _dir) = two_gpus();
     let on0 = alloc_on(&gpu, 0, 1 << 16);
     let on1 = alloc_on(&gpu, 1, 1 << 16);
-    let r0 = driver.register_buffer(on0.ptr(), 1 << 16).unwrap();
-    let r1 = driver.register_buffer(on1.ptr(), 1 << 16).unwrap();
+    let r0 = driver.register_buffer(&on0).unwrap();
+    let r1 = driver.register_buffer(&on1).unwrap();
     drop(r1);
     assert_eq!(
-        driver
-            .register_buffer(on0.ptr(), 1 << 16)
-            .unwrap_err()
-            .kind(),
+        driver.register_buffer(&on0).unwrap_err().kind(),
         ErrorKind::MemoryAlreadyRegistered,
         "deregistering device 1's buffer left device 0's registered"
     );
-    let again = driver.register_buffer(on1.ptr(), 1 << 16).unwrap();
+    let again = driver.register_buffer(&on1).unwrap();
     drop((r0, again));
 }

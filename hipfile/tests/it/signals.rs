@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hipfile::FileHandle;
+use hipfile::{AsDevice, AsDeviceMut, FileHandle, RegisteredBuffer};
 use hipfile_hip::DeviceBuffer;
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::target::runtime_under_test;
@@ -102,16 +102,17 @@ fn run_transfer(
     t: &Transfer,
     handle: &FileHandle,
     file: &std::fs::File,
-    dev: &mut DeviceBuffer,
+    dev: &mut RegisteredBuffer,
     content: &[u8],
 ) -> usize {
     let start = t.offset as usize;
     let expected = &content[start..start + t.len];
+    let window = t.buffer_offset..t.buffer_offset + t.len;
     if t.write {
         // The file keeps its content: a write puts back the bytes that are there.
         dev.write_at(t.buffer_offset, expected).expect("filling");
         let n = handle
-            .write(dev.ptr(), t.len, t.offset, t.buffer_offset)
+            .write(dev.slice(window).expect("a window of the buffer"), t.offset)
             .unwrap_or_else(|e| panic!("{} under signals: {e:?}", t.what));
         assert_eq!(n, t.len, "{} under signals reported {n}", t.what);
         let mut back = vec![0u8; t.len];
@@ -123,7 +124,10 @@ fn run_transfer(
     } else {
         dev.fill(0).expect("clearing");
         let n = handle
-            .read(dev.ptr(), t.len, t.offset, t.buffer_offset)
+            .read(
+                dev.slice_mut(window).expect("a window of the buffer"),
+                t.offset,
+            )
             .unwrap_or_else(|e| panic!("{} under signals: {e:?}", t.what));
         assert_eq!(n, t.len, "{} under signals reported {n}", t.what);
         let mut back = vec![0u8; t.len];
@@ -155,9 +159,8 @@ fn storm_child() {
         .open(&path)
         .expect("opening");
     let handle = driver.register_file(&file).expect("registering");
-    let mut dev = DeviceBuffer::new(Arc::clone(&gpu), 16 * MIB + 8192).expect("a buffer");
-    let registered = driver
-        .register_buffer(dev.ptr(), dev.len())
+    let mut dev = driver
+        .register_buffer(DeviceBuffer::new(Arc::clone(&gpu), 16 * MIB + 8192).expect("a buffer"))
         .expect("registering the buffer");
     let run_for = harness::run_seconds(2.0);
     let stop = AtomicBool::new(false);
@@ -176,7 +179,7 @@ fn storm_child() {
         stop.store(true, Ordering::Relaxed);
         storm.join().expect("the signalling thread")
     });
-    drop(registered);
+    drop(dev);
     let handled = harness::handled_signals();
     figure(format!(
         "EINTR storm: {transfers} transfers ({} kinds), {bytes} bytes checked, all full counts; \

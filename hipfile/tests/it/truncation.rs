@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
-use hipfile::FileHandle;
+use hipfile::{AsDeviceMut, FileHandle};
 use hipfile_hip::{DeviceBuffer, GpuRuntime};
 use hipfile_testkit::conformance::{pattern, SENTINEL};
 use hipfile_testkit::target::runtime_under_test;
@@ -150,11 +150,12 @@ fn reader(
             offset -= offset % 4096;
             buffer_offset = GUARD;
         }
-        let n = handle
-            .read(dev.ptr(), len, offset, buffer_offset)
-            .unwrap_or_else(|e| {
-                panic!("{name} read of {len} at {offset} failed under truncation: {e:?}")
-            });
+        let window = dev
+            .slice_mut(buffer_offset..buffer_offset + len)
+            .expect("a window of the buffer");
+        let n = handle.read(window, offset).unwrap_or_else(|e| {
+            panic!("{name} read of {len} at {offset} failed under truncation: {e:?}")
+        });
         assert!(n <= len, "{name} read of {len} returned {n}");
         let whole = buffer_offset + len + GUARD;
         dev.read_at(0, &mut back[..whole]).expect("device bytes");

@@ -1,0 +1,264 @@
+//! The driver and the files registered with it.
+//!
+//! A [`Driver`] holds one reference on a core driver's use count (one `hipFileDriverOpen`).
+//! That reference is shared, through an `Arc`, with every [`FileHandle`] and
+//! [`RegisteredBuffer`] made from the driver, and released (`hipFileDriverClose`) when the last of
+//! them drops: dropping the `Driver` value while a handle lives closes nothing.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+
+use hipfile_core::{
+    DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, Result, StatsSnapshot,
+};
+
+use crate::memory::{AsDevice, AsDeviceMut, DeviceBuffer, RegisteredBuffer};
+
+/// One reference on a core driver's use count, released when the last value sharing it drops.
+#[derive(Debug)]
+pub(crate) struct OpenReference {
+    pub(crate) core: Arc<hipfile_core::Driver>,
+}
+
+impl Drop for OpenReference {
+    fn drop(&mut self) {
+        // Fails only when the driver is already closed (a C caller closed it to zero): nothing to
+        // give back.
+        let _ = self.core.close();
+    }
+}
+
+/// An open driver: registers files and device memory, and allocates device memory on its GPU
+/// runtime.
+///
+/// The driver stays open while this value or anything made from it (a [`FileHandle`], a
+/// [`RegisteredBuffer`]) lives; the last of them to drop closes it. This is the facade's
+/// driver; the state machine it drives is [`hipfile_core::Driver`], reached through
+/// [`Driver::core`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use hipfile::{Driver, DriverOptions};
+/// use hipfile_hip::sim::SimRuntime;
+///
+/// let gpu = Arc::new(SimRuntime::default());
+/// let driver = Driver::with_options(DriverOptions::with_runtime(gpu))?;
+/// let core = Arc::clone(driver.core());
+/// let dir = tempfile::tempdir().unwrap();
+/// let file = std::fs::File::create(dir.path().join("data")).unwrap();
+/// let handle = driver.register_file(&file)?;
+///
+/// drop(driver);
+/// assert_eq!(core.use_count(), 1, "the handle keeps the driver open");
+/// drop(handle);
+/// assert_eq!(core.use_count(), 0, "the last one out closed it");
+/// # Ok::<(), hipfile::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Driver {
+    reference: Arc<OpenReference>,
+}
+
+impl Driver {
+    /// Open (or join) the process-wide driver, shared with C callers of `libhipfile.so`: one
+    /// more reference on its use count, as `hipFileDriverOpen`.
+    pub fn open() -> Result<Driver> {
+        Driver::join(Arc::clone(crate::global()))
+    }
+
+    /// Open a private driver built from `options`; when they name no backends, the backends of
+    /// this build ([`backends`](crate::backends)) serve it.
+    pub fn with_options(mut options: DriverOptions) -> Result<Driver> {
+        if options.backends.is_none() {
+            options.backends = Some(crate::backends());
+        }
+        Driver::join(Arc::new(hipfile_core::Driver::new(options)))
+    }
+
+    fn join(core: Arc<hipfile_core::Driver>) -> Result<Driver> {
+        core.open()?;
+        Ok(Driver {
+            reference: Arc::new(OpenReference { core }),
+        })
+    }
+
+    /// The core driver (state machine, settings, session).
+    pub fn core(&self) -> &Arc<hipfile_core::Driver> {
+        &self.reference.core
+    }
+
+    /// References held on the driver (`hipFileUseCount`). A `Driver` and everything made from it
+    /// hold one together.
+    pub fn use_count(&self) -> usize {
+        self.core().use_count()
+    }
+
+    /// The backends requests are offered to, in order.
+    pub fn backends(&self) -> Vec<&'static str> {
+        self.core()
+            .session()
+            .map(|s| s.registry().names())
+            .unwrap_or_default()
+    }
+
+    /// What each backend holds while the driver is open (pinned host memory, IO threads), in
+    /// offer order; empty when the driver is not open.
+    pub fn resources(&self) -> Vec<(&'static str, hipfile_core::Resources)> {
+        self.core()
+            .session()
+            .map(|s| s.registry().resources())
+            .unwrap_or_default()
+    }
+
+    /// Allocate `len` bytes of device memory on the current device of the driver's GPU runtime.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use hipfile::{Driver, DriverOptions};
+    /// use hipfile_hip::{sim::SimRuntime, GpuRuntime, MemoryKind};
+    ///
+    /// let gpu: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+    /// let driver = Driver::with_options(DriverOptions::with_runtime(gpu.clone()))?;
+    /// let buf = driver.alloc(4096)?;
+    /// assert_eq!(gpu.pointer_info(buf.ptr()).unwrap().kind, MemoryKind::Device);
+    /// # Ok::<(), hipfile::Error>(())
+    /// ```
+    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
+        let session = self
+            .core()
+            .session()
+            .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
+        DeviceBuffer::new(Arc::clone(session.runtime()), len)
+            .map_err(|e| Error::hip(&e, format!("allocating {len} bytes of device memory")))
+    }
+
+    /// Register an open file. The file must stay open while the handle lives.
+    pub fn register_file(&self, file: &impl AsRawFd) -> Result<FileHandle> {
+        self.register_fd(file.as_raw_fd())
+    }
+
+    /// Register a raw descriptor. It must stay open while the handle lives.
+    pub fn register_fd(&self, fd: RawFd) -> Result<FileHandle> {
+        let id = self.core().handle_register(fd)?;
+        Ok(FileHandle {
+            driver: Arc::clone(&self.reference),
+            id,
+        })
+    }
+
+    /// Register device memory (`hipFileBufRegister`): an owned [`DeviceBuffer`], a
+    /// `&mut DeviceBuffer`, or a [`DeviceSliceMut`](crate::DeviceSliceMut). The registration
+    /// holds the memory until it is dropped or [`into_inner`](RegisteredBuffer::into_inner)
+    /// gives it back. Memory the runtime does not report as device memory is
+    /// [`ErrorKind::HipMemoryTypeInvalid`]; memory already registered is
+    /// [`ErrorKind::MemoryAlreadyRegistered`].
+    pub fn register_buffer<M: AsDevice>(&self, memory: M) -> Result<RegisteredBuffer<M>> {
+        RegisteredBuffer::register(Arc::clone(&self.reference), memory)
+    }
+
+    /// Counters of the open driver (counting only with `HIPFILE_STATS_LEVEL=true`).
+    pub fn stats(&self) -> Option<StatsSnapshot> {
+        self.core().session().map(|s| s.stats().snapshot())
+    }
+}
+
+/// A registered file; deregistered on drop. It keeps its driver open.
+///
+/// Reads land in device memory that [`AsDeviceMut`] names (a buffer, an exclusive slice, a
+/// registered buffer); writes take their bytes from memory that [`AsDevice`] names. The request's
+/// size is the memory's length; file offsets are `u64`, and one past `i64::MAX` is `EINVAL`, as
+/// `pread(2)` answers.
+///
+#[cfg_attr(feature = "fallback", doc = "```")]
+#[cfg_attr(not(feature = "fallback"), doc = "```text")]
+/// use std::sync::Arc;
+/// use hipfile::{AsDevice, AsDeviceMut, Driver, DriverOptions};
+/// use hipfile_hip::sim::SimRuntime;
+///
+/// let gpu = Arc::new(SimRuntime::default());
+/// let driver = Driver::with_options(DriverOptions::with_runtime(gpu))?;
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join("data"), b"0123456789").unwrap();
+/// let file = std::fs::OpenOptions::new().read(true).write(true)
+///     .open(dir.path().join("data")).unwrap();
+/// let handle = driver.register_file(&file)?;
+///
+/// let mut buf = driver.alloc(4096)?;
+/// // A read is short at the end of the file.
+/// assert_eq!(handle.read(&mut buf, 4)?, 6);
+/// assert_eq!(buf.to_vec().unwrap()[..6], *b"456789");
+/// // Write the first two bytes read back at offset 0.
+/// assert_eq!(handle.write(buf.slice(..2)?, 0)?, 2);
+/// assert_eq!(std::fs::read(dir.path().join("data")).unwrap(), b"4523456789");
+/// # Ok::<(), hipfile::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct FileHandle {
+    driver: Arc<OpenReference>,
+    id: FileHandleId,
+}
+
+impl FileHandle {
+    /// The handle's identity.
+    pub fn id(&self) -> FileHandleId {
+        self.id
+    }
+
+    /// Read `dst.len()` bytes of the file at `file_offset` into `dst`. Returns the bytes read,
+    /// fewer only at the end of the file.
+    pub fn read(&self, mut dst: impl AsDeviceMut, file_offset: u64) -> Result<usize> {
+        let dst = dst.as_device_mut();
+        self.io(IoOp::Read, dst.base(), dst.offset(), dst.len(), file_offset)
+    }
+
+    /// Write the bytes of `src` to the file at `file_offset`. Returns the bytes written: all of
+    /// them, or an error.
+    pub fn write(&self, src: impl AsDevice, file_offset: u64) -> Result<usize> {
+        let src = src.as_device();
+        self.io(
+            IoOp::Write,
+            src.base(),
+            src.offset(),
+            src.len(),
+            file_offset,
+        )
+    }
+
+    /// The request as the core driver takes it: the memory's base and the offset into it, so a
+    /// registered buffer is found by its base.
+    fn io(
+        &self,
+        op: IoOp,
+        base: usize,
+        offset: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> Result<usize> {
+        self.driver.core.io(IoCall {
+            op,
+            handle: self.id,
+            buffer: base,
+            size,
+            file_offset: signed(file_offset)?,
+            buffer_offset: signed(offset as u64)?,
+        })
+    }
+
+    /// The registered file's facts (alignment, filesystem, descriptors).
+    pub fn file(&self) -> Result<Arc<hipfile_core::RegisteredFile>> {
+        self.driver.core.file(self.id)
+    }
+}
+
+/// `offset` as the core driver's signed offset; past `i64::MAX` is `EINVAL`, as `pread(2)`.
+fn signed(offset: u64) -> Result<i64> {
+    i64::try_from(offset)
+        .map_err(|_| Error::os(libc::EINVAL, "the offset is past the largest file offset"))
+}
+
+impl Drop for FileHandle {
+    fn drop(&mut self) {
+        // Fails only when the driver already forgot the file (closed to zero): nothing to undo.
+        let _ = self.driver.core.handle_deregister(self.id);
+    }
+}
