@@ -37,52 +37,10 @@ fn guarded<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
 }
 
-/// The `hipFileOpError_t` value of an error kind.
+/// The `hipFileOpError_t` value of an error kind, from hipfile-core's table of error codes.
 pub fn op_code(kind: ErrorKind) -> hipFileOpError_t {
-    match kind {
-        ErrorKind::DriverNotInitialized => hipFileDriverNotInitialized,
-        ErrorKind::DriverInvalidProps => hipFileDriverInvalidProps,
-        ErrorKind::DriverUnsupportedLimit => hipFileDriverUnsupportedLimit,
-        ErrorKind::DriverVersionMismatch => hipFileDriverVersionMismatch,
-        ErrorKind::DriverVersionReadError => hipFileDriverVersionReadError,
-        ErrorKind::DriverClosing => hipFileDriverClosing,
-        ErrorKind::PlatformNotSupported => hipFilePlatformNotSupported,
-        ErrorKind::IoNotSupported => hipFileIONotSupported,
-        ErrorKind::DeviceNotSupported => hipFileDeviceNotSupported,
-        ErrorKind::DriverError => hipFileDriverError,
-        ErrorKind::HipDriverError => hipFileHipDriverError,
-        ErrorKind::HipPointerInvalid => hipFileHipPointerInvalid,
-        ErrorKind::HipMemoryTypeInvalid => hipFileHipMemoryTypeInvalid,
-        ErrorKind::HipPointerRangeError => hipFileHipPointerRangeError,
-        ErrorKind::HipContextMismatch => hipFileHipContextMismatch,
-        ErrorKind::InvalidMappingSize => hipFileInvalidMappingSize,
-        ErrorKind::InvalidMappingRange => hipFileInvalidMappingRange,
-        ErrorKind::InvalidFileType => hipFileInvalidFileType,
-        ErrorKind::InvalidFileOpenFlag => hipFileInvalidFileOpenFlag,
-        ErrorKind::DioNotSet => hipFileDIONotSet,
-        ErrorKind::InvalidValue => hipFileInvalidValue,
-        ErrorKind::MemoryAlreadyRegistered => hipFileMemoryAlreadyRegistered,
-        ErrorKind::MemoryNotRegistered => hipFileMemoryNotRegistered,
-        ErrorKind::PermissionDenied => hipFilePermissionDenied,
-        ErrorKind::DriverAlreadyOpen => hipFileDriverAlreadyOpen,
-        ErrorKind::HandleNotRegistered => hipFileHandleNotRegistered,
-        ErrorKind::HandleAlreadyRegistered => hipFileHandleAlreadyRegistered,
-        ErrorKind::DeviceNotFound => hipFileDeviceNotFound,
-        ErrorKind::InternalError => hipFileInternalError,
-        ErrorKind::GetNewFdFailed => hipFileGetNewFDFailed,
-        ErrorKind::DriverSetupError => hipFileDriverSetupError,
-        ErrorKind::IoDisabled => hipFileIODisabled,
-        ErrorKind::BatchSubmitFailed => hipFileBatchSubmitFailed,
-        ErrorKind::GpuMemoryPinningFailed => hipFileGPUMemoryPinningFailed,
-        ErrorKind::BatchFull => hipFileBatchFull,
-        ErrorKind::AsyncNotSupported => hipFileAsyncNotSupported,
-        // The pair convention has no errno: an OS failure outside IO is an internal error.
-        ErrorKind::Os => hipFileInternalError,
-        // ErrorKind is non_exhaustive for other crates only; this arm keeps the facade compiling
-        // if core grows a kind before the table does.
-        #[allow(unreachable_patterns)]
-        _ => hipFileInternalError,
-    }
+    // The pair convention has no errno: an OS failure outside IO is an internal error.
+    kind.code().unwrap_or(hipFileInternalError)
 }
 
 /// An error as a `hipFileError_t` pair.
@@ -133,46 +91,26 @@ pub extern "C" fn hipFileGetOpErrorString(status: hipFileOpError_t) -> *const c_
     })
 }
 
-fn error_text(status: hipFileOpError_t) -> &'static CStr {
-    match status {
-        hipFileSuccess => c"hipFile operation completed successfully",
-        hipFileDriverNotInitialized => c"GPU IO driver is not open",
-        hipFileDriverInvalidProps => c"invalid GPU IO driver property",
-        hipFileDriverUnsupportedLimit => c"GPU IO driver property value is unsupported",
-        hipFileDriverVersionMismatch => c"hipFile version does not match the GPU IO driver version",
-        hipFileDriverVersionReadError => c"cannot read the GPU IO driver version",
-        hipFileDriverClosing => c"GPU IO driver is closing or closed",
-        hipFilePlatformNotSupported => c"hipFile is not supported on this platform",
-        hipFileIONotSupported => c"this IO is not supported on the selected file or by this build",
-        hipFileDeviceNotSupported => c"the selected GPU does not support hipFile",
-        hipFileDriverError => c"GPU IO driver error",
-        hipFileHipDriverError => c"GPU runtime error (see the hipError_t value)",
-        hipFileHipPointerInvalid => c"invalid GPU pointer",
-        hipFileHipMemoryTypeInvalid => c"the memory behind the pointer is not device memory",
-        hipFileHipPointerRangeError => c"the range runs past the end of the allocation",
-        hipFileHipContextMismatch => c"GPU context mismatch",
-        hipFileInvalidMappingSize => c"access beyond the pinned buffer",
-        hipFileInvalidMappingRange => c"access beyond the mapped region",
-        hipFileInvalidFileType => c"unsupported file type",
-        hipFileInvalidFileOpenFlag => c"unsupported file open flags",
-        hipFileDIONotSet => c"O_DIRECT is not set",
-        hipFileInvalidValue => c"invalid argument",
-        hipFileMemoryAlreadyRegistered => c"the buffer is already registered",
-        hipFileMemoryNotRegistered => c"the buffer is not registered",
-        hipFilePermissionDenied => c"permission denied",
-        hipFileDriverAlreadyOpen => c"the GPU IO driver is already open",
-        hipFileHandleNotRegistered => c"the file handle is not registered",
-        hipFileHandleAlreadyRegistered => c"the file is already registered",
-        hipFileDeviceNotFound => c"no GPU device was found",
-        hipFileInternalError => c"internal hipFile error",
-        hipFileGetNewFDFailed => c"cannot open a new file descriptor",
-        hipFileDriverSetupError => c"GPU IO driver setup failed",
-        hipFileIODisabled => c"GPU IO is disabled for this file",
-        hipFileBatchSubmitFailed => c"batch submission failed",
-        hipFileGPUMemoryPinningFailed => c"pinning memory failed",
-        hipFileBatchFull => c"the batch queue is full",
-        hipFileAsyncNotSupported => c"async IO is not supported",
-        _ => c"unknown hipFile error",
+/// `error_text`: the text of every `hipFileOpError_t`, from hipfile-core's table of error codes.
+macro_rules! op_error_text {
+    ($($kind:ident = $code:literal => $c_name:ident, $text:literal;)*) => {
+        fn error_text(status: hipFileOpError_t) -> &'static CStr {
+            match status {
+                hipFileSuccess => c"hipFile operation completed successfully",
+                $($code => const { c_text(concat!($text, "\0")) },)*
+                _ => c"unknown hipFile error",
+            }
+        }
+    };
+}
+
+hipfile_core::op_error_table!(op_error_text);
+
+/// `text`, which ends in its only NUL, as a C string (evaluated at compile time).
+const fn c_text(text: &'static str) -> &'static CStr {
+    match CStr::from_bytes_with_nul(text.as_bytes()) {
+        Ok(c) => c,
+        Err(_) => panic!("an error description must end in its only NUL"),
     }
 }
 
@@ -823,5 +761,53 @@ pub unsafe extern "C" fn hipFileGetStatsL3(stats: *mut hipFileStatsLevel3_t) -> 
             l3.detailed.basic = l1;
             l3
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind maps to its own code and back; only an OS failure borrows
+    /// `hipFileInternalError`.
+    #[test]
+    fn op_code_round_trips_every_kind() {
+        for kind in ErrorKind::ALL {
+            let code = op_code(kind);
+            if kind == ErrorKind::Os {
+                assert_eq!(code, hipFileInternalError);
+            } else {
+                assert_eq!(ErrorKind::from_code(code), Some(kind), "{kind:?}");
+                assert!(HIPFILE_OP_ERRORS.contains(&code), "{kind:?}");
+            }
+        }
+        assert_eq!(op_code(ErrorKind::InvalidValue), hipFileInvalidValue);
+        assert_eq!(
+            op_code(ErrorKind::AsyncNotSupported),
+            hipFileAsyncNotSupported
+        );
+    }
+
+    #[test]
+    fn error_text_is_the_tables_description() {
+        for kind in ErrorKind::ALL.into_iter().filter(|k| *k != ErrorKind::Os) {
+            let text = error_text(op_code(kind)).to_str();
+            assert_eq!(text, Ok(kind.description()), "{kind:?}");
+        }
+        assert_eq!(
+            error_text(hipFileSuccess),
+            c"hipFile operation completed successfully"
+        );
+        for unknown in [
+            -1,
+            1,
+            HIPFILE_BASE_ERR,
+            5021,
+            5032,
+            hipFileIOMaxError,
+            i32::MIN,
+        ] {
+            assert_eq!(error_text(unknown), c"unknown hipFile error", "{unknown}");
+        }
     }
 }
