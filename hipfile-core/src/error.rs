@@ -1,101 +1,139 @@
-//! One error type for the whole library.
+//! One error type for the whole library, and the one table of upstream's status codes.
 //!
-//! [`ErrorKind`] lines up one to one with upstream's `hipFileOpError_t` (every member except
-//! `hipFileSuccess` and the `hipFileIOMaxError` marker), plus [`ErrorKind::Os`] for failures that
-//! the C API reports as `-1` with `errno`. The numeric C values live in exactly one place: the
-//! facade's C ABI.
+//! [`op_error_table!`] lists every `hipFileOpError_t` error code once: the [`ErrorKind`] it stands
+//! for, its number, its upstream C name and the text `hipFileGetOpErrorString` gives for it.
+//! [`ErrorKind`], [`ErrorKind::code`], [`ErrorKind::c_name`], [`ErrorKind::description`],
+//! [`ErrorKind::from_code`] and [`ErrorKind::ALL`] are generated from it here, and the facade's C
+//! ABI generates its `hipFileOpError_t` constants and error strings from it too, so no second list
+//! can drift. [`ErrorKind::Os`] is the one kind outside the table: failures that the C API reports
+//! as `-1` with `errno`. `hipFileSuccess` and the `hipFileIOMaxError` marker are not errors and
+//! belong to the C ABI alone.
 
 use std::fmt;
 
 use hipfile_hip::{HipError, HipErrorCode};
 
-/// What went wrong, in upstream hipFile's vocabulary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-#[allow(missing_docs)] // each variant is named after the hipFileOpError_t member it stands for
-pub enum ErrorKind {
-    DriverNotInitialized,
-    DriverInvalidProps,
-    DriverUnsupportedLimit,
-    DriverVersionMismatch,
-    DriverVersionReadError,
-    DriverClosing,
-    PlatformNotSupported,
-    IoNotSupported,
-    DeviceNotSupported,
-    DriverError,
-    HipDriverError,
-    HipPointerInvalid,
-    HipMemoryTypeInvalid,
-    HipPointerRangeError,
-    HipContextMismatch,
-    InvalidMappingSize,
-    InvalidMappingRange,
-    InvalidFileType,
-    InvalidFileOpenFlag,
-    DioNotSet,
-    InvalidValue,
-    MemoryAlreadyRegistered,
-    MemoryNotRegistered,
-    PermissionDenied,
-    DriverAlreadyOpen,
-    HandleNotRegistered,
-    HandleAlreadyRegistered,
-    DeviceNotFound,
-    InternalError,
-    GetNewFdFailed,
-    DriverSetupError,
-    IoDisabled,
-    BatchSubmitFailed,
-    GpuMemoryPinningFailed,
-    BatchFull,
-    AsyncNotSupported,
-    /// An operating-system failure, reported to C callers as `-1` with `errno`.
-    Os,
+/// The table of upstream hipFile's error codes, in numeric order: hands every row to `$callback`.
+///
+/// `op_error_table!(callback)` expands to `callback! { ROWS }`, each row reading
+/// `Kind = code => cName, "description";`: the [`ErrorKind`] variant, the `hipFileOpError_t`
+/// value, the name of the C enumerator and the text for people. `callback` is a `macro_rules!`
+/// macro in scope where `op_error_table!` is invoked. Codes 5021 and 5032 are not assigned
+/// upstream; `hipFileSuccess` (0) and `hipFileIOMaxError` (5039) are not error kinds and are not
+/// rows.
+#[macro_export]
+macro_rules! op_error_table {
+    ($callback:ident) => {
+        $callback! {
+            DriverNotInitialized = 5001 => hipFileDriverNotInitialized, "GPU IO driver is not open";
+            DriverInvalidProps = 5002 => hipFileDriverInvalidProps, "invalid GPU IO driver property";
+            DriverUnsupportedLimit = 5003 => hipFileDriverUnsupportedLimit,
+                "GPU IO driver property value is unsupported";
+            DriverVersionMismatch = 5004 => hipFileDriverVersionMismatch,
+                "hipFile version does not match the GPU IO driver version";
+            DriverVersionReadError = 5005 => hipFileDriverVersionReadError,
+                "cannot read the GPU IO driver version";
+            DriverClosing = 5006 => hipFileDriverClosing, "GPU IO driver is closing or closed";
+            PlatformNotSupported = 5007 => hipFilePlatformNotSupported,
+                "hipFile is not supported on this platform";
+            IoNotSupported = 5008 => hipFileIONotSupported,
+                "this IO is not supported on the selected file or by this build";
+            DeviceNotSupported = 5009 => hipFileDeviceNotSupported,
+                "the selected GPU does not support hipFile";
+            DriverError = 5010 => hipFileDriverError, "GPU IO driver error";
+            HipDriverError = 5011 => hipFileHipDriverError, "GPU runtime error (see the hipError_t value)";
+            HipPointerInvalid = 5012 => hipFileHipPointerInvalid, "invalid GPU pointer";
+            HipMemoryTypeInvalid = 5013 => hipFileHipMemoryTypeInvalid,
+                "the memory behind the pointer is not device memory";
+            HipPointerRangeError = 5014 => hipFileHipPointerRangeError,
+                "the range runs past the end of the allocation";
+            HipContextMismatch = 5015 => hipFileHipContextMismatch, "GPU context mismatch";
+            InvalidMappingSize = 5016 => hipFileInvalidMappingSize, "access beyond the pinned buffer";
+            InvalidMappingRange = 5017 => hipFileInvalidMappingRange, "access beyond the mapped region";
+            InvalidFileType = 5018 => hipFileInvalidFileType, "unsupported file type";
+            InvalidFileOpenFlag = 5019 => hipFileInvalidFileOpenFlag, "unsupported file open flags";
+            DioNotSet = 5020 => hipFileDIONotSet, "O_DIRECT is not set";
+            InvalidValue = 5022 => hipFileInvalidValue, "invalid argument";
+            MemoryAlreadyRegistered = 5023 => hipFileMemoryAlreadyRegistered,
+                "the buffer is already registered";
+            MemoryNotRegistered = 5024 => hipFileMemoryNotRegistered, "the buffer is not registered";
+            PermissionDenied = 5025 => hipFilePermissionDenied, "permission denied";
+            DriverAlreadyOpen = 5026 => hipFileDriverAlreadyOpen, "the GPU IO driver is already open";
+            HandleNotRegistered = 5027 => hipFileHandleNotRegistered, "the file handle is not registered";
+            HandleAlreadyRegistered = 5028 => hipFileHandleAlreadyRegistered,
+                "the file is already registered";
+            DeviceNotFound = 5029 => hipFileDeviceNotFound, "no GPU device was found";
+            InternalError = 5030 => hipFileInternalError, "internal hipFile error";
+            GetNewFdFailed = 5031 => hipFileGetNewFDFailed, "cannot open a new file descriptor";
+            DriverSetupError = 5033 => hipFileDriverSetupError, "GPU IO driver setup failed";
+            IoDisabled = 5034 => hipFileIODisabled, "GPU IO is disabled for this file";
+            BatchSubmitFailed = 5035 => hipFileBatchSubmitFailed, "batch submission failed";
+            GpuMemoryPinningFailed = 5036 => hipFileGPUMemoryPinningFailed, "pinning memory failed";
+            BatchFull = 5037 => hipFileBatchFull, "the batch queue is full";
+            AsyncNotSupported = 5038 => hipFileAsyncNotSupported, "async IO is not supported";
+        }
+    };
 }
 
-impl ErrorKind {
-    /// Every kind, for exhaustive tests and tables.
-    pub const ALL: [ErrorKind; 37] = [
-        ErrorKind::DriverNotInitialized,
-        ErrorKind::DriverInvalidProps,
-        ErrorKind::DriverUnsupportedLimit,
-        ErrorKind::DriverVersionMismatch,
-        ErrorKind::DriverVersionReadError,
-        ErrorKind::DriverClosing,
-        ErrorKind::PlatformNotSupported,
-        ErrorKind::IoNotSupported,
-        ErrorKind::DeviceNotSupported,
-        ErrorKind::DriverError,
-        ErrorKind::HipDriverError,
-        ErrorKind::HipPointerInvalid,
-        ErrorKind::HipMemoryTypeInvalid,
-        ErrorKind::HipPointerRangeError,
-        ErrorKind::HipContextMismatch,
-        ErrorKind::InvalidMappingSize,
-        ErrorKind::InvalidMappingRange,
-        ErrorKind::InvalidFileType,
-        ErrorKind::InvalidFileOpenFlag,
-        ErrorKind::DioNotSet,
-        ErrorKind::InvalidValue,
-        ErrorKind::MemoryAlreadyRegistered,
-        ErrorKind::MemoryNotRegistered,
-        ErrorKind::PermissionDenied,
-        ErrorKind::DriverAlreadyOpen,
-        ErrorKind::HandleNotRegistered,
-        ErrorKind::HandleAlreadyRegistered,
-        ErrorKind::DeviceNotFound,
-        ErrorKind::InternalError,
-        ErrorKind::GetNewFdFailed,
-        ErrorKind::DriverSetupError,
-        ErrorKind::IoDisabled,
-        ErrorKind::BatchSubmitFailed,
-        ErrorKind::GpuMemoryPinningFailed,
-        ErrorKind::BatchFull,
-        ErrorKind::AsyncNotSupported,
-        ErrorKind::Os,
-    ];
+/// Generates [`ErrorKind`] and its table lookups from the rows of [`op_error_table!`].
+macro_rules! error_kinds {
+    ($($kind:ident = $code:literal => $c_name:ident, $text:literal;)*) => {
+        /// What went wrong, in upstream hipFile's vocabulary: one kind per `hipFileOpError_t`
+        /// error code, plus [`ErrorKind::Os`].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorKind {
+            $(
+                #[doc = concat!("`", stringify!($c_name), "` (", stringify!($code), "): ", $text, ".")]
+                $kind,
+            )*
+            /// An operating-system failure, reported to C callers as `-1` with `errno`.
+            Os,
+        }
+
+        impl ErrorKind {
+            /// Every kind, in the table's (numeric) order, [`ErrorKind::Os`] last.
+            pub const ALL: [ErrorKind; [$(stringify!($kind)),*].len() + 1] =
+                [$(ErrorKind::$kind,)* ErrorKind::Os];
+
+            /// The `hipFileOpError_t` value; `None` for [`ErrorKind::Os`], which has none.
+            pub const fn code(self) -> Option<i32> {
+                match self {
+                    $(ErrorKind::$kind => Some($code),)*
+                    ErrorKind::Os => None,
+                }
+            }
+
+            /// The kind whose `hipFileOpError_t` value is `code`; `None` for success, the
+            /// unassigned numbers and everything outside the table.
+            pub const fn from_code(code: i32) -> Option<ErrorKind> {
+                match code {
+                    $($code => Some(ErrorKind::$kind),)*
+                    _ => None,
+                }
+            }
+
+            /// The upstream name of the C enumerator (`"hipFileInvalidValue"`); `None` for
+            /// [`ErrorKind::Os`].
+            pub const fn c_name(self) -> Option<&'static str> {
+                match self {
+                    $(ErrorKind::$kind => Some(stringify!($c_name)),)*
+                    ErrorKind::Os => None,
+                }
+            }
+
+            /// What the kind means, in the words `hipFileGetOpErrorString` uses.
+            pub const fn description(self) -> &'static str {
+                match self {
+                    $(ErrorKind::$kind => $text,)*
+                    ErrorKind::Os => "operating-system failure (see errno)",
+                }
+            }
+        }
+    };
 }
+
+op_error_table!(error_kinds);
 
 /// An error of hipfile-rs: a kind, the GPU runtime's error number or the OS errno when one caused
 /// it, and a sentence for people.
@@ -229,5 +267,50 @@ mod tests {
     fn all_kinds_are_distinct() {
         let set: std::collections::HashSet<_> = ErrorKind::ALL.iter().collect();
         assert_eq!(set.len(), ErrorKind::ALL.len());
+    }
+
+    /// The table's codes are upstream's error range, ascending, without the unassigned 5021 and
+    /// 5032; each leads back to its kind, and only `Os` lacks a code and a C name.
+    #[test]
+    fn table_codes_are_upstreams_and_round_trip() {
+        let coded: Vec<(ErrorKind, i32)> = ErrorKind::ALL
+            .iter()
+            .filter_map(|k| k.code().map(|c| (*k, c)))
+            .collect();
+        let expected: Vec<i32> = (5001..5039).filter(|c| ![5021, 5032].contains(c)).collect();
+        assert_eq!(coded.iter().map(|(_, c)| *c).collect::<Vec<_>>(), expected);
+        for (kind, code) in &coded {
+            assert_eq!(ErrorKind::from_code(*code), Some(*kind));
+        }
+        for outside in [0, 5000, 5021, 5032, 5039, -5022, i32::MIN, i32::MAX] {
+            assert_eq!(ErrorKind::from_code(outside), None, "{outside}");
+        }
+        let uncoded: Vec<ErrorKind> = ErrorKind::ALL
+            .iter()
+            .copied()
+            .filter(|k| k.code().is_none() || k.c_name().is_none())
+            .collect();
+        assert_eq!(uncoded, [ErrorKind::Os]);
+        assert_eq!(ErrorKind::ALL.last(), Some(&ErrorKind::Os));
+    }
+
+    #[test]
+    fn c_names_and_descriptions_are_distinct_and_plain() {
+        let names: std::collections::HashSet<_> =
+            ErrorKind::ALL.iter().filter_map(|k| k.c_name()).collect();
+        assert_eq!(names.len(), ErrorKind::ALL.len() - 1);
+        assert!(names.iter().all(|n| n.starts_with("hipFile")), "{names:?}");
+        assert_eq!(
+            ErrorKind::InvalidValue.c_name(),
+            Some("hipFileInvalidValue")
+        );
+        assert_eq!(ErrorKind::InvalidValue.code(), Some(5022));
+        let texts: std::collections::HashSet<_> =
+            ErrorKind::ALL.iter().map(|k| k.description()).collect();
+        assert_eq!(texts.len(), ErrorKind::ALL.len());
+        // The C ABI hands these out as C strings: printable ASCII, no NUL.
+        assert!(texts
+            .iter()
+            .all(|t| !t.is_empty() && t.bytes().all(|b| (0x20..0x7f).contains(&b))));
     }
 }

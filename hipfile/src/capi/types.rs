@@ -91,122 +91,30 @@ pub const HIPFILE_BASE_ERR: hipFileOpError_t = 5000;
 
 /// Success.
 pub const hipFileSuccess: hipFileOpError_t = 0;
-/// The driver is not open.
-pub const hipFileDriverNotInitialized: hipFileOpError_t = HIPFILE_BASE_ERR + 1;
-/// A driver property is invalid.
-pub const hipFileDriverInvalidProps: hipFileOpError_t = HIPFILE_BASE_ERR + 2;
-/// A driver property value is out of range.
-pub const hipFileDriverUnsupportedLimit: hipFileOpError_t = HIPFILE_BASE_ERR + 3;
-/// Library and storage driver versions do not match.
-pub const hipFileDriverVersionMismatch: hipFileOpError_t = HIPFILE_BASE_ERR + 4;
-/// The storage driver version could not be read.
-pub const hipFileDriverVersionReadError: hipFileOpError_t = HIPFILE_BASE_ERR + 5;
-/// The driver is closed or closing and takes no new requests.
-pub const hipFileDriverClosing: hipFileOpError_t = HIPFILE_BASE_ERR + 6;
-/// This platform is not supported.
-pub const hipFilePlatformNotSupported: hipFileOpError_t = HIPFILE_BASE_ERR + 7;
-/// The file or operation is not supported.
-pub const hipFileIONotSupported: hipFileOpError_t = HIPFILE_BASE_ERR + 8;
-/// The GPU is not supported.
-pub const hipFileDeviceNotSupported: hipFileOpError_t = HIPFILE_BASE_ERR + 9;
-/// The storage driver failed.
-pub const hipFileDriverError: hipFileOpError_t = HIPFILE_BASE_ERR + 10;
-/// The HIP runtime failed; `hip_drv_err` says how.
-pub const hipFileHipDriverError: hipFileOpError_t = HIPFILE_BASE_ERR + 11;
-/// The GPU runtime does not know the pointer.
-pub const hipFileHipPointerInvalid: hipFileOpError_t = HIPFILE_BASE_ERR + 12;
-/// The memory kind behind the pointer cannot be used.
-pub const hipFileHipMemoryTypeInvalid: hipFileOpError_t = HIPFILE_BASE_ERR + 13;
-/// The range runs past the end of the allocation.
-pub const hipFileHipPointerRangeError: hipFileOpError_t = HIPFILE_BASE_ERR + 14;
-/// GPU context mismatch.
-pub const hipFileHipContextMismatch: hipFileOpError_t = HIPFILE_BASE_ERR + 15;
-/// Access beyond the pinned buffer.
-pub const hipFileInvalidMappingSize: hipFileOpError_t = HIPFILE_BASE_ERR + 16;
-/// Access beyond the mapped region.
-pub const hipFileInvalidMappingRange: hipFileOpError_t = HIPFILE_BASE_ERR + 17;
-/// The file type is not supported.
-pub const hipFileInvalidFileType: hipFileOpError_t = HIPFILE_BASE_ERR + 18;
-/// The file's open flags are not supported.
-pub const hipFileInvalidFileOpenFlag: hipFileOpError_t = HIPFILE_BASE_ERR + 19;
-/// The file lacks O_DIRECT.
-pub const hipFileDIONotSet: hipFileOpError_t = HIPFILE_BASE_ERR + 20;
-/// An argument is invalid. (5021 is not assigned.)
-pub const hipFileInvalidValue: hipFileOpError_t = HIPFILE_BASE_ERR + 22;
-/// The buffer is already registered.
-pub const hipFileMemoryAlreadyRegistered: hipFileOpError_t = HIPFILE_BASE_ERR + 23;
-/// The buffer is not registered.
-pub const hipFileMemoryNotRegistered: hipFileOpError_t = HIPFILE_BASE_ERR + 24;
-/// Permission denied on the device or file.
-pub const hipFilePermissionDenied: hipFileOpError_t = HIPFILE_BASE_ERR + 25;
-/// The driver is open, and the call needs it closed.
-pub const hipFileDriverAlreadyOpen: hipFileOpError_t = HIPFILE_BASE_ERR + 26;
-/// The file handle is not registered.
-pub const hipFileHandleNotRegistered: hipFileOpError_t = HIPFILE_BASE_ERR + 27;
-/// The file is already registered.
-pub const hipFileHandleAlreadyRegistered: hipFileOpError_t = HIPFILE_BASE_ERR + 28;
-/// No usable GPU was found.
-pub const hipFileDeviceNotFound: hipFileOpError_t = HIPFILE_BASE_ERR + 29;
-/// Internal library error (a bug, or a caught panic).
-pub const hipFileInternalError: hipFileOpError_t = HIPFILE_BASE_ERR + 30;
-/// A new file descriptor could not be opened.
-pub const hipFileGetNewFDFailed: hipFileOpError_t = HIPFILE_BASE_ERR + 31;
-/// Driver setup failed. (5032 is not assigned.)
-pub const hipFileDriverSetupError: hipFileOpError_t = HIPFILE_BASE_ERR + 33;
-/// GPU IO is disabled for this file by configuration.
-pub const hipFileIODisabled: hipFileOpError_t = HIPFILE_BASE_ERR + 34;
-/// A batch submission failed.
-pub const hipFileBatchSubmitFailed: hipFileOpError_t = HIPFILE_BASE_ERR + 35;
-/// Pinning GPU memory failed.
-pub const hipFileGPUMemoryPinningFailed: hipFileOpError_t = HIPFILE_BASE_ERR + 36;
-/// The batch queue is full.
-pub const hipFileBatchFull: hipFileOpError_t = HIPFILE_BASE_ERR + 37;
-/// Async (stream) IO is not supported.
-pub const hipFileAsyncNotSupported: hipFileOpError_t = HIPFILE_BASE_ERR + 38;
 /// One past the largest code; not an error anyone returns.
 pub const hipFileIOMaxError: hipFileOpError_t = HIPFILE_BASE_ERR + 39;
 
-/// Every assigned `hipFileOpError_t` value, success first, in numeric order
-/// (excludes the `hipFileIOMaxError` marker).
-pub const HIPFILE_OP_ERRORS: [hipFileOpError_t; 37] = [
-    hipFileSuccess,
-    hipFileDriverNotInitialized,
-    hipFileDriverInvalidProps,
-    hipFileDriverUnsupportedLimit,
-    hipFileDriverVersionMismatch,
-    hipFileDriverVersionReadError,
-    hipFileDriverClosing,
-    hipFilePlatformNotSupported,
-    hipFileIONotSupported,
-    hipFileDeviceNotSupported,
-    hipFileDriverError,
-    hipFileHipDriverError,
-    hipFileHipPointerInvalid,
-    hipFileHipMemoryTypeInvalid,
-    hipFileHipPointerRangeError,
-    hipFileHipContextMismatch,
-    hipFileInvalidMappingSize,
-    hipFileInvalidMappingRange,
-    hipFileInvalidFileType,
-    hipFileInvalidFileOpenFlag,
-    hipFileDIONotSet,
-    hipFileInvalidValue,
-    hipFileMemoryAlreadyRegistered,
-    hipFileMemoryNotRegistered,
-    hipFilePermissionDenied,
-    hipFileDriverAlreadyOpen,
-    hipFileHandleNotRegistered,
-    hipFileHandleAlreadyRegistered,
-    hipFileDeviceNotFound,
-    hipFileInternalError,
-    hipFileGetNewFDFailed,
-    hipFileDriverSetupError,
-    hipFileIODisabled,
-    hipFileBatchSubmitFailed,
-    hipFileGPUMemoryPinningFailed,
-    hipFileBatchFull,
-    hipFileAsyncNotSupported,
-];
+/// One `pub const` per row of hipfile-core's table of error codes, named and valued as upstream's
+/// enumerator, and [`HIPFILE_OP_ERRORS`].
+macro_rules! op_error_constants {
+    ($($kind:ident = $code:literal => $c_name:ident, $text:literal;)*) => {
+        $(
+            #[doc = concat!(
+                "`", stringify!($code), "`: ", $text,
+                " ([`ErrorKind::", stringify!($kind), "`](hipfile_core::ErrorKind::",
+                stringify!($kind), "))."
+            )]
+            pub const $c_name: hipFileOpError_t = $code;
+        )*
+
+        /// Every assigned `hipFileOpError_t` value, success first, in numeric order
+        /// (excludes the `hipFileIOMaxError` marker).
+        pub const HIPFILE_OP_ERRORS: [hipFileOpError_t; 1 + [$($code),*].len()] =
+            [hipFileSuccess, $($c_name,)*];
+    };
+}
+
+hipfile_core::op_error_table!(op_error_constants);
 
 /// `hipFileError_t`: the status most calls return by value.
 #[repr(C)]
@@ -974,42 +882,6 @@ mod tests {
                 HIPFILE_GPU_UUID_LEN,
                 HIPFILE_BASE_ERR,
                 hipFileSuccess,
-                hipFileDriverNotInitialized,
-                hipFileDriverInvalidProps,
-                hipFileDriverUnsupportedLimit,
-                hipFileDriverVersionMismatch,
-                hipFileDriverVersionReadError,
-                hipFileDriverClosing,
-                hipFilePlatformNotSupported,
-                hipFileIONotSupported,
-                hipFileDeviceNotSupported,
-                hipFileDriverError,
-                hipFileHipDriverError,
-                hipFileHipPointerInvalid,
-                hipFileHipMemoryTypeInvalid,
-                hipFileHipPointerRangeError,
-                hipFileHipContextMismatch,
-                hipFileInvalidMappingSize,
-                hipFileInvalidMappingRange,
-                hipFileInvalidFileType,
-                hipFileInvalidFileOpenFlag,
-                hipFileDIONotSet,
-                hipFileInvalidValue,
-                hipFileMemoryAlreadyRegistered,
-                hipFileMemoryNotRegistered,
-                hipFilePermissionDenied,
-                hipFileDriverAlreadyOpen,
-                hipFileHandleNotRegistered,
-                hipFileHandleAlreadyRegistered,
-                hipFileDeviceNotFound,
-                hipFileInternalError,
-                hipFileGetNewFDFailed,
-                hipFileDriverSetupError,
-                hipFileIODisabled,
-                hipFileBatchSubmitFailed,
-                hipFileGPUMemoryPinningFailed,
-                hipFileBatchFull,
-                hipFileAsyncNotSupported,
                 hipFileIOMaxError,
                 hipFileLustreSupported,
                 hipFileWekaFSSupported,
@@ -1071,7 +943,62 @@ mod tests {
                 hipFileParamLogDir,
             ]
         );
+        op_error_facts(&mut out);
         out
+    }
+
+    /// The value of every error code in hipfile-core's table, checked by the C compiler against
+    /// the header's enumerator of the same name.
+    fn op_error_facts(out: &mut Vec<Fact>) {
+        for kind in hipfile_core::ErrorKind::ALL {
+            let (Some(name), Some(code)) = (kind.c_name(), kind.code()) else {
+                continue;
+            };
+            out.push(Fact::new(
+                format!("value {name}"),
+                name.to_owned(),
+                i128::from(code),
+            ));
+        }
+    }
+
+    /// The enumerators of `typedef enum hipFileOpError { ... } hipFileOpError_t;` in the header,
+    /// in header order.
+    fn header_op_error_names() -> Vec<String> {
+        let header = std::fs::read_to_string(our_include_dir().join("hipfile.h"))
+            .expect("read include/hipfile.h");
+        let body = header
+            .split_once("typedef enum hipFileOpError {")
+            .and_then(|(_, rest)| rest.split_once("} hipFileOpError_t;"))
+            .map(|(body, _)| body)
+            .expect("hipfile.h declares `typedef enum hipFileOpError { ... } hipFileOpError_t;`");
+        body.lines()
+            .map(|line| line.split("/*").next().unwrap_or("").trim())
+            .filter(|code| !code.is_empty())
+            .map(|code| {
+                let name = code.split(['=', ',']).next().unwrap_or("").trim();
+                assert!(
+                    !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_'),
+                    "unexpected line in hipFileOpError: {code}"
+                );
+                name.to_owned()
+            })
+            .collect()
+    }
+
+    /// The header's enumerators are exactly success, the table's rows in order, and the marker:
+    /// a code added on either side alone fails here, and the layout tests compare the values.
+    #[test]
+    fn header_op_errors_are_the_table() {
+        let mut from_table = vec!["hipFileSuccess".to_owned()];
+        from_table.extend(
+            hipfile_core::ErrorKind::ALL
+                .iter()
+                .filter_map(|kind| kind.c_name())
+                .map(str::to_owned),
+        );
+        from_table.push("hipFileIOMaxError".to_owned());
+        assert_eq!(header_op_error_names(), from_table);
     }
 
     /// A directory under the system temp dir, removed on drop.

@@ -1,0 +1,216 @@
+//! The conventions every entry point shares: the panic guard, the `hipFileError_t` pair, the
+//! `ssize_t` IO result with `errno`, and the text of each status code.
+//!
+//! Panics: [`guarded`] is the C ABI's only `catch_unwind`. Every `extern "C"` function is one
+//! call of it or of the helper for its return convention ([`guarded_pair`], [`guarded_ssize`],
+//! [`guarded_void`]), so a panic never crosses into C; it becomes `hipFileInternalError`,
+//! `-hipFileInternalError`, or nothing for `void` functions. `cargo xtask tidy` checks that every
+//! entry point has that shape.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use hipfile_core::{Error, ErrorKind, FileHandleId};
+
+use super::types::*;
+
+/// The process-wide core driver every entry point talks to.
+pub(super) fn driver() -> &'static hipfile_core::Driver {
+    crate::global()
+}
+
+/// Run `f`, turning a panic into `on_panic`.
+pub(super) fn guarded<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
+}
+
+/// Run `f` of an entry point that returns a `hipFileError_t`; a panic is `hipFileInternalError`.
+pub(super) fn guarded_pair(f: impl FnOnce() -> hipFileError_t) -> hipFileError_t {
+    guarded(hipFileError_t::op(hipFileInternalError), f)
+}
+
+/// Run `f` of an IO entry point; a panic is `-hipFileInternalError`.
+pub(super) fn guarded_ssize(f: impl FnOnce() -> ssize_t) -> ssize_t {
+    guarded(-(hipFileInternalError as ssize_t), f)
+}
+
+/// Run `f` of a `void` entry point; a panic is swallowed, as C has no way to hear of it.
+pub(super) fn guarded_void(f: impl FnOnce()) {
+    guarded((), f)
+}
+
+/// The `hipFileOpError_t` value of an error kind, from hipfile-core's table of error codes.
+pub fn op_code(kind: ErrorKind) -> hipFileOpError_t {
+    // The pair convention has no errno: an OS failure outside IO is an internal error.
+    kind.code().unwrap_or(hipFileInternalError)
+}
+
+/// An error as a `hipFileError_t` pair.
+pub fn pair(e: &Error) -> hipFileError_t {
+    match (e.kind(), e.hip_code()) {
+        (ErrorKind::HipDriverError, Some(code)) => hipFileError_t::hip(code.0),
+        (kind, _) => hipFileError_t::op(op_code(kind)),
+    }
+}
+
+/// A result without a value as a `hipFileError_t` pair.
+pub(super) fn result_pair(r: hipfile_core::Result<()>) -> hipFileError_t {
+    match r {
+        Ok(()) => hipFileError_t::SUCCESS,
+        Err(e) => pair(&e),
+    }
+}
+
+fn set_errno(value: c_int) {
+    // SAFETY: `__errno_location` returns the calling thread's errno slot, valid for the thread's
+    // life.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// An IO result in the `ssize_t` convention: bytes, `-1` with `errno` for OS failures,
+/// `-hipError_t` for GPU runtime failures, else `-hipFileOpError_t`.
+pub fn ssize(r: hipfile_core::Result<usize>) -> ssize_t {
+    match r {
+        Ok(n) => n as ssize_t,
+        Err(e) => match (e.kind(), e.errno(), e.hip_code()) {
+            (ErrorKind::Os, Some(errno), _) => {
+                set_errno(errno);
+                -1
+            }
+            (ErrorKind::HipDriverError, _, Some(code)) if code.0 != 0 => -(code.0 as ssize_t),
+            (kind, _, _) => -(op_code(kind) as ssize_t),
+        },
+    }
+}
+
+/// The core's id of a C file handle.
+pub(super) fn handle_id(fh: hipFileHandle_t) -> FileHandleId {
+    FileHandleId(fh as usize as u64)
+}
+
+/// Text for every `hipFileOpError_t`.
+#[no_mangle]
+pub extern "C" fn hipFileGetOpErrorString(status: hipFileOpError_t) -> *const c_char {
+    guarded(c"hipFile: internal error".as_ptr(), || {
+        error_text(status).as_ptr()
+    })
+}
+
+/// `error_text`: the text of every `hipFileOpError_t`, from hipfile-core's table of error codes.
+macro_rules! op_error_text {
+    ($($kind:ident = $code:literal => $c_name:ident, $text:literal;)*) => {
+        fn error_text(status: hipFileOpError_t) -> &'static CStr {
+            match status {
+                hipFileSuccess => c"hipFile operation completed successfully",
+                $($code => const { c_text(concat!($text, "\0")) },)*
+                _ => c"unknown hipFile error",
+            }
+        }
+    };
+}
+
+hipfile_core::op_error_table!(op_error_text);
+
+/// `text`, which ends in its only NUL, as a C string (evaluated at compile time).
+const fn c_text(text: &'static str) -> &'static CStr {
+    match CStr::from_bytes_with_nul(text.as_bytes()) {
+        Ok(c) => c,
+        Err(_) => panic!("an error description must end in its only NUL"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hipfile_hip::{HipError, HipErrorCode};
+
+    use super::*;
+
+    /// Every kind maps to its own code and back; only an OS failure borrows
+    /// `hipFileInternalError`.
+    #[test]
+    fn op_code_round_trips_every_kind() {
+        for kind in ErrorKind::ALL {
+            let code = op_code(kind);
+            if kind == ErrorKind::Os {
+                assert_eq!(code, hipFileInternalError);
+            } else {
+                assert_eq!(ErrorKind::from_code(code), Some(kind), "{kind:?}");
+                assert!(HIPFILE_OP_ERRORS.contains(&code), "{kind:?}");
+            }
+        }
+        assert_eq!(op_code(ErrorKind::InvalidValue), hipFileInvalidValue);
+        assert_eq!(
+            op_code(ErrorKind::AsyncNotSupported),
+            hipFileAsyncNotSupported
+        );
+    }
+
+    #[test]
+    fn error_text_is_the_tables_description() {
+        for kind in ErrorKind::ALL.into_iter().filter(|k| *k != ErrorKind::Os) {
+            let text = error_text(op_code(kind)).to_str();
+            assert_eq!(text, Ok(kind.description()), "{kind:?}");
+        }
+        assert_eq!(
+            error_text(hipFileSuccess),
+            c"hipFile operation completed successfully"
+        );
+        for unknown in [
+            -1,
+            1,
+            HIPFILE_BASE_ERR,
+            5021,
+            5032,
+            hipFileIOMaxError,
+            i32::MIN,
+        ] {
+            assert_eq!(error_text(unknown), c"unknown hipFile error", "{unknown}");
+        }
+    }
+
+    /// Each return convention passes answers through and turns a panic into its own
+    /// internal-error answer.
+    #[test]
+    fn guards_turn_panics_into_internal_errors() {
+        let busy = hipFileError_t::op(hipFileDriverAlreadyOpen);
+        assert_eq!(guarded_pair(|| busy), busy);
+        assert_eq!(
+            guarded_pair(|| panic!("a bug")),
+            hipFileError_t::op(hipFileInternalError)
+        );
+        assert_eq!(guarded_ssize(|| 42), 42);
+        assert_eq!(guarded_ssize(|| panic!("a bug")), -5030);
+        let mut ran = false;
+        guarded_void(|| ran = true);
+        assert!(ran);
+        guarded_void(|| panic!("a bug"));
+        assert_eq!(guarded(-1, || panic!("a bug")), -1);
+    }
+
+    #[test]
+    fn pairs_carry_the_gpu_runtimes_number_only_for_gpu_failures() {
+        let gpu = Error::hip(&HipError::call("hipMemcpy", HipErrorCode(700)), "copy");
+        assert_eq!(pair(&gpu), hipFileError_t::hip(700));
+        let os = Error::os(libc::EIO, "read");
+        assert_eq!(pair(&os), hipFileError_t::op(hipFileInternalError));
+        let closed = Error::new(ErrorKind::DriverNotInitialized, "closed");
+        assert_eq!(
+            pair(&closed),
+            hipFileError_t::op(hipFileDriverNotInitialized)
+        );
+        assert_eq!(result_pair(Ok(())), hipFileError_t::SUCCESS);
+    }
+
+    #[test]
+    fn ssize_is_bytes_or_errno_or_a_negated_code() {
+        assert_eq!(ssize(Ok(4096)), 4096);
+        set_errno(0);
+        assert_eq!(ssize(Err(Error::os(libc::ENOSPC, "write"))), -1);
+        // SAFETY: the calling thread's errno slot, valid for the thread's life.
+        assert_eq!(unsafe { *libc::__errno_location() }, libc::ENOSPC);
+        let gpu = Error::hip(&HipError::call("hipMemcpy", HipErrorCode(700)), "copy");
+        assert_eq!(ssize(Err(gpu)), -700);
+        let bad = Error::new(ErrorKind::InvalidValue, "offset");
+        assert_eq!(ssize(Err(bad)), -5022);
+    }
+}
