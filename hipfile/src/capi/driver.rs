@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_uint};
 
-use hipfile_core::Settings;
+use hipfile_core::{IoPath, Settings};
 
 use super::conventions::{driver, guarded, guarded_pair, result_pair};
 use super::types::*;
@@ -53,13 +53,16 @@ fn bit(flag: c_int) -> c_uint {
     1u32 << flag
 }
 
-/// Whether the open driver serves requests by direct IO: the fastpath is compiled in and
-/// registered, and the platform offers a P2P driver. A closed driver has no platform yet: false.
+/// Whether the open driver serves requests by direct IO: a backend of the direct path is
+/// registered and the platform offers a P2P driver. A closed driver has no platform yet: false.
 fn direct_io_available() -> bool {
-    cfg!(feature = "fastpath")
-        && driver().session().is_some_and(|s| {
-            s.runtime().p2p().is_some() && s.registry().names().contains(&"fastpath")
-        })
+    driver().session().is_some_and(|s| {
+        s.runtime().p2p().is_some()
+            && s.registry()
+                .paths()
+                .iter()
+                .any(|(_, path)| *path == IoPath::Direct)
+    })
 }
 
 /// The driver's properties: the settings in force (the open driver's, else the staged ones).
