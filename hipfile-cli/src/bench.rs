@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use hipfile::{AsDevice, AsDeviceMut, Driver, DriverOptions, FileHandle, RegisteredBuffer};
-use hipfile_core::{FileIo, PosixIo};
+use hipfile_core::{FileIo, IoPath, PosixIo};
 use hipfile_hip::{sim::SimRuntime, DeviceBuffer, GpuRuntime, PinnedBuffer, Platform};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -309,8 +309,11 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     };
     // KvikIO's small reads run in one process of the sweep: the one closest to our one thread.
     let anchor_small_threads = anchor_threads.iter().copied().min();
-    let staged_serves = backends.contains(&"fallback")
-        && !(backends.first() == Some(&"fastpath") && gpu.p2p().is_some());
+    // The staged engine serves the reads unless a direct backend comes first and has a P2P
+    // driver to serve them with.
+    let paths = driver.backend_paths();
+    let staged_serves = paths.iter().any(|(_, p)| *p == IoPath::Staged)
+        && !(paths.first().is_some_and(|(_, p)| *p == IoPath::Direct) && gpu.p2p().is_some());
     let anchor_task_size = args
         .kvikio_task_size
         .map(|b| b as u64)

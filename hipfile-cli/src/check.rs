@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use clap::Args;
-use hipfile_core::{mount_table, EnvConfig, FsFacts, FsKind};
+use hipfile_core::{mount_table, EnvConfig, FsFacts, FsKind, IoPath};
 use hipfile_hip::{GpuRuntime, Platform};
 use serde_json::{json, Value};
 
@@ -45,7 +45,7 @@ struct PlatformFacts {
     p2p: Result<&'static str, String>,
     /// The backends a driver opened on this platform starts (with the environment's
     /// `HIPFILE_*` settings and `HIPFILE_BACKENDS`), or why it failed to open.
-    backends: Result<Vec<&'static str>, String>,
+    backends: Result<Vec<(&'static str, IoPath)>, String>,
 }
 
 #[derive(Debug)]
@@ -58,7 +58,7 @@ struct FsFinding {
 impl Findings {
     /// Whether a driver opened here starts the staged fallback.
     pub fn fallback_available(&self) -> bool {
-        matches!(&self.platform, Ok(p) if p.backends.as_ref().is_ok_and(|b| b.contains(&"fallback")))
+        matches!(&self.platform, Ok(p) if p.backends.as_ref().is_ok_and(|b| b.iter().any(|(_, path)| *path == IoPath::Staged)))
     }
 
     /// Whether the fastpath can serve IO somewhere on this machine.
@@ -126,15 +126,10 @@ fn platform_facts(platform: Option<&str>) -> Result<PlatformFacts, String> {
 
 /// Open a driver on `rt` as an application would and name the backends it started; a backend
 /// that fails to start fails the open, and the reason is the answer.
-fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Vec<&'static str>, String> {
+fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Vec<(&'static str, IoPath)>, String> {
     let driver = hipfile::Driver::with_options(hipfile::DriverOptions::with_runtime(rt))
         .map_err(|e| e.to_string())?;
-    let names = driver
-        .core()
-        .session()
-        .map(|s| s.registry().names())
-        .unwrap_or_default();
-    Ok(names)
+    Ok(driver.backend_paths())
 }
 
 /// Mounts that can hold files for GPU IO: backed by a device, or one of the filesystems the
@@ -224,7 +219,7 @@ pub fn to_json(f: &Findings) -> Value {
             "devices": p.devices,
             "p2p_driver": p.p2p.as_ref().ok(),
             "p2p_missing_because": p.p2p.as_ref().err(),
-            "backends": p.backends.as_ref().ok(),
+            "backends": p.backends.as_ref().ok().map(|b| b.iter().map(|(name, _)| *name).collect::<Vec<_>>()),
             "driver_open_error": p.backends.as_ref().err(),
         }),
         Err(why) => json!({ "platform": null, "error": why }),
@@ -265,7 +260,13 @@ fn print_table(f: &Findings) {
                 Err(why) => println!("P2P driver:   none: {why}"),
             }
             match &p.backends {
-                Ok(names) => println!("backends:     {}", names.join(", ")),
+                Ok(backends) => {
+                    let named: Vec<String> = backends
+                        .iter()
+                        .map(|(name, path)| format!("{name} ({})", path.name()))
+                        .collect();
+                    println!("backends:     {}", named.join(", "));
+                }
                 Err(why) => println!("backends:     the driver does not open: {why}"),
             }
         }

@@ -101,6 +101,15 @@ impl Driver {
             .unwrap_or_default()
     }
 
+    /// Name and path (direct or staged) of each backend, in offer order; empty when the driver
+    /// is not open.
+    pub fn backend_paths(&self) -> Vec<(&'static str, hipfile_core::IoPath)> {
+        self.core()
+            .session()
+            .map(|s| s.registry().paths())
+            .unwrap_or_default()
+    }
+
     /// What each backend holds while the driver is open (pinned host memory, IO threads), in
     /// offer order; empty when the driver is not open.
     pub fn resources(&self) -> Vec<(&'static str, hipfile_core::Resources)> {
