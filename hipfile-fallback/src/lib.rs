@@ -163,8 +163,12 @@ impl Backend for Fallback {
             return Completion::ready(transfer.run(&self.workers));
         }
         match how {
-            Submit::Wait => Completion::ready(transfer.run(&self.workers)),
-            Submit::Queue => Completion::pending(transfer.queue(&self.workers)),
+            // With no IO workers there is no thread to make progress for a queued request: it
+            // runs here, before `submit` returns.
+            Submit::Queue if self.workers.count() > 0 => {
+                Completion::pending(transfer.queue(&self.workers))
+            }
+            _ => Completion::ready(transfer.run(&self.workers)),
         }
     }
 

@@ -30,6 +30,13 @@
 //! address range with a lifetime, nothing more. Memory allocated elsewhere (a framework's tensor)
 //! enters through their `unsafe` `from_raw_parts` constructors.
 //!
+//! What the layers above hand to the engines is a [`DeviceRange`]: device memory the runtime's
+//! pointer query vouched for (device or managed memory, inside one allocation), with bounded
+//! operations (synchronous copies, the P2P driver's reads and writes). The staged engine's
+//! asynchronous copies go through a [`StagingLane`], which owns its pinned halves, stream and
+//! events and never hands out a half with a copy in flight. With these two, a backend needs no
+//! `unsafe`: the proofs are made once, here.
+//!
 //! Nothing here links a GPU runtime, so every build works on a machine without ROCm or CUDA. All
 //! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate, with the one
 //! kernel call `rustix` lacks that the engines need ([`os::cached_pages`], `cachestat(2)`).
