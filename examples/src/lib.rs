@@ -4,6 +4,8 @@
 //!   a data loader stages a file on the GPU and a checkpointer writes it back, verifying the copy.
 //! - `c/copy_through_gpu.c`: the same from C, written against `hipfile.h` and HIP exactly as a
 //!   program for upstream hipFile (built and run by `cargo xtask c-tests`).
+//! - `backend-bounce/`: a backend of a third party, as its own crate (`hipfile-backend-bounce`),
+//!   with the conformance suite and a facade build that links it.
 //!
 //! The library part holds what the Rust example does, so tests can run it on the simulated GPU.
 

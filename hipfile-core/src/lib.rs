@@ -59,6 +59,156 @@
 //! assert_eq!(driver.close().unwrap_err().kind(), ErrorKind::DriverNotInitialized);
 //! # Ok::<(), Error>(())
 //! ```
+//!
+//! ## Writing a backend
+//!
+//! A backend is a crate of its own, on this crate and `hipfile-hip` only. The example crate
+//! `hipfile-backend-bounce` (`examples/backend-bounce/` in the repository) is a complete one, with
+//! its tests; this section walks through the pieces.
+//!
+//! **The trait.** A backend implements [`Backend`], whose docs hold the contract: `name`,
+//! `accepts`, `submit`, and optionally `resources` (pinned memory and threads it holds, for tools).
+//!
+//! **`accepts`, then `submit`.** The [`Registry`] offers each request, an [`IoRequest`], to the
+//! backends in rank order; the first whose [`Backend::accepts`] says yes runs it through
+//! [`Backend::submit`]. `accepts` is cheap and pure: it looks at the request (direction, the
+//! memory's kind and address, the file's facts and alignment, offsets, settings, compat mode) and
+//! answers `Ok(())` or a typed [`Decline`]; when every backend declines, the caller's error names
+//! each reason. It trusts what the driver validated (the memory range, non-negative offsets, the
+//! size capped at [`MAX_RW_COUNT`], a descriptor that allows the direction). `submit` does the
+//! work and reports it: the bytes moved, fewer than the size only for a read at end of file, or an
+//! [`IoFailure`] carrying the error and the bytes that had moved before it. A backend never
+//! reports bytes it did not move. A failure that moved nothing and is eligible
+//! ([`Error::is_failover_eligible`]) reruns the request on the next accepting backend; failover
+//! and statistics are the registry's, not the backend's.
+//!
+//! **Ready or pending.** `submit` answers a [`Completion`]. [`Completion::ready`] carries an
+//! outcome finished inside `submit`: the simplest backend, and the right one for work that blocks
+//! anyway. [`Completion::pending`] carries a [`PendingIo`] that the backend's own threads finish:
+//! its `wait` may let the waiting thread help, `is_finished` never blocks. The [`Submit`] mode
+//! says how the caller waits: under [`Submit::Wait`] the backend may work on the calling thread;
+//! under [`Submit::Queue`] the caller goes on with other work, so pending work must progress
+//! without it. Dropping an unfinished completion waits for it.
+//!
+//! **Moving bytes, without `unsafe`.** The request's memory is a [`hipfile_hip::DeviceRange`]
+//! that the GPU runtime checked: cut it with `slice`, move bytes with `copy_from_host`,
+//! `copy_to_host` and `fill`, or hand it to the platform's direct path with `p2p_read` and
+//! `p2p_write`; [`hipfile_hip::StagingLane`] does asynchronous copies through pinned memory.
+//! None of these needs `unsafe`, and a backend crate can `#![forbid(unsafe_code)]`. File bytes go
+//! through [`BackendContext::io`], the driver's [`FileIo`] (so tests can script faults under the
+//! backend), with [`pread_full`], [`pwrite_full`] and [`pwrite_append_full`], which retry EINTR,
+//! continue short transfers and turn a write without progress into ENOSPC. The descriptors are
+//! [`RegisteredFile::buffered_fd`] and, where the filesystem has O_DIRECT,
+//! [`RegisteredFile::direct_fd`]. A write with [`IoRequest::append`] set must land at the end of
+//! the file, whole: either write it with [`pwrite_append_full`] while holding
+//! [`RegisteredFile::append_lock`], or decline it with [`Decline::Append`].
+//!
+//! **Registering.** A [`BackendDescriptor`] names the backend, gives its priority and its
+//! [`IoPath`], and builds it for an opening driver from a [`BackendContext`]. The crate submits it
+//! with `hipfile_core::inventory::submit!` (the re-exported [`inventory`], so the versions match)
+//! and also exports `register(&mut RegistryBuilder)`. The `hipfile` facade registers its built-in
+//! backends explicitly and adds every other one `inventory` collected
+//! ([`RegistryBuilder::add_inventory`]). But the linker leaves out a crate that nothing in the
+//! program names, and its `inventory` entry with it: a program gets a third-party backend by
+//! naming its crate once (`use my_backend as _;`), or by calling its `register`.
+//!
+//! **Priorities.** Higher runs first; ties go by name. The built-in ones are
+//! [`priority::FASTPATH`] (the direct path) and [`priority::FALLBACK`] (the staged engine). Above
+//! the fastpath, a backend takes every request it accepts before the direct path; between the two,
+//! before the staged engine; below the fallback, it serves only what both decline, or what builds
+//! without them send it. `HIPFILE_BACKENDS=name,other` (or [`DriverOptions::selection`]) keeps
+//! only the backends named, in that order; an unknown name fails the open.
+//!
+//! **Conformance.** With `hipfile-testkit` as a dev-dependency, one test runs the suite every
+//! backend passes, on a simulated GPU, checking bytes, sentinels around every range, EOF, holes,
+//! concurrency, EINTR and short transfers, EIO and ENOSPC, and leaks:
+//!
+//! ```text
+//! #[test]
+//! fn conformance() {
+//!     hipfile_testkit::conformance::run_all(my_backend::DESCRIPTOR, &Default::default())
+//!         .assert_passed();
+//! }
+//! ```
+//!
+//! `ConformanceConfig` says what to leave out: `aligned_only` for an engine that serves only
+//! aligned requests, `file_io_faults: false` for one that does not move bytes through the
+//! driver's [`FileIo`].
+//!
+//! A backend that only reads, through one host buffer, registered explicitly and driven on the
+//! simulated GPU (a real one bounds its buffer and writes too, as the example crate does):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use hipfile_core::*;
+//! use hipfile_hip::{sim::SimRuntime, DeviceBuffer, GpuRuntime};
+//!
+//! #[derive(Debug)]
+//! struct VecReader {
+//!     io: Arc<dyn FileIo>,
+//! }
+//!
+//! impl Backend for VecReader {
+//!     fn name(&self) -> &'static str { "vec-reader" }
+//!
+//!     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline> {
+//!         match req.op {
+//!             IoOp::Read => Ok(()),
+//!             IoOp::Write => Err(Decline::Other("vec-reader only reads".into())),
+//!         }
+//!     }
+//!
+//!     fn submit(&self, req: &IoRequest<'_>, _how: Submit) -> Completion {
+//!         let mut buf = vec![0u8; req.size()];
+//!         let outcome = pread_full(&*self.io, req.file.buffered_fd(), &mut buf, req.file_offset)
+//!             .map_err(|e| IoFailure::new(Error::from_io(&e, "reading the file"), 0))
+//!             .and_then(|n| {
+//!                 // Short only at the end of the file: copy what was read, report exactly that.
+//!                 req.memory
+//!                     .copy_from_host(&buf[..n])
+//!                     .map(|()| n)
+//!                     .map_err(|e| IoFailure::new(Error::hip(&e, "copying to the GPU"), 0))
+//!             });
+//!         Completion::ready(outcome)
+//!     }
+//! }
+//!
+//! let mut backends = RegistryBuilder::new();
+//! backends.add(BackendDescriptor {
+//!     name: "vec-reader",
+//!     priority: priority::FALLBACK - 1,
+//!     path: IoPath::Staged,
+//!     init: |ctx| Ok(Arc::new(VecReader { io: Arc::clone(&ctx.io) })),
+//! })?;
+//! let gpu: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+//! let driver = Driver::new(DriverOptions {
+//!     backends: Some(backends),
+//!     selection: None,
+//!     ..DriverOptions::with_runtime(Arc::clone(&gpu))
+//! });
+//! driver.open()?;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("data"), b"bytes for the GPU").unwrap();
+//! let file = std::fs::OpenOptions::new().read(true).write(true)
+//!     .open(dir.path().join("data")).unwrap();
+//! let handle = driver.handle_register(std::os::fd::AsRawFd::as_raw_fd(&file))?;
+//! let buf = DeviceBuffer::new(gpu, 64).unwrap();
+//! let call = |op| IoCall {
+//!     op, handle, buffer: buf.ptr(), size: 64, file_offset: 10, buffer_offset: 0,
+//! };
+//!
+//! assert_eq!(driver.io(call(IoOp::Read))?, 7, "short at the end of the file");
+//! assert_eq!(buf.to_vec().unwrap()[..7], *b"the GPU");
+//! // No backend takes the write: the error names each one's reason.
+//! let refused = driver.io(call(IoOp::Write)).unwrap_err();
+//! assert_eq!(refused.kind(), ErrorKind::InternalError);
+//! assert!(refused.context().contains("vec-reader: vec-reader only reads"), "{refused}");
+//!
+//! driver.handle_deregister(handle)?;
+//! driver.close()?;
+//! # Ok::<(), Error>(())
+//! ```
 
 #![forbid(unsafe_code)]
 

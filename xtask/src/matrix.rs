@@ -1,9 +1,12 @@
 //! `cargo xtask test-matrix`: every row of [`MATRIX`] is built and tested on its own package with
 //! its own features (`cargo test -p <pkg> ...`, never `--workspace`, which unifies features and so
 //! hides a crate that only builds thanks to a neighbour). After each facade row the registration
-//! smoke test checks that the registered backends are exactly what the features imply. All rows
-//! run; a summary table follows; the command fails if any row failed or names a package the
-//! workspace lacks, and a test checks that every member with tests has a row.
+//! smoke test checks that the registered backends are exactly what the features imply; after each
+//! row of a [`LinkedBackend`] (a backend crate outside the built-in set, whose tests link the
+//! facade) its own registration test checks that the facade found it through `inventory`, ranked
+//! after the built-in backends. All rows run; a summary table follows; the command fails if any
+//! row failed or names a package the workspace lacks, and a test checks that every member with
+//! tests has a row.
 //!
 //! Tests are counted one by one from libtest's `test NAME ... ok` lines, next to the test ledger
 //! (`hipfile_testkit::ledger`, through `HIPFILE_TEST_LEDGER`): a test that recorded a skip counts
@@ -41,8 +44,28 @@ pub const FACADE: &str = "hipfile";
 /// (highest priority first). The registration smoke test expects exactly the enabled ones.
 pub const BACKEND_FEATURES: &[&str] = &["fastpath", "fallback"];
 
-/// The env var the facade's `it` test `registration` compares the registered backend names with.
+/// The env var the registration tests compare the registered backend names with.
 pub const EXPECT_BACKENDS_VAR: &str = "HIPFILE_EXPECT_BACKENDS";
+
+/// A backend crate outside the built-in set (an example of a third party's crate) whose tests
+/// link the facade: its rows' features are the facade's backend features (the crate forwards them
+/// to its dev-dependency on the facade), and after each of its rows the registration step runs
+/// its test `test` of the test target `target`, which expects the built-in backends the features
+/// imply, then `backend`, whose priority ranks it below both.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkedBackend {
+    pub package: &'static str,
+    pub backend: &'static str,
+    pub target: &'static str,
+    pub test: &'static str,
+}
+
+pub const LINKED_BACKENDS: &[LinkedBackend] = &[LinkedBackend {
+    package: "hipfile-backend-bounce",
+    backend: "bounce",
+    target: "facade",
+    test: "registration",
+}];
 
 pub const MATRIX: &[Row] = &[
     row("hipfile-hip", Features::Default),
@@ -58,8 +81,18 @@ pub const MATRIX: &[Row] = &[
     row(FACADE, Features::Only("")),
     row("hipfile-cli", Features::Default),
     row("hipfile-examples", Features::Default),
+    // With both built-in backends `bounce` ranks last; with the fastpath alone it is the staged
+    // path, and serves what the fastpath declines.
+    row(
+        "hipfile-backend-bounce",
+        Features::Only("fastpath,fallback"),
+    ),
+    row("hipfile-backend-bounce", Features::Only("fastpath")),
     row("xtask", Features::Default),
 ];
+
+/// The facade's test target that holds the registration smoke test.
+pub const FACADE_TEST_TARGET: &str = "it";
 
 /// The registration smoke test, by its exact name in the facade's `it` binary.
 pub const REGISTRATION_TEST: &str = "registration::registration";
@@ -76,6 +109,49 @@ pub fn expected_backends(features: &str) -> String {
         .filter(|backend| enabled.contains(backend))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The backend names a facade with `features` registers when `backend` is linked into it too:
+/// the built-in ones, then `backend`.
+pub fn expected_with_linked(features: &str, backend: &str) -> String {
+    let builtin = expected_backends(features);
+    if builtin.is_empty() {
+        backend.to_string()
+    } else {
+        format!("{builtin},{backend}")
+    }
+}
+
+/// The registration test that follows a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrationStep {
+    /// The test target (`--test <target>`).
+    pub target: &'static str,
+    /// The test's exact name.
+    pub test: &'static str,
+    /// What [`EXPECT_BACKENDS_VAR`] says: the comma-separated backend names in rank order.
+    pub expected: String,
+}
+
+/// The registration step after `row`: for the facade and for a [`LinkedBackend`], on rows that
+/// name their features; `None` for every other row.
+pub fn registration_step(row: &Row) -> Option<RegistrationStep> {
+    let Features::Only(list) = row.features else {
+        return None;
+    };
+    if row.package == FACADE {
+        return Some(RegistrationStep {
+            target: FACADE_TEST_TARGET,
+            test: REGISTRATION_TEST,
+            expected: expected_backends(list),
+        });
+    }
+    let linked = LINKED_BACKENDS.iter().find(|l| l.package == row.package)?;
+    Some(RegistrationStep {
+        target: linked.target,
+        test: linked.test,
+        expected: expected_with_linked(list, linked.backend),
+    })
 }
 
 fn feature_args(features: Features) -> Vec<String> {
@@ -248,15 +324,15 @@ pub fn run() -> Result<(), String> {
             outcome,
         });
 
-        if let (FACADE, Features::Only(list)) = (row.package, row.features) {
+        if let Some(step) = registration_step(row) {
             let mut args = args.clone();
-            args.extend(["--test", "it", "--", "--exact", REGISTRATION_TEST].map(String::from));
+            args.extend(["--test", step.target, "--", "--exact", step.test].map(String::from));
             // HIPFILE_BACKENDS filters the registry; the smoke test must see the unfiltered one.
-            let env = [(EXPECT_BACKENDS_VAR, expected_backends(list))];
+            let env = [(EXPECT_BACKENDS_VAR, step.expected)];
             let outcome = match run_cargo(&args, &env, &["HIPFILE_BACKENDS"]) {
                 // A renamed test would run nothing and pass: exactly one must have run.
                 Outcome::Passed(c) if c.passed != 1 => Outcome::Failed(
-                    format!("{REGISTRATION_TEST} ran {} time(s), not once", c.passed),
+                    format!("{} ran {} time(s), not once", step.test, c.passed),
                     c,
                 ),
                 other => other,
@@ -275,7 +351,7 @@ pub fn run() -> Result<(), String> {
 fn print_summary(lines: &[Line]) -> Result<(), String> {
     println!("\ntest-matrix summary:");
     println!(
-        "  {:<18} {:<20} {:<13} {:<40} RESULT",
+        "  {:<22} {:<20} {:<13} {:<40} RESULT",
         "PACKAGE", "FEATURES", "STEP", "TESTS"
     );
     let mut failed_rows = 0;
@@ -290,7 +366,7 @@ fn print_summary(lines: &[Line]) -> Result<(), String> {
         };
         total.add(counts);
         println!(
-            "  {:<18} {:<20} {:<13} {:<40} {result}",
+            "  {:<22} {:<20} {:<13} {:<40} {result}",
             line.package,
             line.features,
             line.step,
@@ -420,5 +496,86 @@ test src/lib.rs - (line 5) ... ok
         }
         assert!(MATRIX.iter().any(|r| r.package == "hipfile-fastpath"));
         assert_eq!(expected_backends("fastpath"), "fastpath");
+    }
+
+    #[test]
+    fn every_facade_row_is_followed_by_the_facade_registration_test() {
+        for r in MATRIX.iter().filter(|r| r.package == FACADE) {
+            let Features::Only(list) = r.features else {
+                panic!("a facade row names its features: {r:?}");
+            };
+            assert_eq!(
+                registration_step(r),
+                Some(RegistrationStep {
+                    target: FACADE_TEST_TARGET,
+                    test: REGISTRATION_TEST,
+                    expected: expected_backends(list),
+                })
+            );
+        }
+        assert_eq!(
+            registration_step(&row("hipfile-core", Features::Default)),
+            None
+        );
+    }
+
+    #[test]
+    fn linked_backends_rank_after_the_built_in_ones() {
+        assert_eq!(
+            expected_with_linked("fallback,fastpath", "bounce"),
+            "fastpath,fallback,bounce"
+        );
+        assert_eq!(
+            expected_with_linked("fastpath", "bounce"),
+            "fastpath,bounce"
+        );
+        assert_eq!(expected_with_linked("", "bounce"), "bounce");
+    }
+
+    /// Each linked backend has rows, each followed by its registration test, which exists; one
+    /// row leaves the fallback out, so that requests reach the backend by priority.
+    #[test]
+    fn every_linked_backend_row_is_followed_by_its_registration_test() {
+        let ws = Workspace::load().unwrap();
+        for linked in LINKED_BACKENDS {
+            let rows: Vec<&Row> = MATRIX
+                .iter()
+                .filter(|r| r.package == linked.package)
+                .collect();
+            assert!(!rows.is_empty(), "{} has no row", linked.package);
+            for r in &rows {
+                let step = registration_step(r)
+                    .unwrap_or_else(|| panic!("no registration step after {r:?}"));
+                assert_eq!((step.target, step.test), (linked.target, linked.test));
+                assert!(
+                    step.expected.ends_with(&format!(",{}", linked.backend))
+                        || step.expected == linked.backend,
+                    "{r:?}: {}",
+                    step.expected
+                );
+            }
+            assert!(
+                rows.iter()
+                    .any(|r| !registration_step(r).unwrap().expected.contains("fallback")),
+                "{}: no row leaves the fallback out",
+                linked.package
+            );
+            let member = ws.member(linked.package).unwrap();
+            let target = member
+                .targets
+                .iter()
+                .find(|t| {
+                    t.kinds.iter().any(|k| k == "test")
+                        && t.src_path.file_stem().is_some_and(|s| s == linked.target)
+                })
+                .unwrap_or_else(|| panic!("{} has no test target {}", member.name, linked.target));
+            let source = std::fs::read_to_string(&target.src_path).unwrap();
+            assert!(
+                source.contains(&format!("fn {}()", linked.test)),
+                "{} does not define {}",
+                target.src_path.display(),
+                linked.test
+            );
+        }
     }
 }
