@@ -2,9 +2,10 @@
 //!
 //! A backend is offered every request through [`Backend::accepts`] (cheap, pure: it looks only at
 //! the request and answers yes or a typed [`Decline`]); the highest-priority backend that accepts
-//! starts it with [`Backend::submit`] and the dispatcher waits for its [`Completion`]. Backends register a [`BackendDescriptor`] with
-//! `inventory::submit!` and also export a plain `register(&mut RegistryBuilder)`, because the
-//! linker drops inventory entries of crates nothing names.
+//! starts it with [`Backend::submit`], and the dispatcher waits for its [`Completion`]. Backends
+//! register a [`BackendDescriptor`] with `inventory::submit!` and also export a plain
+//! `register(&mut RegistryBuilder)`, because the linker drops inventory entries of crates nothing
+//! names.
 
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
