@@ -173,6 +173,10 @@ impl Session {
     pub fn settings(&self) -> Arc<Settings> {
         self.settings.current()
     }
+    /// Environment switches in force (what requests carry as [`IoRequest::env`]).
+    pub fn env(&self) -> &EnvConfig {
+        &self.env
+    }
     /// Counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
