@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use hipfile::{AsDevice, AsDeviceMut, Driver, DriverOptions, FileHandle, RegisteredBuffer};
-use hipfile_core::{FileIo, IoPath, PosixIo};
+use hipfile_core::{Environment, FileIo, IoPath, PosixIo};
 use hipfile_hip::{sim::SimRuntime, DeviceBuffer, GpuRuntime, PinnedBuffer, Platform};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -153,11 +153,11 @@ fn pick_runtime(platform: Option<&str>) -> Result<(Arc<dyn GpuRuntime>, String),
     match platform {
         Some(name) => {
             let p = hipfile_hip::parse_platform(name).map_err(|e| e.to_string())?;
-            let rt = hipfile_hip::open_platform(p, &hipfile_hip::PlatformOptions::from_env())
+            let rt = hipfile_hip::open_platform(p, &Environment::process().platform)
                 .map_err(|e| e.to_string())?;
             Ok((rt, format!("platform {p} (as asked)")))
         }
-        None => match hipfile_hip::open_default(&hipfile_hip::PlatformOptions::from_env()) {
+        None => match hipfile_hip::open_default(&Environment::process().platform) {
             Ok(rt) => {
                 let info = rt.info();
                 Ok((

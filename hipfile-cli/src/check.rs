@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use clap::Args;
-use hipfile_core::{mount_table, EnvConfig, FsFacts, FsKind, IoPath};
+use hipfile_core::{mount_table, Environment, FsFacts, FsKind, IoPath};
 use hipfile_hip::{GpuRuntime, Platform};
 use serde_json::{json, Value};
 
@@ -78,7 +78,7 @@ fn p2p_reason(rt: &dyn GpuRuntime) -> Result<&'static str, String> {
     }
     Err(match rt.info().platform {
         Platform::Nvidia => match hipfile_hip::p2p::cufile::cufile_probe(
-            hipfile_hip::PlatformOptions::from_env().cufile_force,
+            Environment::process().platform.cufile_force,
         ) {
             Ok(()) => "cuFile is loadable but the runtime offered no driver".to_string(),
             Err(why) => why,
@@ -102,11 +102,12 @@ fn open_runtime(platform: Option<&str>) -> Result<Arc<dyn GpuRuntime>, String> {
     match platform {
         Some(name) => {
             let p = hipfile_hip::parse_platform(name).map_err(|e| e.to_string())?;
-            hipfile_hip::open_platform(p, &hipfile_hip::PlatformOptions::from_env())
+            hipfile_hip::open_platform(p, &Environment::process().platform)
                 .map_err(|e| e.to_string())
         }
-        None => hipfile_hip::open_default(&hipfile_hip::PlatformOptions::from_env())
-            .map_err(|e| e.to_string()),
+        None => {
+            hipfile_hip::open_default(&Environment::process().platform).map_err(|e| e.to_string())
+        }
     }
 }
 
@@ -176,7 +177,7 @@ fn probe_o_direct(dir: &Path) -> Option<Result<(), String>> {
 
 /// Look at the machine.
 pub fn examine(platform: Option<&str>, all: bool) -> Findings {
-    let env = EnvConfig::cached();
+    let env = Environment::process().switches;
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut seen = std::collections::HashSet::new();
     let filesystems = mount_table(&text)

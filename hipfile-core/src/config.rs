@@ -1,13 +1,62 @@
 //! Configuration: environment switches and the driver settings of the parameter API.
 //!
 //! Environment switches follow upstream hipFile exactly: a value counts only when it is `true` or
-//! `false` (any case); anything else leaves the switch unset; the environment is read once, at
-//! first use, and cached for the life of the process. Settings ([`Settings`]) are what the
-//! cuFile-style parameter API stages while the driver is closed and what the open driver runs with.
+//! `false` (any case); anything else leaves the switch unset. The process environment is read in
+//! one place, [`Environment::process`]: once, at first use, every `HIPFILE_*` variable hipfile-rs
+//! knows, cached for the life of the process. Settings ([`Settings`]) are what the cuFile-style
+//! parameter API stages while the driver is closed and what the open driver runs with.
 
 use std::sync::OnceLock;
 
 pub use hipfile_hip::EventWait;
+use hipfile_hip::PlatformOptions;
+
+/// The environment variable that selects and orders the backends (comma separated names).
+pub const BACKENDS_ENV: &str = "HIPFILE_BACKENDS";
+
+/// Everything hipfile-rs takes from the environment, as plain data read through one lookup: the
+/// switches upstream hipFile reads ([`EnvConfig`]), the backend selection (`HIPFILE_BACKENDS`),
+/// the staged engine's knobs (applied to the default [`Settings`]) and the options that pick and
+/// configure the GPU platform ([`PlatformOptions`]: `HIPFILE_PLATFORM`, the runtime libraries,
+/// the simulated GPU).
+///
+/// [`Environment::process`] is the only place that reads the process environment; the driver's
+/// defaults ([`crate::DriverOptions::default`]), the facade and the tools take what they need
+/// from it, and tests build one from a lookup closure instead of changing the environment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Environment {
+    /// The switches upstream hipFile reads.
+    pub switches: EnvConfig,
+    /// `HIPFILE_BACKENDS`, as given (see [`crate::RegistryBuilder::build`]).
+    pub backends: Option<String>,
+    /// The default settings with the staged engine's knobs applied ([`Settings::from_lookup`]).
+    pub settings: Settings,
+    /// Which GPU platform to open and how ([`PlatformOptions::from_lookup`]).
+    pub platform: PlatformOptions,
+}
+
+impl Environment {
+    /// Read every part through `lookup` (a variable's name to its value, `None` when unset).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        Environment {
+            switches: EnvConfig::from_lookup(&lookup),
+            backends: lookup(BACKENDS_ENV),
+            settings: Settings::from_lookup(&lookup),
+            platform: PlatformOptions::from_lookup(&lookup),
+        }
+    }
+
+    /// The process environment, read at the first call and cached for the life of the process
+    /// (a value that is not UTF-8 is read lossily, and then parses as nothing it names).
+    pub fn process() -> &'static Environment {
+        static CACHE: OnceLock<Environment> = OnceLock::new();
+        CACHE.get_or_init(|| {
+            Environment::from_lookup(|name| {
+                std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
+            })
+        })
+    }
+}
 
 /// The environment switches upstream hipFile reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,7 +83,7 @@ pub fn parse_switch(value: &str) -> Option<bool> {
 }
 
 impl EnvConfig {
-    /// Read the switches through `lookup` (the process environment in [`EnvConfig::cached`]).
+    /// Read the switches through `lookup`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let switch = |name: &str| lookup(name).as_deref().and_then(parse_switch);
         EnvConfig {
@@ -45,10 +94,9 @@ impl EnvConfig {
         }
     }
 
-    /// The process environment, read at the first call and cached.
+    /// The switches of the process environment ([`Environment::process`]).
     pub fn cached() -> EnvConfig {
-        static CACHE: OnceLock<EnvConfig> = OnceLock::new();
-        *CACHE.get_or_init(|| EnvConfig::from_lookup(|name| std::env::var(name).ok()))
+        Environment::process().switches
     }
 }
 
@@ -448,6 +496,46 @@ mod tests {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v.to_string())
         })
+    }
+
+    fn lookup<'a>(pairs: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn one_lookup_gives_every_part_of_the_environment() {
+        let pairs = [
+            ("HIPFILE_BACKENDS", "fallback,fastpath"),
+            ("HIPFILE_FORCE_COMPAT_MODE", "true"),
+            ("HIPFILE_STATS_LEVEL", "false"),
+            ("HIPFILE_CHUNK_KB", "1024"),
+            ("HIPFILE_EVENT_WAIT", "sync"),
+            ("HIPFILE_PLATFORM", "sim"),
+            ("HIPFILE_SIM_DEVICES", "3"),
+            ("HIPFILE_CUFILE_FORCE", "true"),
+        ];
+        let e = Environment::from_lookup(lookup(&pairs));
+        assert_eq!(e.backends.as_deref(), Some("fallback,fastpath"));
+        assert_eq!(e.switches, EnvConfig::from_lookup(lookup(&pairs)));
+        assert_eq!(e.switches.force_compat_mode, Some(true));
+        assert_eq!(e.switches.stats_level, Some(false));
+        assert_eq!(e.settings, Settings::from_lookup(lookup(&pairs)));
+        assert_eq!(e.settings.per_buffer_cache_size_kb, 1024);
+        assert_eq!(e.settings.event_wait, EventWait::Runtime);
+        assert_eq!(e.platform, PlatformOptions::from_lookup(lookup(&pairs)));
+        assert_eq!(
+            e.platform.platform,
+            hipfile_hip::PlatformChoice::Named(hipfile_hip::Platform::Sim)
+        );
+        assert_eq!(e.platform.sim.devices, 3);
+        assert!(e.platform.cufile_force);
+        // Nothing set is the defaults of every part.
+        assert_eq!(Environment::from_lookup(|_| None), Environment::default());
     }
 
     #[test]

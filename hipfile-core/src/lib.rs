@@ -2,8 +2,9 @@
 //!
 //! hipfile-rs moves bytes between files and GPU memory. This crate decides *how*: it owns the
 //! errors ([`Error`], [`ErrorKind`], one to one with upstream's `hipFileOpError_t`), the
-//! configuration ([`EnvConfig`], [`Settings`]), the registration state machine ([`Driver`]), the
-//! [`Backend`] trait with the [`Registry`] that ranks backends, and the dispatch of each request.
+//! configuration ([`Environment`], the one reader of the process environment, with
+//! [`EnvConfig`] and [`Settings`]), the registration state machine ([`Driver`]), the [`Backend`]
+//! trait with the [`Registry`] that ranks backends, and the dispatch of each request.
 //! It names no backend crate and contains no GPU FFI: the runtime comes from `hipfile-hip` behind
 //! a trait, the backends from whoever registers a [`BackendDescriptor`].
 //!
@@ -226,8 +227,8 @@ pub use backend::{
     IoOutcome, IoPath, IoRequest, LiveSettings, PendingIo, Resources, Submit,
 };
 pub use config::{
-    limits, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, EventWait, Settings,
-    DEFAULT_MAX_IO_WORKERS,
+    limits, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Environment, EventWait, Settings,
+    BACKENDS_ENV, DEFAULT_MAX_IO_WORKERS,
 };
 pub use driver::{
     Driver, DriverOptions, FileHandleId, IoCall, RegisteredBuffer, RuntimeSource, Session,

@@ -265,9 +265,18 @@ pub struct Dispatched {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+
+    use hipfile_hip::{DeviceBuffer, DeviceRange, GpuRuntime};
+    use rustix::io::Errno;
+
     use super::*;
-    use crate::backend::{Decline, IoFailure, LiveSettings};
+    use crate::backend::{Decline, IoFailure, IoOp, IoOutcome, LiveSettings, PendingIo};
     use crate::config::{EnvConfig, Settings};
+    use crate::file::RegisteredFile;
     use crate::io::PosixIo;
 
     #[derive(Debug)]
@@ -351,5 +360,276 @@ mod tests {
         assert!(e.context().contains("no pinned memory"), "{e}");
         // Left out of the selection, it is never started.
         assert_eq!(b.build(&ctx(), Some("a,b")).unwrap().names(), ["a", "b"]);
+    }
+
+    /// Work a test finishes by hand: `done` says whether it has finished, `waited` records
+    /// whether anyone waited for it.
+    #[derive(Debug)]
+    struct Later {
+        outcome: IoOutcome,
+        done: Arc<AtomicBool>,
+        waited: Arc<AtomicBool>,
+    }
+
+    impl PendingIo for Later {
+        fn wait(self: Box<Self>) -> IoOutcome {
+            self.waited.store(true, Ordering::SeqCst);
+            self.done.store(true, Ordering::SeqCst);
+            self.outcome
+        }
+        fn is_finished(&self) -> bool {
+            self.done.load(Ordering::SeqCst)
+        }
+    }
+
+    /// The flags of one [`Later`].
+    #[derive(Clone, Default)]
+    struct Flags {
+        done: Arc<AtomicBool>,
+        waited: Arc<AtomicBool>,
+    }
+
+    impl Flags {
+        fn pending(&self, outcome: IoOutcome) -> Completion {
+            Completion::pending(Box::new(Later {
+                outcome,
+                done: Arc::clone(&self.done),
+                waited: Arc::clone(&self.waited),
+            }))
+        }
+        fn finish(&self) {
+            self.done.store(true, Ordering::SeqCst);
+        }
+        fn waited(&self) -> bool {
+            self.waited.load(Ordering::SeqCst)
+        }
+    }
+
+    /// Accepts every request and answers each submission with the next scripted completion;
+    /// records how each was submitted.
+    #[derive(Debug)]
+    struct Scripted {
+        name: &'static str,
+        script: Mutex<VecDeque<Completion>>,
+        submissions: Mutex<Vec<Submit>>,
+    }
+
+    impl Scripted {
+        fn new(name: &'static str, script: Vec<Completion>) -> Arc<Self> {
+            Arc::new(Scripted {
+                name,
+                script: Mutex::new(script.into()),
+                submissions: Mutex::new(Vec::new()),
+            })
+        }
+        fn submissions(&self) -> Vec<Submit> {
+            self.submissions.lock().unwrap().clone()
+        }
+    }
+
+    impl Backend for Scripted {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+        fn accepts(&self, _req: &IoRequest<'_>) -> std::result::Result<(), Decline> {
+            Ok(())
+        }
+        fn submit(&self, _req: &IoRequest<'_>, how: Submit) -> Completion {
+            self.submissions.lock().unwrap().push(how);
+            self.script
+                .lock()
+                .unwrap()
+                .pop_front()
+                .expect("a scripted completion for every submission")
+        }
+    }
+
+    /// A direct backend `a` offered requests before a staged backend `b`.
+    fn registry(a: &Arc<Scripted>, b: &Arc<Scripted>) -> Registry {
+        let entry = |backend: &Arc<Scripted>, path| Entry {
+            backend: Arc::clone(backend) as Arc<dyn Backend>,
+            path,
+        };
+        Registry {
+            backends: vec![entry(a, IoPath::Direct), entry(b, IoPath::Staged)],
+        }
+    }
+
+    /// What an [`IoRequest`] borrows: a registered file and 4096 bytes of simulated device memory.
+    struct World {
+        _dir: tempfile::TempDir,
+        _file: std::fs::File,
+        _memory: DeviceBuffer,
+        file: Arc<RegisteredFile>,
+        range: DeviceRange,
+        settings: Arc<Settings>,
+        env: EnvConfig,
+    }
+
+    impl World {
+        fn new() -> World {
+            let dir = tempfile::tempdir().unwrap();
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(dir.path().join("data"))
+                .unwrap();
+            let registered = Arc::new(RegisteredFile::open(file.as_raw_fd()).unwrap());
+            let runtime: Arc<dyn GpuRuntime> = Arc::new(hipfile_hip::sim::SimRuntime::default());
+            let memory = DeviceBuffer::new(Arc::clone(&runtime), 4096).unwrap();
+            let range = DeviceRange::query(&runtime, memory.ptr(), 4096).unwrap();
+            World {
+                _dir: dir,
+                _file: file,
+                _memory: memory,
+                file: registered,
+                range,
+                settings: Arc::new(Settings::default()),
+                env: EnvConfig::default(),
+            }
+        }
+
+        fn request(&self) -> IoRequest<'_> {
+            IoRequest {
+                op: IoOp::Read,
+                file: &self.file,
+                memory: &self.range,
+                file_offset: 0,
+                append: false,
+                registered_buffer: false,
+                settings: &self.settings,
+                compat: self.settings.compat_mode(&self.env),
+                env: &self.env,
+            }
+        }
+    }
+
+    fn failure(errno: Errno, bytes_moved: usize) -> IoOutcome {
+        Err(IoFailure::new(
+            Error::os(errno.raw_os_error(), "scripted"),
+            bytes_moved,
+        ))
+    }
+
+    #[test]
+    fn a_pending_failure_that_moved_nothing_fails_over_to_the_next_backend() {
+        let world = World::new();
+        let req = world.request();
+        let first = Flags::default();
+        let a = Scripted::new("a", vec![first.pending(failure(Errno::NODEV, 0))]);
+        let b = Scripted::new("b", vec![Completion::ready(Ok(4096))]);
+        let registry = registry(&a, &b);
+        let mut submitted = registry.submit(&req, Submit::Queue).unwrap();
+        assert_eq!(submitted.backend_index(), 0);
+        assert!(!submitted.is_finished());
+        assert!(
+            b.submissions().is_empty(),
+            "nothing fails over before it fails"
+        );
+        let done = submitted.finish(&registry, &req).unwrap();
+        assert!(first.waited());
+        assert_eq!(
+            done,
+            Dispatched {
+                bytes: 4096,
+                backend: "b",
+                backend_index: 1,
+                path: IoPath::Staged,
+            }
+        );
+        assert_eq!(a.submissions(), [Submit::Queue]);
+        assert_eq!(
+            b.submissions(),
+            [Submit::Queue],
+            "the rerun is submitted the same way"
+        );
+    }
+
+    #[test]
+    fn a_pending_failure_after_bytes_moved_or_not_eligible_is_the_callers() {
+        let world = World::new();
+        let req = world.request();
+        for (errno, moved) in [(Errno::NODEV, 512), (Errno::REMOTEIO, 1), (Errno::IO, 0)] {
+            let flags = Flags::default();
+            let a = Scripted::new("a", vec![flags.pending(failure(errno, moved))]);
+            let b = Scripted::new("b", vec![Completion::ready(Ok(4096))]);
+            let registry = registry(&a, &b);
+            let submitted = registry.submit(&req, Submit::Queue).unwrap();
+            let e = submitted.finish(&registry, &req).unwrap_err();
+            assert_eq!(
+                e.errno(),
+                Some(errno.raw_os_error()),
+                "{errno:?} after {moved}"
+            );
+            assert!(flags.waited());
+            assert!(
+                b.submissions().is_empty(),
+                "{errno:?} after {moved} failed over"
+            );
+        }
+    }
+
+    #[test]
+    fn poll_hands_a_pending_completion_back_until_it_has_finished() {
+        let flags = Flags::default();
+        let completion = match flags.pending(Ok(7)).poll() {
+            Err(back) => back,
+            Ok(outcome) => panic!("a pending completion polled as finished: {outcome:?}"),
+        };
+        assert!(!flags.waited(), "polling never waits");
+        let completion = completion.poll().expect_err("still pending");
+        flags.finish();
+        assert_eq!(completion.poll().ok().map(Result::ok), Some(Some(7)));
+        assert!(
+            flags.waited(),
+            "a finished completion's outcome is collected by waiting"
+        );
+
+        // The same through the registry: polled unfinished, then finished without failover.
+        let world = World::new();
+        let req = world.request();
+        let flags = Flags::default();
+        let a = Scripted::new("a", vec![flags.pending(Ok(4096))]);
+        let b = Scripted::new("b", Vec::new());
+        let registry = registry(&a, &b);
+        let mut submitted = registry.submit(&req, Submit::Queue).unwrap();
+        assert!(!submitted.is_finished());
+        assert!(!submitted.is_finished());
+        assert!(!flags.waited());
+        flags.finish();
+        assert!(submitted.is_finished());
+        let done = submitted.finish(&registry, &req).unwrap();
+        assert_eq!((done.bytes, done.backend), (4096, "a"));
+    }
+
+    #[test]
+    fn dropping_an_unfinished_completion_waits_for_it() {
+        let flags = Flags::default();
+        drop(flags.pending(Ok(1)));
+        assert!(flags.waited());
+
+        let flags = Flags::default();
+        let completion = flags.pending(Ok(1)).poll().expect_err("pending");
+        drop(completion);
+        assert!(
+            flags.waited(),
+            "a completion polled back still waits when dropped"
+        );
+
+        let world = World::new();
+        let req = world.request();
+        let flags = Flags::default();
+        let a = Scripted::new("a", vec![flags.pending(Ok(4096))]);
+        let b = Scripted::new("b", Vec::new());
+        let registry = registry(&a, &b);
+        let submitted = registry.submit(&req, Submit::Queue).unwrap();
+        assert!(!flags.waited());
+        drop(submitted);
+        assert!(
+            flags.waited(),
+            "dropping a submitted request waits for its completion"
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! | command       | what it does |
 //! |---------------|--------------|
 //! | `test`        | everything CI runs: fmt check, clippy `-D warnings`, tidy, test-matrix, c-tests; every step runs, then a summary and a last line `N passed, M failed` |
-//! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)`, no unfinished code, no vague names, no panic across the C ABI) |
+//! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)` in the safe crates and every backend crate, `unsafe` only in hipfile-hip, the C ABI and the simulated runtimes, no unfinished code, no vague names, no panic across the C ABI) |
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
 //! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime; `c-tests FILTER` runs the programs whose file name contains FILTER |
 //! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
@@ -21,7 +21,7 @@
 //! $ cargo xtask tidy
 //! tidy: crate-seams                          ok
 //! ...
-//! tidy: 7 checks passed, 0 failed
+//! tidy: 8 checks passed, 0 failed
 //! ```
 
 mod bundle;

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::workspace::{self, DepKind, Workspace};
+use crate::workspace::{self, DepKind, Member, Workspace};
 
 /// What the checks look at: the workspace members and every Rust source file outside `target/`.
 pub struct Repo {
@@ -65,6 +65,10 @@ pub const CHECKS: &[Check] = &[
     Check {
         name: "forbid-unsafe-code",
         run: forbid_unsafe_code,
+    },
+    Check {
+        name: "unsafe-only-at-the-boundary",
+        run: unsafe_only_at_the_boundary,
     },
     Check {
         name: "no-unfinished-code",
@@ -319,7 +323,8 @@ fn no_skipped_tests(repo: &Repo) -> Vec<String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// (3) crate roots start with a //! essay, (4) forbid(unsafe_code) where promised
+// (3) crate roots start with a //! essay, (4) forbid(unsafe_code) where promised, and no
+// `unsafe` outside the boundary crates
 
 fn crate_roots_have_docs(repo: &Repo) -> Vec<String> {
     let mut violations = Vec::new();
@@ -340,29 +345,222 @@ fn crate_roots_have_docs(repo: &Repo) -> Vec<String> {
     violations
 }
 
-const FORBID_UNSAFE_CRATES: &[&str] = &["hipfile-core", "hipfile-testkit", "hipfile-cli"];
+/// Crates that promise `#![forbid(unsafe_code)]` at every crate root by name. Every backend
+/// crate promises it as well, wherever it lives (a third party's example under `examples/`
+/// included): see [`is_backend_crate`].
+const FORBID_UNSAFE_CRATES: &[&str] = &[
+    "hipfile-core",
+    "hipfile-fallback",
+    "hipfile-fastpath",
+    "hipfile-testkit",
+    "hipfile-cli",
+];
 
 fn forbid_unsafe_code(repo: &Repo) -> Vec<String> {
     let mut violations = Vec::new();
-    for name in FORBID_UNSAFE_CRATES {
-        let Some(member) = repo.workspace.member(name) else {
+    for member in &repo.workspace.members {
+        let why = if FORBID_UNSAFE_CRATES.contains(&member.name.as_str()) {
+            "it is one of the crates without unsafe code"
+        } else if is_backend_crate(repo, member) {
+            "it is a backend crate"
+        } else {
             continue;
         };
         for target in member.targets.iter().filter(|t| t.is_crate_root()) {
             let text = std::fs::read_to_string(&target.src_path).unwrap_or_default();
-            let forbids = text.lines().any(|line| {
-                let line = line.trim();
+            let forbids = code_only(&text).lines().any(|line| {
+                let line: String = line.split_whitespace().collect();
                 line.starts_with("#![forbid(") && line.contains("unsafe_code")
             });
             if !forbids {
                 violations.push(format!(
-                    "{}: crate root of {name} lacks #![forbid(unsafe_code)]",
-                    repo.rel(&target.src_path).display()
+                    "{}: crate root of {} lacks #![forbid(unsafe_code)] ({why})",
+                    repo.rel(&target.src_path).display(),
+                    member.name
                 ));
             }
         }
     }
     violations
+}
+
+/// Whether `member`'s own sources (under its `src/`; tests, benches and examples do not count)
+/// define a backend: `impl Backend for ..` (by any path to the trait) or a `BackendDescriptor`
+/// submitted with `inventory::submit!`.
+fn is_backend_crate(repo: &Repo, member: &Member) -> bool {
+    let src = repo.rel(&member.manifest_dir).join("src");
+    let code: Vec<String> = repo
+        .sources
+        .iter()
+        .filter(|(path, _)| path.starts_with(&src))
+        .map(|(_, text)| code_only(text))
+        .collect();
+    let implements = code.iter().any(|c| implements_backend(c));
+    let submits = code.iter().any(|c| c.contains(concat!("submit", "!")))
+        && code.iter().any(|c| c.contains("BackendDescriptor"));
+    implements || submits
+}
+
+/// Whether `code` holds `impl Backend for` or `impl some::path::Backend for`.
+fn implements_backend(code: &str) -> bool {
+    let words: Vec<&str> = code
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.windows(3).any(|w| {
+        w[0] == "impl" && (w[1] == "Backend" || w[1].ends_with("::Backend")) && w[2] == "for"
+    })
+}
+
+/// Where `unsafe` may be written: the GPU runtime boundary, the facade's C ABI, the simulated
+/// runtime libraries, and the facade's integration tests, which call the C ABI and the
+/// raw-pointer constructors of device memory as C callers and frameworks do.
+const UNSAFE_ALLOWED: &[&str] = &[
+    "hipfile-hip",
+    "hipfile/src/capi",
+    "hipfile-testkit/simhip",
+    "hipfile-testkit/simcuda",
+    "hipfile/tests",
+];
+
+fn unsafe_only_at_the_boundary(repo: &Repo) -> Vec<String> {
+    let mut violations = Vec::new();
+    for (path, text) in &repo.sources {
+        if UNSAFE_ALLOWED.iter().any(|dir| path.starts_with(dir)) {
+            continue;
+        }
+        for (index, line) in code_only(text).lines().enumerate() {
+            if contains_word(line, "unsafe") {
+                violations.push(format!(
+                    "{}:{}: `unsafe` outside {}; go through a safe API of hipfile-hip instead",
+                    path.display(),
+                    index + 1,
+                    UNSAFE_ALLOWED.join(", ")
+                ));
+            }
+        }
+    }
+    violations
+}
+
+/// Whether `word` occurs in `line` as a whole word (not inside `unsafe_code` or `is_unsafe`).
+fn contains_word(line: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    line.match_indices(word).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + word.len()..].chars().next();
+        !before.is_some_and(ident) && !after.is_some_and(ident)
+    })
+}
+
+/// `text` with its comments and the contents of its string and character literals blanked
+/// (newlines kept, so line numbers still hold): what is left is code.
+fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let at = |i: usize| chars.get(i).copied();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while let Some(c) = at(i) {
+        let next = at(i + 1);
+        if c == '/' && next == Some('/') {
+            while at(i).is_some_and(|c| c != '\n') {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            // Block comments nest.
+            let mut depth = 0usize;
+            while let Some(c) = at(i) {
+                if c == '/' && at(i + 1) == Some('*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if c == '*' && at(i + 1) == Some('/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(c));
+                    i += 1;
+                }
+            }
+        } else if let Some(hashes) = raw_string_start(&chars, i) {
+            // r"..", r#".."#, br"..", cr"..": no escapes, closed by a quote and as many hashes.
+            let body = i + 1 + hashes + 1;
+            out.extend(std::iter::repeat(' ').take(body - i));
+            i = body;
+            let closes =
+                |j: usize| at(j) == Some('"') && (1..=hashes).all(|k| at(j + k) == Some('#'));
+            while at(i).is_some() && !closes(i) {
+                out.push(blank(chars[i]));
+                i += 1;
+            }
+            let end = (i + 1 + hashes).min(chars.len());
+            out.extend(std::iter::repeat(' ').take(end - i));
+            i = end;
+        } else if c == '"' {
+            out.push(' ');
+            i += 1;
+            while let Some(c) = at(i) {
+                i += 1;
+                if c == '"' {
+                    break;
+                }
+                out.push(blank(c));
+                if c == '\\' {
+                    if let Some(escaped) = at(i) {
+                        out.push(blank(escaped));
+                        i += 1;
+                    }
+                }
+            }
+            out.push(' ');
+        } else if c == '\'' && next == Some('\\') {
+            // An escaped character literal ('\n', '\'', '\u{..}'): the quote, the backslash and
+            // the escaped character, then up to the closing quote.
+            let end = (i + 3).min(chars.len());
+            out.extend(std::iter::repeat(' ').take(end - i));
+            i = end;
+            while let Some(c) = at(i) {
+                out.push(' ');
+                i += 1;
+                if c == '\'' {
+                    break;
+                }
+            }
+        } else if c == '\'' && at(i + 2) == Some('\'') {
+            out.push_str("   ");
+            i += 3;
+        } else {
+            // Code, lifetimes and labels included.
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The number of `#`s of a raw string literal that starts at `i` (at its `r`, after an optional
+/// `b` or `c` prefix), or `None` when none starts there (`r#ident` is a raw identifier).
+fn raw_string_start(chars: &[char], i: usize) -> Option<usize> {
+    let ident = |c: &char| c.is_alphanumeric() || *c == '_';
+    if chars.get(i) != Some(&'r') {
+        return None;
+    }
+    let starts_token = match i.checked_sub(1).map(|p| chars[p]) {
+        None => true,
+        Some('b' | 'c') => i.checked_sub(2).map_or(true, |p| !ident(&chars[p])),
+        Some(prev) => !ident(&prev),
+    };
+    if !starts_token {
+        return None;
+    }
+    let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
+    (chars.get(i + 1 + hashes) == Some(&'"')).then_some(hashes)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -683,11 +881,12 @@ fn scan_lines(repo: &Repo, rule: impl Fn(&str) -> Option<String>) -> Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workspace::{Member, PathDep, Target};
+    use crate::workspace::{PathDep, Target};
 
     fn member(name: &str, deps: &[(&str, DepKind)]) -> Member {
         Member {
             name: name.to_string(),
+            manifest_dir: PathBuf::from("/nonexistent").join(name),
             targets: Vec::new(),
             path_deps: deps
                 .iter()
@@ -907,5 +1106,135 @@ mod tests {
         assert_eq!(docs.len(), 1);
         assert_eq!(forbid.len(), 1);
         assert!(forbid[0].contains("hipfile-cli"));
+    }
+
+    #[test]
+    fn code_only_blanks_comments_and_literals() {
+        let text = [
+            "// unsafe in a line comment",
+            "/* unsafe /* nested unsafe */ still unsafe */ let a = 1;",
+            r#"let s = "unsafe \" unsafe"; let c = '"'; let q = '\''; let b = b'u';"#,
+            r##"let r = r#"unsafe " unsafe"#; fn f<'a>(x: &'a u8) {}"##,
+            "#![forbid(unsafe_code)] let is_unsafe = 1;",
+            "    unsafe { g() }",
+        ]
+        .join("\n");
+        let code = code_only(&text);
+        assert_eq!(code.lines().count(), 6, "newlines are kept:\n{code}");
+        let flagged: Vec<usize> = code
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| contains_word(line, "unsafe"))
+            .map(|(i, _)| i + 1)
+            .collect();
+        assert_eq!(flagged, [6], "{code}");
+        assert!(
+            code.contains("fn f<'a>(x: &'a u8)"),
+            "lifetimes are code: {code}"
+        );
+        assert!(code.contains("let b = b"), "{code}");
+    }
+
+    #[test]
+    fn unsafe_is_flagged_outside_the_boundary_crates_only() {
+        let block = "fn f() {\n    unsafe { g() }\n}\n";
+        let quiet = "//! No unsafe here.\n#![forbid(unsafe_code)]\nconst S: &str = \"unsafe\";\n";
+        let r = repo(
+            Vec::new(),
+            &[
+                ("hipfile-core/src/lib.rs", block),
+                ("hipfile/src/lib.rs", "unsafe impl Send for X {}\n"),
+                ("hipfile-testkit/tests/it/faults.rs", block),
+                ("examples/thirdparty/src/lib.rs", quiet),
+                ("hipfile-hip/src/runtime.rs", block),
+                ("hipfile-hip/tests/it/raw.rs", block),
+                ("hipfile/src/capi/driver.rs", block),
+                ("hipfile/tests/capi_model.rs", block),
+                ("hipfile-testkit/simhip/src/lib.rs", block),
+                ("hipfile-testkit/simcuda/src/lib.rs", block),
+                ("hipfile-hipster/src/lib.rs", block),
+            ],
+        );
+        let found: Vec<String> = unsafe_only_at_the_boundary(&r)
+            .iter()
+            .map(|v| v.split(": ").next().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "hipfile-core/src/lib.rs:2",
+                "hipfile/src/lib.rs:1",
+                "hipfile-testkit/tests/it/faults.rs:2",
+                "hipfile-hipster/src/lib.rs:2",
+            ]
+        );
+    }
+
+    #[test]
+    fn backend_crates_forbid_unsafe_code_wherever_they_live() {
+        let root = std::env::temp_dir().join(format!("xtask-tidy-backends-{}", std::process::id()));
+        let crates: &[(&str, &str)] = &[
+            // A third party's backend under examples/, by a path to the trait, without the attribute.
+            (
+                "examples/thirdparty",
+                "//! A backend.\nstruct Mine;\nimpl hipfile_core::Backend for Mine {}\n",
+            ),
+            // One that only submits its descriptor, without the attribute.
+            (
+                "examples/submitter",
+                "//! A backend.\nconst D: BackendDescriptor = make();\n\
+                 hipfile_core::inventory::submit! { D }\n",
+            ),
+            // One that has it.
+            (
+                "examples/careful",
+                "//! A backend.\n#![forbid( unsafe_code )]\nimpl Backend for Mine {}\n",
+            ),
+            // Not a backend: it only mentions one in its docs.
+            (
+                "examples/plain",
+                "//! `impl Backend for X` and `inventory::submit!` a BackendDescriptor.\n",
+            ),
+            // Listed by name, without the attribute.
+            ("hipfile-fastpath", "//! The direct backend.\n"),
+        ];
+        let mut members = Vec::new();
+        let mut sources = Vec::new();
+        for (dir, text) in crates {
+            let lib = root.join(dir).join("src/lib.rs");
+            std::fs::create_dir_all(lib.parent().expect("src")).expect("temp dir");
+            std::fs::write(&lib, text).expect("write");
+            members.push(Member {
+                name: dir.rsplit('/').next().unwrap_or(dir).to_string(),
+                manifest_dir: root.join(dir),
+                targets: vec![Target {
+                    kinds: vec!["lib".into()],
+                    src_path: lib,
+                }],
+                path_deps: Vec::new(),
+            });
+            sources.push((PathBuf::from(dir).join("src/lib.rs"), text.to_string()));
+        }
+        let r = Repo {
+            root: root.clone(),
+            workspace: Workspace {
+                target_dir: root.join("target"),
+                members,
+            },
+            sources,
+        };
+        let found = forbid_unsafe_code(&r);
+        let _ = std::fs::remove_dir_all(&root);
+        let flagged: Vec<&str> = found.iter().filter_map(|v| v.split(": ").next()).collect();
+        assert_eq!(
+            flagged,
+            [
+                "examples/thirdparty/src/lib.rs",
+                "examples/submitter/src/lib.rs",
+                "hipfile-fastpath/src/lib.rs",
+            ],
+            "{found:#?}"
+        );
+        assert!(found[0].contains("it is a backend crate"), "{found:#?}");
     }
 }

@@ -59,6 +59,8 @@ impl Target {
 #[derive(Debug, Clone)]
 pub struct Member {
     pub name: String,
+    /// The directory of its `Cargo.toml`.
+    pub manifest_dir: PathBuf,
     pub targets: Vec<Target>,
     pub path_deps: Vec<PathDep>,
 }
@@ -115,6 +117,13 @@ fn member_from_metadata(package: &Value) -> Result<Member, String> {
     let name = package
         .str_at("name")
         .ok_or("cargo metadata: package without name")?;
+    let manifest_path = package
+        .str_at("manifest_path")
+        .ok_or("cargo metadata: package without manifest_path")?;
+    let manifest_dir = Path::new(manifest_path)
+        .parent()
+        .unwrap_or(Path::new(manifest_path))
+        .to_path_buf();
     let targets = package
         .get("targets")
         .map(Value::items)
@@ -153,6 +162,7 @@ fn member_from_metadata(package: &Value) -> Result<Member, String> {
         .collect();
     Ok(Member {
         name: name.to_string(),
+        manifest_dir,
         targets,
         path_deps,
     })
@@ -167,6 +177,7 @@ mod tests {
         let doc = json::parse(
             r#"{"target_directory": "/w/target", "packages": [{
                 "name": "hipfile-core",
+                "manifest_path": "/w/hipfile-core/Cargo.toml",
                 "targets": [{"kind": ["lib"], "src_path": "/w/hipfile-core/src/lib.rs"},
                             {"kind": ["test"], "src_path": "/w/hipfile-core/tests/it/main.rs"}],
                 "dependencies": [
@@ -178,6 +189,7 @@ mod tests {
         .expect("valid JSON");
         let ws = Workspace::from_metadata(&doc).expect("valid metadata");
         let core = ws.member("hipfile-core").expect("member");
+        assert_eq!(core.manifest_dir, Path::new("/w/hipfile-core"));
         assert_eq!(core.targets.iter().filter(|t| t.is_crate_root()).count(), 1);
         assert_eq!(core.path_deps.len(), 2);
         assert_eq!(core.path_deps[1].kind, DepKind::Dev);

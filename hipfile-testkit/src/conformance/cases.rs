@@ -2,13 +2,14 @@
 
 use std::sync::Arc;
 use std::thread;
+use std::time::{Duration, Instant};
 
-use hipfile_core::{ErrorKind, FileIo, IoOp, PosixIo, MAX_RW_COUNT};
+use hipfile_core::{ErrorKind, FileIo, IoOp, IoRequest, PosixIo, Submitted, MAX_RW_COUNT};
 use hipfile_hip::DeviceBuffer;
 
 use crate::faults::{Errno, ScriptedIo};
 
-use super::fixture::{pattern, same_bytes, Fixture, SENTINEL};
+use super::fixture::{describe, pattern, same_bytes, Fixture, SENTINEL};
 use super::{Case, ConformanceConfig};
 
 pub(super) static ALL: &[Case] = &[
@@ -92,6 +93,27 @@ pub(super) static ALL: &[Case] = &[
         name: "parallel_requests",
         about: "requests from many threads on one file land in their own ranges",
         run: parallel_requests,
+        off: always_on,
+    },
+    Case {
+        name: "queued_out_of_order",
+        about: "reads, then writes, submitted with Submit::Queue through the registry, several in \
+                flight, finished out of order: exact counts (short at end of file), every byte",
+        run: queued_out_of_order,
+        off: always_on,
+    },
+    Case {
+        name: "queued_progress",
+        about: "a request submitted with Submit::Queue finishes with nobody waiting for it, its \
+                bytes in place before it is finished",
+        run: queued_progress,
+        off: always_on,
+    },
+    Case {
+        name: "queued_drop_waits",
+        about: "dropping an unfinished queued request waits for it: its bytes are in place at \
+                once and nothing moves later",
+        run: queued_drop_waits,
         off: always_on,
     },
     Case {
@@ -425,6 +447,321 @@ fn parallel_requests(f: &Fixture) -> Result<(), String> {
         "file after the parallel writes",
         &expected,
         &file.contents()?,
+    )
+}
+
+/// The sizes the `queued_*` cases work in: the alignment (every offset and size is a multiple
+/// of it when the backend is `aligned_only`), the largest transfer rounded down to it, and the
+/// odd byte added to offsets and taken from sizes when requests need not be aligned.
+struct Units {
+    align: usize,
+    chunk: usize,
+    odd: usize,
+}
+
+impl Units {
+    fn of(f: &Fixture) -> Units {
+        let align = f.config().alignment.max(1);
+        Units {
+            align,
+            chunk: (f.chunk() / align).max(1) * align,
+            odd: usize::from(!f.config().aligned_only),
+        }
+    }
+
+    /// Device offsets for requests of `sizes`, one after the other, each `odd` bytes past a
+    /// multiple of the alignment, with at least one alignment unit of sentinels before, between
+    /// and after them; and the length of device memory they take.
+    fn layout(&self, sizes: impl IntoIterator<Item = usize>) -> (Vec<usize>, usize) {
+        let mut at = self.align;
+        let offsets = sizes
+            .into_iter()
+            .map(|size| {
+                let offset = at + self.odd;
+                at += (size + self.odd).div_ceil(self.align) * self.align + self.align;
+                offset
+            })
+            .collect();
+        (offsets, at)
+    }
+}
+
+fn queued_out_of_order(f: &Fixture) -> Result<(), String> {
+    let Units {
+        align: a,
+        chunk,
+        odd,
+    } = Units::of(f);
+    let file_len = 4 * chunk + 2 * a + 123 * odd;
+    let background = pattern(20, 0, file_len);
+    let file = f.file("queued", &background)?;
+    let io = f.requests(file.handle)?;
+
+    // Reads: (file offset, size). The file ranges of the second and third overlap (reads may);
+    // the last runs past the end of the file and reads the last unit only.
+    let reads = [
+        (odd, a - odd),
+        (a + odd, 2 * chunk + a + odd),
+        (3 * a + 7 * odd, chunk - odd),
+        (file_len - a, 3 * a),
+    ];
+    let (at, dev_len) = Units::of(f).layout(reads.iter().map(|r| r.1));
+    let dev = f.device(dev_len)?;
+    let ranges = reads
+        .iter()
+        .zip(&at)
+        .map(|(&(_, size), &offset)| f.range(&dev, offset, size))
+        .collect::<Result<Vec<_>, String>>()?;
+    let requests: Vec<IoRequest<'_>> = reads
+        .iter()
+        .zip(&ranges)
+        .map(|(&(foff, _), range)| io.request(IoOp::Read, range, foff as u64))
+        .collect();
+    let mut submitted = requests
+        .iter()
+        .map(|req| io.submit(req))
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut expected = vec![SENTINEL; dev_len];
+    // Finished last to first.
+    for (i, req) in requests.iter().enumerate().rev() {
+        let s = submitted.pop().expect("one submission per request");
+        let (foff, size) = reads[i];
+        let want = file_len.saturating_sub(foff).min(size);
+        let done = io.finish(s, req)?;
+        if done.bytes != want {
+            return Err(format!(
+                "{} from a {file_len}-byte file returned {}, expected {want}",
+                describe(req),
+                done.bytes
+            ));
+        }
+        expected[at[i]..at[i] + want].copy_from_slice(&background[foff..foff + want]);
+    }
+    let actual = dev.to_vec().map_err(|e| e.to_string())?;
+    // Past the count of the read at the end of file, inside its own range, zeros are allowed as
+    // well as the untouched sentinels: an O_DIRECT read zero-fills the buffer past the end of
+    // the file (the driver's `io` clips reads so that its callers never see this).
+    let (foff, size) = reads[3];
+    let past_count = at[3] + file_len.saturating_sub(foff).min(size)..at[3] + size;
+    for i in past_count {
+        if actual[i] == 0 {
+            expected[i] = 0;
+        }
+    }
+    same_bytes(
+        "device memory after the queued reads (finished last to first)",
+        &expected,
+        &actual,
+    )?;
+    same_bytes(
+        "file after the queued reads",
+        &background,
+        &file.contents()?,
+    )?;
+
+    // Writes from distinct device ranges to distinct file ranges; the last lands past the end of
+    // the file, leaving a hole.
+    let writes = [
+        (odd, a - 2 * odd),
+        (2 * a + odd, 2 * chunk + odd),
+        (4 * a + 2 * chunk, chunk - odd),
+        (file_len + a, a + 5 * odd),
+    ];
+    let (at, src_len) = Units::of(f).layout(writes.iter().map(|w| w.1));
+    let mut src = f.device(src_len)?;
+    let mut source = vec![SENTINEL; src_len];
+    let mut model = background.clone();
+    for (i, &(foff, size)) in writes.iter().enumerate() {
+        let data = pattern(21 + i as u64, foff as u64, size);
+        source[at[i]..at[i] + size].copy_from_slice(&data);
+        if model.len() < foff + size {
+            model.resize(foff + size, 0);
+        }
+        model[foff..foff + size].copy_from_slice(&data);
+    }
+    src.write_at(0, &source).map_err(|e| e.to_string())?;
+    let ranges = writes
+        .iter()
+        .zip(&at)
+        .map(|(&(_, size), &offset)| f.range(&src, offset, size))
+        .collect::<Result<Vec<_>, String>>()?;
+    let requests: Vec<IoRequest<'_>> = writes
+        .iter()
+        .zip(&ranges)
+        .map(|(&(foff, _), range)| io.request(IoOp::Write, range, foff as u64))
+        .collect();
+    let mut submitted = requests
+        .iter()
+        .map(|req| io.submit(req).map(Some))
+        .collect::<Result<Vec<Option<Submitted>>, String>>()?;
+    for i in [2, 0, 3, 1] {
+        let req = &requests[i];
+        let s = submitted[i].take().expect("each request finishes once");
+        let done = io.finish(s, req)?;
+        if done.bytes != writes[i].1 {
+            return Err(format!(
+                "{} returned {}, expected {}",
+                describe(req),
+                done.bytes,
+                writes[i].1
+            ));
+        }
+    }
+    same_bytes(
+        "file after the queued writes (finished third, first, fourth, second)",
+        &model,
+        &file.contents()?,
+    )?;
+    same_bytes(
+        "device memory the queued writes came from",
+        &source,
+        &src.to_vec().map_err(|e| e.to_string())?,
+    )
+}
+
+/// Poll `submitted` until it has finished, for at most `deadline`, with nobody waiting for it.
+fn finishes_unattended(
+    submitted: &mut Submitted,
+    req: &IoRequest<'_>,
+    deadline: Duration,
+) -> Result<(), String> {
+    let start = Instant::now();
+    while !submitted.is_finished() {
+        if start.elapsed() > deadline {
+            return Err(format!(
+                "{} had not finished {deadline:?} after it was submitted with Submit::Queue, \
+                 with nobody waiting for it: a queued request must make progress on the \
+                 backend's own threads (or finish inside submit)",
+                describe(req)
+            ));
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+fn queued_progress(f: &Fixture) -> Result<(), String> {
+    let Units {
+        align: a,
+        chunk,
+        odd,
+    } = Units::of(f);
+    let deadline = f.config().progress_deadline;
+    let size = 3 * chunk + a - odd;
+    let foff = a + odd;
+    let offset = a + odd;
+
+    let contents = pattern(22, 0, foff + size + a);
+    let file = f.file("progress-read", &contents)?;
+    let io = f.requests(file.handle)?;
+    let dev = f.device(offset + size + a)?;
+    let range = f.range(&dev, offset, size)?;
+    let read = io.request(IoOp::Read, &range, foff as u64);
+    let mut submitted = io.submit(&read)?;
+    finishes_unattended(&mut submitted, &read, deadline)?;
+    let mut expected = vec![SENTINEL; offset + size + a];
+    expected[offset..offset + size].copy_from_slice(&contents[foff..foff + size]);
+    same_bytes(
+        "device memory once the queued read reported finished, before finishing it",
+        &expected,
+        &dev.to_vec().map_err(|e| e.to_string())?,
+    )?;
+    let done = io.finish(submitted, &read)?;
+    if done.bytes != size {
+        return Err(format!(
+            "{} returned {}, expected {size}",
+            describe(&read),
+            done.bytes
+        ));
+    }
+
+    let background = pattern(23, 0, foff + size + a);
+    let target = f.file("progress-write", &background)?;
+    let io = f.requests(target.handle)?;
+    let mut src = f.device(offset + size + a)?;
+    let data = pattern(24, 0, size);
+    src.write_at(offset, &data).map_err(|e| e.to_string())?;
+    let range = f.range(&src, offset, size)?;
+    let write = io.request(IoOp::Write, &range, foff as u64);
+    let mut submitted = io.submit(&write)?;
+    finishes_unattended(&mut submitted, &write, deadline)?;
+    let mut model = background;
+    model[foff..foff + size].copy_from_slice(&data);
+    same_bytes(
+        "file once the queued write reported finished, before finishing it",
+        &model,
+        &target.contents()?,
+    )?;
+    let done = io.finish(submitted, &write)?;
+    if done.bytes != size {
+        return Err(format!(
+            "{} returned {}, expected {size}",
+            describe(&write),
+            done.bytes
+        ));
+    }
+    Ok(())
+}
+
+/// How long the `queued_drop_waits` case watches for bytes that arrive after the drop.
+const AFTERMATH: Duration = Duration::from_millis(50);
+
+fn queued_drop_waits(f: &Fixture) -> Result<(), String> {
+    let Units {
+        align: a,
+        chunk,
+        odd,
+    } = Units::of(f);
+    let size = 3 * chunk + a - odd;
+    let foff = odd;
+    let offset = a + odd;
+    let dev_len = offset + size + a;
+
+    let contents = pattern(25, 0, foff + size + a);
+    let file = f.file("dropped-read", &contents)?;
+    let io = f.requests(file.handle)?;
+    let mut dev = f.device(dev_len)?;
+    let range = f.range(&dev, offset, size)?;
+    let read = io.request(IoOp::Read, &range, foff as u64);
+    drop(io.submit(&read)?);
+    let mut expected = vec![SENTINEL; dev_len];
+    expected[offset..offset + size].copy_from_slice(&contents[foff..foff + size]);
+    same_bytes(
+        "device memory right after dropping the unfinished queued read",
+        &expected,
+        &dev.to_vec().map_err(|e| e.to_string())?,
+    )?;
+    dev.fill(SENTINEL).map_err(|e| e.to_string())?;
+    thread::sleep(AFTERMATH);
+    same_bytes(
+        &format!("device memory {AFTERMATH:?} after the dropped read, refilled with sentinels"),
+        &vec![SENTINEL; dev_len],
+        &dev.to_vec().map_err(|e| e.to_string())?,
+    )?;
+
+    let background = pattern(26, 0, foff + size + a);
+    let target = f.file("dropped-write", &background)?;
+    let io = f.requests(target.handle)?;
+    let mut src = f.device(dev_len)?;
+    let data = pattern(27, 0, size);
+    src.write_at(offset, &data).map_err(|e| e.to_string())?;
+    let range = f.range(&src, offset, size)?;
+    let write = io.request(IoOp::Write, &range, foff as u64);
+    drop(io.submit(&write)?);
+    let mut model = background.clone();
+    model[foff..foff + size].copy_from_slice(&data);
+    same_bytes(
+        "file right after dropping the unfinished queued write",
+        &model,
+        &target.contents()?,
+    )?;
+    target.reset(&background)?;
+    src.fill(!SENTINEL).map_err(|e| e.to_string())?;
+    thread::sleep(AFTERMATH);
+    same_bytes(
+        &format!("file {AFTERMATH:?} after the dropped write, put back as it was"),
+        &background,
+        &target.contents()?,
     )
 }
 

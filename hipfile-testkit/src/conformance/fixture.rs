@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use hipfile_core::{
-    BackendDescriptor, Driver, DriverOptions, EnvConfig, FileHandleId, FileIo, IoCall, IoOp,
-    RegistryBuilder,
+    BackendDescriptor, Dispatched, Driver, DriverOptions, EnvConfig, FileHandleId, FileIo, IoCall,
+    IoOp, IoRequest, RegisteredFile, RegistryBuilder, Session, Settings, Submit, Submitted,
 };
 use hipfile_hip::sim::SimRuntime;
-use hipfile_hip::{DeviceBuffer, GpuRuntime};
+use hipfile_hip::{DeviceBuffer, DeviceRange, GpuRuntime};
 use tempfile::TempDir;
 
 use super::ConformanceConfig;
@@ -89,6 +89,66 @@ impl TestFile {
             .and_then(|()| self.file.write_all_at(bytes, 0))
             .map_err(|e| format!("resetting {}: {e}", self.path.display()))
     }
+}
+
+/// What requests on one registered file, submitted straight to the open driver's registry,
+/// borrow: the session, the file, the settings and the environment switches in force. Built by
+/// [`Fixture::requests`]; [`FileRequests::request`] makes an [`IoRequest`] as the driver's own
+/// `io` would (no buffer registration, no append), [`FileRequests::submit`] queues it.
+#[derive(Debug)]
+pub struct FileRequests {
+    session: Arc<Session>,
+    file: Arc<RegisteredFile>,
+    settings: Arc<Settings>,
+    env: EnvConfig,
+}
+
+impl FileRequests {
+    /// A request to move the bytes of `memory` at `file_offset`.
+    pub fn request<'a>(
+        &'a self,
+        op: IoOp,
+        memory: &'a DeviceRange,
+        file_offset: u64,
+    ) -> IoRequest<'a> {
+        IoRequest {
+            op,
+            file: &self.file,
+            memory,
+            file_offset,
+            append: false,
+            registered_buffer: false,
+            settings: &self.settings,
+            compat: self.settings.compat_mode(&self.env),
+            env: &self.env,
+        }
+    }
+
+    /// Submit `req` with [`Submit::Queue`] through the session's registry.
+    pub fn submit(&self, req: &IoRequest<'_>) -> Result<Submitted, String> {
+        self.session
+            .registry()
+            .submit(req, Submit::Queue)
+            .map_err(|e| format!("{}: submitting failed: {e}", describe(req)))
+    }
+
+    /// Finish `submitted`, the submission of `req` ([`Submitted::finish`]).
+    pub fn finish(&self, submitted: Submitted, req: &IoRequest<'_>) -> Result<Dispatched, String> {
+        submitted
+            .finish(self.session.registry(), req)
+            .map_err(|e| format!("{}: failed: {e}", describe(req)))
+    }
+}
+
+/// `Read of N bytes at file offset F, device P`: how a failure names a request.
+pub(crate) fn describe(req: &IoRequest<'_>) -> String {
+    format!(
+        "queued {:?} of {} bytes at file offset {}, device {:#x}",
+        req.op,
+        req.size(),
+        req.file_offset,
+        req.memory.ptr()
+    )
 }
 
 /// One case's world. Public so backend crates can write cases of their own with the same tools.
@@ -249,6 +309,36 @@ impl Fixture {
         buf.fill(SENTINEL)
             .map_err(|e| format!("filling device memory: {e}"))?;
         Ok(buf)
+    }
+
+    /// `len` bytes at `offset` of `buffer`, as a checked [`DeviceRange`] (what a request moves).
+    pub fn range(
+        &self,
+        buffer: &DeviceBuffer,
+        offset: usize,
+        len: usize,
+    ) -> Result<DeviceRange, String> {
+        DeviceRange::query(&self.runtime, buffer.ptr() + offset, len)
+            .map_err(|e| format!("querying {len} bytes at {:#x}+{offset}: {e}", buffer.ptr()))
+    }
+
+    /// What requests on the registered file `handle` need to go straight to the open driver's
+    /// registry ([`FileRequests`]).
+    pub fn requests(&self, handle: FileHandleId) -> Result<FileRequests, String> {
+        let session = self
+            .driver
+            .session()
+            .ok_or_else(|| "the driver is not open".to_string())?;
+        let file = self
+            .driver
+            .file(handle)
+            .map_err(|e| format!("looking up the registered file: {e}"))?;
+        Ok(FileRequests {
+            settings: session.settings(),
+            env: *session.env(),
+            session,
+            file,
+        })
     }
 
     /// One read or write through the driver, its failure explained.

@@ -7,7 +7,15 @@
 //! compared after each operation, on both sides. When the case is done the driver closes, and no
 //! descriptor, pinned buffer, stream or allocation may be left behind.
 //!
+//! Most cases go through [`Driver::io`], the synchronous path (`Submit::Wait`). The `queued_*`
+//! cases submit requests with `Submit::Queue` straight to the session's registry, several in
+//! flight at once, and hold the backend to the rest of the contract of
+//! [`hipfile_core::Backend`]: requests finished in any order each move exactly their own bytes,
+//! a queued request finishes with nobody waiting for it, and dropping an unfinished one waits
+//! for it.
+//!
 //! [`Driver`]: hipfile_core::Driver
+//! [`Driver::io`]: hipfile_core::Driver::io
 //! [`SimRuntime`]: hipfile_hip::sim::SimRuntime
 //!
 //! A backend crate calls the suite from one of its tests:
@@ -29,10 +37,11 @@ use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hipfile_core::{BackendDescriptor, FileIo, Settings};
 
-pub use fixture::{pattern, Fixture, TestFile, SENTINEL};
+pub use fixture::{pattern, FileRequests, Fixture, TestFile, SENTINEL};
 
 /// A change to the settings every driver of a run is opened with.
 pub type Tune = Arc<dyn Fn(&mut Settings) + Send + Sync>;
@@ -65,6 +74,10 @@ pub struct ConformanceConfig {
     /// More settings staged on every driver after `max_direct_io_size_kb` (a backend's own
     /// knobs, so the suite can run once per policy).
     pub tune: Option<Tune>,
+    /// How long the `queued_progress` case lets a request submitted with `Submit::Queue` run
+    /// with nobody waiting for it before it fails: the backend's own threads (or `submit`
+    /// itself) must finish it by then. Default 10 s, far beyond any request of the case.
+    pub progress_deadline: Duration,
 }
 
 impl Default for ConformanceConfig {
@@ -78,6 +91,7 @@ impl Default for ConformanceConfig {
             file_io_faults: true,
             io: None,
             tune: None,
+            progress_deadline: Duration::from_secs(10),
         }
     }
 }
@@ -93,6 +107,7 @@ impl fmt::Debug for ConformanceConfig {
             .field("file_io_faults", &self.file_io_faults)
             .field("io", &self.io)
             .field("tune", &self.tune.is_some())
+            .field("progress_deadline", &self.progress_deadline)
             .finish()
     }
 }

@@ -2,11 +2,14 @@
 //! scripted short transfers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hipfile_testkit::conformance::{cases, check_case, run_all, ConformanceConfig};
 use hipfile_testkit::faults::{FileOp, ScriptedIo};
 
-use crate::backend::{vec_copy_descriptor, VEC_COPY};
+use crate::backend::{
+    forgetful_descriptor, on_wait_descriptor, threaded_descriptor, vec_copy_descriptor, VEC_COPY,
+};
 
 #[test]
 fn vec_copy_passes_every_case() {
@@ -76,6 +79,9 @@ fn the_suite_catches_a_backend_that_writes_past_its_range() {
         "matrix_read_registered",
         "matrix_read_interior",
         "eof_short_read",
+        "queued_out_of_order",
+        "queued_progress",
+        "queued_drop_waits",
     ] {
         assert!(failed.contains(&case), "{case} did not fail: {failed:?}");
     }
@@ -85,4 +91,71 @@ fn the_suite_catches_a_backend_that_writes_past_its_range() {
     let caught = std::panic::catch_unwind(|| report.assert_passed()).unwrap_err();
     let msg = caught.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(msg.contains("matrix_read_registered"), "{msg}");
+}
+
+#[test]
+fn a_backend_that_queues_requests_on_threads_of_its_own_passes_every_case() {
+    let cfg = ConformanceConfig {
+        check_max_rw_count: false,
+        ..ConformanceConfig::default()
+    };
+    run_all(threaded_descriptor(), &cfg).assert_passed();
+    let aligned = ConformanceConfig {
+        aligned_only: true,
+        ..cfg
+    };
+    run_all(threaded_descriptor(), &aligned).assert_passed();
+}
+
+/// The names of the cases `descriptor` fails.
+fn failed_cases(
+    descriptor: hipfile_core::BackendDescriptor,
+    cfg: &ConformanceConfig,
+) -> Vec<&'static str> {
+    run_all(descriptor, cfg)
+        .failures()
+        .iter()
+        .map(|o| o.name)
+        .collect()
+}
+
+#[test]
+fn a_backend_whose_queued_requests_wait_for_a_waiter_fails_the_progress_case_alone() {
+    let cfg = ConformanceConfig {
+        check_max_rw_count: false,
+        progress_deadline: Duration::from_millis(200),
+        ..ConformanceConfig::default()
+    };
+    let report = run_all(on_wait_descriptor(), &cfg);
+    let failed: Vec<_> = report.failures().iter().map(|o| o.name).collect();
+    assert_eq!(failed, ["queued_progress"]);
+    let why = report.failures()[0].result.clone().unwrap_err();
+    assert!(why.contains("nobody waiting for it"), "{why}");
+    let aligned = ConformanceConfig {
+        aligned_only: true,
+        ..cfg
+    };
+    assert_eq!(
+        failed_cases(on_wait_descriptor(), &aligned),
+        ["queued_progress"]
+    );
+}
+
+#[test]
+fn a_backend_whose_queued_requests_move_nothing_fails_every_queued_case() {
+    let cfg = ConformanceConfig {
+        check_max_rw_count: false,
+        ..ConformanceConfig::default()
+    };
+    let queued = [
+        "queued_out_of_order",
+        "queued_progress",
+        "queued_drop_waits",
+    ];
+    assert_eq!(failed_cases(forgetful_descriptor(), &cfg), queued);
+    let aligned = ConformanceConfig {
+        aligned_only: true,
+        ..cfg
+    };
+    assert_eq!(failed_cases(forgetful_descriptor(), &aligned), queued);
 }

@@ -9,7 +9,9 @@ use hipfile_core::{
     pread_full, Driver, DriverOptions, ErrorKind, FileIo, IoCall, IoOp, RegistryBuilder,
 };
 use hipfile_hip::sim::SimRuntime;
-use hipfile_hip::{DeviceBuffer, GpuRuntime, HipErrorCode, OwnedStream, PinnedBuffer};
+use hipfile_hip::{
+    DeviceBuffer, DeviceRange, EventWait, GpuRuntime, HipErrorCode, PinnedBuffer, StagingLane,
+};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::faults::{
     open_fds_for, Errno, FileOp, FiredIoFault, FiredRuntimeFault, IoFault, LeakSnapshot, RuntimeOp,
@@ -227,16 +229,16 @@ fn scripted_runtime_fails_the_nth_copy_sync_and_async() {
     let rt2 =
         Arc::new(ScriptedRuntime::new(sim.clone()).fail_copy_to_device(1, HipErrorCode::UNKNOWN));
     let dynrt2: Arc<dyn GpuRuntime> = rt2.clone();
-    let stream = OwnedStream::new(dynrt2.clone()).unwrap();
-    let src = [9u8; 16];
-    // SAFETY: `dev` and `src` outlive the stream synchronisation below; `stream` is a live stream
-    // of this runtime.
-    let first =
-        unsafe { dynrt2.copy_to_device_async(dev.ptr(), src.as_ptr(), 16, stream.handle()) };
-    assert_eq!(first.unwrap_err().code(), HipErrorCode::UNKNOWN);
-    // SAFETY: as above.
-    unsafe { dynrt2.copy_to_device_async(dev.ptr(), src.as_ptr(), 16, stream.handle()) }.unwrap();
-    stream.synchronize().unwrap();
+    let mut lane = StagingLane::new(&dynrt2, 0, 4096, EventWait::Yield).unwrap();
+    lane.half_mut(0).unwrap()[..16].fill(9);
+    let range = DeviceRange::query(&dynrt2, dev.ptr(), 16).unwrap();
+    assert_eq!(
+        lane.upload(0, &range).unwrap_err().code(),
+        HipErrorCode::UNKNOWN
+    );
+    lane.upload(0, &range).unwrap();
+    lane.finish().unwrap();
+    drop(lane);
     dev.read_at(0, &mut out).unwrap();
     assert_eq!(out, [9u8; 16]);
     assert_eq!(rt2.calls(RuntimeOp::CopyToDevice), 2);
