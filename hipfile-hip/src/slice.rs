@@ -74,6 +74,36 @@ fn bounds(range: impl RangeBounds<usize>, len: usize) -> Option<(usize, usize)> 
     (start <= end && end <= len).then_some((start, end))
 }
 
+/// The accessors the shared and the exclusive slice have alike.
+macro_rules! region_accessors {
+    () => {
+        /// Start of the region the slice was cut from: what a request names as its buffer.
+        pub fn base(&self) -> usize {
+            self.base
+        }
+
+        /// Where the slice starts in its region: what a request names as its buffer offset.
+        pub fn offset(&self) -> usize {
+            self.offset
+        }
+
+        /// Device address of the first byte.
+        pub fn ptr(&self) -> usize {
+            self.base + self.offset
+        }
+
+        /// Length in bytes.
+        pub fn len(&self) -> usize {
+            self.len
+        }
+
+        /// Whether the slice has no bytes.
+        pub fn is_empty(&self) -> bool {
+            self.len == 0
+        }
+    };
+}
+
 impl<'a> DeviceSlice<'a> {
     /// A shared view of `len` bytes of device memory at `ptr`, allocated by someone else (a
     /// framework's tensor, a C caller). Its base is `ptr`.
@@ -94,30 +124,7 @@ impl<'a> DeviceSlice<'a> {
         }
     }
 
-    /// Start of the region the slice was cut from: what a request names as its buffer.
-    pub fn base(&self) -> usize {
-        self.base
-    }
-
-    /// Where the slice starts in its region: what a request names as its buffer offset.
-    pub fn offset(&self) -> usize {
-        self.offset
-    }
-
-    /// Device address of the first byte.
-    pub fn ptr(&self) -> usize {
-        self.base + self.offset
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the slice has no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
+    region_accessors!();
 
     /// The bytes `range` of this slice (relative to its start), with the same base; `None` when
     /// the range does not lie within the slice.
@@ -163,30 +170,7 @@ impl<'a> DeviceSliceMut<'a> {
         }
     }
 
-    /// Start of the region the slice was cut from: what a request names as its buffer.
-    pub fn base(&self) -> usize {
-        self.base
-    }
-
-    /// Where the slice starts in its region: what a request names as its buffer offset.
-    pub fn offset(&self) -> usize {
-        self.offset
-    }
-
-    /// Device address of the first byte.
-    pub fn ptr(&self) -> usize {
-        self.base + self.offset
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the slice has no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
+    region_accessors!();
 
     /// A shared view of the same bytes, for as long as it is borrowed.
     pub fn as_slice(&self) -> DeviceSlice<'_> {
