@@ -182,10 +182,18 @@ impl Job {
             }
         }
         if let (Some(runtime), IoOp::Read) = (&self.overrun, self.op) {
-            // Deliberately wrong: one byte past the request, inside the allocation when there
-            // is room (the sentinels sit there); past the allocation the query refuses.
-            if let Ok(past) = DeviceRange::query(runtime, self.memory.ptr() + done, 1) {
-                let _ = past.copy_from_host(&[0x5A]);
+            // Deliberately wrong: one byte past the request, where the sentinels sit, but only
+            // inside the request's own allocation. Past its end the address may belong to
+            // another allocation (CUDA places them back to back), which is not this test's to
+            // write.
+            let past = self.memory.ptr() + done;
+            let inside = runtime
+                .pointer_info(self.memory.ptr())
+                .is_ok_and(|info| info.remaining_from(past).is_some_and(|room| room > 0));
+            if inside {
+                if let Ok(byte) = DeviceRange::query(runtime, past, 1) {
+                    let _ = byte.copy_from_host(&[0x5A]);
+                }
             }
         }
         Ok(done)
