@@ -245,11 +245,20 @@ impl Completion {
         }
     }
 
+    /// Whether the request has finished (waiting for it then returns at once). Never blocks.
+    pub fn is_finished(&self) -> bool {
+        match &self.0 {
+            Some(State::Pending(work)) => work.is_finished(),
+            _ => true,
+        }
+    }
+
     /// The outcome if the request has finished, else the completion back, unchanged.
     pub fn poll(self) -> std::result::Result<IoOutcome, Completion> {
-        match &self.0 {
-            Some(State::Pending(work)) if !work.is_finished() => Err(self),
-            _ => Ok(self.wait()),
+        if self.is_finished() {
+            Ok(self.wait())
+        } else {
+            Err(self)
         }
     }
 }

@@ -203,18 +203,8 @@ impl Submitted {
 
     /// Whether the request has finished (finishing it then does not wait, unless it fails
     /// over). Never blocks.
-    pub fn is_finished(&mut self) -> bool {
-        let completion = std::mem::replace(&mut self.completion, Completion::ready(Ok(0)));
-        match completion.poll() {
-            Ok(outcome) => {
-                self.completion = Completion::ready(outcome);
-                true
-            }
-            Err(pending) => {
-                self.completion = pending;
-                false
-            }
-        }
+    pub fn is_finished(&self) -> bool {
+        self.completion.is_finished()
     }
 
     /// Wait for the request. A failure that is eligible for failover (see
@@ -521,7 +511,7 @@ mod tests {
         let a = Scripted::new("a", vec![first.pending(failure(Errno::NODEV, 0))]);
         let b = Scripted::new("b", vec![Completion::ready(Ok(4096))]);
         let registry = registry(&a, &b);
-        let mut submitted = registry.submit(&req, Submit::Queue).unwrap();
+        let submitted = registry.submit(&req, Submit::Queue).unwrap();
         assert_eq!(submitted.backend_index(), 0);
         assert!(!submitted.is_finished());
         assert!(
@@ -594,7 +584,7 @@ mod tests {
         let a = Scripted::new("a", vec![flags.pending(Ok(4096))]);
         let b = Scripted::new("b", Vec::new());
         let registry = registry(&a, &b);
-        let mut submitted = registry.submit(&req, Submit::Queue).unwrap();
+        let submitted = registry.submit(&req, Submit::Queue).unwrap();
         assert!(!submitted.is_finished());
         assert!(!submitted.is_finished());
         assert!(!flags.waited());

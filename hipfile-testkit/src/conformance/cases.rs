@@ -621,7 +621,7 @@ fn queued_out_of_order(f: &Fixture) -> Result<(), String> {
 
 /// Poll `submitted` until it has finished, for at most `deadline`, with nobody waiting for it.
 fn finishes_unattended(
-    submitted: &mut Submitted,
+    submitted: &Submitted,
     req: &IoRequest<'_>,
     deadline: Duration,
 ) -> Result<(), String> {
@@ -657,8 +657,8 @@ fn queued_progress(f: &Fixture) -> Result<(), String> {
     let dev = f.device(offset + size + a)?;
     let range = f.range(&dev, offset, size)?;
     let read = io.request(IoOp::Read, &range, foff as u64);
-    let mut submitted = io.submit(&read)?;
-    finishes_unattended(&mut submitted, &read, deadline)?;
+    let submitted = io.submit(&read)?;
+    finishes_unattended(&submitted, &read, deadline)?;
     let mut expected = vec![SENTINEL; offset + size + a];
     expected[offset..offset + size].copy_from_slice(&contents[foff..foff + size]);
     same_bytes(
@@ -683,8 +683,8 @@ fn queued_progress(f: &Fixture) -> Result<(), String> {
     src.write_at(offset, &data).map_err(|e| e.to_string())?;
     let range = f.range(&src, offset, size)?;
     let write = io.request(IoOp::Write, &range, foff as u64);
-    let mut submitted = io.submit(&write)?;
-    finishes_unattended(&mut submitted, &write, deadline)?;
+    let submitted = io.submit(&write)?;
+    finishes_unattended(&submitted, &write, deadline)?;
     let mut model = background;
     model[foff..foff + size].copy_from_slice(&data);
     same_bytes(
