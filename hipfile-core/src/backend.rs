@@ -8,7 +8,9 @@
 //! names.
 
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::time::Instant;
 
 use hipfile_hip::{DeviceRange, GpuRuntime, MemoryKind};
 
@@ -61,9 +63,29 @@ pub struct IoRequest<'a> {
     pub compat: CompatMode,
     /// Environment switches in force.
     pub env: &'a EnvConfig,
+    /// Rung when a queued request finishes, for a submitter that waits for any of several
+    /// requests (a batch). See [`Doorbell`].
+    pub doorbell: Option<&'a Doorbell>,
 }
 
 impl IoRequest<'_> {
+    /// A copy that owns what the request borrows, for a backend that keeps working on it after
+    /// `submit` returned.
+    pub fn to_owned(&self) -> OwnedRequest {
+        OwnedRequest {
+            op: self.op,
+            file: Arc::clone(self.file),
+            memory: self.memory.clone(),
+            file_offset: self.file_offset,
+            append: self.append,
+            registered_buffer: self.registered_buffer,
+            settings: Arc::clone(self.settings),
+            compat: self.compat,
+            env: *self.env,
+            doorbell: self.doorbell.cloned(),
+        }
+    }
+
     /// Bytes to move.
     pub fn size(&self) -> usize {
         self.memory.len()
@@ -77,6 +99,39 @@ impl IoRequest<'_> {
     /// The kind of memory, as the runtime reported it when the request was validated.
     pub fn memory_kind(&self) -> MemoryKind {
         self.memory.kind()
+    }
+}
+
+/// An [`IoRequest`] that owns its parts ([`IoRequest::to_owned`]).
+#[derive(Clone, Debug)]
+pub struct OwnedRequest {
+    op: IoOp,
+    file: Arc<RegisteredFile>,
+    memory: DeviceRange,
+    file_offset: u64,
+    append: bool,
+    registered_buffer: bool,
+    settings: Arc<Settings>,
+    compat: CompatMode,
+    env: EnvConfig,
+    doorbell: Option<Doorbell>,
+}
+
+impl OwnedRequest {
+    /// The request, borrowed again.
+    pub fn request(&self) -> IoRequest<'_> {
+        IoRequest {
+            op: self.op,
+            file: &self.file,
+            memory: &self.memory,
+            file_offset: self.file_offset,
+            append: self.append,
+            registered_buffer: self.registered_buffer,
+            settings: &self.settings,
+            compat: self.compat,
+            env: &self.env,
+            doorbell: self.doorbell.as_ref(),
+        }
     }
 }
 
@@ -187,7 +242,13 @@ pub enum Submit {
 ///   until the completion is finished; the backend touches neither after that. Dropping an
 ///   unfinished completion waits for it, so a completion is never the last thing left using
 ///   the request's memory.
-/// - Cancellation: a submitted request is not cancelled; it runs to completion or failure.
+/// - Queued requests ([`Submit::Queue`]) make progress without their submitter, on the
+///   backend's own threads (a backend with none may finish them inside `submit`); a backend
+///   that answers a pending completion for one rings its [`IoRequest::doorbell`] when it
+///   finishes. The shared [`crate::workers::IoWorkers`] pool is there for backends that need
+///   threads.
+/// - Cancellation: a pending request may be withdrawn before it starts
+///   ([`PendingIo::cancel`]); once started it runs to completion or failure.
 /// - Failover, statistics and the C conventions are the dispatcher's ([`crate::Registry`]), not
 ///   the backend's: a backend fails with the error it saw.
 pub trait Backend: Send + Sync + fmt::Debug {
@@ -212,6 +273,87 @@ pub trait PendingIo: Send + fmt::Debug {
     fn wait(self: Box<Self>) -> IoOutcome;
     /// Whether the request has finished (a following `wait` returns at once). Never blocks.
     fn is_finished(&self) -> bool;
+    /// Withdraw the request if no byte of it has been touched yet: answers true when it was
+    /// withdrawn (it then never starts, counts as finished, and `wait` answers `Ok(0)`), false
+    /// when it already started or finished (it then runs to its end as usual). The default
+    /// withdraws nothing.
+    fn cancel(&self) -> bool {
+        false
+    }
+}
+
+/// A wake-up shared by requests in flight and the thread that waits for any of them.
+///
+/// A submitter that waits for several queued requests at once (a batch) puts a doorbell on each
+/// request ([`IoRequest::doorbell`]); a backend that answered a pending completion for such a
+/// request rings it once the request has finished (after `is_finished` turns true). The waiter
+/// reads [`Doorbell::rung`] before it checks its requests and then waits past that count, so a
+/// ring between the check and the wait is never lost. Cloning shares the doorbell.
+#[derive(Clone, Debug, Default)]
+pub struct Doorbell(Arc<Bell>);
+
+#[derive(Debug, Default)]
+struct Bell {
+    count: AtomicU64,
+    lock: Mutex<()>,
+    rang: Condvar,
+}
+
+impl Doorbell {
+    /// A doorbell never rung.
+    pub fn new() -> Self {
+        Doorbell::default()
+    }
+
+    /// Count a finished request and wake every waiter.
+    pub fn ring(&self) {
+        let bell = &*self.0;
+        bell.count.fetch_add(1, Ordering::AcqRel);
+        // Taken so a waiter between its check and its wait cannot miss the wake-up.
+        let _held = bell.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        bell.rang.notify_all();
+    }
+
+    /// How many times the doorbell has rung.
+    pub fn rung(&self) -> u64 {
+        self.0.count.load(Ordering::Acquire)
+    }
+
+    /// Wait until the doorbell has rung more than `seen` times, or until `deadline` (`None`:
+    /// no deadline). Answers whether it rang. The waiter polls for [`crate::workers::STAY_AWAKE`]
+    /// (yielding the core) before it sleeps: a small request finishes within that window, and a
+    /// sleeping waiter would add a wake-up to its latency.
+    pub fn wait_past(&self, seen: u64, deadline: Option<Instant>) -> bool {
+        let bell = &*self.0;
+        let since = Instant::now();
+        while since.elapsed() < crate::workers::STAY_AWAKE {
+            if self.rung() > seen {
+                return true;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        let mut held = bell.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while self.rung() <= seen {
+            match deadline {
+                None => held = bell.rang.wait(held).unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    held = bell
+                        .rang
+                        .wait_timeout(held, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+        }
+        true
+    }
 }
 
 /// A submitted request, finished or pending. Wait for it with [`Completion::wait`] or poll it
@@ -250,6 +392,15 @@ impl Completion {
         match &self.0 {
             Some(State::Pending(work)) => work.is_finished(),
             _ => true,
+        }
+    }
+
+    /// Withdraw the request if it has not started ([`PendingIo::cancel`]); a request that
+    /// finished inside `submit` cannot be withdrawn.
+    pub fn cancel(&self) -> bool {
+        match &self.0 {
+            Some(State::Pending(work)) => work.cancel(),
+            _ => false,
         }
     }
 

@@ -18,10 +18,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use hipfile_hip::{DeviceRange, GpuRuntime, HipErrorCode, MemoryKind, Refusal};
 use rustix::io::Errno;
 
-use crate::backend::{BackendContext, IoOp, IoRequest, LiveSettings};
-use crate::config::{EnvConfig, Environment, Settings};
+use crate::backend::{BackendContext, Doorbell, IoOp, IoRequest, LiveSettings};
+use crate::batch::{self, BatchTable};
+use crate::config::{CompatMode, EnvConfig, Environment, Settings};
 use crate::error::{Error, ErrorKind, Result};
-use crate::file::RegisteredFile;
+use crate::file::{FileInFlight, RegisteredFile};
 use crate::io::{FileIo, PosixIo};
 use crate::registry::{Registry, RegistryBuilder};
 use crate::stats::Stats;
@@ -181,6 +182,16 @@ impl Session {
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
+    /// The registered file behind `handle`.
+    pub fn file(&self, handle: FileHandleId) -> Result<Arc<RegisteredFile>> {
+        let files = self.files.read().unwrap_or_else(PoisonError::into_inner);
+        files.by_id.get(&handle.0).cloned().ok_or_else(|| {
+            Error::new(
+                ErrorKind::HandleNotRegistered,
+                "the file handle is not registered",
+            )
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -201,6 +212,7 @@ pub struct Driver {
     options: DriverOptions,
     state: Mutex<State>,
     next_handle: AtomicU64,
+    batches: Mutex<BatchTable>,
 }
 
 /// One read or write as the caller states it, before validation.
@@ -228,11 +240,17 @@ impl Driver {
             options,
             state: Mutex::new(State::Closed { staged }),
             next_handle: AtomicU64::new(1),
+            batches: Mutex::new(BatchTable::default()),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The batches (lock order: after the state).
+    pub(crate) fn batch_table(&self) -> MutexGuard<'_, BatchTable> {
+        self.batches.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn start_session(&self, staged: &Settings) -> Result<Arc<Session>> {
@@ -303,25 +321,32 @@ impl Driver {
         self.open_with(&mut self.lock(), true).map(|_| ())
     }
 
-    /// `hipFileDriverClose`: drop a reference; at zero, forget every file and buffer.
+    /// `hipFileDriverClose`: drop a reference; at zero, forget every file and buffer and
+    /// destroy every batch (cancelling what has not started, waiting for the rest).
     pub fn close(&self) -> Result<()> {
         let mut state = self.lock();
-        match &mut *state {
-            State::Closed { .. } => Err(Error::new(
-                ErrorKind::DriverNotInitialized,
-                "the driver is not open",
-            )),
+        let batches = match &mut *state {
+            State::Closed { .. } => {
+                return Err(Error::new(
+                    ErrorKind::DriverNotInitialized,
+                    "the driver is not open",
+                ))
+            }
             State::Open {
                 refcount, staged, ..
             } => {
                 *refcount -= 1;
-                if *refcount == 0 {
-                    let staged = std::mem::take(staged);
-                    *state = State::Closed { staged };
+                if *refcount > 0 {
+                    return Ok(());
                 }
-                Ok(())
+                let staged = std::mem::take(staged);
+                *state = State::Closed { staged };
+                self.batch_table().take_all()
             }
-        }
+        };
+        drop(state);
+        batch::shut_down(batches);
+        Ok(())
     }
 
     /// `hipFileUseCount`: references held on the open driver (0 when closed).
@@ -432,16 +457,9 @@ impl Driver {
 
     /// The registered file behind `handle`.
     pub fn file(&self, handle: FileHandleId) -> Result<Arc<RegisteredFile>> {
-        let session = self
-            .session()
-            .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
-        let files = session.files.read().unwrap_or_else(PoisonError::into_inner);
-        files.by_id.get(&handle.0).cloned().ok_or_else(|| {
-            Error::new(
-                ErrorKind::HandleNotRegistered,
-                "the file handle is not registered",
-            )
-        })
+        self.session()
+            .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?
+            .file(handle)
     }
 
     /// `hipFileBufRegister`: opens the driver first (even if the checks then fail), then checks
@@ -536,9 +554,23 @@ impl Driver {
         let session = self
             .session()
             .ok_or_else(|| Error::os(Errno::INVAL.raw_os_error(), "the driver is not open"))?;
+        let prepared = self.prepare(&session, &call)?;
+        if let Some(answer) = prepared.answer {
+            return answer;
+        }
+        let req = prepared.request(&session.env, None);
+        let outcome = session.registry.dispatch(&req);
+        session.stats.record(call.op, &outcome);
+        outcome.map(|d| d.bytes)
+    }
+
+    /// Validate `call` against `session` and resolve what it refers to. Argument errors fail;
+    /// a request whose answer is known without moving bytes (size 0, a read at or past the end
+    /// of the file, a descriptor that no longer allows the direction) carries that answer.
+    pub(crate) fn prepare(&self, session: &Session, call: &IoCall) -> Result<Prepared> {
         // Counted as in flight while the table's lock is held: a deregistration either happens
         // before (and the handle is unknown) or sees the request and is refused.
-        let (file, _file_guard) = {
+        let (file, file_guard) = {
             let files = session.files.read().unwrap_or_else(PoisonError::into_inner);
             let file = files.by_id.get(&call.handle.0).cloned().ok_or_else(|| {
                 Error::new(
@@ -568,13 +600,35 @@ impl Driver {
         }
         let buffer_offset = usize::try_from(call.buffer_offset)
             .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
-        let (memory, registered, _buffer_guard) =
-            self.buffer_view(&session, call.buffer, buffer_offset, size)?;
+        let (memory, registered, buffer_guard) =
+            self.buffer_view(session, call.buffer, buffer_offset, size)?;
+        let settings = session.settings.current();
+        let mut prepared = Prepared {
+            op: call.op,
+            file,
+            _file_guard: file_guard,
+            memory,
+            registered,
+            _buffer_guard: buffer_guard,
+            file_offset: call.file_offset as u64,
+            append: false,
+            compat: settings.compat_mode(&session.env),
+            settings,
+            answer: None,
+        };
         // The application's descriptor decides, at this moment: closed, reused for another file
         // or not open for this direction is EBADF, as `pread`/`pwrite` on it would answer.
-        let caller = file.check_caller(call.op)?;
+        let caller = match prepared.file.check_caller(call.op) {
+            Ok(caller) => caller,
+            Err(e) => {
+                prepared.answer = Some(Err(e));
+                return Ok(prepared);
+            }
+        };
+        prepared.append = call.op == IoOp::Write && caller.append;
         if size == 0 {
-            return Ok(0);
+            prepared.answer = Some(Ok(0));
+            return Ok(prepared);
         }
         // A read that starts at or past the end of a regular file reads nothing, whatever its
         // alignment: no backend is asked (a direct-only driver would otherwise refuse an
@@ -583,40 +637,25 @@ impl Driver {
         // O_DIRECT read zero-fills the caller's buffer for the blocks past the end of file
         // beyond the bytes it reports. Clipped here, the buffer past the bytes read keeps what
         // it held, except that the direct path may zero the rest of the file's last block.
-        let mut size = size;
         // A size of 0 says nothing (procfs and sysfs files report 0 and have content): such
         // reads go to the backends whole.
         if let (IoOp::Read, Some(len @ 1..)) = (call.op, caller.size) {
             let offset = call.file_offset as u64;
             if offset >= len {
-                return Ok(0);
+                prepared.answer = Some(Ok(0));
+                return Ok(prepared);
             }
-            let align = u64::from(file.dio_align().offset.max(1));
+            let align = u64::from(prepared.file.dio_align().offset.max(1));
             let room = (len - offset).div_ceil(align).saturating_mul(align);
-            size = size.min(usize::try_from(room).unwrap_or(usize::MAX));
+            let room = usize::try_from(room).unwrap_or(usize::MAX);
+            if room < prepared.memory.len() {
+                prepared.memory = prepared
+                    .memory
+                    .slice(0, room)
+                    .expect("a clipped size lies inside the checked range");
+            }
         }
-        let memory = if size < memory.len() {
-            memory
-                .slice(0, size)
-                .expect("a clipped size lies inside the checked range")
-        } else {
-            memory
-        };
-        let settings = session.settings.current();
-        let req = IoRequest {
-            op: call.op,
-            file: &file,
-            memory: &memory,
-            file_offset: call.file_offset as u64,
-            append: call.op == IoOp::Write && caller.append,
-            registered_buffer: registered,
-            settings: &settings,
-            compat: settings.compat_mode(&session.env),
-            env: &session.env,
-        };
-        let outcome = session.registry.dispatch(&req);
-        session.stats.record(call.op, &outcome);
-        outcome.map(|d| d.bytes)
+        Ok(prepared)
     }
 
     /// Resolve the device range of a request: a registered buffer (exact base), else a temporary
@@ -676,7 +715,49 @@ fn not_device_memory(ptr: usize, kind: MemoryKind) -> Error {
 }
 
 /// Keeps a registered buffer counted as in flight for the length of a request.
-struct BufferGuard(Arc<RegisteredBuffer>);
+#[derive(Debug)]
+pub(crate) struct BufferGuard(Arc<RegisteredBuffer>);
+
+/// A validated request that owns what it refers to: the file and buffer stay counted as in
+/// flight (so neither can be deregistered) until it is dropped. The synchronous path builds one
+/// per call; a batch keeps one per entry until the entry is reaped.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) op: IoOp,
+    pub(crate) file: Arc<RegisteredFile>,
+    _file_guard: FileInFlight,
+    pub(crate) memory: DeviceRange,
+    registered: bool,
+    _buffer_guard: Option<BufferGuard>,
+    file_offset: u64,
+    append: bool,
+    settings: Arc<Settings>,
+    compat: CompatMode,
+    /// The answer, when it is known without moving bytes.
+    pub(crate) answer: Option<Result<usize>>,
+}
+
+impl Prepared {
+    /// The request to offer the backends.
+    pub(crate) fn request<'a>(
+        &'a self,
+        env: &'a EnvConfig,
+        doorbell: Option<&'a Doorbell>,
+    ) -> IoRequest<'a> {
+        IoRequest {
+            op: self.op,
+            file: &self.file,
+            memory: &self.memory,
+            file_offset: self.file_offset,
+            append: self.append,
+            registered_buffer: self.registered,
+            settings: &self.settings,
+            compat: self.compat,
+            env,
+            doorbell,
+        }
+    }
+}
 
 impl Drop for BufferGuard {
     fn drop(&mut self) {

@@ -214,6 +214,7 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+mod batch;
 mod config;
 mod driver;
 mod error;
@@ -221,11 +222,13 @@ mod file;
 mod io;
 mod registry;
 mod stats;
+pub mod workers;
 
 pub use backend::{
-    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, IoFailure, IoOp,
-    IoOutcome, IoPath, IoRequest, LiveSettings, PendingIo, Resources, Submit,
+    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, Doorbell, IoFailure,
+    IoOp, IoOutcome, IoPath, IoRequest, LiveSettings, OwnedRequest, PendingIo, Resources, Submit,
 };
+pub use batch::{BatchEntry, BatchEvent, BatchId, BatchStatus};
 pub use config::{
     limits, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Environment, EventWait, Settings,
     BACKENDS_ENV, DEFAULT_MAX_IO_WORKERS,

@@ -214,30 +214,71 @@ impl Submitted {
     pub fn finish(self, registry: &Registry, req: &IoRequest<'_>) -> Result<Dispatched> {
         let mut current = self;
         loop {
-            let Submitted {
-                index,
-                how,
-                completion,
-                mut reasons,
-            } = current;
-            let name = registry.backends[index].backend.name();
-            match completion.wait() {
-                Ok(bytes) => {
-                    return Ok(Dispatched {
-                        bytes,
-                        backend: name,
-                        backend_index: index,
-                        path: registry.backends[index].path,
-                    })
-                }
-                Err(f) if f.bytes_moved == 0 && f.error.is_failover_eligible() => {
-                    reasons.push(format!("{name}: failed over after {}", f.error));
-                    current = registry.submit_from(index + 1, req, how, reasons)?;
-                }
-                Err(f) => return Err(f.error),
+            match current.settle(registry, req) {
+                Step::Done(result) => return result,
+                Step::Again(next) => current = next,
             }
         }
     }
+
+    /// [`Submitted::finish`] without waiting: the result if the request has finished (after
+    /// any failover that finished inside `submit`), else the request back, still in flight
+    /// (possibly on the next backend, when it failed over to one that queued it).
+    pub fn poll(
+        self,
+        registry: &Registry,
+        req: &IoRequest<'_>,
+    ) -> std::result::Result<Result<Dispatched>, Submitted> {
+        let mut current = self;
+        loop {
+            if !current.completion.is_finished() {
+                return Err(current);
+            }
+            match current.settle(registry, req) {
+                Step::Done(result) => return Ok(result),
+                Step::Again(next) => current = next,
+            }
+        }
+    }
+
+    /// Withdraw the request if it has not started ([`Completion::cancel`]): it then finishes
+    /// at once with no bytes moved.
+    pub fn cancel(&self) -> bool {
+        self.completion.cancel()
+    }
+
+    /// Wait for the completion; its outcome is the result, or the request failed over.
+    fn settle(self, registry: &Registry, req: &IoRequest<'_>) -> Step {
+        let Submitted {
+            index,
+            how,
+            completion,
+            mut reasons,
+        } = self;
+        let name = registry.backends[index].backend.name();
+        match completion.wait() {
+            Ok(bytes) => Step::Done(Ok(Dispatched {
+                bytes,
+                backend: name,
+                backend_index: index,
+                path: registry.backends[index].path,
+            })),
+            Err(f) if f.bytes_moved == 0 && f.error.is_failover_eligible() => {
+                reasons.push(format!("{name}: failed over after {}", f.error));
+                match registry.submit_from(index + 1, req, how, reasons) {
+                    Ok(next) => Step::Again(next),
+                    Err(e) => Step::Done(Err(e)),
+                }
+            }
+            Err(f) => Step::Done(Err(f.error)),
+        }
+    }
+}
+
+/// Where a finished completion leaves its request.
+enum Step {
+    Done(Result<Dispatched>),
+    Again(Submitted),
 }
 
 /// The outcome of a dispatched request.
@@ -492,6 +533,7 @@ mod tests {
                 settings: &self.settings,
                 compat: self.settings.compat_mode(&self.env),
                 env: &self.env,
+                doorbell: None,
             }
         }
     }

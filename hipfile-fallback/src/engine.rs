@@ -8,7 +8,7 @@
 //! write it. Each thread ends by draining its own lane (never the device).
 //!
 //! Who works: a synchronous request runs on its caller, with up to `helpers` IO workers
-//! ([`crate::workers`]) joining; a queued request runs on the workers alone until its submitter
+//! ([`hipfile_core::workers`]) joining; a queued request runs on the workers alone until its submitter
 //! waits, and then the waiter joins in.
 //!
 //! Correctness rules: a read that comes up short marks end of file and the request returns the
@@ -23,15 +23,15 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
+use hipfile_core::workers::{IoWorkers, Job, STAY_AWAKE};
 use hipfile_core::{
-    Error, ErrorKind, FileIo, IoFailure, IoOp, IoOutcome, IoRequest, PendingIo, Settings,
+    Doorbell, Error, ErrorKind, FileIo, IoFailure, IoOp, IoOutcome, IoRequest, PendingIo, Settings,
 };
 use hipfile_hip::{DeviceRange, StagingLane};
 
 use crate::direct::PieceIo;
 use crate::plan::Plan;
 use crate::staging::StagingPool;
-use crate::workers::{IoWorkers, Job, STAY_AWAKE};
 
 /// What the staged engine needs besides the request.
 #[derive(Clone, Debug)]
@@ -51,10 +51,13 @@ struct LaneSpec {
     pinned_bound: usize,
 }
 
+/// The value of [`Progress::next`] of a transfer withdrawn before any piece was claimed.
+const WITHDRAWN: usize = usize::MAX;
+
 /// How far a transfer has come, shared by its threads.
 #[derive(Debug, Default)]
 struct Progress {
-    /// The next piece to claim.
+    /// The next piece to claim; [`WITHDRAWN`] once the transfer was cancelled before it started.
     next: AtomicUsize,
     /// Set by the first failure: no thread claims another piece.
     failed: AtomicBool,
@@ -82,6 +85,8 @@ pub struct Transfer {
     plan: Plan,
     lanes: LaneSpec,
     progress: Progress,
+    /// Rung when a queued transfer finishes.
+    doorbell: Option<Doorbell>,
 }
 
 impl Transfer {
@@ -119,6 +124,7 @@ impl Transfer {
                 eof_at: AtomicU64::new(u64::MAX),
                 ..Progress::default()
             },
+            doorbell: req.doorbell.cloned(),
         })
     }
 
@@ -146,6 +152,9 @@ impl Transfer {
     /// The outcome, once no thread works on the transfer any more.
     fn outcome(&self) -> IoOutcome {
         let p = &self.progress;
+        if p.next.load(Ordering::Acquire) == WITHDRAWN {
+            return Ok(0);
+        }
         let moved = p.moved.load(Ordering::Acquire);
         if let Some(error) = p
             .failure
@@ -216,7 +225,30 @@ impl Transfer {
         *active -= 1;
         if *active == 0 {
             p.idle.notify_all();
+            drop(active);
+            if self.is_finished() {
+                self.ring();
+            }
         }
+    }
+
+    fn ring(&self) {
+        if let Some(doorbell) = &self.doorbell {
+            doorbell.ring();
+        }
+    }
+
+    /// Withdraw the transfer if no thread has claimed a piece of it.
+    fn withdraw(&self) -> bool {
+        let withdrawn = self
+            .progress
+            .next
+            .compare_exchange(0, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if withdrawn && self.is_finished() {
+            self.ring();
+        }
+        withdrawn
     }
 
     fn fail(&self, e: Error) {
@@ -228,14 +260,20 @@ impl Transfer {
         p.failed.store(true, Ordering::Release);
     }
 
-    /// The next piece to work on, if any is left and nothing failed.
+    /// The next piece to work on, if any is left, nothing failed and the transfer was not
+    /// withdrawn.
     fn claim(&self) -> Option<usize> {
         let p = &self.progress;
         if p.failed.load(Ordering::Acquire) {
             return None;
         }
-        let k = p.next.fetch_add(1, Ordering::AcqRel);
-        (k < self.plan.pieces && !p.failed.load(Ordering::Acquire)).then_some(k)
+        let k = p
+            .next
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| {
+                (k < self.plan.pieces).then_some(k + 1)
+            })
+            .ok()?;
+        (!p.failed.load(Ordering::Acquire)).then_some(k)
     }
 
     /// Request-relative offset and length of piece `k`.
@@ -362,5 +400,9 @@ impl PendingIo for Queued {
 
     fn is_finished(&self) -> bool {
         self.0.is_finished()
+    }
+
+    fn cancel(&self) -> bool {
+        self.0.withdraw()
     }
 }

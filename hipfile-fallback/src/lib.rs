@@ -20,14 +20,16 @@
 //!
 //! - A synchronous request ([`Submit::Wait`]) runs inside `submit` on the calling thread, with IO
 //!   workers joining large ones; a queued request ([`Submit::Queue`]) runs on the workers and
-//!   its waiter joins in when it waits. Appending writes run inside `submit` either way, whole,
-//!   under the file's append lock.
+//!   its waiter joins in when it waits. Queued requests start workers as they need them, up to
+//!   the queue depth (`io_queue_depth`) and the staging lanes the pinned bound holds, so a batch
+//!   of small requests keeps that many in flight. Appending writes run inside `submit` either
+//!   way, whole, under the file's append lock.
 //!
 //! The pieces are separate modules, read top to bottom: [`plan`] (how a request is cut),
 //! [`engine`] (how the pieces are shared out and pipelined), [`direct`] (how a piece reaches
-//! the file: buffered or O_DIRECT), [`staging`] (the pinned pool of lanes) and [`workers`] (the
-//! IO threads). The crate has no `unsafe`: the asynchronous copies live in `hipfile-hip`'s
-//! [`hipfile_hip::StagingLane`], and device memory arrives as a checked
+//! the file: buffered or O_DIRECT) and [`staging`] (the pinned pool of lanes); the IO threads
+//! are [`hipfile_core::workers`]. The crate has no `unsafe`: the asynchronous copies live in
+//! `hipfile-hip`'s [`hipfile_hip::StagingLane`], and device memory arrives as a checked
 //! [`hipfile_hip::DeviceRange`].
 //!
 //! ```
@@ -53,7 +55,6 @@ pub mod direct;
 pub mod engine;
 pub mod plan;
 pub mod staging;
-pub mod workers;
 
 use std::sync::Arc;
 
@@ -64,7 +65,7 @@ use hipfile_core::{
 
 use crate::engine::{EngineParts, Transfer};
 use crate::staging::StagingPool;
-use crate::workers::IoWorkers;
+use hipfile_core::workers::IoWorkers;
 
 /// The backend's name.
 pub const NAME: &str = "fallback";
@@ -100,7 +101,11 @@ impl Fallback {
     /// per thread that can work on a request, on the current device, within the pinned bound.
     pub fn new(ctx: &BackendContext) -> Result<Self> {
         let settings = ctx.settings.current();
-        let workers = IoWorkers::start(settings.io_threads())
+        // Queued requests (batch entries) get a worker each, up to the queue depth, and no more
+        // than the staging lanes the pinned bound holds: a worker without a lane only waits.
+        let lanes = settings.max_pinned_bytes() / settings.chunk_bytes().saturating_mul(2).max(1);
+        let depth = usize::try_from(settings.io_queue_depth).unwrap_or(usize::MAX);
+        let workers = IoWorkers::start(settings.io_threads(), depth.min(lanes))
             .map_err(|e| Error::from_io(&e, "starting the IO workers"))?;
         let pool = Arc::new(StagingPool::new(
             Arc::clone(&ctx.runtime),

@@ -76,10 +76,11 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
+use hipfile_core::workers::{Deferred, IoWorkers};
 use hipfile_core::{
     priority, Backend, BackendContext, BackendDescriptor, CompatMode, Completion, Decline,
     DioAlign, EnvConfig, Error, ErrorKind, FsKind, IoFailure, IoOp, IoPath, IoRequest,
-    RegisteredFile, RegistryBuilder, Result, Submit,
+    RegisteredFile, RegistryBuilder, Resources, Result, Submit,
 };
 use hipfile_hip::{GpuRuntime, MemoryKind, P2pDriver, MAX_P2P_TRANSFER};
 
@@ -214,13 +215,19 @@ pub fn filesystem_verdict(fs: &FsKind, env: &EnvConfig) -> Result<(), Decline> {
 #[derive(Debug)]
 pub struct Fastpath {
     p2p: Option<Arc<dyn P2pDriver>>,
+    /// Threads for queued requests, started as they are needed, up to the queue depth.
+    workers: IoWorkers<Deferred>,
 }
 
 impl Fastpath {
     /// The backend for an opening driver: it takes the runtime's P2P driver, if any, once.
+    /// It starts no thread until a request is queued.
     pub fn new(ctx: &BackendContext) -> Self {
+        let depth = usize::try_from(ctx.settings.current().io_queue_depth).unwrap_or(usize::MAX);
         Fastpath {
             p2p: ctx.runtime.p2p(),
+            workers: IoWorkers::start(0, depth.max(1))
+                .expect("a pool with no permanent worker starts no thread"),
         }
     }
 
@@ -266,27 +273,57 @@ impl Backend for Fastpath {
         Ok(())
     }
 
-    /// Runs the request inside `submit`, on the calling thread: each P2P call blocks until the
-    /// DMA is done, and a hand-off to another thread would only add its wake-up.
-    fn submit(&self, req: &IoRequest<'_>, _how: Submit) -> Completion {
-        Completion::ready(self.execute(req))
+    /// A synchronous request runs inside `submit`, on the calling thread: each P2P call blocks
+    /// until the DMA is done, and a hand-off to another thread would only add its wake-up. A
+    /// queued request runs whole on one IO worker (started for it when none is idle, up to the
+    /// queue depth), so the requests of a batch run side by side.
+    fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Completion {
+        match (how, &self.p2p) {
+            (Submit::Queue, Some(p2p)) => {
+                let p2p = Arc::clone(p2p);
+                let owned = req.to_owned();
+                self.workers.defer(req.doorbell, move || {
+                    execute(p2p.as_ref(), &owned.request())
+                })
+            }
+            _ => Completion::ready(self.execute(req)),
+        }
+    }
+
+    fn resources(&self) -> Resources {
+        Resources {
+            pinned_bytes: 0,
+            io_threads: self.workers.live(),
+        }
     }
 }
 
 impl Fastpath {
     fn execute(&self, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
-        let (Some(p2p), Some(fd)) = (self.p2p.as_deref(), req.file.direct_fd()) else {
-            // `accepts` said yes, so this cannot happen; if it did, the next backend may serve.
-            return Err(IoFailure::new(
-                Error::os(
-                    libc::ENODEV,
-                    "the fastpath has no P2P driver or O_DIRECT descriptor",
-                ),
-                0,
-            ));
-        };
-        transfer(p2p, fd, req, Self::chunk(req))
+        match self.p2p.as_deref() {
+            Some(p2p) => execute(p2p, req),
+            None => Err(not_here()),
+        }
     }
+}
+
+/// `accepts` said yes, so this cannot happen; if it did, the next backend may serve.
+fn not_here() -> IoFailure {
+    IoFailure::new(
+        Error::os(
+            libc::ENODEV,
+            "the fastpath has no P2P driver or O_DIRECT descriptor",
+        ),
+        0,
+    )
+}
+
+/// Run `req` on `p2p` through the file's O_DIRECT descriptor.
+fn execute(p2p: &dyn P2pDriver, req: &IoRequest<'_>) -> Result<usize, IoFailure> {
+    let Some(fd) = req.file.direct_fd() else {
+        return Err(not_here());
+    };
+    transfer(p2p, fd, req, Fastpath::chunk(req))
 }
 
 /// Run `req` as P2P calls of at most `chunk` bytes.

@@ -69,6 +69,7 @@ impl Bench {
                 forced: false,
             },
             env: &self.env,
+            doorbell: None,
         };
         assert_eq!(self.backend.accepts(&req), Ok(()));
         self.backend.submit(&req, Submit::Wait).wait()
@@ -176,6 +177,7 @@ fn it_declines_when_compat_mode_is_disallowed() {
             forced: false,
         },
         env: &bench.env,
+        doorbell: None,
     };
     assert_eq!(
         bench.backend.accepts(&req),

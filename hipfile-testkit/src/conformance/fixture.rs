@@ -121,6 +121,7 @@ impl FileRequests {
             settings: &self.settings,
             compat: self.settings.compat_mode(&self.env),
             env: &self.env,
+            doorbell: None,
         }
     }
 

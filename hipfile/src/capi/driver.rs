@@ -90,7 +90,7 @@ pub fn driver_props(s: &Settings, compat_allowed: bool, direct_io: bool) -> hipF
             driver_control_flags: control,
         },
         // Batch, stream and parallel IO are not in this build.
-        feature_flags: 0,
+        feature_flags: 1 << hipFileBatchIOSupported,
         max_device_cache_size: s.max_device_cache_size_kb,
         per_buffer_cache_size: s.per_buffer_cache_size_kb,
         max_device_pinned_mem_size: s.max_pinned_mem_size_kb,

@@ -15,12 +15,13 @@
 //!
 //! The entry points, by subject: registration of files and buffers and the IO between them
 //! (module `registration`); the driver's life, version and properties (`driver`); parameters
-//! (`parameters`); statistics (`statistics`); batch, async and stream IO, which this build
-//! answers as not supported (`unsupported`). `types` mirrors the header's types.
+//! (`parameters`); statistics (`statistics`); batch IO (`batch`); async and stream IO, which
+//! this build answers as not supported (`unsupported`). `types` mirrors the header's types.
 
 #![allow(non_snake_case, non_upper_case_globals)] // the exported names and constants are upstream's
 #![allow(clippy::missing_safety_doc)] // the C header documents the contract of every function
 
+mod batch;
 mod conventions;
 mod driver;
 mod parameters;
@@ -29,6 +30,7 @@ mod statistics;
 mod types;
 mod unsupported;
 
+pub use batch::*;
 pub use conventions::*;
 pub use driver::*;
 pub use parameters::*;

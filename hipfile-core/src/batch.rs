@@ -1,0 +1,481 @@
+//! Batches: many requests in flight at once, reaped as they finish (`hipFileBatchIO*`).
+//!
+//! A batch holds up to its capacity of entries, each a validated request ([`Prepared`]) submitted
+//! to the registry with [`Submit::Queue`], so every entry of a submission is in flight across the
+//! engine at once: the backends' IO workers run them side by side (the staged engine adds
+//! workers up to its queue depth), and the submitting thread returns as soon as they are queued.
+//! Each request carries the batch's [`Doorbell`]; a backend rings it when a queued request
+//! finishes, and [`Driver::batch_status`] sleeps on it until enough entries are terminal.
+//!
+//! Semantics (upstream hipFile; cuFile where upstream is silent):
+//!
+//! - Capacity counts every entry not yet reaped, finished or not, and every entry reported as
+//!   timed out that still runs. A submission that does not fit is `BatchFull`; a bad entry fails
+//!   the whole submission with nothing submitted.
+//! - Entries are independent: one failing never affects another; failover from one backend to
+//!   the next applies per entry, exactly as for a synchronous request.
+//! - [`Driver::batch_status`] reports terminal entries only (complete, failed, canceled, timed
+//!   out), in submission order, and forgets the ones it reports. An entry still running when the
+//!   batch IO timeout of the settings passes (`batch_io_timeout_ms`, 0: none) is reported as
+//!   timed out; it keeps running and keeps its place in the capacity until it finishes, and its
+//!   bytes are never reported.
+//! - [`Driver::batch_cancel`] withdraws the entries no thread has started (they report
+//!   canceled, 0 bytes) and waits for the started ones to finish.
+//! - [`Driver::batch_destroy`] cancels, waits and forgets the batch; closing the driver to zero
+//!   destroys every batch. Nothing of a batch outlives the memory it reads into: every
+//!   in-flight entry holds its file and buffer as in flight, so neither can be deregistered.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use rustix::io::Errno;
+
+use crate::backend::{Doorbell, Submit};
+use crate::driver::{Driver, IoCall, Prepared, Session};
+use crate::error::{Error, ErrorKind, Result};
+use crate::registry::Submitted;
+
+/// Opaque identity of a batch (what C callers see as `hipFileBatchHandle_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BatchId(pub u64);
+
+/// One entry of a submission: the request and the caller's tag for it.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchEntry {
+    /// The request, as a synchronous call would state it.
+    pub call: IoCall,
+    /// Echoed in the entry's [`BatchEvent`].
+    pub cookie: usize,
+}
+
+/// Final state of a batch entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchStatus {
+    /// Done: the result holds the bytes moved (fewer than asked only for a read at end of file).
+    Complete,
+    /// Failed: the result holds the error.
+    Failed,
+    /// Withdrawn before it started: 0 bytes moved.
+    Canceled,
+    /// Still running when the batch IO timeout passed; the result is `ETIMEDOUT`.
+    Timeout,
+}
+
+/// A terminal entry, as [`Driver::batch_status`] reports it.
+#[derive(Debug)]
+pub struct BatchEvent {
+    /// The entry's cookie.
+    pub cookie: usize,
+    /// How it ended.
+    pub status: BatchStatus,
+    /// Bytes moved, or the error.
+    pub result: Result<usize>,
+}
+
+/// A batch: its capacity, its entries and the doorbell its requests ring.
+#[derive(Debug)]
+pub(crate) struct Batch {
+    capacity: usize,
+    doorbell: Doorbell,
+    entries: Mutex<Entries>,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    /// Entries not yet reaped, in submission order.
+    list: VecDeque<Entry>,
+    /// Entries reported as timed out that still run.
+    overdue: Vec<Running>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    cookie: usize,
+    state: EntryState,
+}
+
+#[derive(Debug)]
+enum EntryState {
+    Running(Box<Running>),
+    Done(BatchStatus, Result<usize>),
+}
+
+/// An entry in flight. Field order matters: the submission (whose drop waits for an unfinished
+/// request) is dropped before the validated request that holds the memory and file in flight.
+#[derive(Debug)]
+struct Running {
+    submitted: Submitted,
+    prepared: Prepared,
+    session: Arc<Session>,
+    /// When the entry times out (`None`: never).
+    deadline: Option<Instant>,
+}
+
+/// How long a waiter sleeps at most between looks at its entries: a backend that does not ring
+/// the doorbell still has its requests reaped, only later.
+const RECHECK: Duration = Duration::from_millis(10);
+
+impl Running {
+    /// The result if the request finished (after any failover), else the entry back.
+    fn poll(
+        self: Box<Self>,
+        doorbell: &Doorbell,
+    ) -> std::result::Result<Result<usize>, Box<Running>> {
+        let Running {
+            submitted,
+            prepared,
+            session,
+            deadline,
+        } = *self;
+        let req = prepared.request(session.env(), Some(doorbell));
+        match submitted.poll(session.registry(), &req) {
+            Ok(result) => {
+                session.stats().record(prepared.op, &result);
+                Ok(result.map(|d| d.bytes))
+            }
+            Err(submitted) => Err(Box::new(Running {
+                submitted,
+                prepared,
+                session,
+                deadline,
+            })),
+        }
+    }
+}
+
+impl Entries {
+    /// Look at every running entry: record the finished ones, report the overdue ones as timed
+    /// out, forget timed-out ones that finished since.
+    fn advance(&mut self, doorbell: &Doorbell, now: Instant) {
+        for entry in &mut self.list {
+            let EntryState::Running(_) = entry.state else {
+                continue;
+            };
+            let EntryState::Running(running) = std::mem::replace(
+                &mut entry.state,
+                EntryState::Done(BatchStatus::Canceled, Ok(0)),
+            ) else {
+                unreachable!("matched just above")
+            };
+            entry.state = match running.poll(doorbell) {
+                Ok(Ok(bytes)) => EntryState::Done(BatchStatus::Complete, Ok(bytes)),
+                Ok(Err(e)) => EntryState::Done(BatchStatus::Failed, Err(e)),
+                Err(running) if running.deadline.is_some_and(|d| now >= d) => {
+                    self.overdue.push(*running);
+                    EntryState::Done(
+                        BatchStatus::Timeout,
+                        Err(Error::os(
+                            Errno::TIMEDOUT.raw_os_error(),
+                            "the entry ran past the batch IO timeout",
+                        )),
+                    )
+                }
+                Err(running) => EntryState::Running(running),
+            };
+        }
+        let overdue = std::mem::take(&mut self.overdue);
+        self.overdue = overdue
+            .into_iter()
+            .filter_map(|running| Box::new(running).poll(doorbell).err().map(|r| *r))
+            .collect();
+    }
+
+    /// Entries that count against the capacity.
+    fn outstanding(&self) -> usize {
+        self.list.len() + self.overdue.len()
+    }
+
+    fn terminal(&self) -> usize {
+        self.list
+            .iter()
+            .filter(|e| matches!(e.state, EntryState::Done(..)))
+            .count()
+    }
+
+    fn running(&self) -> bool {
+        !self.overdue.is_empty()
+            || self
+                .list
+                .iter()
+                .any(|e| matches!(e.state, EntryState::Running(_)))
+    }
+
+    /// The earliest timeout of a running entry.
+    fn next_deadline(&self) -> Option<Instant> {
+        self.list
+            .iter()
+            .filter_map(|e| match &e.state {
+                EntryState::Running(r) => r.deadline,
+                EntryState::Done(..) => None,
+            })
+            .min()
+    }
+
+    /// Remove and answer up to `max` terminal entries, in submission order.
+    fn take_terminal(&mut self, max: usize) -> Vec<BatchEvent> {
+        let mut events = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.list.len());
+        for entry in self.list.drain(..) {
+            match entry.state {
+                EntryState::Done(status, result) if events.len() < max => events.push(BatchEvent {
+                    cookie: entry.cookie,
+                    status,
+                    result,
+                }),
+                state => kept.push_back(Entry {
+                    cookie: entry.cookie,
+                    state,
+                }),
+            }
+        }
+        self.list = kept;
+        events
+    }
+
+    /// Withdraw every running entry no thread has started.
+    fn cancel(&mut self) {
+        for entry in &mut self.list {
+            if let EntryState::Running(running) = &entry.state {
+                if running.submitted.cancel() {
+                    // Withdrawn: its completion has finished, so dropping it does not wait.
+                    entry.state = EntryState::Done(BatchStatus::Canceled, Ok(0));
+                }
+            }
+        }
+    }
+}
+
+impl Batch {
+    fn new(capacity: usize) -> Self {
+        Batch {
+            capacity,
+            doorbell: Doorbell::new(),
+            entries: Mutex::new(Entries::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wait until `done` says the entries are where the caller wants them, or until `deadline`;
+    /// answers the entries, locked and freshly advanced.
+    fn wait_for(
+        &self,
+        deadline: Option<Instant>,
+        done: impl Fn(&Entries) -> bool,
+    ) -> MutexGuard<'_, Entries> {
+        loop {
+            let seen = self.doorbell.rung();
+            let mut entries = self.lock();
+            let now = Instant::now();
+            entries.advance(&self.doorbell, now);
+            if done(&entries) || deadline.is_some_and(|d| now >= d) {
+                return entries;
+            }
+            let wake = [deadline, entries.next_deadline(), Some(now + RECHECK)]
+                .into_iter()
+                .flatten()
+                .min();
+            drop(entries);
+            self.doorbell.wait_past(seen, wake);
+        }
+    }
+
+    /// Withdraw what has not started and wait for the rest.
+    fn cancel(&self) {
+        self.lock().cancel();
+        drop(self.wait_for(None, |entries| !entries.running()));
+    }
+}
+
+/// The batches of a driver.
+#[derive(Debug, Default)]
+pub(crate) struct BatchTable {
+    next: u64,
+    by_id: std::collections::HashMap<u64, Arc<Batch>>,
+}
+
+impl BatchTable {
+    /// Forget every batch; the caller cancels and waits for them.
+    pub(crate) fn take_all(&mut self) -> Vec<Arc<Batch>> {
+        self.by_id.drain().map(|(_, b)| b).collect()
+    }
+}
+
+/// Cancel and wait for every batch of `batches` (a driver closing to zero).
+pub(crate) fn shut_down(batches: Vec<Arc<Batch>>) {
+    for batch in batches {
+        batch.cancel();
+    }
+}
+
+fn invalid(what: &str) -> Error {
+    Error::new(ErrorKind::InvalidValue, what.to_string())
+}
+
+impl Driver {
+    fn batch(&self, id: BatchId) -> Result<Arc<Batch>> {
+        self.batch_table()
+            .by_id
+            .get(&id.0)
+            .cloned()
+            .ok_or_else(|| invalid("the batch handle is not set up"))
+    }
+
+    /// `hipFileBatchIOSetUp`: a batch for up to `capacity` entries (at most the settings'
+    /// `max_batch_io_size`). Needs no open driver and changes no use count.
+    pub fn batch_setup(&self, capacity: usize) -> Result<BatchId> {
+        let limit = usize::try_from(self.settings().max_batch_io_size).unwrap_or(usize::MAX);
+        if capacity == 0 || capacity > limit {
+            return Err(Error::new(
+                ErrorKind::InvalidValue,
+                format!("a batch holds 1 to {limit} entries, not {capacity}"),
+            ));
+        }
+        let mut table = self.batch_table();
+        // Ids start high so a small integer or NULL is never a batch handle.
+        table.next = table.next.max(0x1000) + 0x10;
+        let id = table.next;
+        table.by_id.insert(id, Arc::new(Batch::new(capacity)));
+        Ok(BatchId(id))
+    }
+
+    /// `hipFileBatchIOSubmit`: validate every entry, then queue them all. A submission that does
+    /// not fit in what the batch has room for is `BatchFull`; an invalid entry is
+    /// `InvalidValue` (an unregistered file handle `HandleNotRegistered`) and nothing is queued.
+    pub fn batch_submit(&self, id: BatchId, entries: &[BatchEntry]) -> Result<()> {
+        let batch = self.batch(id)?;
+        let session = self
+            .session()
+            .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
+        let mut state = batch.lock();
+        if entries.len() > batch.capacity - state.outstanding() {
+            return Err(Error::new(
+                ErrorKind::BatchFull,
+                format!(
+                    "{} entries do not fit: the batch holds {} of {}",
+                    entries.len(),
+                    state.outstanding(),
+                    batch.capacity
+                ),
+            ));
+        }
+        let prepared = entries
+            .iter()
+            .map(|entry| self.prepare_entry(&session, &entry.call))
+            .collect::<Result<Vec<_>>>()?;
+        let timeout = Duration::from_millis(session.settings().batch_io_timeout_ms);
+        let now = Instant::now();
+        for (entry, mut prepared) in entries.iter().zip(prepared) {
+            let state_of = |result: Result<usize>| match result {
+                Ok(bytes) => EntryState::Done(BatchStatus::Complete, Ok(bytes)),
+                Err(e) => EntryState::Done(BatchStatus::Failed, Err(e)),
+            };
+            let entry_state = match prepared.answer.take() {
+                Some(answer) => state_of(answer),
+                None => {
+                    let req = prepared.request(session.env(), Some(&batch.doorbell));
+                    match session.registry().submit(&req, Submit::Queue) {
+                        Ok(submitted) => EntryState::Running(Box::new(Running {
+                            submitted,
+                            prepared,
+                            session: Arc::clone(&session),
+                            deadline: (!timeout.is_zero())
+                                .then(|| now.checked_add(timeout))
+                                .flatten(),
+                        })),
+                        Err(e) => {
+                            session.stats().record(prepared.op, &Err(e.clone()));
+                            state_of(Err(e))
+                        }
+                    }
+                }
+            };
+            state.list.push_back(Entry {
+                cookie: entry.cookie,
+                state: entry_state,
+            });
+        }
+        Ok(())
+    }
+
+    /// Validate one entry as upstream's batch does: every argument error is `InvalidValue`
+    /// (an unregistered file handle `HandleNotRegistered`), and the entry's first byte must lie
+    /// inside the buffer even when its size is 0.
+    fn prepare_entry(&self, session: &Session, call: &IoCall) -> Result<Prepared> {
+        if call.file_offset < 0 || call.buffer_offset < 0 {
+            // The handle is looked up first, as a synchronous request does.
+            self.prepare_file(session, call)?;
+            return Err(invalid("negative file or buffer offset"));
+        }
+        if (call.file_offset as u64).saturating_add(call.size as u64) > i64::MAX as u64 {
+            self.prepare_file(session, call)?;
+            return Err(invalid("the file range ends past the largest file offset"));
+        }
+        let probe = IoCall {
+            size: call.size.max(1),
+            ..*call
+        };
+        let mut prepared = self.prepare(session, &probe)?;
+        if call.size == 0 {
+            prepared.answer = Some(prepared.answer.take().unwrap_or(Ok(0)).map(|_| 0));
+            prepared.memory = prepared
+                .memory
+                .slice(0, 0)
+                .expect("an empty range lies inside any range");
+        }
+        Ok(prepared)
+    }
+
+    /// Only the handle lookup of [`Driver::prepare`], for its error.
+    fn prepare_file(&self, session: &Session, call: &IoCall) -> Result<()> {
+        session.file(call.handle).map(drop)
+    }
+
+    /// `hipFileBatchIOGetStatus`: wait until at least `min` entries are terminal, or until
+    /// `timeout` passes (`None`: no limit), then answer up to `max` terminal entries, in
+    /// submission order, and forget them. With no entry outstanding it answers none at once.
+    pub fn batch_status(
+        &self,
+        id: BatchId,
+        min: usize,
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<BatchEvent>> {
+        if max == 0 || min > max {
+            return Err(invalid(
+                "the event count must be at least 1 and at least min_nr",
+            ));
+        }
+        let batch = self.batch(id)?;
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut entries = batch.wait_for(deadline, |e| e.list.is_empty() || e.terminal() >= min);
+        Ok(entries.take_terminal(max))
+    }
+
+    /// `hipFileBatchIOCancel`: withdraw the entries no thread has started (they report
+    /// canceled) and wait until no entry of the batch runs.
+    pub fn batch_cancel(&self, id: BatchId) -> Result<()> {
+        self.batch(id)?.cancel();
+        Ok(())
+    }
+
+    /// `hipFileBatchIODestroy`: cancel, wait, forget. An unknown batch is `InvalidValue` (the
+    /// C function ignores it).
+    pub fn batch_destroy(&self, id: BatchId) -> Result<()> {
+        let batch = self
+            .batch_table()
+            .by_id
+            .remove(&id.0)
+            .ok_or_else(|| invalid("the batch handle is not set up"))?;
+        batch.cancel();
+        Ok(())
+    }
+
+    /// Batches set up now.
+    pub fn batch_count(&self) -> usize {
+        self.batch_table().by_id.len()
+    }
+}
