@@ -12,6 +12,7 @@ use hipfile_core::{
     DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, Result, StatsSnapshot,
 };
 
+use crate::batch::Batch;
 use crate::memory::{AsDevice, AsDeviceMut, DeviceBuffer, RegisteredBuffer};
 
 /// One reference on a core driver's use count, released when the last value sharing it drops.
@@ -165,6 +166,12 @@ impl Driver {
         RegisteredBuffer::register(Arc::clone(&self.reference), memory)
     }
 
+    /// Set up a batch of up to `capacity` requests in flight at once (at most the settings'
+    /// `max_batch_io_size`, 128 by default). See [`Batch`].
+    pub fn batch<'buf>(&self, capacity: usize) -> Result<Batch<'buf>> {
+        Batch::set_up(Arc::clone(&self.reference), capacity)
+    }
+
     /// Counters of the open driver (counting only with `HIPFILE_STATS_LEVEL=true`).
     pub fn stats(&self) -> Option<StatsSnapshot> {
         self.core().session().map(|s| s.stats().snapshot())
@@ -260,7 +267,7 @@ impl FileHandle {
 }
 
 /// `offset` as the core driver's signed offset; past `i64::MAX` is `EINVAL`, as `pread(2)`.
-fn signed(offset: u64) -> Result<i64> {
+pub(crate) fn signed(offset: u64) -> Result<i64> {
     i64::try_from(offset)
         .map_err(|_| Error::os(libc::EINVAL, "the offset is past the largest file offset"))
 }

@@ -69,15 +69,18 @@
 //! # Ok::<(), hipfile::Error>(())
 //! ```
 
+mod batch;
 pub mod capi;
 mod driver;
 mod memory;
 
 use std::sync::{Arc, OnceLock};
 
+pub use batch::{Batch, BatchRequest, Completions};
 pub use driver::{Driver, FileHandle};
 pub use hipfile_core::{
-    DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, Result, Settings, StatsSnapshot,
+    BatchEvent, BatchStatus, DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, Result,
+    Settings, StatsSnapshot,
 };
 pub use memory::{
     AsDevice, AsDeviceMut, DeviceBuffer, DeviceSlice, DeviceSliceMut, RegisteredBuffer,

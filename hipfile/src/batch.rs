@@ -1,0 +1,227 @@
+//! Batches: many reads and writes in flight at once, collected as they finish.
+//!
+//! A [`Batch`] borrows the files and device memory of its requests for as long as it lives, so
+//! no request can outlive what it reads into or writes from; dropping the batch cancels what has
+//! not started and waits for the rest (`hipFileBatchIODestroy`).
+//!
+#![cfg_attr(feature = "fallback", doc = "```")]
+#![cfg_attr(not(feature = "fallback"), doc = "```text")]
+//! use hipfile::{BatchRequest, BatchStatus, Driver, DriverOptions};
+//! use hipfile_hip::sim::SimRuntime;
+//! use std::sync::Arc;
+//!
+//! let driver = Driver::with_options(DriverOptions::with_runtime(Arc::new(SimRuntime::default())))?;
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("data");
+//! std::fs::write(&path, (0..64 * 1024).map(|i| i as u8).collect::<Vec<u8>>()).unwrap();
+//! let file = std::fs::File::open(&path).unwrap();
+//! let handle = driver.register_file(&file)?;
+//! let mut a = driver.alloc(4096)?;
+//! let mut b = driver.alloc(4096)?;
+//!
+//! let mut batch = driver.batch(8)?;
+//! batch.submit([
+//!     BatchRequest::read(&handle, &mut a, 0)?.cookie(1),
+//!     BatchRequest::read(&handle, &mut b, 8192)?.cookie(2),
+//! ])?;
+//! let mut done = 0;
+//! for event in batch.completions() {
+//!     let event = event?;
+//!     assert_eq!(event.status, BatchStatus::Complete);
+//!     assert_eq!(*event.result.as_ref().unwrap(), 4096);
+//!     done += event.cookie;
+//! }
+//! assert_eq!(done, 3);
+//! drop(batch);
+//! let expected: Vec<u8> = (8192..12288).map(|i| i as u8).collect();
+//! assert_eq!(b.to_vec().unwrap(), expected);
+//! # Ok::<(), hipfile::Error>(())
+//! ```
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hipfile_core::{BatchEntry, BatchEvent, BatchId, IoCall, IoOp, Result};
+
+use crate::driver::{signed, FileHandle, OpenReference};
+use crate::memory::{AsDevice, AsDeviceMut};
+
+/// One request of a batch: a read into or a write from device memory the batch borrows for
+/// `'buf`, and a cookie that comes back with its completion.
+#[derive(Debug)]
+pub struct BatchRequest<'buf> {
+    entry: BatchEntry,
+    _borrows: PhantomData<&'buf mut ()>,
+}
+
+impl<'buf> BatchRequest<'buf> {
+    /// Read `dst.len()` bytes of `file` at `file_offset` into `dst`.
+    pub fn read<M: AsDeviceMut + ?Sized>(
+        file: &'buf FileHandle,
+        dst: &'buf mut M,
+        file_offset: u64,
+    ) -> Result<Self> {
+        let dst = dst.as_device_mut();
+        Self::new(
+            IoOp::Read,
+            file,
+            dst.base(),
+            dst.offset(),
+            dst.len(),
+            file_offset,
+        )
+    }
+
+    /// Write all of `src` to `file` at `file_offset`.
+    pub fn write<M: AsDevice + ?Sized>(
+        file: &'buf FileHandle,
+        src: &'buf M,
+        file_offset: u64,
+    ) -> Result<Self> {
+        let src = src.as_device();
+        Self::new(
+            IoOp::Write,
+            file,
+            src.base(),
+            src.offset(),
+            src.len(),
+            file_offset,
+        )
+    }
+
+    fn new(
+        op: IoOp,
+        file: &FileHandle,
+        base: usize,
+        offset: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> Result<Self> {
+        Ok(BatchRequest {
+            entry: BatchEntry {
+                call: IoCall {
+                    op,
+                    handle: file.id(),
+                    buffer: base,
+                    size,
+                    file_offset: signed(file_offset)?,
+                    buffer_offset: signed(offset as u64)?,
+                },
+                cookie: 0,
+            },
+            _borrows: PhantomData,
+        })
+    }
+
+    /// Tag the request: its completion carries `cookie` (0 by default).
+    pub fn cookie(mut self, cookie: usize) -> Self {
+        self.entry.cookie = cookie;
+        self
+    }
+}
+
+/// A batch of requests in flight at once (`hipFileBatchIO*`); see the module docs.
+#[derive(Debug)]
+pub struct Batch<'buf> {
+    driver: Arc<OpenReference>,
+    id: BatchId,
+    capacity: usize,
+    outstanding: usize,
+    _borrows: PhantomData<&'buf mut ()>,
+}
+
+impl<'buf> Batch<'buf> {
+    pub(crate) fn set_up(driver: Arc<OpenReference>, capacity: usize) -> Result<Self> {
+        let id = driver.core.batch_setup(capacity)?;
+        Ok(Batch {
+            driver,
+            id,
+            capacity,
+            outstanding: 0,
+            _borrows: PhantomData,
+        })
+    }
+
+    /// The most requests the batch holds at once (finished ones count until collected).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Requests submitted and not yet collected.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// Queue every request at once. All or nothing: an invalid request fails the call and
+    /// queues none; more than the batch has room for is `BatchFull`.
+    pub fn submit(&mut self, requests: impl IntoIterator<Item = BatchRequest<'buf>>) -> Result<()> {
+        let entries: Vec<BatchEntry> = requests.into_iter().map(|r| r.entry).collect();
+        self.driver.core.batch_submit(self.id, &entries)?;
+        self.outstanding += entries.len();
+        Ok(())
+    }
+
+    /// Wait until at least `min` requests have finished or `timeout` passed (`None`: no
+    /// limit), and collect up to `max` finished ones, in submission order.
+    pub fn wait(
+        &mut self,
+        min: usize,
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<BatchEvent>> {
+        let events = self.driver.core.batch_status(self.id, min, max, timeout)?;
+        self.outstanding -= events.len();
+        Ok(events)
+    }
+
+    /// The completions of every outstanding request, each as soon as it finishes.
+    pub fn completions(&mut self) -> Completions<'_, 'buf> {
+        Completions {
+            batch: self,
+            ready: Vec::new().into_iter(),
+        }
+    }
+
+    /// Withdraw the requests no thread has started (they complete as canceled) and wait for
+    /// the others to finish; their completions are still collected as usual.
+    pub fn cancel(&mut self) -> Result<()> {
+        self.driver.core.batch_cancel(self.id)
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        // Fails only when the driver already destroyed the batch (closed to zero by a C caller):
+        // nothing is left running then.
+        let _ = self.driver.core.batch_destroy(self.id);
+    }
+}
+
+/// Iterator over a batch's completions ([`Batch::completions`]); ends when none is outstanding.
+#[derive(Debug)]
+pub struct Completions<'b, 'buf> {
+    batch: &'b mut Batch<'buf>,
+    ready: std::vec::IntoIter<BatchEvent>,
+}
+
+impl Iterator for Completions<'_, '_> {
+    type Item = Result<BatchEvent>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(event) = self.ready.next() {
+            return Some(Ok(event));
+        }
+        if self.batch.outstanding == 0 {
+            return None;
+        }
+        let max = self.batch.outstanding;
+        match self.batch.wait(1, max, None) {
+            Ok(events) => {
+                self.ready = events.into_iter();
+                self.ready.next().map(Ok)
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
