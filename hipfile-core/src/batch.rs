@@ -378,14 +378,21 @@ impl Driver {
                 None => {
                     let req = prepared.request(session.env(), Some(&batch.doorbell));
                     match session.registry().submit(&req, Submit::Queue) {
-                        Ok(submitted) => EntryState::Running(Box::new(Running {
+                        // Polled at once: a request that finished inside `submit` is recorded
+                        // now, and one that failed there fails over now.
+                        Ok(submitted) => match Box::new(Running {
                             submitted,
                             prepared,
                             session: Arc::clone(&session),
                             deadline: (!timeout.is_zero())
                                 .then(|| now.checked_add(timeout))
                                 .flatten(),
-                        })),
+                        })
+                        .poll(&batch.doorbell)
+                        {
+                            Ok(result) => state_of(result),
+                            Err(running) => EntryState::Running(running),
+                        },
                         Err(e) => {
                             session.stats().record(prepared.op, &Err(e.clone()));
                             state_of(Err(e))

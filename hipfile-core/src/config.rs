@@ -172,14 +172,18 @@ pub struct Settings {
     pub allow_compat_mode: Option<bool>,
     /// Forced compat mode as set through the parameter API (`None`: the environment decides).
     pub force_compat_mode: Option<bool>,
-    /// Batch queue depth reported by the driver properties (batch IO is not supported yet).
+    /// The largest batch capacity `hipFileBatchIOSetUp` accepts (the driver properties'
+    /// `max_batch_io_count`). Default 128.
     pub max_batch_io_size: u64,
-    /// Batch timeout in ms reported by the driver properties (batch IO is not supported yet).
+    /// How long a batch entry may run before `hipFileBatchIOGetStatus` reports it as timed out,
+    /// in ms (the driver properties' `max_batch_io_timeout_msecs`; 0: never). Default 0.
     pub batch_io_timeout_ms: u64,
     /// Statistics level (`hipFileParamProfileStats`): above 0 turns the counters on, as
     /// `HIPFILE_STATS_LEVEL=true` does.
     pub stats_level: u64,
-    /// IO queue depth. Stored and reported: requests run synchronously, there is no queue yet.
+    /// Most queued requests (batch entries) a backend works on at once: the IO workers it
+    /// starts on demand for them (the staged engine also stops at the staging lanes its pinned
+    /// bound holds). Default 128.
     pub io_queue_depth: u64,
     /// Requests up to this size (KiB) run inline on the caller's thread, with no hand-off to the
     /// IO workers. Default 64.
