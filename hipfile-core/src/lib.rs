@@ -17,6 +17,9 @@
 //! - Everything is thread-safe. Registration tables sit behind `RwLock`s; IO holds `Arc`s and
 //!   in-flight counters, never a table lock, while bytes move, and deregistration refuses a file
 //!   or buffer with IO in flight.
+//! - Batches ([`Driver::batch_setup`] and the other `batch_*` methods, module `batch`): each
+//!   entry is a request validated as a synchronous one and submitted with [`Submit::Queue`], so
+//!   all entries of a submission are in flight at once; they are reaped as they finish.
 //! - Failover: a backend failure that moved no bytes and is eligible
 //!   ([`Error::is_failover_eligible`]: ENODEV, EREMOTEIO) reruns the whole request on the next
 //!   accepting backend; every other failure is the caller's.
@@ -88,8 +91,14 @@
 //! anyway. [`Completion::pending`] carries a [`PendingIo`] that the backend's own threads finish:
 //! its `wait` may let the waiting thread help, `is_finished` never blocks. The [`Submit`] mode
 //! says how the caller waits: under [`Submit::Wait`] the backend may work on the calling thread;
-//! under [`Submit::Queue`] the caller goes on with other work, so pending work must progress
-//! without it. Dropping an unfinished completion waits for it.
+//! under [`Submit::Queue`] the caller goes on with other work (a batch), so pending work must
+//! progress without it. Dropping an unfinished completion waits for it. A pending completion of
+//! a queued request rings the request's [`IoRequest::doorbell`] when it finishes (a batch sleeps
+//! on it), and may be withdrawn before it starts ([`PendingIo::cancel`]). A backend that needs
+//! threads for queued work takes them from [`workers::IoWorkers`], which starts them on demand up
+//! to a limit; its [`workers::Deferred`] jobs (from [`workers::IoWorkers::defer`]) run one request
+//! whole on one worker and do the ringing and withdrawing themselves, and
+//! [`IoRequest::to_owned`] keeps the request alive past `submit`.
 //!
 //! **Moving bytes, without `unsafe`.** The request's memory is a [`hipfile_hip::DeviceRange`]
 //! that the GPU runtime checked: cut it with `slice`, move bytes with `copy_from_host`,

@@ -138,7 +138,9 @@ thread_local! {
 }
 
 fn gate_backend(_: &BackendContext) -> Result<Arc<dyn Backend>> {
-    let gate = GATE.with(|g| g.borrow().clone()).expect("the test set a gate");
+    let gate = GATE
+        .with(|g| g.borrow().clone())
+        .expect("the test set a gate");
     Ok(Arc::new(GateBackend(gate)))
 }
 
@@ -238,7 +240,11 @@ fn entries_are_reaped_as_they_finish_in_submission_order() {
     s.driver
         .batch_submit(b, &[s.entry(1), s.entry(2), s.entry(3)])
         .unwrap();
-    assert_eq!(s.gate.submitted(), [4096, 8192, 12288], "all queued at once");
+    assert_eq!(
+        s.gate.submitted(),
+        [4096, 8192, 12288],
+        "all queued at once"
+    );
     let none = s.driver.batch_status(b, 0, 8, None).unwrap();
     assert!(none.is_empty(), "nothing has finished");
     s.release(3);
@@ -293,7 +299,10 @@ fn unreaped_entries_count_against_the_capacity() {
     let full = s.driver.batch_submit(b, &[s.entry(4)]).unwrap_err();
     assert_eq!(full.kind(), ErrorKind::BatchFull);
     s.release(3);
-    assert_eq!(cookies(&s.driver.batch_status(b, 2, 2, None).unwrap()), [2, 3]);
+    assert_eq!(
+        cookies(&s.driver.batch_status(b, 2, 2, None).unwrap()),
+        [2, 3]
+    );
     s.driver.batch_destroy(b).unwrap();
 }
 
@@ -310,13 +319,20 @@ fn one_bad_entry_queues_nothing() {
     assert_eq!(e.kind(), ErrorKind::InvalidValue);
     let mut unknown = s.entry(2);
     unknown.call.handle = FileHandleId(999_999);
-    let e = s.driver.batch_submit(b, &[s.entry(1), unknown]).unwrap_err();
+    let e = s
+        .driver
+        .batch_submit(b, &[s.entry(1), unknown])
+        .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::HandleNotRegistered);
     let mut past = s.entry(2);
     past.call.buffer_offset = 1 << 20;
     past.call.size = 0;
     let e = s.driver.batch_submit(b, &[past]).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidValue, "an offset at the buffer's end");
+    assert_eq!(
+        e.kind(),
+        ErrorKind::InvalidValue,
+        "an offset at the buffer's end"
+    );
     assert!(s.gate.submitted().is_empty());
     assert!(s.driver.batch_status(b, 0, 4, None).unwrap().is_empty());
     s.driver.batch_destroy(b).unwrap();
@@ -338,7 +354,10 @@ fn cancel_withdraws_what_has_not_started_and_waits_for_the_rest() {
         });
         s.driver.batch_cancel(b).unwrap();
         let released = releaser.join().unwrap();
-        assert!(Instant::now() >= released, "cancel waited for the started entry");
+        assert!(
+            Instant::now() >= released,
+            "cancel waited for the started entry"
+        );
     });
     let events = s.driver.batch_status(b, 3, 4, None).unwrap();
     let summary: Vec<_> = events

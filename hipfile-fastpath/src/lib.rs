@@ -20,6 +20,9 @@
 //!   [`MAX_P2P_TRANSFER`], rounded down to the alignment). Short transfers are continued, EINTR is
 //!   retried, a read stops at end of file (a call moving nothing, or a short call ending off the
 //!   alignment, which O_DIRECT only does at end of file).
+//! - A synchronous request runs on the calling thread; a queued one (a batch entry) runs whole
+//!   on one of the backend's IO workers, started on demand up to the queue depth
+//!   (`io_queue_depth`), so the entries of a batch are at the storage side by side.
 //! - Failures report the bytes already moved. ENODEV and EREMOTEIO with nothing moved are the
 //!   driver saying "not this way": the dispatcher reruns the whole request on the next accepting
 //!   backend, so the caller never notices. Every other failure is the caller's, as is.
