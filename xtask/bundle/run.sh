@@ -269,7 +269,7 @@ run_c_cases() {
     summary "c/$name: $ok ok, $not_ok not ok, $crashed crashed"
 }
 
-# Runs one compiled C program; counts its ok / not ok lines.
+# Runs one compiled C program; counts its ok / not ok lines (and a panic on its stderr).
 run_c_program() {
     local binary=$1 name=$2 log=$3 status ok not_ok scratch
     scratch=$SCRATCH/c-$name
@@ -299,6 +299,12 @@ run_c_program() {
         note_fail "$name: printed no plan (1..N): it stopped before its end"
     elif [ "$plan" -ne $((ok + not_ok)) ]; then
         note_fail "$name: plan 1..$plan, but $((ok + not_ok)) results"
+    fi
+    # A panic the library caught on one of its own threads still prints its message: a bug even
+    # when every check passed.
+    if grep -q panicked "$log"; then
+        note_fail "$name: printed a panic"
+        grep -A 3 panicked "$log" | head -n 20
     fi
     echo "$name: $ok ok, $not_ok not ok (exit $status)"
     summary "c/$name: $ok ok, $not_ok not ok, exit $status"

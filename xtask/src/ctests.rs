@@ -15,7 +15,8 @@
 //! Programs take one argument, a fresh scratch directory, and print TAP-like lines `ok - name` /
 //! `not ok - name` and, last, their plan `1..N`, which must count them; a failure is a `not ok`
 //! line, a non-zero exit, a crash, a timeout, a program that printed no result line or no plan
-//! (or one that does not match its results), or a compile error.
+//! (or one that does not match its results), "panicked" on stderr (a panic the library caught on
+//! one of its own threads still prints there), or a compile error.
 //!
 //! A program whose name ends in `_cases.c` (the bad-input suite, `bad_input_cases.c`) holds a
 //! table of cases instead and runs one case per process: `prog --list` names them (`class/case`),
@@ -461,21 +462,33 @@ fn run_program(
                     tally.passed += 1;
                 }
             }
-            let trouble = match (&run.exit, results, plan(&run.stdout)) {
-                (Some(why), _, _) => Some(why.clone()),
-                (None, 0, _) => Some("printed no `ok`/`not ok` line".to_string()),
-                (None, _, None) => Some("printed no plan `1..N`: it stopped before its end".into()),
-                (None, n, Some(planned)) if n != planned => Some(format!(
-                    "its plan says 1..{planned}, but it printed {n} result line(s)"
-                )),
-                (None, _, Some(_)) => None,
-            };
-            if let Some(why) = trouble {
+            if let Some(why) = program_trouble(&run, results) {
                 tally.fail(format!("{label}: {why}{}", tail(&run.stderr)));
             }
             println!("c-tests: {label}: {results} result line(s)");
         }
     }
+}
+
+/// What is wrong with a whole program's run beyond its `not ok` lines, which printed `results`
+/// result lines: its exit, a missing or wrong plan, or a panic on stderr. A panic the library
+/// caught inside (on one of its threads, say) still prints its message there, and is a bug even
+/// when every check passed.
+fn program_trouble(run: &Finished, results: usize) -> Option<String> {
+    let trouble = match (&run.exit, results, plan(&run.stdout)) {
+        (Some(why), _, _) => Some(why.clone()),
+        (None, 0, _) => Some("printed no `ok`/`not ok` line".to_string()),
+        (None, _, None) => Some("printed no plan `1..N`: it stopped before its end".into()),
+        (None, n, Some(planned)) if n != planned => Some(format!(
+            "its plan says 1..{planned}, but it printed {n} result line(s)"
+        )),
+        (None, _, Some(_)) => None,
+    };
+    if run.stderr.contains("panicked") {
+        let why = "printed a panic on stderr";
+        return Some(trouble.map_or_else(|| why.to_string(), |t| format!("{t}; {why}")));
+    }
+    trouble
 }
 
 /// The plan `1..N` a program printed (its last one), which its result lines must match.
@@ -874,6 +887,30 @@ mod tests {
                 run.code
             );
         }
+    }
+
+    #[test]
+    fn a_whole_program_fails_on_its_exit_its_plan_or_a_panic_on_stderr() {
+        let clean = finished("ok - a\nok - b\n1..2\n", "", Some(0));
+        assert_eq!(program_trouble(&clean, 2), None);
+        let panicked = finished(
+            "ok - a\nok - b\n1..2\n",
+            "thread 'hipfile-io-3' panicked at x.rs:1:2:\nattempt to add with overflow\n",
+            Some(0),
+        );
+        assert_eq!(
+            program_trouble(&panicked, 2).as_deref(),
+            Some("printed a panic on stderr")
+        );
+        let short = finished("ok - a\n1..2\n", "", Some(0));
+        assert!(program_trouble(&short, 1).is_some_and(|t| t.contains("plan says 1..2")));
+        let unplanned = finished("ok - a\n", "", Some(0));
+        assert!(program_trouble(&unplanned, 1).is_some_and(|t| t.contains("no plan")));
+        let failed = finished("not ok - a\n1..1\n", "panicked", Some(1));
+        assert_eq!(
+            program_trouble(&failed, 1).as_deref(),
+            Some("exited with exit status: 1; printed a panic on stderr")
+        );
     }
 
     #[test]

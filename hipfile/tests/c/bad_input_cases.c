@@ -20,9 +20,9 @@
  * The expectation is upstream hipFile's answer (basis "upstream"); where
  * upstream leaves a call unimplemented or its answer is an accident of its
  * exception plumbing, the answer this library documents ("hipfile-rs"); for
- * the batch, async and stream entry points, the "not supported" codes this
- * build documents ("this build", see hipfile/tests/c/README.md). "kernel" means
- * the answer pread(2)/pwrite(2) give for the same request on the same file.
+ * the async and stream entry points, the "not supported" codes this build
+ * documents ("this build", see hipfile/tests/c/README.md). "kernel" means the
+ * answer pread(2)/pwrite(2) give for the same request on the same file.
  *
  * Builds as C11 and as C++17.
  */
@@ -2462,7 +2462,7 @@ errstr_every_code(void)
 }
 
 /* ------------------------------------------------------------------------ */
-/* batch, async and stream: not supported by this build                      */
+/* batch; async and stream (not supported by this build)                     */
 /* ------------------------------------------------------------------------ */
 
 #define GARBAGE_BATCH ((hipFileBatchHandle_t)(uintptr_t)0xbadbadbad000ull)
@@ -2547,6 +2547,84 @@ batch_destroy_garbage(void)
     post_use_count(1);
     post_good_read(fh);
     return got_nothing();
+}
+
+/* A batch of `capacity` entries set up on an open driver. */
+static hipFileBatchHandle_t
+must_set_up(unsigned capacity)
+{
+    hipFileBatchHandle_t batch = NULL;
+    hipFileError_t       e     = hipFileBatchIOSetUp(&batch, capacity);
+    if (e.err != hipFileSuccess || batch == NULL) {
+        setup_failed("hipFileBatchIOSetUp(%u) = %s", capacity, code_name(e.err));
+    }
+    return batch;
+}
+
+/* The batch holds no entry: GetStatus with a zero timeout answers none. */
+static void
+post_batch_empty(hipFileBatchHandle_t batch)
+{
+    hipFileIOEvents_t events[4];
+    unsigned          nr = 4;
+    struct timespec   now;
+    now.tv_sec       = 0;
+    now.tv_nsec      = 0;
+    hipFileError_t e = hipFileBatchIOGetStatus(batch, 0, &nr, events, &now);
+    post(e.err == hipFileSuccess && nr == 0, "GetStatus afterwards: %s, %u event(s)", code_name(e.err), nr);
+}
+
+static outcome
+batch_submit_destroyed(void)
+{
+    hipFileHandle_t      fh    = good_handle();
+    void                *dev   = dev_alloc(DEV_SIZE);
+    hipFileBatchHandle_t batch = must_set_up(4);
+    hipFileBatchIODestroy(batch);
+    hipFileIOParams_t params;
+    memset(&params, 0, sizeof params);
+    params.mode                = hipFileBatch;
+    params.opcode              = hipFileBatchWrite;
+    params.fh                  = fh;
+    params.u.batch.devPtr_base = dev;
+    params.u.batch.size        = 4096;
+    outcome o                  = got_pair(hipFileBatchIOSubmit(batch, 1, &params, 0));
+    post(file_intact("good.bin", 1), "good.bin changed");
+    post_good_read(fh);
+    return o;
+}
+
+static outcome
+batch_submit_garbage_entries(void)
+{
+    hipFileHandle_t      fh    = good_handle();
+    hipFileBatchHandle_t batch = must_set_up(4);
+    hipFileIOParams_t    params[4];
+    memset(params, 0xff, sizeof params);
+    outcome o = got_pair(hipFileBatchIOSubmit(batch, 4, params, 0));
+    post_batch_empty(batch);
+    post(file_intact("good.bin", 1), "good.bin changed");
+    post_good_read(fh);
+    hipFileBatchIODestroy(batch);
+    return o;
+}
+
+static outcome
+batch_get_status_huge_nsec(void)
+{
+    hipFileBatchHandle_t batch = NULL;
+    hipFileIOEvents_t    events[4];
+    unsigned             nr = 4;
+    struct timespec      timeout;
+    must_open_driver();
+    batch           = must_set_up(4);
+    timeout.tv_sec  = 0;
+    timeout.tv_nsec = LONG_MAX;
+    outcome o       = got_pair(hipFileBatchIOGetStatus(batch, 1, &nr, events, &timeout));
+    post(nr == 4, "the refused call wrote %u to *nr", nr);
+    post_batch_empty(batch);
+    hipFileBatchIODestroy(batch);
+    return o;
 }
 
 static outcome
@@ -2867,17 +2945,22 @@ static const bad_case CASES[] = {
     {"errstr/negated-code", TEXT, UP, errstr_negated_code},
     {"errstr/every-code-minus-100-to-5200", TEXT, UP, errstr_every_code},
 
-    /* batch, async and stream entry points (not supported by this build) */
-    {"batch/setup-null-out", CODE(hipFileIONotSupported), BUILD, batch_setup_null},
-    {"batch/setup-zero-entries", CODE(hipFileIONotSupported), BUILD, batch_setup_zero},
-    {"batch/setup-uint-max-entries", CODE(hipFileIONotSupported), BUILD, batch_setup_uint_max},
-    {"batch/submit-garbage-handle", CODE(hipFileIONotSupported), BUILD, batch_submit_garbage},
-    {"batch/submit-garbage-params", CODE(hipFileIONotSupported), BUILD, batch_submit_garbage_params},
-    {"batch/get-status-garbage-handle", CODE(hipFileIONotSupported), BUILD, batch_get_status_garbage},
-    {"batch/get-status-min-above-nr", CODE(hipFileIONotSupported), BUILD, batch_get_status_min_above_nr},
-    {"batch/cancel-garbage-handle", CODE(hipFileIONotSupported), BUILD, batch_cancel_garbage},
-    {"batch/cancel-null", CODE(hipFileIONotSupported), BUILD, batch_cancel_null},
-    {"batch/destroy-garbage-and-null", NOTHING, BUILD, batch_destroy_garbage},
+    /* batch entry points */
+    {"batch/setup-null-out", CODE(hipFileInvalidValue), UP, batch_setup_null},
+    {"batch/setup-zero-entries", CODE(hipFileInvalidValue), UP, batch_setup_zero},
+    {"batch/setup-uint-max-entries", CODE(hipFileInvalidValue), UP, batch_setup_uint_max},
+    {"batch/submit-garbage-handle", CODE(hipFileInvalidValue), UP, batch_submit_garbage},
+    {"batch/submit-garbage-params", CODE(hipFileInvalidValue), UP, batch_submit_garbage_params},
+    {"batch/submit-destroyed-handle", CODE(hipFileInvalidValue), UP, batch_submit_destroyed},
+    {"batch/submit-garbage-entries", CODE(hipFileInvalidValue), RS, batch_submit_garbage_entries},
+    {"batch/get-status-garbage-handle", CODE(hipFileInvalidValue), UP, batch_get_status_garbage},
+    {"batch/get-status-min-above-nr", CODE(hipFileInvalidValue), UP, batch_get_status_min_above_nr},
+    {"batch/get-status-nsec-long-max", CODE(hipFileInvalidValue), UP, batch_get_status_huge_nsec},
+    {"batch/cancel-garbage-handle", CODE(hipFileInvalidValue), UP, batch_cancel_garbage},
+    {"batch/cancel-null", CODE(hipFileInvalidValue), UP, batch_cancel_null},
+    {"batch/destroy-garbage-and-null", NOTHING, UP, batch_destroy_garbage},
+
+    /* async and stream entry points (not supported by this build) */
     {"async/read-all-null", CODE(hipFileAsyncNotSupported), BUILD, async_read_all_null},
     {"async/write-all-null", CODE(hipFileAsyncNotSupported), BUILD, async_write_all_null},
     {"async/read-garbage-arguments", CODE(hipFileAsyncNotSupported), BUILD, async_read_garbage},

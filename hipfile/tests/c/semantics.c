@@ -370,8 +370,11 @@ main(int argc, char **argv)
 
     {
         hipFileBatchHandle_t batch = NULL;
-        expect_status(hipFileBatchIOSetUp(&batch, 8), hipFileIONotSupported,
-                      "hipFileBatchIOSetUp -> hipFileIONotSupported");
+        status                     = hipFileBatchIOSetUp(&batch, 8);
+        check(status.err == hipFileSuccess && batch != NULL, "hipFileBatchIOSetUp(8) -> success",
+              "err %d (%s), handle %p", (int)status.err, HIPFILE_ERRSTR(status.err), batch);
+        expect_use_count(1, "hipFileBatchIOSetUp keeps the count");
+        hipFileBatchIODestroy(batch);
     }
 
     expect_status(hipFileStreamRegister((hipStream_t)0, 0), hipFileAsyncNotSupported,
