@@ -441,9 +441,10 @@ impl Driver {
         session.file(call.handle).map(drop)
     }
 
-    /// `hipFileBatchIOGetStatus`: wait until at least `min` entries are terminal, or until
-    /// `timeout` passes (`None`: no limit), then answer up to `max` terminal entries, in
-    /// submission order, and forget them. With no entry outstanding it answers none at once.
+    /// `hipFileBatchIOGetStatus`: wait until at least `min` entries are terminal (all of them,
+    /// when fewer are outstanding), or until `timeout` passes (`None`: no limit), then answer up
+    /// to `max` terminal entries, in submission order, and forget them. With no entry
+    /// outstanding it answers none at once.
     pub fn batch_status(
         &self,
         id: BatchId,
@@ -458,7 +459,8 @@ impl Driver {
         }
         let batch = self.batch(id)?;
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut entries = batch.wait_for(deadline, |e| e.list.is_empty() || e.terminal() >= min);
+        // As upstream, a `min` above the entries outstanding waits for those only.
+        let mut entries = batch.wait_for(deadline, |e| e.terminal() >= min.min(e.list.len()));
         Ok(entries.take_terminal(max))
     }
 
@@ -479,6 +481,13 @@ impl Driver {
             .ok_or_else(|| invalid("the batch handle is not set up"))?;
         batch.cancel();
         Ok(())
+    }
+
+    /// How many more entries `id` has room for now.
+    pub fn batch_room(&self, id: BatchId) -> Result<usize> {
+        let batch = self.batch(id)?;
+        let outstanding = batch.lock().outstanding();
+        Ok(batch.capacity - outstanding)
     }
 
     /// Batches set up now.

@@ -469,3 +469,22 @@ fn setup_needs_no_open_driver_and_checks_the_capacity() {
         ErrorKind::InvalidValue
     );
 }
+
+#[test]
+fn a_minimum_above_the_entries_outstanding_waits_for_those_only() {
+    let s = setup(false, |_| {});
+    let b = s.driver.batch_setup(8).unwrap();
+    s.driver.batch_submit(b, &[s.entry(1), s.entry(2)]).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(10));
+            s.release(1);
+            s.release(2);
+        });
+        // With no timeout: it would wait forever for 4.
+        let events = s.driver.batch_status(b, 4, 8, None).unwrap();
+        assert_eq!(cookies(&events), [1, 2]);
+    });
+    assert_eq!(s.driver.batch_room(b).unwrap(), 8);
+    s.driver.batch_destroy(b).unwrap();
+}

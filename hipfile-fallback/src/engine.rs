@@ -270,7 +270,7 @@ impl Transfer {
         let k = p
             .next
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| {
-                (k < self.plan.pieces).then_some(k + 1)
+                (k < self.plan.pieces).then(|| k + 1)
             })
             .ok()?;
         (!p.failed.load(Ordering::Acquire)).then_some(k)

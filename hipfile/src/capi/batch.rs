@@ -79,17 +79,26 @@ pub unsafe extern "C" fn hipFileBatchIOSubmit(
         if nr == 0 || iocbp.is_null() {
             return INVALID;
         }
-        // SAFETY: the caller passes `nr` readable entries at `iocbp`; they are copied here, so
-        // the caller may reuse the array as soon as this returns.
-        let params = unsafe { std::slice::from_raw_parts(iocbp.cast_const(), nr as usize) };
-        let mut entries = Vec::with_capacity(params.len());
-        for p in params {
-            match entry(p) {
+        // As upstream: the handle, then the room left, before any entry is read, so a count
+        // larger than the batch never reads past the caller's array.
+        let id = batch_id(batch_idp);
+        match driver().batch_room(id) {
+            Err(e) => return pair(&e),
+            Ok(room) if nr as usize > room => return hipFileError_t::op(hipFileBatchFull),
+            Ok(_) => {}
+        }
+        let mut entries = Vec::new();
+        for i in 0..nr as usize {
+            // SAFETY: the caller passes `nr` readable entries at `iocbp`, and `nr` is within the
+            // batch's capacity; each is copied here, so the caller may reuse the array as soon
+            // as this returns.
+            let p = unsafe { iocbp.add(i).read() };
+            match entry(&p) {
                 Some(e) => entries.push(e),
                 None => return INVALID,
             }
         }
-        result_pair(driver().batch_submit(batch_id(batch_idp), &entries))
+        result_pair(driver().batch_submit(id, &entries))
     })
 }
 

@@ -89,7 +89,7 @@ pub fn driver_props(s: &Settings, compat_allowed: bool, direct_io: bool) -> hipF
             },
             driver_control_flags: control,
         },
-        // Batch, stream and parallel IO are not in this build.
+        // Batch IO is; stream IO and cuFile's parallel IO switch are not in this build.
         feature_flags: 1 << hipFileBatchIOSupported,
         max_device_cache_size: s.max_device_cache_size_kb,
         per_buffer_cache_size: s.per_buffer_cache_size_kb,
