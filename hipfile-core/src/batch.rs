@@ -421,19 +421,7 @@ impl Driver {
             self.prepare_file(session, call)?;
             return Err(invalid("the file range ends past the largest file offset"));
         }
-        let probe = IoCall {
-            size: call.size.max(1),
-            ..*call
-        };
-        let mut prepared = self.prepare(session, &probe)?;
-        if call.size == 0 {
-            prepared.answer = Some(prepared.answer.take().unwrap_or(Ok(0)).map(|_| 0));
-            prepared.memory = prepared
-                .memory
-                .slice(0, 0)
-                .expect("an empty range lies inside any range");
-        }
-        Ok(prepared)
+        self.prepare_in(session, call, true)
     }
 
     /// Only the handle lookup of [`Driver::prepare`], for its error.

@@ -568,6 +568,17 @@ impl Driver {
     /// a request whose answer is known without moving bytes (size 0, a read at or past the end
     /// of the file, a descriptor that no longer allows the direction) carries that answer.
     pub(crate) fn prepare(&self, session: &Session, call: &IoCall) -> Result<Prepared> {
+        self.prepare_in(session, call, false)
+    }
+
+    /// [`Driver::prepare`]; with `first_byte_inside`, a request of 0 bytes must still start
+    /// inside its buffer (batch entries, as upstream checks them).
+    pub(crate) fn prepare_in(
+        &self,
+        session: &Session,
+        call: &IoCall,
+        first_byte_inside: bool,
+    ) -> Result<Prepared> {
         // Counted as in flight while the table's lock is held: a deregistration either happens
         // before (and the handle is unknown) or sees the request and is refused.
         let (file, file_guard) = {
@@ -600,8 +611,14 @@ impl Driver {
         }
         let buffer_offset = usize::try_from(call.buffer_offset)
             .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
-        let (memory, registered, buffer_guard) =
-            self.buffer_view(session, call.buffer, buffer_offset, size)?;
+        let probe = if first_byte_inside { size.max(1) } else { size };
+        let (mut memory, registered, buffer_guard) =
+            self.buffer_view(session, call.buffer, buffer_offset, probe)?;
+        if probe > size {
+            memory = memory
+                .slice(0, size)
+                .expect("an empty range lies inside any range");
+        }
         let settings = session.settings.current();
         let mut prepared = Prepared {
             op: call.op,

@@ -488,3 +488,21 @@ fn a_minimum_above_the_entries_outstanding_waits_for_those_only() {
     assert_eq!(s.driver.batch_room(b).unwrap(), 8);
     s.driver.batch_destroy(b).unwrap();
 }
+
+#[test]
+fn an_empty_entry_at_the_largest_file_offset_completes_with_nothing() {
+    let s = setup(false, |_| {});
+    let b = s.driver.batch_setup(2).unwrap();
+    let mut empty = s.entry(1);
+    empty.call.file_offset = i64::MAX;
+    empty.call.size = 0;
+    s.driver.batch_submit(b, &[empty]).unwrap();
+    let events = s.driver.batch_status(b, 1, 2, None).unwrap();
+    assert_eq!(events[0].status, BatchStatus::Complete);
+    assert_eq!(*events[0].result.as_ref().unwrap(), 0);
+    assert!(
+        s.gate.submitted().is_empty(),
+        "no backend is asked to move nothing"
+    );
+    s.driver.batch_destroy(b).unwrap();
+}

@@ -1,8 +1,11 @@
 //! Batches: many reads and writes in flight at once, collected as they finish.
 //!
-//! A [`Batch`] borrows the files and device memory of its requests for as long as it lives, so
-//! no request can outlive what it reads into or writes from; dropping the batch cancels what has
-//! not started and waits for the rest (`hipFileBatchIODestroy`).
+//! [`crate::Driver::batch`] sets a batch up, hands it to a closure and destroys it when the
+//! closure returns: what has not started is cancelled, the rest is waited for
+//! (`hipFileBatchIODestroy`). The files and device memory of its requests are borrowed for the
+//! whole call, so no request outlives what it reads into or writes from. The batch exists only
+//! inside the call, as a `&mut Batch`: it cannot be leaked past it (a batch value that could be
+//! `mem::forget`-ten would leave its requests running into memory its owner has freed).
 //!
 #![cfg_attr(feature = "fallback", doc = "```")]
 #![cfg_attr(not(feature = "fallback"), doc = "```text")]
@@ -19,23 +22,43 @@
 //! let mut a = driver.alloc(4096)?;
 //! let mut b = driver.alloc(4096)?;
 //!
-//! let mut batch = driver.batch(8)?;
-//! batch.submit([
-//!     BatchRequest::read(&handle, &mut a, 0)?.cookie(1),
-//!     BatchRequest::read(&handle, &mut b, 8192)?.cookie(2),
-//! ])?;
-//! let mut done = 0;
-//! for event in batch.completions() {
-//!     let event = event?;
-//!     assert_eq!(event.status, BatchStatus::Complete);
-//!     assert_eq!(*event.result.as_ref().unwrap(), 4096);
-//!     done += event.cookie;
-//! }
+//! let done = driver.batch(8, |batch| {
+//!     batch.submit([
+//!         BatchRequest::read(&handle, &mut a, 0)?.cookie(1),
+//!         BatchRequest::read(&handle, &mut b, 8192)?.cookie(2),
+//!     ])?;
+//!     let mut done = 0;
+//!     for event in batch.completions() {
+//!         let event = event?;
+//!         assert_eq!(event.status, BatchStatus::Complete);
+//!         assert_eq!(*event.result.as_ref().unwrap(), 4096);
+//!         done += event.cookie;
+//!     }
+//!     Ok::<_, hipfile::Error>(done)
+//! })??;
 //! assert_eq!(done, 3);
-//! drop(batch);
 //! let expected: Vec<u8> = (8192..12288).map(|i| i as u8).collect();
 //! assert_eq!(b.to_vec().unwrap(), expected);
 //! # Ok::<(), hipfile::Error>(())
+//! ```
+//!
+//! The batch cannot leave the closure:
+//!
+//! ```compile_fail
+//! # let driver: hipfile::Driver = unimplemented!();
+//! let escaped = driver.batch(8, |batch| batch);
+//! ```
+//!
+//! Nor can a request borrow memory that dies inside the closure, before the batch is destroyed:
+//!
+//! ```compile_fail
+//! # use hipfile::BatchRequest;
+//! # let driver: hipfile::Driver = unimplemented!();
+//! # let handle: hipfile::FileHandle = unimplemented!();
+//! driver.batch(8, |batch| {
+//!     let mut short_lived = driver.alloc(4096).unwrap();
+//!     batch.submit([BatchRequest::read(&handle, &mut short_lived, 0).unwrap()])
+//! });
 //! ```
 
 use std::marker::PhantomData;
@@ -121,7 +144,8 @@ impl<'buf> BatchRequest<'buf> {
     }
 }
 
-/// A batch of requests in flight at once (`hipFileBatchIO*`); see the module docs.
+/// A batch of requests in flight at once (`hipFileBatchIO*`), lent to the closure of
+/// [`crate::Driver::batch`]; see the module docs.
 #[derive(Debug)]
 pub struct Batch<'buf> {
     driver: Arc<OpenReference>,
@@ -132,15 +156,21 @@ pub struct Batch<'buf> {
 }
 
 impl<'buf> Batch<'buf> {
-    pub(crate) fn set_up(driver: Arc<OpenReference>, capacity: usize) -> Result<Self> {
+    /// Set a batch up, lend it to `f`, destroy it when `f` returns (or unwinds).
+    pub(crate) fn scope<R>(
+        driver: Arc<OpenReference>,
+        capacity: usize,
+        f: impl FnOnce(&mut Batch<'buf>) -> R,
+    ) -> Result<R> {
         let id = driver.core.batch_setup(capacity)?;
-        Ok(Batch {
+        let mut batch = Batch {
             driver,
             id,
             capacity,
             outstanding: 0,
             _borrows: PhantomData,
-        })
+        };
+        Ok(f(&mut batch))
     }
 
     /// The most requests the batch holds at once (finished ones count until collected).

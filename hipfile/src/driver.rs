@@ -167,9 +167,15 @@ impl Driver {
     }
 
     /// Set up a batch of up to `capacity` requests in flight at once (at most the settings'
-    /// `max_batch_io_size`, 128 by default). See [`Batch`].
-    pub fn batch<'buf>(&self, capacity: usize) -> Result<Batch<'buf>> {
-        Batch::set_up(Arc::clone(&self.reference), capacity)
+    /// `max_batch_io_size`, 128 by default), lend it to `f`, and destroy it when `f` returns:
+    /// requests not started are cancelled, the others waited for. The files and memory of the
+    /// requests are borrowed for the whole call. See [`Batch`].
+    pub fn batch<'buf, R>(
+        &self,
+        capacity: usize,
+        f: impl FnOnce(&mut Batch<'buf>) -> R,
+    ) -> Result<R> {
+        Batch::scope(Arc::clone(&self.reference), capacity, f)
     }
 
     /// Counters of the open driver (counting only with `HIPFILE_STATS_LEVEL=true`).
