@@ -3,17 +3,22 @@
 //!
 //! One run, one file. Per repetition, in this order: cold read (after dropping the page cache,
 //! root only), hot read, the single-thread baseline, writes without and with `fsync`, small random
-//! reads, the ceilings, then the anchor. Every figure is the median over repetitions; latency is
-//! the median and p99 over every read of every repetition.
+//! reads, batch IO, the ceilings, then the anchor. Every figure is the median over repetitions;
+//! latency is the median and p99 over every read of every repetition.
+//!
+//! Batch IO ([`crate::batch`]) is read against figures of the same run: random 4 KiB and 64 KiB
+//! reads through one batch at queue depth 1, 8, 32 and 128 (IOPS, and the median and p99 of each
+//! entry's submission-to-reap time) against synchronous reads of the same size from 1, 8 and 16
+//! threads, each depth next to the most threads that do not exceed it.
 //!
 //! The file read is never written: a file that exists is opened read-only and its bytes are
 //! kept; a file that does not exist is made (a pattern) and then opened read-only too. The write
 //! phases write a scratch file next to it ([`crate::scratch`]), removed at the end.
 //!
 //! Every byte that is timed is checked ([`crate::verify`]): the first read before anything is
-//! timed, every timed whole-file read (hot, cold, baseline) after it ran, the last small read
-//! of each size in each repetition, and every timed write (the scratch file against the
-//! buffer). The report says per measurement how many checks ran and how many bytes they
+//! timed, every timed whole-file read (hot, cold, baseline) after it ran, the last small read of each size in each repetition, a sample of the entries of every
+//! batch run and the last read of every synchronous thread, and every timed write (the scratch
+//! file against the buffer). The report says per measurement how many checks ran and how many bytes they
 //! compared; "verified" is true only where checks ran and passed, and a failed check makes the
 //! command exit with status 1 after the report.
 
@@ -32,9 +37,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::anchor::{AnchorAsk, AnchorRunner, AnchorTally};
+use crate::batch::{self, Reads, CHECKED_ENTRIES};
 use crate::ceiling;
 use crate::measure::{Span, SplitMix64, Timed};
-use crate::report::{table, Figure, Measurement};
+use crate::report::{compare, table, Figure, Measurement};
 use crate::scratch::Scratch;
 use crate::verify::{sentinel_for, Checked, Comparer, Ledger};
 
@@ -52,6 +58,9 @@ pub enum Phase {
     Latency,
     /// Pinned host-to-device copy, parallel page-cache and O_DIRECT reads to host memory.
     Ceilings,
+    /// Batch IO: random 4 KiB and 64 KiB reads through one batch at queue depth 1, 8, 32, 128
+    /// against synchronous reads from 1, 8, 16 threads.
+    Batch,
 }
 
 /// Arguments of `hipfile bench`.
@@ -104,6 +113,11 @@ pub struct BenchArgs {
     /// Random reads per size and repetition in the latency phase.
     #[arg(long, default_value_t = 2000)]
     pub latency_ops: usize,
+    /// Random reads per size, queue depth or thread count, and repetition in the batch phase
+    /// (default: 1000 on the sim, 20000 on a GPU; at most what the file
+    /// holds of each size).
+    #[arg(long, value_name = "N")]
+    pub batch_ops: Option<usize>,
 }
 
 impl Default for BenchArgs {
@@ -122,6 +136,7 @@ impl Default for BenchArgs {
             only: Vec::new(),
             backend: None,
             latency_ops: 2000,
+            batch_ops: None,
         }
     }
 }
@@ -181,6 +196,13 @@ fn pick_runtime(platform: Option<&str>) -> Result<(Arc<dyn GpuRuntime>, String),
 const CALL_BYTES: usize = 1 << 30;
 /// Sizes of the latency phase.
 const LATENCY_SIZES: [(usize, &str); 3] = [(4 << 10, "4k"), (64 << 10, "64k"), (1 << 20, "1m")];
+/// Sizes of the batch phase's random reads.
+const BATCH_SIZES: [(usize, &str); 2] = [(4 << 10, "4k"), (64 << 10, "64k")];
+/// Queue depths of the batch phase's random reads.
+const BATCH_DEPTHS: [usize; 4] = [1, 8, 32, 128];
+/// Threads of the synchronous reads a batch is read against: the most that do not exceed its
+/// queue depth.
+const SYNC_THREADS: [usize; 3] = [1, 8, 16];
 /// The pinned copy ceiling copies this much (or the file size when smaller).
 const H2D_BYTES: usize = 1 << 30;
 /// Chunk in which a new file is written.
@@ -333,6 +355,52 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         pinned = Some(host);
     }
 
+    // The batch phase: reads per size and run (each into a region of the buffer of its own),
+    // and a buffer per synchronous thread.
+    let batch_ops = args
+        .batch_ops
+        .unwrap_or(if platform == Platform::Sim {
+            1000
+        } else {
+            20000
+        })
+        .max(1);
+    let batch_sizes: Vec<(usize, &str, usize)> = BATCH_SIZES
+        .iter()
+        .map(|&(bytes, name)| (bytes, name, batch_ops.min(size / bytes)))
+        .filter(|(_, _, ops)| *ops > 0)
+        .collect();
+    let mut sync_bufs = Vec::new();
+    if phases.contains(&Phase::Batch) {
+        if let Some(bytes) = batch_sizes.iter().map(|(b, _, _)| *b).max() {
+            for _ in 0..SYNC_THREADS[SYNC_THREADS.len() - 1] {
+                let buf = DeviceBuffer::new(gpu.clone(), bytes).map_err(|e| e.to_string())?;
+                sync_bufs.push(driver.register_buffer(buf).map_err(|e| e.to_string())?);
+            }
+        }
+        for (bytes, name, ops) in &batch_sizes {
+            if *ops < batch_ops {
+                notes.push(format!(
+                    "batch: {ops} random {name} reads per run, all the file holds of {bytes} bytes"
+                ));
+            }
+        }
+        notes.push(format!(
+            "batch{}: random reads per run: {}, {} of each run checked",
+            if platform == Platform::Sim {
+                " (small counts for the simulated GPU)"
+            } else {
+                ""
+            },
+            batch_sizes
+                .iter()
+                .map(|(_, name, ops)| format!("{ops} of {name}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            CHECKED_ENTRIES,
+        ));
+    }
+
     let steps_per_rep = phases.len()
         + usize::from(phases.contains(&Phase::Write))
         + 2 * usize::from(phases.contains(&Phase::Ceilings))
@@ -469,6 +537,53 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             holds_file = false;
             progress.inc(1);
         }
+        if phases.contains(&Phase::Batch) {
+            step("batch: random reads");
+            make_hot()?;
+            let core = driver.core();
+            for &(bytes, name, ops) in &batch_sizes {
+                let mut synced = BTreeSet::new();
+                for depth in BATCH_DEPTHS {
+                    let offsets = random_offsets(&mut rng, size, bytes, ops);
+                    let run = Reads::plan(&file, &offsets, bytes, CHECKED_ENTRIES)?
+                        .through_batch(core, &handle, &mut dst, depth)?;
+                    record_run(
+                        &mut rows,
+                        &mut ledger,
+                        &format!("batch_{name}_qd{depth}"),
+                        &format!("batch: random {name} reads, hot, queue depth {depth}, {engine}"),
+                        (0, Some(depth.min(ops))),
+                        bytes,
+                        run,
+                    );
+                    let threads = sync_threads_for(depth);
+                    if synced.insert(threads) {
+                        let offsets = random_offsets(&mut rng, size, bytes, ops);
+                        let run = batch::sync_reads(
+                            &handle,
+                            &file,
+                            &mut sync_bufs[..threads],
+                            bytes,
+                            &offsets,
+                        )?;
+                        record_run(
+                            &mut rows,
+                            &mut ledger,
+                            &format!("sync_{name}_t{threads}"),
+                            &format!(
+                                "sync: random {name} reads, hot, {threads} thread{}, {engine}",
+                                if threads == 1 { "" } else { "s" }
+                            ),
+                            (threads, None),
+                            bytes,
+                            run,
+                        );
+                    }
+                }
+            }
+            holds_file = false;
+            progress.inc(1);
+        }
         if let Some(host) = &pinned {
             step("ceiling: pinned copy");
             let t = ceiling::pinned_h2d(host, |at, b| dst.write_at(at, b))?;
@@ -552,6 +667,20 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     for m in &mut measurements {
         m.checked = ledger.get(&m.key).cloned();
     }
+    // Each batch is read against the synchronous reads of its size from as many threads (at
+    // most 16).
+    let pairs: Vec<(String, String)> = batch_sizes
+        .iter()
+        .flat_map(|(_, name, _)| {
+            BATCH_DEPTHS.iter().map(move |depth| {
+                (
+                    format!("batch_{name}_qd{depth}"),
+                    format!("sync_{name}_t{}", sync_threads_for(*depth)),
+                )
+            })
+        })
+        .collect();
+    compare(&mut measurements, &pairs);
     if !anchor_tally.is_empty() {
         attach_anchor(&mut measurements, &anchor_tally, size);
         if anchor_tally.set_up_samples() > 0 {
@@ -607,6 +736,15 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             "anchor_threads": args.kvikio.as_ref().map(|_| anchor_threads.clone()),
             "anchor_task_size": args.kvikio.as_ref().and(anchor_task_size),
             "anchor_latency_ops": args.kvikio.as_ref().map(|_| args.latency_ops),
+            "batch": phases.contains(&Phase::Batch).then(|| json!({
+                "ops": batch_sizes
+                    .iter()
+                    .map(|(_, name, ops)| (name.to_string(), json!(ops)))
+                    .collect::<serde_json::Map<_, _>>(),
+                "queue_depths": BATCH_DEPTHS,
+                "sync_threads": SYNC_THREADS,
+                "checked_entries": CHECKED_ENTRIES,
+            })),
             "keys": measurements.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             "notes": notes,
             "resources": held
@@ -845,6 +983,46 @@ fn latency(
     })
 }
 
+/// `n` multiples of 4096 at which `bytes` lie within the first `size` bytes.
+fn random_offsets(rng: &mut SplitMix64, size: usize, bytes: usize, n: usize) -> Vec<u64> {
+    let limit = (size - bytes) as u64;
+    (0..n).map(|_| rng.aligned_below(limit, 4096)).collect()
+}
+
+/// The synchronous thread count a batch of `depth` entries is read against: the most of
+/// [`SYNC_THREADS`] that does not exceed it.
+fn sync_threads_for(depth: usize) -> usize {
+    SYNC_THREADS
+        .iter()
+        .copied()
+        .filter(|t| *t <= depth)
+        .max()
+        .unwrap_or(SYNC_THREADS[0])
+}
+
+/// Put a run of reads into its row (`threads`, `queue_depth`) and its checks into the ledger.
+fn record_run(
+    rows: &mut Rows,
+    ledger: &mut Ledger,
+    key: &str,
+    label: &str,
+    (threads, queue_depth): (usize, Option<usize>),
+    bytes: usize,
+    run: batch::Run,
+) {
+    for difference in run.checks {
+        ledger.record(key, bytes as u64, difference);
+    }
+    rows.iops(
+        key,
+        label,
+        (threads, queue_depth),
+        bytes,
+        run.latency_us,
+        run.timed,
+    );
+}
+
 fn progress_bar(steps: u64, json: bool) -> ProgressBar {
     if json || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
@@ -882,6 +1060,8 @@ impl Rows {
                     cores_by_thread: Vec::new(),
                     anchor: None,
                     checked: None,
+                    queue_depth: None,
+                    versus: None,
                 });
                 self.0.len() - 1
             }
@@ -893,6 +1073,33 @@ impl Rows {
         let m = self.entry(key, label, threads, bytes, Figure::Throughput(Vec::new()));
         if let Figure::Throughput(v) = &mut m.figure {
             v.push(bytes as f64 / t.seconds / 1e9);
+        }
+        m.cores.push(t.cores);
+        m.cores_by_thread.push(t.cores_by_thread);
+    }
+
+    fn iops(
+        &mut self,
+        key: &str,
+        label: &str,
+        (threads, queue_depth): (usize, Option<usize>),
+        bytes: usize,
+        latency_us: Vec<f64>,
+        t: Timed,
+    ) {
+        let empty = Figure::Iops {
+            iops: Vec::new(),
+            latency_us: Vec::new(),
+        };
+        let m = self.entry(key, label, threads, bytes, empty);
+        m.queue_depth = queue_depth;
+        if let Figure::Iops {
+            iops,
+            latency_us: all,
+        } = &mut m.figure
+        {
+            iops.push(latency_us.len() as f64 / t.seconds);
+            all.extend(latency_us);
         }
         m.cores.push(t.cores);
         m.cores_by_thread.push(t.cores_by_thread);
@@ -943,6 +1150,8 @@ fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally, size: usize) 
                     first_failure: (f.check_failures > 0)
                         .then(|| "KvikIO's check of 16 windows of 4 KiB failed".to_string()),
                 }),
+                queue_depth: None,
+                versus: None,
                 figure: Figure::Throughput(f.samples),
             });
         }
@@ -1032,6 +1241,7 @@ mod tests {
             only,
             backend: Some("fallback".into()),
             latency_ops: 20,
+            batch_ops: Some(100),
             ..BenchArgs::default()
         };
         let gpu = hipfile_testkit::target::runtime_under_test()
@@ -1100,6 +1310,58 @@ mod tests {
             measurement(&objects, "latency_1m")["bytes_checked"],
             2 << 20
         );
+    }
+
+    /// The measurements of the batch phase whose bytes are checked.
+    fn batch_rows(objects: &[Value]) -> Vec<&Value> {
+        let rows: Vec<&Value> = objects
+            .iter()
+            .filter(|o| {
+                let key = o["key"].as_str().unwrap();
+                key.starts_with("batch_") || key.starts_with("sync_")
+            })
+            .collect();
+        // 2 sizes x (4 depths + 3 thread counts).
+        assert_eq!(rows.len(), 14, "{objects:?}");
+        rows
+    }
+
+    #[test]
+    fn batch_reads_that_return_wrong_bytes_are_reported_as_not_verified() {
+        // Armed at the hot read: every read of the batch phase gets wrong bytes.
+        let io = Arc::new(CorruptingIo::new(2));
+        let (verified, objects, summary) =
+            bench_through(io.clone(), vec![Phase::Hot, Phase::Batch]);
+        assert!(!verified);
+        assert_eq!(summary["verified"], false, "{summary}");
+        for m in batch_rows(&objects) {
+            assert_eq!(m["verified"], false, "{m}");
+            assert!(m["checks"].as_u64().unwrap() > 0, "{m}");
+            let key = m["key"].as_str().unwrap();
+            assert_eq!(
+                summary["verification"][key]["failures"], m["checks"],
+                "{summary}"
+            );
+            let why = m["check_failure"].as_str().unwrap();
+            assert!(why.starts_with("byte "), "{why}");
+        }
+    }
+
+    #[test]
+    fn the_same_batch_phase_with_clean_reads_is_verified() {
+        let io = Arc::new(CorruptingIo::new(u64::MAX));
+        let (verified, objects, summary) = bench_through(io.clone(), vec![Phase::Batch]);
+        assert_eq!(io.corrupted.load(Ordering::SeqCst), 0);
+        assert!(verified, "{summary}");
+        for m in batch_rows(&objects) {
+            assert_eq!(m["verified"], true, "{m}");
+        }
+    }
+
+    #[test]
+    fn each_batch_depth_is_read_against_as_many_threads_as_it_may() {
+        let pairs: Vec<usize> = BATCH_DEPTHS.iter().map(|d| sync_threads_for(*d)).collect();
+        assert_eq!(pairs, [1, 8, 16, 16]);
     }
 
     #[test]
