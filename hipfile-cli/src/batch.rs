@@ -55,7 +55,7 @@ pub struct Reads<'a> {
 
 impl<'a> Reads<'a> {
     /// Reads of `bytes` at each of `offsets`, `checks` of them checked. Reads the checked
-    /// entries' bytes from `file` now, before anything is timed.
+    /// entries' bytes from `file` now: a cold run drops the page cache after this.
     pub fn plan(
         file: &File,
         offsets: &'a [u64],

@@ -8,8 +8,9 @@
 //! read-only: its bytes are never changed): hot and cold whole-file reads into GPU memory,
 //! writes with and without `fsync` (to a scratch file next to it, removed at the end), the
 //! latency of small random reads (median and p99), and batch IO (random reads at queue depth 1
-//! to 128 against synchronous reads from 1 to 16 threads), each the median of several
-//! repetitions with the cores the process kept busy. In the same run it measures the machine's ceilings
+//! to 128 against synchronous reads from 1 to 16 threads, a batch of large reads against the hot
+//! read, cold random reads against the O_DIRECT ceiling), each the median of several repetitions
+//! with the cores the process kept busy. In the same run it measures the machine's ceilings
 //! (pinned host-to-device copy, parallel page-cache and O_DIRECT reads to host memory), and on
 //! request upstream hipFile's single-thread design (`--baseline`) and KvikIO (`--kvikio
 //! kvikio_anchor.py`), alternating with our repetitions and printing ratios ours/anchor. Every
