@@ -3,17 +3,26 @@
 //!
 //! One run, one file. Per repetition, in this order: cold read (after dropping the page cache,
 //! root only), hot read, the single-thread baseline, writes without and with `fsync`, small random
-//! reads, the ceilings, then the anchor. Every figure is the median over repetitions; latency is
-//! the median and p99 over every read of every repetition.
+//! reads, batch IO, the ceilings, then the anchor. Every figure is the median over repetitions;
+//! latency is the median and p99 over every read of every repetition.
+//!
+//! Batch IO ([`crate::batch`]) is read against figures of the same run: random 4 KiB and 64 KiB
+//! reads through one batch at queue depth 1, 8, 32 and 128 (IOPS, and the median and p99 of each
+//! entry's submission-to-reap time) against synchronous reads of the same size from 1, 8 and 16
+//! threads, each depth next to the most threads that do not exceed it; 64 large reads in one
+//! batch (128 MiB each at most, over the start of the file) against the hot whole-file read;
+//! and, as root, cold random 4 KiB reads at queue depth 32 against 32 threads of O_DIRECT reads
+//! of the same size (the storage's ceiling for them), the page cache dropped before each.
 //!
 //! The file read is never written: a file that exists is opened read-only and its bytes are
 //! kept; a file that does not exist is made (a pattern) and then opened read-only too. The write
 //! phases write a scratch file next to it ([`crate::scratch`]), removed at the end.
 //!
 //! Every byte that is timed is checked ([`crate::verify`]): the first read before anything is
-//! timed, every timed whole-file read (hot, cold, baseline) after it ran, the last small read
-//! of each size in each repetition, and every timed write (the scratch file against the
-//! buffer). The report says per measurement how many checks ran and how many bytes they
+//! timed, every timed whole-file read (hot, cold, baseline, the batch of large reads) after it
+//! ran, the last small read of each size in each repetition, a sample of the entries of every
+//! batch run and the last read of every synchronous thread, and every timed write (the scratch
+//! file against the buffer). The report says per measurement how many checks ran and how many bytes they
 //! compared; "verified" is true only where checks ran and passed, and a failed check makes the
 //! command exit with status 1 after the report.
 
@@ -32,9 +41,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::anchor::{AnchorAsk, AnchorRunner, AnchorTally};
+use crate::batch::{self, Reads, CHECKED_ENTRIES};
 use crate::ceiling;
 use crate::measure::{Span, SplitMix64, Timed};
-use crate::report::{table, Figure, Measurement};
+use crate::report::{compare, table, Figure, Measurement};
 use crate::scratch::Scratch;
 use crate::verify::{sentinel_for, Checked, Comparer, Ledger};
 
@@ -52,6 +62,11 @@ pub enum Phase {
     Latency,
     /// Pinned host-to-device copy, parallel page-cache and O_DIRECT reads to host memory.
     Ceilings,
+    /// Batch IO: random 4 KiB and 64 KiB reads through one batch at queue depth 1, 8, 32, 128
+    /// against synchronous reads from 1, 8, 16 threads; 64 large reads in one batch against the
+    /// hot read (which it brings along); cold random 4 KiB reads at queue depth 32 against 32
+    /// threads of O_DIRECT reads (root only).
+    Batch,
 }
 
 /// Arguments of `hipfile bench`.
@@ -95,7 +110,7 @@ pub struct BenchArgs {
     /// The Python interpreter that runs the anchor.
     #[arg(long, default_value = "python3")]
     pub python: String,
-    /// Phases to run (comma separated; default: all).
+    /// Phases to run (comma separated; default: all). `batch` brings `hot` along.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub only: Vec<Phase>,
     /// Backends to offer requests to, in order (as `HIPFILE_BACKENDS`), e.g. `fallback`.
@@ -104,6 +119,11 @@ pub struct BenchArgs {
     /// Random reads per size and repetition in the latency phase.
     #[arg(long, default_value_t = 2000)]
     pub latency_ops: usize,
+    /// Random reads per size, queue depth or thread count, and repetition in the batch phase,
+    /// cold ones included (default: 1000 on the sim, 20000 on a GPU; at most what the file
+    /// holds of each size).
+    #[arg(long, value_name = "N")]
+    pub batch_ops: Option<usize>,
 }
 
 impl Default for BenchArgs {
@@ -122,6 +142,7 @@ impl Default for BenchArgs {
             only: Vec::new(),
             backend: None,
             latency_ops: 2000,
+            batch_ops: None,
         }
     }
 }
@@ -181,6 +202,21 @@ fn pick_runtime(platform: Option<&str>) -> Result<(Arc<dyn GpuRuntime>, String),
 const CALL_BYTES: usize = 1 << 30;
 /// Sizes of the latency phase.
 const LATENCY_SIZES: [(usize, &str); 3] = [(4 << 10, "4k"), (64 << 10, "64k"), (1 << 20, "1m")];
+/// Sizes of the batch phase's random reads.
+const BATCH_SIZES: [(usize, &str); 2] = [(4 << 10, "4k"), (64 << 10, "64k")];
+/// Queue depths of the batch phase's random reads.
+const BATCH_DEPTHS: [usize; 4] = [1, 8, 32, 128];
+/// Threads of the synchronous reads a batch is read against: the most that do not exceed its
+/// queue depth.
+const SYNC_THREADS: [usize; 3] = [1, 8, 16];
+/// The batch of large reads: at most this many entries of at most this many bytes, over the
+/// start of the file.
+const LARGE_ENTRIES: usize = 64;
+const LARGE_ENTRY_BYTES: usize = 128 << 20;
+/// Cold random reads: their size, and the queue depth of the batch and the threads of the
+/// O_DIRECT ceiling they are read against.
+const COLD_BYTES: usize = 4 << 10;
+const COLD_DEPTH: usize = 32;
 /// The pinned copy ceiling copies this much (or the file size when smaller).
 const H2D_BYTES: usize = 1 << 30;
 /// Chunk in which a new file is written.
@@ -214,11 +250,15 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<bool, String> {
 }
 
 fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<bool, String> {
-    let phases: BTreeSet<Phase> = if args.only.is_empty() {
+    let mut phases: BTreeSet<Phase> = if args.only.is_empty() {
         Phase::value_variants().iter().copied().collect()
     } else {
         args.only.iter().copied().collect()
     };
+    if phases.contains(&Phase::Batch) {
+        // The batch of large reads is read against the hot read of the same run.
+        phases.insert(Phase::Hot);
+    }
     let Machine { gpu, how, io } = machine;
     let platform = gpu.info().platform;
     let mut options = DriverOptions::with_runtime(gpu.clone());
@@ -274,12 +314,21 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     };
 
     let mut cold_ok = false;
-    if phases.contains(&Phase::Cold) {
+    if phases.contains(&Phase::Cold) || phases.contains(&Phase::Batch) {
         match ceiling::drop_caches() {
             Ok(()) => cold_ok = true,
-            Err(why) => notes.push(format!(
-                "cold read skipped: could not drop the page cache ({why}); run as root for cold figures"
-            )),
+            Err(why) => {
+                for (phase, what) in [
+                    (Phase::Cold, "cold read"),
+                    (Phase::Batch, "batch cold reads and their O_DIRECT ceiling"),
+                ] {
+                    if phases.contains(&phase) {
+                        notes.push(format!(
+                            "{what} skipped: could not drop the page cache ({why}); run as root for cold figures"
+                        ));
+                    }
+                }
+            }
         }
     }
 
@@ -333,7 +382,64 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         pinned = Some(host);
     }
 
+    // The batch phase: reads per size and run (each into a region of the buffer of its own),
+    // the batch of large reads, and a buffer per synchronous thread.
+    let batch_ops = args
+        .batch_ops
+        .unwrap_or(if platform == Platform::Sim {
+            1000
+        } else {
+            20000
+        })
+        .max(1);
+    let batch_sizes: Vec<(usize, &str, usize)> = BATCH_SIZES
+        .iter()
+        .map(|&(bytes, name)| (bytes, name, batch_ops.min(size / bytes)))
+        .filter(|(_, _, ops)| *ops > 0)
+        .collect();
+    let cold_ops = batch_ops.min(size / COLD_BYTES);
+    let large_entries = LARGE_ENTRIES.min(size / 4096);
+    let large_bytes = match large_entries {
+        0 => 0,
+        n => (size / n / 4096 * 4096).min(LARGE_ENTRY_BYTES),
+    };
+    let cold_key = format!("batch_cold_{}k_qd{COLD_DEPTH}", COLD_BYTES >> 10);
+    let cold_ceiling_key = format!("ceiling_odirect_{}k_t{COLD_DEPTH}", COLD_BYTES >> 10);
+    let mut sync_bufs = Vec::new();
+    if phases.contains(&Phase::Batch) {
+        if let Some(bytes) = batch_sizes.iter().map(|(b, _, _)| *b).max() {
+            for _ in 0..SYNC_THREADS[SYNC_THREADS.len() - 1] {
+                let buf = DeviceBuffer::new(gpu.clone(), bytes).map_err(|e| e.to_string())?;
+                sync_bufs.push(driver.register_buffer(buf).map_err(|e| e.to_string())?);
+            }
+        }
+        for (bytes, name, ops) in &batch_sizes {
+            if *ops < batch_ops {
+                notes.push(format!(
+                    "batch: {ops} random {name} reads per run, all the file holds of {bytes} bytes"
+                ));
+            }
+        }
+        notes.push(format!(
+            "batch{}: random reads per run: {}, {} of each run checked; large: {large_entries} x {} in one batch; cold: {cold_ops} x {} at queue depth {COLD_DEPTH}",
+            if platform == Platform::Sim {
+                " (small counts for the simulated GPU)"
+            } else {
+                ""
+            },
+            batch_sizes
+                .iter()
+                .map(|(_, name, ops)| format!("{ops} of {name}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            CHECKED_ENTRIES,
+            human_bytes(large_bytes),
+            human_bytes(COLD_BYTES),
+        ));
+    }
+
     let steps_per_rep = phases.len()
+        + 2 * usize::from(phases.contains(&Phase::Batch))
         + usize::from(phases.contains(&Phase::Write))
         + 2 * usize::from(phases.contains(&Phase::Ceilings))
         + usize::from(args.baseline)
@@ -469,6 +575,123 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             holds_file = false;
             progress.inc(1);
         }
+        if phases.contains(&Phase::Batch) {
+            step("batch: random reads");
+            make_hot()?;
+            let core = driver.core();
+            for &(bytes, name, ops) in &batch_sizes {
+                let mut synced = BTreeSet::new();
+                for depth in BATCH_DEPTHS {
+                    let offsets = random_offsets(&mut rng, size, bytes, ops);
+                    let run = Reads::plan(&file, &offsets, bytes, CHECKED_ENTRIES)?
+                        .through_batch(core, &handle, &mut dst, depth)?;
+                    record_run(
+                        &mut rows,
+                        &mut ledger,
+                        &format!("batch_{name}_qd{depth}"),
+                        &format!("batch: random {name} reads, hot, queue depth {depth}, {engine}"),
+                        (0, Some(depth.min(ops))),
+                        bytes,
+                        run,
+                    );
+                    let threads = sync_threads_for(depth);
+                    if synced.insert(threads) {
+                        let offsets = random_offsets(&mut rng, size, bytes, ops);
+                        let run = batch::sync_reads(
+                            &handle,
+                            &file,
+                            &mut sync_bufs[..threads],
+                            bytes,
+                            &offsets,
+                        )?;
+                        record_run(
+                            &mut rows,
+                            &mut ledger,
+                            &format!("sync_{name}_t{threads}"),
+                            &format!(
+                                "sync: random {name} reads, hot, {threads} thread{}, {engine}",
+                                if threads == 1 { "" } else { "s" }
+                            ),
+                            (threads, None),
+                            bytes,
+                            run,
+                        );
+                    }
+                }
+            }
+            progress.inc(1);
+            step("batch: large reads");
+            if large_entries > 0 {
+                make_hot()?;
+                let offsets: Vec<u64> = (0..large_entries)
+                    .map(|i| (i * large_bytes) as u64)
+                    .collect();
+                let total = large_entries * large_bytes;
+                dst.fill(sentinel_for(&file, 0)?)
+                    .map_err(|e| e.to_string())?;
+                let run = Reads::plan(&file, &offsets, large_bytes, 0)?.through_batch(
+                    core,
+                    &handle,
+                    &mut dst,
+                    large_entries,
+                )?;
+                let difference = comparer.compare(&file, 0, dst.memory(), 0, total)?;
+                ledger.record("batch_large", total as u64, difference);
+                rows.throughput(
+                    "batch_large",
+                    &format!(
+                        "batch: {large_entries} reads of {} in one batch, hot, {engine}",
+                        human_bytes(large_bytes)
+                    ),
+                    0,
+                    total,
+                    run.timed,
+                );
+                rows.set_queue_depth("batch_large", large_entries);
+            }
+            progress.inc(1);
+            step("batch: cold reads");
+            if cold_ok && cold_ops > 0 {
+                let offsets = random_offsets(&mut rng, size, COLD_BYTES, cold_ops);
+                // The checked bytes are read from the file before the page cache is dropped.
+                let reads = Reads::plan(&file, &offsets, COLD_BYTES, CHECKED_ENTRIES)?;
+                ceiling::drop_caches()?;
+                let run = reads.through_batch(core, &handle, &mut dst, COLD_DEPTH)?;
+                record_run(
+                    &mut rows,
+                    &mut ledger,
+                    &cold_key,
+                    &format!(
+                        "batch: random {}k reads, cold (caches dropped), queue depth {COLD_DEPTH}, {engine}",
+                        COLD_BYTES >> 10
+                    ),
+                    (0, Some(COLD_DEPTH.min(cold_ops))),
+                    COLD_BYTES,
+                    run,
+                );
+                let offsets = random_offsets(&mut rng, size, COLD_BYTES, cold_ops);
+                ceiling::drop_caches()?;
+                match ceiling::random_direct_reads(&path, &offsets, COLD_BYTES, COLD_DEPTH) {
+                    Ok((t, latency_us)) => rows.iops(
+                        &cold_ceiling_key,
+                        &format!(
+                            "ceiling: O_DIRECT random {}k reads -> host memory, {COLD_DEPTH} threads, cold",
+                            COLD_BYTES >> 10
+                        ),
+                        (COLD_DEPTH, None),
+                        COLD_BYTES,
+                        latency_us,
+                        t,
+                    ),
+                    Err(why) if rep == 0 => {
+                        notes.push(format!("O_DIRECT random-read ceiling skipped: {why}"))
+                    }
+                    Err(_) => {}
+                }
+            }
+            holds_file = false;
+            progress.inc(1);
+        }
         if let Some(host) = &pinned {
             step("ceiling: pinned copy");
             let t = ceiling::pinned_h2d(host, |at, b| dst.write_at(at, b))?;
@@ -526,7 +749,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     threads: th,
                     size: size as u64,
                     task_size: anchor_task_size,
-                    cold: cold_ok,
+                    cold: cold_ok && phases.contains(&Phase::Cold),
                     latency_ops: (phases.contains(&Phase::Latency)
                         && Some(th) == anchor_small_threads)
                         .then_some(args.latency_ops),
@@ -552,6 +775,23 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     for m in &mut measurements {
         m.checked = ledger.get(&m.key).cloned();
     }
+    // Each batch is read against the synchronous reads of its size from as many threads (at
+    // most 16), the batch of large reads against the hot read, the cold batch against the
+    // O_DIRECT ceiling at its depth.
+    let mut pairs: Vec<(String, String)> = batch_sizes
+        .iter()
+        .flat_map(|(_, name, _)| {
+            BATCH_DEPTHS.iter().map(move |depth| {
+                (
+                    format!("batch_{name}_qd{depth}"),
+                    format!("sync_{name}_t{}", sync_threads_for(*depth)),
+                )
+            })
+        })
+        .collect();
+    pairs.push(("batch_large".into(), "read_hot".into()));
+    pairs.push((cold_key.clone(), cold_ceiling_key.clone()));
+    compare(&mut measurements, &pairs);
     if !anchor_tally.is_empty() {
         attach_anchor(&mut measurements, &anchor_tally, size);
         if anchor_tally.set_up_samples() > 0 {
@@ -607,6 +847,23 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             "anchor_threads": args.kvikio.as_ref().map(|_| anchor_threads.clone()),
             "anchor_task_size": args.kvikio.as_ref().and(anchor_task_size),
             "anchor_latency_ops": args.kvikio.as_ref().map(|_| args.latency_ops),
+            "batch": phases.contains(&Phase::Batch).then(|| json!({
+                "ops": batch_sizes
+                    .iter()
+                    .map(|(_, name, ops)| (name.to_string(), json!(ops)))
+                    .collect::<serde_json::Map<_, _>>(),
+                "queue_depths": BATCH_DEPTHS,
+                "sync_threads": SYNC_THREADS,
+                "checked_entries": CHECKED_ENTRIES,
+                "large": {"entries": large_entries, "entry_bytes": large_bytes},
+                "cold": {
+                    "ran": cold_ok,
+                    "ops": cold_ops,
+                    "bytes": COLD_BYTES,
+                    "queue_depth": COLD_DEPTH,
+                    "odirect_threads": COLD_DEPTH,
+                },
+            })),
             "keys": measurements.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             "notes": notes,
             "resources": held
@@ -845,6 +1102,57 @@ fn latency(
     })
 }
 
+/// `n` multiples of 4096 at which `bytes` lie within the first `size` bytes.
+fn random_offsets(rng: &mut SplitMix64, size: usize, bytes: usize, n: usize) -> Vec<u64> {
+    let limit = (size - bytes) as u64;
+    (0..n).map(|_| rng.aligned_below(limit, 4096)).collect()
+}
+
+/// The synchronous thread count a batch of `depth` entries is read against: the most of
+/// [`SYNC_THREADS`] that does not exceed it.
+fn sync_threads_for(depth: usize) -> usize {
+    SYNC_THREADS
+        .iter()
+        .copied()
+        .filter(|t| *t <= depth)
+        .max()
+        .unwrap_or(SYNC_THREADS[0])
+}
+
+/// `4 KiB`, `128 MiB`: a power-of-two size as a label shows it.
+fn human_bytes(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Put a run of reads into its row (`threads`, `queue_depth`) and its checks into the ledger.
+fn record_run(
+    rows: &mut Rows,
+    ledger: &mut Ledger,
+    key: &str,
+    label: &str,
+    (threads, queue_depth): (usize, Option<usize>),
+    bytes: usize,
+    run: batch::Run,
+) {
+    for difference in run.checks {
+        ledger.record(key, bytes as u64, difference);
+    }
+    rows.iops(
+        key,
+        label,
+        (threads, queue_depth),
+        bytes,
+        run.latency_us,
+        run.timed,
+    );
+}
+
 fn progress_bar(steps: u64, json: bool) -> ProgressBar {
     if json || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
@@ -882,6 +1190,8 @@ impl Rows {
                     cores_by_thread: Vec::new(),
                     anchor: None,
                     checked: None,
+                    queue_depth: None,
+                    versus: None,
                 });
                 self.0.len() - 1
             }
@@ -896,6 +1206,39 @@ impl Rows {
         }
         m.cores.push(t.cores);
         m.cores_by_thread.push(t.cores_by_thread);
+    }
+
+    fn iops(
+        &mut self,
+        key: &str,
+        label: &str,
+        (threads, queue_depth): (usize, Option<usize>),
+        bytes: usize,
+        latency_us: Vec<f64>,
+        t: Timed,
+    ) {
+        let empty = Figure::Iops {
+            iops: Vec::new(),
+            latency_us: Vec::new(),
+        };
+        let m = self.entry(key, label, threads, bytes, empty);
+        m.queue_depth = queue_depth;
+        if let Figure::Iops {
+            iops,
+            latency_us: all,
+        } = &mut m.figure
+        {
+            iops.push(latency_us.len() as f64 / t.seconds);
+            all.extend(latency_us);
+        }
+        m.cores.push(t.cores);
+        m.cores_by_thread.push(t.cores_by_thread);
+    }
+
+    fn set_queue_depth(&mut self, key: &str, depth: usize) {
+        if let Some(m) = self.0.iter_mut().find(|m| m.key == key) {
+            m.queue_depth = Some(depth);
+        }
     }
 
     fn latency(&mut self, key: &str, label: &str, bytes: usize, samples: Vec<f64>, t: Timed) {
@@ -943,6 +1286,8 @@ fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally, size: usize) 
                     first_failure: (f.check_failures > 0)
                         .then(|| "KvikIO's check of 16 windows of 4 KiB failed".to_string()),
                 }),
+                queue_depth: None,
+                versus: None,
                 figure: Figure::Throughput(f.samples),
             });
         }
@@ -1032,6 +1377,7 @@ mod tests {
             only,
             backend: Some("fallback".into()),
             latency_ops: 20,
+            batch_ops: Some(100),
             ..BenchArgs::default()
         };
         let gpu = hipfile_testkit::target::runtime_under_test()
@@ -1100,6 +1446,65 @@ mod tests {
             measurement(&objects, "latency_1m")["bytes_checked"],
             2 << 20
         );
+    }
+
+    /// The measurements of the batch phase whose bytes are checked.
+    fn batch_rows(objects: &[Value]) -> Vec<&Value> {
+        let rows: Vec<&Value> = objects
+            .iter()
+            .filter(|o| {
+                let key = o["key"].as_str().unwrap();
+                key.starts_with("batch_") || key.starts_with("sync_")
+            })
+            .collect();
+        // 2 sizes x (4 depths + 3 thread counts), the large batch, and the cold batch as root.
+        assert!(rows.len() >= 15, "{objects:?}");
+        rows
+    }
+
+    #[test]
+    fn batch_reads_that_return_wrong_bytes_are_reported_as_not_verified() {
+        // Armed at the hot read: every read of the batch phase gets wrong bytes.
+        let io = Arc::new(CorruptingIo::new(2));
+        let (verified, objects, summary) =
+            bench_through(io.clone(), vec![Phase::Hot, Phase::Batch]);
+        assert!(!verified);
+        assert_eq!(summary["verified"], false, "{summary}");
+        for m in batch_rows(&objects) {
+            assert_eq!(m["verified"], false, "{m}");
+            assert!(m["checks"].as_u64().unwrap() > 0, "{m}");
+            let key = m["key"].as_str().unwrap();
+            assert_eq!(
+                summary["verification"][key]["failures"], m["checks"],
+                "{summary}"
+            );
+            let why = m["check_failure"].as_str().unwrap();
+            assert!(why.starts_with("byte "), "{why}");
+        }
+    }
+
+    #[test]
+    fn the_same_batch_phase_with_clean_reads_is_verified() {
+        let io = Arc::new(CorruptingIo::new(u64::MAX));
+        let (verified, objects, summary) = bench_through(io.clone(), vec![Phase::Batch]);
+        assert_eq!(io.corrupted.load(Ordering::SeqCst), 0);
+        assert!(verified, "{summary}");
+        for m in batch_rows(&objects) {
+            assert_eq!(m["verified"], true, "{m}");
+        }
+        // The batch of large reads brought the hot read along and is read against it.
+        let large = measurement(&objects, "batch_large");
+        assert_eq!(large["versus"]["key"], "read_hot", "{large}");
+        assert_eq!(large["bytes_checked"], 2 * (4 << 20), "{large}");
+    }
+
+    #[test]
+    fn each_batch_depth_is_read_against_as_many_threads_as_it_may() {
+        let pairs: Vec<usize> = BATCH_DEPTHS.iter().map(|d| sync_threads_for(*d)).collect();
+        assert_eq!(pairs, [1, 8, 16, 16]);
+        assert_eq!(human_bytes(128 << 20), "128 MiB");
+        assert_eq!(human_bytes(64 << 10), "64 KiB");
+        assert_eq!(human_bytes(5000), "5000 bytes");
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! The ceilings a figure of ours is judged against, measured in the same run: the pinned
 //! host-to-device copy bandwidth, and how fast the CPU alone reads the file into host memory
 //! (page cache with every core, O_DIRECT with every core). Also the plain single-thread baseline
-//! of upstream hipFile, and the page-cache controls (drop, warm).
+//! of upstream hipFile, the small-read ceiling of the storage (random O_DIRECT reads from many
+//! threads, as fio's `randread` measures it), and the page-cache controls (drop, warm).
 
 use hipfile_hip::{HipResult, PinnedBuffer};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::measure::{Span, Timed};
+use crate::measure::{together, Span, Timed};
 
 /// Bytes each reader thread asks for per `pread`.
 const READ_CHUNK: usize = 4 << 20;
@@ -130,6 +131,46 @@ fn read_range(file: &File, start: u64, end: u64) -> Result<u64, String> {
     Ok(at.min(end) - start)
 }
 
+/// Reads of `bytes` at each of `offsets` (multiples of 4096) from `path` opened with O_DIRECT,
+/// into aligned host memory, shared among `threads` threads started together, one `pread` at a
+/// time each (fio's `randread` with `psync` and `numjobs = threads`). Returns the time and each
+/// read's microseconds.
+pub fn random_direct_reads(
+    path: &Path,
+    offsets: &[u64],
+    bytes: usize,
+    threads: usize,
+) -> Result<(Timed, Vec<f64>), String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(|e| format!("{} (O_DIRECT): {e}", path.display()))?;
+    let threads = threads.max(1);
+    let n = offsets.len();
+    let shares: Vec<&[u64]> = (0..threads)
+        .map(|t| &offsets[t * n / threads..(t + 1) * n / threads])
+        .filter(|share| !share.is_empty())
+        .collect();
+    let file = &file;
+    let (timed, per_thread) = together(shares, |share| {
+        let mut buf = AlignedBuf::new(bytes);
+        let mut samples = Vec::with_capacity(share.len());
+        for &at in share {
+            let start = std::time::Instant::now();
+            let got = file
+                .read_at(buf.slice_mut(bytes), at)
+                .map_err(|e| format!("O_DIRECT pread of {bytes} at {at}: {e}"))?;
+            samples.push(start.elapsed().as_secs_f64() * 1e6);
+            if got != bytes {
+                return Err(format!("O_DIRECT pread of {bytes} at {at}: {got} bytes"));
+            }
+        }
+        Ok(samples)
+    })?;
+    Ok((timed, per_thread.concat()))
+}
+
 /// Read the file once through the page cache with every core, so the next read is hot.
 pub fn warm(path: &Path, size: u64) -> Result<(), String> {
     parallel_read(path, size, available_threads(), false).map(|_| ())
@@ -181,5 +222,25 @@ mod tests {
         }
         let (_, n) = parallel_read(&path, 5 << 20, 2, false).unwrap();
         assert_eq!(n, 5 << 20);
+    }
+
+    #[test]
+    fn random_direct_reads_time_every_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![3u8; 1 << 20]).unwrap();
+        let offsets: Vec<u64> = (0..50).map(|i| (i * 7 % 256) * 4096).collect();
+        match random_direct_reads(&path, &offsets, 4096, 32) {
+            Ok((t, samples)) => {
+                assert_eq!(samples.len(), 50);
+                assert!(samples.iter().all(|us| *us > 0.0));
+                assert!(t.seconds > 0.0);
+            }
+            // A filesystem without O_DIRECT (tmpfs) says so in the error, which the bench reports.
+            Err(why) => assert!(why.contains("O_DIRECT"), "{why}"),
+        }
+        // Past the end of the file a read is short: an error, not a figure.
+        let why = random_direct_reads(&path, &[1 << 20], 4096, 1).unwrap_err();
+        assert!(why.contains("0 bytes") || why.contains("O_DIRECT"), "{why}");
     }
 }

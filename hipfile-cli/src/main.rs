@@ -6,11 +6,13 @@
 //!
 //! `hipfile bench` measures hipfile-rs on one file (created, or taken as it is and opened
 //! read-only: its bytes are never changed): hot and cold whole-file reads into GPU memory,
-//! writes with and without `fsync` (to a scratch file next to it, removed at the end), and the
-//! latency of small random reads (median and p99), each the median of several repetitions with
-//! the cores the process kept busy. In the same run it measures the machine's ceilings (pinned
-//! host-to-device copy, parallel page-cache and O_DIRECT reads to host memory), and on request
-//! upstream hipFile's single-thread design (`--baseline`) and KvikIO (`--kvikio
+//! writes with and without `fsync` (to a scratch file next to it, removed at the end), the
+//! latency of small random reads (median and p99), and batch IO (random reads at queue depth 1
+//! to 128 against synchronous reads from 1 to 16 threads, a batch of large reads against the hot
+//! read, cold random reads against the O_DIRECT ceiling), each the median of several repetitions
+//! with the cores the process kept busy. In the same run it measures the machine's ceilings
+//! (pinned host-to-device copy, parallel page-cache and O_DIRECT reads to host memory), and on
+//! request upstream hipFile's single-thread design (`--baseline`) and KvikIO (`--kvikio
 //! kvikio_anchor.py`), alternating with our repetitions and printing ratios ours/anchor. Every
 //! timed read and write is compared byte for byte with the file (reads) or the buffer (writes);
 //! the report says per measurement what was checked, and a failed check makes the command exit
@@ -23,11 +25,13 @@
 //! cargo run --release -p hipfile-cli -- bench                     # sim or GPU, table
 //! hipfile bench --size 8G --baseline --kvikio kvikio_anchor.py    # side by side with KvikIO
 //! hipfile bench --only hot,latency --backend fallback --json
+//! hipfile bench --only batch --json                               # batch IO, against sync reads
 //! ```
 
 #![forbid(unsafe_code)]
 
 mod anchor;
+mod batch;
 mod bench;
 mod ceiling;
 mod check;
@@ -55,7 +59,7 @@ enum Command {
     /// The file read is never written: writes are measured on a scratch file next to it. Every
     /// timed read and write is compared byte for byte with the file or the buffer; the report
     /// says what each check covered, and the exit status is 1 when a check failed.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Tell whether this machine can do direct (P2P) IO, and why not; exit 0 only if it can.
     Check(check::CheckArgs),
 }

@@ -3,6 +3,7 @@
 //! offsets.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Barrier;
 use std::time::Instant;
 
 /// CPU time (user + system, all threads, to the nanosecond) this process has used, from
@@ -116,6 +117,37 @@ impl Span {
             cores_by_thread,
         }
     }
+}
+
+/// Run `work` on each of `items`, one thread per item, started together: the threads are made
+/// first and wait at a barrier, the clock starts, then they are let go; it stops when the last
+/// one ends. Returns the time and the results in the order of `items`; the first error (or a
+/// panic) fails the whole run.
+pub fn together<T: Send, R: Send>(
+    items: Vec<T>,
+    work: impl Fn(T) -> Result<R, String> + Sync,
+) -> Result<(Timed, Vec<R>), String> {
+    let start = Barrier::new(items.len() + 1);
+    let (timed, results) = std::thread::scope(|scope| {
+        let workers: Vec<_> = items
+            .into_iter()
+            .map(|item| {
+                let (start, work) = (&start, &work);
+                scope.spawn(move || {
+                    start.wait();
+                    work(item)
+                })
+            })
+            .collect();
+        let span = Span::start();
+        start.wait();
+        let results: Vec<Result<R, String>> = workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err("a worker panicked".into())))
+            .collect();
+        (span.finish(), results)
+    });
+    Ok((timed, results.into_iter().collect::<Result<_, _>>()?))
 }
 
 /// The median of `v` (the upper one for an even count); `NaN` when empty.
@@ -233,6 +265,25 @@ mod tests {
         // group's name, is what this checks.
         let spin = t.cores_by_thread.get("spin").copied().unwrap_or(0.0);
         assert!(spin > 0.0, "{:?}", t.cores_by_thread);
+    }
+
+    #[test]
+    fn work_started_together_is_timed_from_the_start_to_the_last_end() {
+        let (t, out) = together(vec![30u64, 60, 10], |ms| {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            Ok(ms * 2)
+        })
+        .unwrap();
+        assert_eq!(out, [60, 120, 20]);
+        assert!(t.seconds >= 0.06 && t.seconds < 5.0, "{}", t.seconds);
+        let failed = together(vec![1, 2, 3], |i| {
+            if i == 2 {
+                Err(format!("item {i}"))
+            } else {
+                Ok(i)
+            }
+        });
+        assert_eq!(failed.unwrap_err(), "item 2");
     }
 
     #[test]

@@ -15,6 +15,46 @@ pub enum Figure {
     Throughput(Vec<f64>),
     /// Microseconds of each operation, over all repetitions.
     Latency(Vec<f64>),
+    /// Operations per second of each repetition, and the microseconds of each operation (from
+    /// its submission to its completion), over all repetitions.
+    Iops {
+        /// Operations per second, per repetition.
+        iops: Vec<f64>,
+        /// Microseconds per operation.
+        latency_us: Vec<f64>,
+    },
+}
+
+impl Figure {
+    /// The number a row is compared by: median GB/s, median IOPS, or median microseconds.
+    pub fn headline(&self) -> f64 {
+        match self {
+            Figure::Throughput(v) | Figure::Latency(v) => median(v),
+            Figure::Iops { iops, .. } => median(iops),
+        }
+    }
+
+    fn unit(&self) -> &'static str {
+        match self {
+            Figure::Throughput(_) => "GB/s",
+            Figure::Latency(_) => "us",
+            Figure::Iops { .. } => "IOPS",
+        }
+    }
+
+    fn same_kind(&self, other: &Figure) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+    }
+}
+
+/// Another measurement of the same run that a row is read against (the synchronous reads next
+/// to a batch, the machine's ceiling next to ours).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Versus {
+    /// Its key.
+    pub key: String,
+    /// Its headline figure ([`Figure::headline`]), in the row's unit.
+    pub value: f64,
 }
 
 /// One row of the report.
@@ -39,6 +79,10 @@ pub struct Measurement {
     pub anchor: Option<AnchorFigure>,
     /// The byte checks behind the figure; `None` where nothing was checked (the ceilings).
     pub checked: Option<Checked>,
+    /// Requests kept in flight at once, for requests through a batch.
+    pub queue_depth: Option<usize>,
+    /// The measurement of the same run this one is read against, when there is one.
+    pub versus: Option<Versus>,
 }
 
 impl Measurement {
@@ -56,6 +100,24 @@ impl Measurement {
         (anchor.value > 0.0).then(|| ours / anchor.value)
     }
 
+    /// Ours divided by the reference of the same run ([`Versus`]): above 1, ours moves more
+    /// bytes or operations per second (for latency, takes longer).
+    pub fn versus_ratio(&self) -> Option<f64> {
+        let v = self.versus.as_ref()?;
+        (v.value > 0.0).then(|| self.figure.headline() / v.value)
+    }
+
+    fn versus_basis(&self) -> Option<String> {
+        let what = match self.figure {
+            Figure::Throughput(_) => "median GB/s",
+            Figure::Latency(_) => "median us per op",
+            Figure::Iops { .. } => "median IOPS",
+        };
+        self.versus
+            .as_ref()
+            .map(|v| format!("{what}, ours / {}", v.key))
+    }
+
     fn ratio_basis(&self) -> &'static str {
         match self.anchor.as_ref().map(|a| a.basis) {
             Some(Basis::MeanUs) => "mean us per read, ours / anchor",
@@ -63,6 +125,7 @@ impl Measurement {
             Some(Basis::MedianGbps) | None => match self.figure {
                 Figure::Throughput(_) => "median GB/s, ours / anchor",
                 Figure::Latency(_) => "median us per read, ours / anchor",
+                Figure::Iops { .. } => "median IOPS, ours / anchor",
             },
         }
     }
@@ -111,6 +174,14 @@ impl Measurement {
             })),
             "ratio": self.ratio().map(round3),
             "ratio_basis": self.ratio_basis(),
+            "queue_depth": self.queue_depth,
+            "versus": self.versus.as_ref().map(|v| json!({
+                "key": v.key,
+                "value": round3(v.value),
+                "unit": self.figure.unit(),
+            })),
+            "versus_ratio": self.versus_ratio().map(round3),
+            "versus_basis": self.versus_basis(),
         });
         let extra = match &self.figure {
             Figure::Throughput(s) => json!({
@@ -126,6 +197,16 @@ impl Measurement {
                 "mean_us": round3(mean(s)),
                 "ops": s.len(),
             }),
+            Figure::Iops { iops, latency_us } => json!({
+                "unit": "IOPS",
+                "iops": round3(median(iops)),
+                "samples": iops.iter().copied().map(round3).collect::<Vec<_>>(),
+                "repetitions": iops.len(),
+                "median_us": round3(median(latency_us)),
+                "p99_us": round3(percentile(latency_us, 99.0)),
+                "mean_us": round3(mean(latency_us)),
+                "ops": latency_us.len(),
+            }),
         };
         for more in [extra, Checked::json_fields(self.checked.as_ref())] {
             if let (Some(obj), Value::Object(more)) = (v.as_object_mut(), more) {
@@ -139,7 +220,25 @@ impl Measurement {
         match &self.figure {
             Figure::Throughput(s) => format!("{:.2} GB/s", median(s)),
             Figure::Latency(s) => format!("{:.1} / {:.1} us", median(s), percentile(s, 99.0)),
+            Figure::Iops { iops, latency_us } => format!(
+                "{:.0} IOPS, {:.1} / {:.1} us",
+                median(iops),
+                median(latency_us),
+                percentile(latency_us, 99.0)
+            ),
         }
+    }
+
+    fn versus_text(&self) -> String {
+        let Some(v) = &self.versus else {
+            return String::new();
+        };
+        let value = match self.figure {
+            Figure::Throughput(_) => format!("{:.2} GB/s", v.value),
+            Figure::Latency(_) => format!("{:.1} us", v.value),
+            Figure::Iops { .. } => format!("{:.0} IOPS", v.value),
+        };
+        format!("{} {value}", v.key)
     }
 
     fn anchor_text(&self) -> String {
@@ -174,18 +273,43 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// The table: one row per measurement; anchor columns only when an anchor ran.
+/// Set each `(ours, reference)` pair's [`Versus`]: the reference's headline figure, where both
+/// rows are there and measure the same kind of figure.
+pub fn compare(rows: &mut [Measurement], pairs: &[(String, String)]) {
+    for (ours, reference) in pairs {
+        let Some(r) = rows.iter().find(|m| &m.key == reference) else {
+            continue;
+        };
+        let (figure, key) = (r.figure.clone(), r.key.clone());
+        if let Some(m) = rows.iter_mut().find(|m| &m.key == ours) {
+            if m.figure.same_kind(&figure) {
+                m.versus = Some(Versus {
+                    key,
+                    value: figure.headline(),
+                });
+            }
+        }
+    }
+}
+
+/// The table: one row per measurement; anchor columns only when an anchor ran, reference
+/// columns only when a row is read against another of the same run.
 pub fn table(rows: &[Measurement]) -> String {
     let anchored = rows.iter().any(|m| m.anchor.is_some());
+    let versus = rows.iter().any(|m| m.versus.is_some());
     let mut header = vec![
         "measurement".to_string(),
-        "figure (GB/s | median / p99)".into(),
+        "figure (GB/s | IOPS | median / p99 us)".into(),
         "cores".into(),
         "checked".into(),
     ];
     if anchored {
         header.push("kvikio".into());
         header.push("ours/kvikio".into());
+    }
+    if versus {
+        header.push("versus (same run)".into());
+        header.push("ours/versus".into());
     }
     let mut cells: Vec<Vec<String>> = vec![header];
     for m in rows {
@@ -199,9 +323,16 @@ pub fn table(rows: &[Measurement]) -> String {
         if anchored {
             row.push(m.anchor_text());
             row.push(m.ratio().map_or_else(String::new, |r| match m.figure {
-                Figure::Throughput(_) => format!("{r:.2}x"),
+                Figure::Throughput(_) | Figure::Iops { .. } => format!("{r:.2}x"),
                 Figure::Latency(_) => format!("{r:.2}x time"),
             }));
+        }
+        if versus {
+            row.push(m.versus_text());
+            row.push(
+                m.versus_ratio()
+                    .map_or_else(String::new, |r| format!("{r:.2}x")),
+            );
         }
         cells.push(row);
     }
@@ -273,6 +404,8 @@ mod tests {
                 bytes: Some(3 << 20),
                 first_failure: None,
             }),
+            queue_depth: None,
+            versus: None,
         }
     }
 
@@ -332,5 +465,66 @@ mod tests {
         let t = table(&[row(Some(40.0))]);
         assert!(t.contains("ours/kvikio") && t.contains("0.50x"), "{t}");
         assert!(t.contains("3 ok") && t.contains("3.50 cores"), "{t}");
+    }
+
+    #[test]
+    fn a_row_is_read_against_another_of_the_same_run() {
+        let mut batch = row(None);
+        batch.key = "batch_4k_qd8".into();
+        batch.queue_depth = Some(8);
+        batch.figure = Figure::Iops {
+            iops: vec![4000.0; 3],
+            latency_us: (1..=100).map(f64::from).collect(),
+        };
+        let mut sync = row(None);
+        sync.key = "sync_4k_t8".into();
+        sync.figure = Figure::Iops {
+            iops: vec![1000.0, 3000.0, 2000.0],
+            latency_us: vec![5.0, 6.0, 7.0],
+        };
+        let hot = row(None);
+        let mut rows = vec![batch, sync, hot];
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        compare(
+            &mut rows,
+            &[
+                pair("batch_4k_qd8", "sync_4k_t8"),
+                // Not the same kind of figure, or not there: nothing to read against.
+                pair("read_hot", "sync_4k_t8"),
+                pair("sync_4k_t8", "sync_4k_t16"),
+            ],
+        );
+        assert_eq!(
+            rows[0].versus,
+            Some(Versus {
+                key: "sync_4k_t8".into(),
+                value: 2000.0
+            })
+        );
+        assert_eq!(rows[0].versus_ratio(), Some(2.0));
+        assert!(rows[1].versus.is_none() && rows[2].versus.is_none());
+        let j = rows[0].to_json();
+        assert_eq!(j["unit"], "IOPS");
+        assert_eq!(j["iops"], 4000.0);
+        assert_eq!(j["repetitions"], 3);
+        assert_eq!(
+            (&j["median_us"], &j["p99_us"]),
+            (&51.0.into(), &99.0.into())
+        );
+        assert_eq!(j["ops"], 100);
+        assert_eq!(j["queue_depth"], 8);
+        assert_eq!(j["versus"]["key"], "sync_4k_t8");
+        assert_eq!(j["versus"]["value"], 2000.0);
+        assert_eq!(j["versus_ratio"], 2.0);
+        assert_eq!(j["versus_basis"], "median IOPS, ours / sync_4k_t8");
+        assert_eq!(rows[2].to_json()["versus"], Value::Null);
+        let t = table(&rows);
+        assert!(
+            t.contains("4000 IOPS, 51.0 / 99.0 us")
+                && t.contains("sync_4k_t8 2000 IOPS")
+                && t.contains("2.00x"),
+            "{t}"
+        );
+        assert!(!table(&[row(None)]).contains("versus"));
     }
 }

@@ -1,6 +1,7 @@
 //! `hipfile bench --json` on the sim with tiny sizes: every phase runs, every line parses, every
-//! expected measurement is there with the byte checks behind it; a file the bench is given keeps
-//! its bytes; the KvikIO runner against a fake anchor script.
+//! expected measurement is there with the byte checks behind it; the batch phase's counts add up
+//! and each of its figures names the figure of the same run it is read against; a file the bench
+//! is given keeps its bytes; the KvikIO runner against a fake anchor script.
 
 use std::path::Path;
 use std::process::Command;
@@ -457,4 +458,151 @@ fn only_regular_files_with_bytes_are_read_and_nothing_else_is_written() {
     }
     assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
     assert_eq!(names_in(dir.path()), ["empty.dat"]);
+}
+
+#[test]
+fn the_batch_phase_reads_against_sync_threads_and_its_counts_add_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (objects, summary) = bench_json(
+        &dir.path().join("f.dat"),
+        &["--only", "batch", "--batch-ops", "100"],
+    );
+    let batch = &summary["batch"];
+    // 100 reads per run of 4 KiB; a 4 MiB file holds only 64 regions of 64 KiB.
+    let runs = [("4k", 4096u64, 100u64), ("64k", 65536, 64)];
+    assert_eq!(batch["ops"]["4k"], 100, "{summary}");
+    assert_eq!(batch["ops"]["64k"], 64, "{summary}");
+    assert!(
+        summary["notes"]
+            .to_string()
+            .contains("64 random 64k reads per run"),
+        "{summary}"
+    );
+    let checked_per_run = batch["checked_entries"].as_u64().unwrap();
+    for (name, bytes, ops) in runs {
+        for depth in [1u64, 8, 32, 128] {
+            let o = find(&objects, &format!("batch_{name}_qd{depth}"));
+            assert_eq!(o["unit"], "IOPS", "{o}");
+            assert_eq!(o["bytes"], bytes, "{o}");
+            assert_eq!(o["threads"], 0, "{o}");
+            assert_eq!(o["queue_depth"], depth.min(ops), "{o}");
+            assert_eq!(o["repetitions"], 2, "{o}");
+            // Every read of both runs is timed; a sample of each run is checked.
+            assert_eq!(o["ops"], 2 * ops, "{o}");
+            let checks = 2 * checked_per_run.min(ops);
+            assert_eq!(o["checks"], checks, "{o}");
+            assert_eq!(o["bytes_checked"], checks * bytes, "{o}");
+            assert_eq!(o["verified"], true, "{o}");
+            assert!(o["iops"].as_f64().unwrap() > 0.0, "{o}");
+            assert!(o["p99_us"].as_f64() >= o["median_us"].as_f64(), "{o}");
+            let threads = [1u64, 8, 16].into_iter().filter(|t| *t <= depth).max();
+            let versus = format!("sync_{name}_t{}", threads.unwrap());
+            assert_eq!(o["versus"]["key"], versus.as_str(), "{o}");
+            let reference = find(&objects, &versus)["iops"].as_f64().unwrap();
+            let ratio = o["versus_ratio"].as_f64().unwrap();
+            let want = o["iops"].as_f64().unwrap() / reference;
+            assert!((ratio - want).abs() <= 0.01 * want + 0.001, "{o}");
+        }
+        for threads in [1u64, 8, 16] {
+            let o = find(&objects, &format!("sync_{name}_t{threads}"));
+            assert_eq!(o["unit"], "IOPS", "{o}");
+            assert_eq!(o["threads"], threads, "{o}");
+            assert_eq!(o["queue_depth"], Value::Null, "{o}");
+            assert_eq!(o["ops"], 2 * ops, "{o}");
+            // The last read of each thread, in each run.
+            assert_eq!(o["checks"], 2 * threads, "{o}");
+            assert_eq!(o["bytes_checked"], 2 * threads * bytes, "{o}");
+            assert_eq!(o["verified"], true, "{o}");
+        }
+    }
+    // 64 entries over the whole file, read against the hot read it brought along.
+    assert_eq!(batch["large"]["entries"], 64, "{summary}");
+    assert_eq!(batch["large"]["entry_bytes"], 65536, "{summary}");
+    let large = find(&objects, "batch_large");
+    assert_eq!(large["unit"], "GB/s", "{large}");
+    assert_eq!(large["queue_depth"], 64, "{large}");
+    assert_eq!(large["bytes"], 4 << 20, "{large}");
+    assert_eq!(large["checks"], 2, "{large}");
+    assert_eq!(large["bytes_checked"], 2 * (4 << 20), "{large}");
+    assert_eq!(large["versus"]["key"], "read_hot", "{large}");
+    assert_eq!(
+        large["versus"]["value"],
+        find(&objects, "read_hot")["gbps"],
+        "{large}"
+    );
+    // Cold: the batch at queue depth 32 against 32 O_DIRECT threads, as root; a note otherwise.
+    if batch["cold"]["ran"] == true {
+        let cold = find(&objects, "batch_cold_4k_qd32");
+        assert_eq!(cold["ops"], 200, "{cold}");
+        assert_eq!(cold["queue_depth"], 32, "{cold}");
+        assert_eq!(cold["checks"], 2 * 64, "{cold}");
+        assert_eq!(cold["verified"], true, "{cold}");
+        if objects.iter().any(|o| o["key"] == "ceiling_odirect_4k_t32") {
+            let ceiling = find(&objects, "ceiling_odirect_4k_t32");
+            assert_eq!(ceiling["ops"], 200, "{ceiling}");
+            assert_eq!(ceiling["threads"], 32, "{ceiling}");
+            assert_eq!(ceiling["verified"], Value::Null, "{ceiling}");
+            assert_eq!(cold["versus"]["key"], "ceiling_odirect_4k_t32", "{cold}");
+            assert!(cold["versus_ratio"].as_f64().unwrap() > 0.0, "{cold}");
+        } else {
+            assert!(
+                summary["notes"].to_string().contains("O_DIRECT"),
+                "{summary}"
+            );
+        }
+    } else {
+        assert!(
+            summary["notes"]
+                .to_string()
+                .contains("batch cold reads and their O_DIRECT ceiling skipped"),
+            "{summary}"
+        );
+    }
+    // The ledger behind the rows: every check the rows count is in the summary, none failed.
+    assert_eq!(summary["verified"], true, "{summary}");
+    for o in &objects {
+        let key = o["key"].as_str().unwrap();
+        if key.starts_with("ceiling_") {
+            continue;
+        }
+        let ledger = &summary["verification"][key];
+        assert_eq!(ledger["checks"], o["checks"], "{key}: {summary}");
+        assert_eq!(ledger["bytes"], o["bytes_checked"], "{key}: {summary}");
+        assert_eq!(ledger["failures"], 0, "{key}: {summary}");
+    }
+}
+
+#[test]
+fn the_default_run_has_the_batch_phase_and_its_table_reads_against_the_same_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+        .args([
+            "bench",
+            "--platform",
+            "sim",
+            "--size",
+            "2M",
+            "--repeat",
+            "1",
+        ])
+        .args(["--latency-ops", "10", "--batch-ops", "40", "--file"])
+        .arg(dir.path().join("f.dat"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for want in [
+        "versus (same run)",
+        "ours/versus",
+        "batch: random 4k reads, hot, queue depth 32",
+        "sync: random 64k reads, hot, 16 threads",
+        "batch: 64 reads of 32 KiB in one batch",
+        "IOPS",
+        "sync_4k_t16 ",
+        "read_hot ",
+        "small counts for the simulated GPU",
+        "random 1m reads",
+    ] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
 }
