@@ -8,12 +8,10 @@
 //! region `i` of the registered buffer, so no two entries in flight share memory, and what a
 //! checked entry left is still there when the run ends.
 //!
-//! The batch is driven through the core driver's batch calls (the ones behind
-//! `hipFileBatchIO*`), naming regions of one registered buffer by base and offset as a C caller
-//! names them. The facade's [`hipfile::Batch`] borrows each request's memory until the batch is
-//! dropped, and a buffer hands out one exclusive slice at a time, so the regions of one buffer
-//! cannot share a facade batch. Here the buffer is borrowed mutably for the whole run and the
-//! batch is destroyed (its entries finished or withdrawn) before that borrow ends.
+//! The batch is the facade's ([`hipfile::Driver::batch`]): the registered buffer is cut into one
+//! exclusive region per entry ([`hipfile::DeviceSliceMut::chunks_mut`]), each lent to the batch
+//! for the whole run, and the batch is destroyed (its entries finished or withdrawn) before the
+//! regions are read back.
 //!
 //! Checks ([`Reads`]): the file's bytes of a sample of entries (evenly spread, the last among
 //! them) are read when the reads are planned; before the clock starts, those entries' regions
@@ -25,8 +23,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
-use hipfile::{AsDeviceMut, FileHandle, RegisteredBuffer};
-use hipfile_core::{BatchEntry, BatchId, BatchStatus, IoCall, IoOp};
+use hipfile::{AsDeviceMut, BatchRequest, BatchStatus, Driver, FileHandle, RegisteredBuffer};
 
 use crate::measure::{together, Span, Timed};
 
@@ -78,11 +75,11 @@ impl<'a> Reads<'a> {
         })
     }
 
-    /// Run the reads through one batch of `queue_depth` entries on `core`, entry `i` into
+    /// Run the reads through one batch of `queue_depth` entries of `driver`, entry `i` into
     /// `[i * bytes, (i + 1) * bytes)` of `dst`.
     pub fn through_batch(
         &self,
-        core: &hipfile_core::Driver,
+        driver: &Driver,
         handle: &FileHandle,
         dst: &mut RegisteredBuffer,
         queue_depth: usize,
@@ -100,74 +97,66 @@ impl<'a> Reads<'a> {
                 .map_err(|e| format!("check: the sentinel of entry {i}: {e}"))?;
         }
         let depth = queue_depth.clamp(1, n);
-        let base = dst.ptr();
-        let entry = |i: usize| -> Result<BatchEntry, String> {
-            Ok(BatchEntry {
-                call: IoCall {
-                    op: IoOp::Read,
-                    handle: handle.id(),
-                    buffer: base,
-                    size: bytes,
-                    file_offset: i64::try_from(self.offsets[i])
-                        .map_err(|_| format!("file offset {} too large", self.offsets[i]))?,
-                    buffer_offset: i64::try_from(i * bytes)
-                        .map_err(|_| format!("buffer offset {} too large", i * bytes))?,
-                },
-                cookie: i,
-            })
-        };
-        let batch = CoreBatch {
-            core,
-            id: core
-                .batch_setup(depth)
-                .map_err(|e| format!("a batch of {depth} entries: {e}"))?,
-        };
+        // One region of the buffer per entry, each lent to the batch for the whole run.
+        let mut regions: Vec<_> = dst.as_device_mut().chunks_mut(bytes).take(n).collect();
         let mut submitted_at = vec![Instant::now(); n];
         let mut latency_us = Vec::with_capacity(n);
-        let mut entries = Vec::with_capacity(depth);
-        let (mut next, mut room) = (0, depth);
         let span = Span::start();
-        while latency_us.len() < n {
-            if room > 0 && next < n {
-                let count = room.min(n - next);
-                entries.clear();
-                for i in next..next + count {
-                    entries.push(entry(i)?);
-                }
-                let now = Instant::now();
-                core.batch_submit(batch.id, &entries)
-                    .map_err(|e| format!("submitting {count} entries: {e}"))?;
-                submitted_at[next..next + count].fill(now);
-                next += count;
-                room -= count;
-            }
-            let events = core
-                .batch_status(batch.id, 1, depth, None)
-                .map_err(|e| format!("reaping: {e}"))?;
-            let reaped = Instant::now();
-            if events.is_empty() {
-                return Err(format!(
-                    "reaping: no entry came back with {} outstanding",
-                    depth - room
-                ));
-            }
-            for event in events {
-                let i = event.cookie;
-                match (event.status, &event.result) {
-                    (BatchStatus::Complete, Ok(got)) if *got == bytes && i < n => {}
-                    (status, result) => {
+        driver
+            .batch(depth, |batch| -> Result<(), String> {
+                let mut free = regions.iter_mut().enumerate();
+                let mut room = depth;
+                while latency_us.len() < n {
+                    let mut requests = Vec::with_capacity(room);
+                    let mut first = None;
+                    for (i, region) in free.by_ref().take(room) {
+                        first.get_or_insert(i);
+                        requests.push(
+                            BatchRequest::read(handle, region, self.offsets[i])
+                                .map_err(|e| format!("entry {i}: {e}"))?
+                                .cookie(i),
+                        );
+                    }
+                    if let Some(first) = first {
+                        let count = requests.len();
+                        let now = Instant::now();
+                        batch
+                            .submit(requests)
+                            .map_err(|e| format!("submitting {count} entries: {e}"))?;
+                        submitted_at[first..first + count].fill(now);
+                        room -= count;
+                    }
+                    let events = batch
+                        .wait(1, depth, None)
+                        .map_err(|e| format!("reaping: {e}"))?;
+                    let reaped = Instant::now();
+                    if events.is_empty() {
                         return Err(format!(
-                        "batch entry {i} (a read of {bytes} bytes at {}): {status:?}, {result:?}",
-                        self.offsets.get(i).copied().unwrap_or(u64::MAX)
-                    ))
+                            "reaping: no entry came back with {} outstanding",
+                            batch.outstanding()
+                        ));
+                    }
+                    for event in events {
+                        let i = event.cookie;
+                        match (event.status, &event.result) {
+                            (BatchStatus::Complete, Ok(got)) if *got == bytes && i < n => {}
+                            (status, result) => {
+                                return Err(format!(
+                                    "batch entry {i} (a read of {bytes} bytes at {}): \
+                                     {status:?}, {result:?}",
+                                    self.offsets.get(i).copied().unwrap_or(u64::MAX)
+                                ))
+                            }
+                        }
+                        latency_us.push(reaped.duration_since(submitted_at[i]).as_secs_f64() * 1e6);
+                        room += 1;
                     }
                 }
-                latency_us.push(reaped.duration_since(submitted_at[i]).as_secs_f64() * 1e6);
-                room += 1;
-            }
-        }
+                Ok(())
+            })
+            .map_err(|e| format!("a batch of {depth} entries: {e}"))??;
         let timed = span.finish();
-        drop(batch);
+        drop(regions);
         let mut got = vec![0u8; bytes];
         let mut checks = Vec::with_capacity(self.checked.len());
         for (i, want) in &self.checked {
@@ -180,20 +169,6 @@ impl<'a> Reads<'a> {
             timed,
             checks,
         })
-    }
-}
-
-/// A batch set up on the core driver; dropping it destroys it, which withdraws the entries not
-/// started and waits for the others, so none outlives the memory it reads into.
-struct CoreBatch<'d> {
-    core: &'d hipfile_core::Driver,
-    id: BatchId,
-}
-
-impl Drop for CoreBatch<'_> {
-    fn drop(&mut self) {
-        // Fails only for a batch the driver no longer knows: nothing of it runs then.
-        let _ = self.core.batch_destroy(self.id);
     }
 }
 

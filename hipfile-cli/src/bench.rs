@@ -578,13 +578,12 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if phases.contains(&Phase::Batch) {
             step("batch: random reads");
             make_hot()?;
-            let core = driver.core();
             for &(bytes, name, ops) in &batch_sizes {
                 let mut synced = BTreeSet::new();
                 for depth in BATCH_DEPTHS {
                     let offsets = random_offsets(&mut rng, size, bytes, ops);
                     let run = Reads::plan(&file, &offsets, bytes, CHECKED_ENTRIES)?
-                        .through_batch(core, &handle, &mut dst, depth)?;
+                        .through_batch(&driver, &handle, &mut dst, depth)?;
                     record_run(
                         &mut rows,
                         &mut ledger,
@@ -630,7 +629,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 dst.fill(sentinel_for(&file, 0)?)
                     .map_err(|e| e.to_string())?;
                 let run = Reads::plan(&file, &offsets, large_bytes, 0)?.through_batch(
-                    core,
+                    &driver,
                     &handle,
                     &mut dst,
                     large_entries,
@@ -656,7 +655,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 // The checked bytes are read from the file before the page cache is dropped.
                 let reads = Reads::plan(&file, &offsets, COLD_BYTES, CHECKED_ENTRIES)?;
                 ceiling::drop_caches()?;
-                let run = reads.through_batch(core, &handle, &mut dst, COLD_DEPTH)?;
+                let run = reads.through_batch(&driver, &handle, &mut dst, COLD_DEPTH)?;
                 record_run(
                     &mut rows,
                     &mut ledger,

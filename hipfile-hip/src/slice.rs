@@ -210,6 +210,20 @@ impl<'a> DeviceSliceMut<'a> {
         })
     }
 
+    /// The slice cut in consecutive exclusive pieces of `size` bytes (the last one shorter when
+    /// `size` does not divide the length), each with the same base: what a batch of requests
+    /// into one buffer takes, one piece per request. `size` 0 gives no piece.
+    pub fn chunks_mut(self, size: usize) -> impl Iterator<Item = DeviceSliceMut<'a>> {
+        let (base, offset, len) = (self.base, self.offset, self.len);
+        let starts = if size == 0 { 0 } else { len.div_ceil(size) };
+        (0..starts).map(move |k| DeviceSliceMut {
+            base,
+            offset: offset + k * size,
+            len: size.min(len - k * size),
+            memory: PhantomData,
+        })
+    }
+
     /// The same bytes as a region of their own: the base becomes the slice's first byte and the
     /// offset 0. A buffer registered from this slice is recognised by that base.
     pub fn rebased(self) -> DeviceSliceMut<'a> {
@@ -307,6 +321,22 @@ mod tests {
         let rest = shared.get(10..).unwrap();
         assert!(rest.is_empty());
         assert_eq!(rest.offset(), 11);
+    }
+
+    #[test]
+    fn chunks_cover_the_slice_once_in_order() {
+        let mut buf = buffer(10_000);
+        let base = buf.ptr();
+        let part = DeviceSliceMut::from(&mut buf).get_mut(100..).unwrap();
+        let pieces: Vec<_> = part
+            .chunks_mut(4096)
+            .map(|c| (c.base(), c.offset(), c.len()))
+            .collect();
+        assert_eq!(
+            pieces,
+            [(base, 100, 4096), (base, 4196, 4096), (base, 8292, 1708)]
+        );
+        assert_eq!(DeviceSliceMut::from(&mut buf).chunks_mut(0).count(), 0);
     }
 
     #[test]
