@@ -3,6 +3,8 @@
 mod api;
 #[cfg(all(feature = "fastpath", feature = "fallback"))]
 mod arithmetic;
+mod batch;
+mod batch_support;
 #[cfg(all(feature = "fastpath", feature = "fallback"))]
 mod chunking;
 #[cfg(feature = "fallback")]
