@@ -818,3 +818,64 @@ fn closing_the_driver_to_zero_destroys_its_batches() {
         ErrorKind::InvalidValue
     );
 }
+
+/// A batch borrows its memory "for as long as it lives", but `mem::forget` (safe code) ends the
+/// borrow with the entries still queued and running: the memory can then be freed and handed out
+/// again while an entry still reads into it.
+#[test]
+fn a_forgotten_batch_does_not_read_into_memory_freed_and_allocated_again() {
+    const LEN: usize = 1024 * KIB;
+    let slot = &WATCHED[6];
+    let gate = Gate::closed();
+    let (_sim, driver) = sim_driver(watched_host_copy::<6>(), gate.clone(), one_worker);
+    let dir = scratch_dir();
+    let content = pattern(17, 0, 2 * LEN);
+    let (_, file) = data_file(dir.path(), "data", &content);
+    let handle = driver.register_file(&file).unwrap();
+    let mut dsts: Vec<DeviceBuffer> = (0..2).map(|_| sentinel_buffer(&driver, LEN)).collect();
+    let freed_at = dsts[1].ptr();
+    let mut batch = driver.batch(2).unwrap();
+    batch
+        .submit(dsts.iter_mut().enumerate().map(|(i, dst)| {
+            BatchRequest::read(&handle, dst, (i * LEN) as u64)
+                .unwrap()
+                .cookie(i + 1)
+        }))
+        .unwrap();
+    gate.wait_held(1);
+    std::mem::forget(batch);
+    // The second entry (queued behind the held one) reads into `dsts[1]`: free it, and take
+    // memory until the runtime hands its address out again.
+    drop(dsts.pop());
+    let mut taken = Vec::new();
+    let reused = loop {
+        let buf = sentinel_buffer(&driver, LEN);
+        if buf.ptr() == freed_at {
+            break buf;
+        }
+        taken.push(buf);
+        assert!(
+            taken.len() < 64,
+            "the simulated GPU never handed the freed address out again"
+        );
+    };
+    gate.open();
+    // Both entries run now (nothing cancels them): wait until the second has read the file.
+    let since = Instant::now();
+    while gate.calls() < 2 && since.elapsed() < crate::batch_support::PATIENCE {
+        thread::sleep(Duration::from_millis(1));
+    }
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(slot.withdrawn.load(Ordering::Acquire), 0);
+    let now = reused.to_vec().unwrap();
+    assert!(
+        now.iter().all(|&x| x == SENTINEL),
+        "an entry of the forgotten batch wrote into memory allocated after its own was freed \
+         (it now holds {} the file's bytes)",
+        if now == content[LEN..] {
+            "exactly"
+        } else {
+            "not"
+        }
+    );
+}
