@@ -821,9 +821,9 @@ fn closing_the_driver_to_zero_destroys_its_batches() {
 
 /// A batch borrows its memory "for as long as it lives", but `mem::forget` (safe code) ends the
 /// borrow with the entries still queued and running: the memory can then be freed and handed out
-/// again while an entry still reads into it.
-#[test]
-fn a_forgotten_batch_does_not_read_into_memory_freed_and_allocated_again() {
+/// again while an entry still reads into it. Runs in a child of its own, so that no other test's
+/// allocations take the freed address first.
+fn forgotten_batch_child() {
     const LEN: usize = 1024 * KIB;
     let slot = &WATCHED[6];
     let gate = Gate::closed();
@@ -845,20 +845,22 @@ fn a_forgotten_batch_does_not_read_into_memory_freed_and_allocated_again() {
     gate.wait_held(1);
     std::mem::forget(batch);
     // The second entry (queued behind the held one) reads into `dsts[1]`: free it, and take
-    // memory until the runtime hands its address out again.
+    // memory (untouched, so it costs no resident pages) until the runtime hands its address out
+    // again.
     drop(dsts.pop());
     let mut taken = Vec::new();
-    let reused = loop {
-        let buf = sentinel_buffer(&driver, LEN);
+    let mut reused = loop {
+        let buf = driver.alloc(LEN).unwrap();
         if buf.ptr() == freed_at {
             break buf;
         }
         taken.push(buf);
         assert!(
-            taken.len() < 64,
+            taken.len() < 4096,
             "the simulated GPU never handed the freed address out again"
         );
     };
+    reused.fill(SENTINEL).unwrap();
     gate.open();
     // Both entries run now (nothing cancels them): wait until the second has read the file.
     let since = Instant::now();
@@ -878,4 +880,21 @@ fn a_forgotten_batch_does_not_read_into_memory_freed_and_allocated_again() {
             "not"
         }
     );
+}
+
+#[test]
+fn a_forgotten_batch_does_not_read_into_memory_freed_and_allocated_again() {
+    let name = crate::harness::test_name(
+        module_path!(),
+        "a_forgotten_batch_does_not_read_into_memory_freed_and_allocated_again",
+    );
+    if crate::harness::as_child(&name, forgotten_batch_child) {
+        return;
+    }
+    let run = crate::harness::run_child(
+        crate::harness::child_command(&name),
+        Duration::from_secs(120),
+        &name,
+    );
+    run.assert_passed(&name);
 }
