@@ -898,3 +898,97 @@ fn a_forgotten_batch_does_not_read_into_memory_freed_and_allocated_again() {
     );
     run.assert_passed(&name);
 }
+
+/// Panics on any thread of the process, counted by [`count_panics`].
+#[cfg(feature = "fallback")]
+static PANICS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Count every panic of this process (a child's: the hook is the process's) before the default
+/// hook reports it.
+#[cfg(feature = "fallback")]
+fn count_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = thread::current().name().unwrap_or("unnamed").to_string();
+        PANICS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(format!("{thread}: {info}"));
+        default(info);
+    }));
+}
+
+/// A queued staged entry whose worker waits for a staging lane when the cancel withdraws it:
+/// the worker goes on once a lane is free and must find nothing to do, without a panic.
+#[cfg(feature = "fallback")]
+fn withdrawn_while_waiting_for_a_lane_child() {
+    count_panics();
+    let slot = &WATCHED[7];
+    let gate = Gate::closed();
+    // Two staging lanes (the pinned bound holds two of 2 x 16 KiB) and three workers: two
+    // entries hold the lanes at the gate, the third entry's worker waits for one.
+    let (_sim, driver) = sim_driver(
+        crate::batch_support::watched_fallback::<7>(),
+        gate.clone(),
+        |s| {
+            s.max_io_threads = 3;
+            s.io_queue_depth = 3;
+            s.per_buffer_cache_size_kb = 16;
+            s.max_pinned_mem_size_kb = 64;
+        },
+    );
+    let dir = scratch_dir();
+    let content = pattern(18, 0, 64 * KIB);
+    let (_, file) = data_file(dir.path(), "data", &content);
+    let handle = driver.register_file(&file).unwrap();
+    let mut dsts: Vec<DeviceBuffer> = (0..3).map(|_| sentinel_buffer(&driver, 8 * KIB)).collect();
+    let mut batch = driver.batch(3).unwrap();
+    batch
+        .submit(dsts.iter_mut().enumerate().map(|(i, dst)| {
+            BatchRequest::read(&handle, dst, (i * 8 * KIB) as u64)
+                .unwrap()
+                .cookie(i + 1)
+        }))
+        .unwrap();
+    gate.wait_held(2);
+    // Time for the third worker to reach its wait for a lane.
+    thread::sleep(Duration::from_millis(200));
+    thread::scope(|s| {
+        let canceller = s.spawn(|| batch.cancel().unwrap());
+        slot.wait_withdrawn(1);
+        gate.open();
+        canceller.join().unwrap();
+    });
+    let events = by_cookie(batch.wait(3, 3, Some(Duration::ZERO)).unwrap());
+    assert_complete(&events[&1], 8 * KIB);
+    assert_complete(&events[&2], 8 * KIB);
+    assert_canceled(&events[&3]);
+    drop(batch);
+    assert!(dsts[2].to_vec().unwrap().iter().all(|&x| x == SENTINEL));
+    let panics = PANICS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    assert!(
+        panics.is_empty(),
+        "threads panicked while a withdrawn entry's worker got its lane: {panics:#?}"
+    );
+}
+
+#[cfg(feature = "fallback")]
+#[test]
+fn a_staged_entry_withdrawn_while_its_worker_waits_for_a_lane_panics_no_thread() {
+    let name = crate::harness::test_name(
+        module_path!(),
+        "a_staged_entry_withdrawn_while_its_worker_waits_for_a_lane_panics_no_thread",
+    );
+    if crate::harness::as_child(&name, withdrawn_while_waiting_for_a_lane_child) {
+        return;
+    }
+    let run = crate::harness::run_child(
+        crate::harness::child_command(&name),
+        Duration::from_secs(120),
+        &name,
+    );
+    run.assert_passed(&name);
+}
