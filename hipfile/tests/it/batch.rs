@@ -511,6 +511,33 @@ fn submissions_are_all_or_nothing_and_bounded_by_the_capacity() {
     assert_eq!(std::fs::read(&path).unwrap(), expected);
 }
 
+/// An entry of no bytes at the largest file offset asks for nothing past it: it is accepted and
+/// completes with 0, as one at offset 0 does (and as `hipFileWrite` of no bytes there answers).
+#[test]
+fn an_entry_of_no_bytes_at_the_largest_file_offset_completes_with_zero() {
+    let (_sim, driver) = sim_driver(build_and_host_copy(), Arc::new(PosixIo), |_| {});
+    let dir = scratch_dir();
+    let (path, file) = data_file(dir.path(), "data", &[5u8; 4096]);
+    let handle = driver.register_file(&file).unwrap();
+    let source = filled(&driver, &[1u8; 4096]);
+    let nothing = source.slice(0..0).unwrap();
+    assert_eq!(handle.write(nothing, i64::MAX as u64).unwrap(), 0);
+    let mut batch = driver.batch(2).unwrap();
+    batch
+        .submit([
+            BatchRequest::write(&handle, &nothing, i64::MAX as u64)
+                .unwrap()
+                .cookie(1),
+            BatchRequest::write(&handle, &nothing, 0).unwrap().cookie(2),
+        ])
+        .unwrap();
+    let events = collect_all(&mut batch);
+    assert_complete(&events[&1], 0);
+    assert_complete(&events[&2], 0);
+    drop(batch);
+    assert_eq!(std::fs::read(&path).unwrap(), [5u8; 4096]);
+}
+
 /// Submit reads of `count` 8 KiB pieces of `file` (cookies 1..=count) on a driver with one
 /// worker behind a closed gate, and wait until the first has started and stopped at the gate.
 fn held_reads<'b>(
