@@ -20,8 +20,9 @@
 //!   skipped, so runners count them apart from plain passes.
 //! - [`model`]: a reference model of the registration state machine as upstream hipFile defines
 //!   it, with proptest strategies, to drive the real [`hipfile_core::Driver`] in lockstep; and
-//!   [`model::api`], the same widened to the C API with file and device contents, for the
-//!   random-sequence test of `libhipfile.so`'s entry points.
+//!   [`model::api`], the same widened to the C API with file and device contents and batches
+//!   (whose entries it judges from the events and bytes they leave), for the random-sequence
+//!   test of `libhipfile.so`'s entry points.
 //! - [`fuzz`]: the bodies of the fuzz targets in `fuzz/` (IO argument validation, chunk and
 //!   alignment arithmetic), plain functions that stable tests also run over fixed-seed corpora.
 //!

@@ -1,8 +1,14 @@
 //! The C ABI against the reference model: random sequences of `hipFileDriverOpen/Close`,
-//! `hipFileHandleRegister/Deregister`, `hipFileBufRegister/Deregister`, `hipFileRead/Write` and
-//! `hipFileUseCount` through the entry points of `libhipfile.so`, each answer compared with
-//! [`hipfile_testkit::model::api`], and after every read and write the bytes of the file and of
-//! the device allocation it touched.
+//! `hipFileHandleRegister/Deregister`, `hipFileBufRegister/Deregister`, `hipFileRead/Write`,
+//! `hipFileBatchIO{SetUp,Submit,GetStatus,Cancel,Destroy}` and `hipFileUseCount` through the
+//! entry points of `libhipfile.so`, each answer compared with [`hipfile_testkit::model::api`]
+//! (the events of `hipFileBatchIOGetStatus` judged by it), and the bytes of every file and device
+//! allocation an operation touched, as soon as no batch entry in flight may still change them.
+//!
+//! Batch entries run while the sequence goes on, so a sequence is proposed as it runs, from the
+//! model's state after the events the C ABI really returned; a sequence replayed while it is
+//! shortened skips the operations whose outcome would depend on how far an entry has come
+//! ([`ApiModel::runnable`]).
 //!
 //! The C ABI has one process-wide driver, so this is a test binary of its own with one test,
 //! which runs sequence after sequence, closing the driver completely between them. On the
@@ -21,7 +27,7 @@
 #![cfg(feature = "fallback")]
 
 use std::collections::BTreeMap;
-use std::ffi::c_void;
+use std::ffi::{c_uint, c_void};
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -31,17 +37,24 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use hipfile::capi::{
-    hipFileBufDeregister, hipFileBufRegister, hipFileDescr_handle_t, hipFileDescr_t,
-    hipFileDriverClose, hipFileDriverOpen, hipFileError_t, hipFileHandleDeregister,
-    hipFileHandleRegister, hipFileHandleTypeOpaqueFD, hipFileHandleTypeUserspaceFS,
-    hipFileHandle_t, hipFileRead, hipFileUseCount, hipFileWrite, op_code,
+    hipFileBatch, hipFileBatchHandle_t, hipFileBatchIOCancel, hipFileBatchIODestroy,
+    hipFileBatchIOGetStatus, hipFileBatchIOSetUp, hipFileBatchIOSubmit, hipFileBatchRead,
+    hipFileBatchWrite, hipFileBufDeregister, hipFileBufRegister, hipFileCanceled, hipFileComplete,
+    hipFileDescr_handle_t, hipFileDescr_t, hipFileDriverClose, hipFileDriverOpen, hipFileError_t,
+    hipFileFailed, hipFileHandleDeregister, hipFileHandleRegister, hipFileHandleTypeOpaqueFD,
+    hipFileHandleTypeUserspaceFS, hipFileHandle_t, hipFileIOEvents_t, hipFileIOParams_batch_t,
+    hipFileIOParams_t, hipFileIOParams_u, hipFileRead, hipFileTimeout, hipFileUseCount,
+    hipFileWrite, op_code,
 };
 use hipfile_core::{ErrorKind, IoOp};
 use hipfile_hip::{DeviceBuffer, GpuRuntime, PinnedBuffer};
-use hipfile_testkit::fuzz::{extra_seconds, extra_seed};
+use hipfile_testkit::fuzz::{extra_seconds, extra_seed, SplitMix64};
+use hipfile_testkit::model::api::batch::{
+    BatchRef, Event, EventStatus, StatusFlaw, SubmitFlaw, Timeout, BATCH_SLOTS,
+};
 use hipfile_testkit::model::api::{
-    random_sequence, ApiExpected, ApiModel, ApiOp, HandleRef, Memory, RegisterArgs, Target,
-    Touched, ALLOCATIONS, ALLOCATION_LEN, DESCRIPTORS, FILES,
+    ApiExpected, ApiModel, ApiOp, HandleRef, Memory, RegisterArgs, Target, ALLOCATIONS,
+    ALLOCATION_LEN, DESCRIPTORS, FILES,
 };
 use hipfile_testkit::model::Answer;
 
@@ -54,6 +67,13 @@ const CLOSED_FD: RawFd = 1 << 30;
 
 /// A handle value no driver issues.
 const BOGUS_HANDLE: usize = usize::MAX - 0xF;
+
+/// A batch handle value no driver issues (batch handles are small multiples of 16); the values
+/// below it stand for slots where no batch was set up yet.
+const BOGUS_BATCH: usize = usize::MAX - 0x10_0000;
+
+/// How long a sequence may go without finishing an operation before the run is called hung.
+const HANG_AFTER: Duration = Duration::from_secs(120);
 
 /// The engine settings of the run (see the module docs), and the variables that would change
 /// the model's rules, which are cleared.
@@ -155,6 +175,8 @@ struct World {
     directory: File,
     /// Per descriptor: the latest handle issued and the one before.
     handles: Vec<[hipFileHandle_t; 2]>,
+    /// Per batch slot: the latest batch handle set up and the one before.
+    batches: Vec<[hipFileBatchHandle_t; 2]>,
     /// The files' direct IO offset alignment.
     block: usize,
 }
@@ -202,6 +224,12 @@ impl World {
             handles: (0..DESCRIPTORS.len())
                 .map(|d| [never(2 * d), never(2 * d + 1)])
                 .collect(),
+            batches: (0..BATCH_SLOTS)
+                .map(|s| {
+                    let never = |i: usize| (BOGUS_BATCH - 1 - i) as hipFileBatchHandle_t;
+                    [never(2 * s), never(2 * s + 1)]
+                })
+                .collect(),
             _dir: dir,
             paths,
             descriptors,
@@ -220,6 +248,15 @@ impl World {
         }
     }
 
+    fn batch(&self, batch: BatchRef) -> hipFileBatchHandle_t {
+        match batch {
+            BatchRef::Current(s) => self.batches[s][0],
+            BatchRef::Previous(s) => self.batches[s][1],
+            BatchRef::Null => ptr::null_mut(),
+            BatchRef::Bogus => BOGUS_BATCH as hipFileBatchHandle_t,
+        }
+    }
+
     fn fd(&self, target: Target) -> RawFd {
         match target {
             Target::Descriptor(d) => self.descriptors[d].as_raw_fd(),
@@ -230,9 +267,12 @@ impl World {
         }
     }
 
-    /// Run `op` through the C ABI.
-    fn apply(&mut self, op: &ApiOp, memories: &Memories) -> CAnswer {
-        match *op {
+    /// Run `op` through the C ABI; for a successful `hipFileBatchIOGetStatus`, the events too.
+    fn apply(&mut self, op: &ApiOp, memories: &Memories) -> (CAnswer, Option<Vec<Event>>) {
+        if let Some(batch) = self.apply_batch(op, memories) {
+            return batch;
+        }
+        let answer = match *op {
             ApiOp::DriverOpen => CAnswer::status(hipFileDriverOpen()),
             ApiOp::DriverClose => CAnswer::status(hipFileDriverClose()),
             ApiOp::HandleRegister { target, args } => {
@@ -296,7 +336,156 @@ impl World {
                 let errno = (n == -1).then(|| std::io::Error::last_os_error().raw_os_error());
                 CAnswer::Ssize(n as i64, errno.flatten())
             }
-        }
+            _ => unreachable!("batch operations are run by apply_batch"),
+        };
+        (answer, None)
+    }
+
+    /// Run a batch operation through the C ABI; `None` for any other operation.
+    fn apply_batch(
+        &mut self,
+        op: &ApiOp,
+        memories: &Memories,
+    ) -> Option<(CAnswer, Option<Vec<Event>>)> {
+        let answer = match *op {
+            ApiOp::BatchSetUp {
+                slot,
+                max_nr,
+                null_out,
+            } => {
+                let mut handle: hipFileBatchHandle_t = ptr::null_mut();
+                let out: *mut hipFileBatchHandle_t = if null_out {
+                    ptr::null_mut()
+                } else {
+                    &mut handle
+                };
+                // SAFETY: `out` is NULL or points to a live local.
+                let status = unsafe { hipFileBatchIOSetUp(out, max_nr) };
+                if status.err == hipfile::capi::hipFileSuccess && !null_out {
+                    self.batches[slot] = [handle, self.batches[slot][0]];
+                }
+                (CAnswer::status(status), None)
+            }
+            ApiOp::BatchSubmit {
+                batch,
+                ref entries,
+                flaw,
+            } => {
+                let mut params: Vec<hipFileIOParams_t> = entries
+                    .iter()
+                    .map(|e| hipFileIOParams_t {
+                        mode: hipFileBatch,
+                        u: hipFileIOParams_u {
+                            batch: hipFileIOParams_batch_t {
+                                devPtr_base: memories.address(e.memory) as *mut c_void,
+                                file_offset: e.file_offset,
+                                devPtr_offset: e.buffer_offset,
+                                size: e.size,
+                            },
+                        },
+                        fh: self.handle(e.handle),
+                        opcode: match e.op {
+                            IoOp::Read => hipFileBatchRead,
+                            IoOp::Write => hipFileBatchWrite,
+                        },
+                        cookie: e.cookie as usize as *mut c_void,
+                    })
+                    .collect();
+                match flaw {
+                    SubmitFlaw::BadMode(i) => params[i].mode = hipFileBatch + 1,
+                    SubmitFlaw::BadOpcode(i) => params[i].opcode = hipFileBatchWrite + 5,
+                    _ => {}
+                }
+                let nr = match flaw {
+                    SubmitFlaw::ZeroCount => 0,
+                    _ => params.len() as c_uint,
+                };
+                let array = match flaw {
+                    SubmitFlaw::NullParams => ptr::null_mut(),
+                    _ => params.as_mut_ptr(),
+                };
+                // SAFETY: `array` is NULL or holds `nr` initialised entries (with `nr` 0 it is
+                // never read).
+                let status = unsafe { hipFileBatchIOSubmit(self.batch(batch), nr, array, 0) };
+                (CAnswer::status(status), None)
+            }
+            ApiOp::BatchGetStatus {
+                batch,
+                min_nr,
+                nr,
+                timeout,
+                flaw,
+            } => {
+                let mut count: c_uint = nr;
+                let empty = hipFileIOEvents_t {
+                    cookie: ptr::null_mut(),
+                    status: 0,
+                    ret: 0,
+                };
+                let mut events = vec![empty; (nr as usize).max(1)];
+                let mut spec = match timeout {
+                    Timeout::Forever => None,
+                    Timeout::Zero => Some((0, 0)),
+                    Timeout::Millis(ms) => Some((0, i64::from(ms) * 1_000_000)),
+                    Timeout::NegativeSeconds => Some((-1, 0)),
+                    Timeout::NanosOutOfRange => Some((0, 1_000_000_000)),
+                }
+                .map(|(sec, nsec)| libc::timespec {
+                    tv_sec: sec,
+                    tv_nsec: nsec,
+                });
+                let timeout_arg: *mut libc::timespec =
+                    spec.as_mut().map_or(ptr::null_mut(), |t| t as *mut _);
+                let count_arg: *mut c_uint = if flaw == StatusFlaw::NullCount {
+                    ptr::null_mut()
+                } else {
+                    &mut count
+                };
+                let events_arg = if flaw == StatusFlaw::NullEvents {
+                    ptr::null_mut()
+                } else {
+                    events.as_mut_ptr()
+                };
+                // SAFETY: every pointer is NULL or points to live locals: `count` events fit in
+                // `events`, and `spec` outlives the call.
+                let status = unsafe {
+                    hipFileBatchIOGetStatus(
+                        self.batch(batch),
+                        min_nr,
+                        count_arg,
+                        events_arg,
+                        timeout_arg,
+                    )
+                };
+                let seen = (status.err == hipfile::capi::hipFileSuccess).then(|| {
+                    events[..(count as usize).min(events.len())]
+                        .iter()
+                        .map(|e| Event {
+                            cookie: e.cookie as usize as u64,
+                            status: match e.status {
+                                s if s == hipFileComplete => EventStatus::Complete,
+                                s if s == hipFileFailed => EventStatus::Failed,
+                                s if s == hipFileCanceled => EventStatus::Canceled,
+                                s if s == hipFileTimeout => EventStatus::Timeout,
+                                s => EventStatus::Other(s),
+                            },
+                            ret: e.ret as isize as i64,
+                        })
+                        .collect()
+                });
+                (CAnswer::status(status), seen)
+            }
+            ApiOp::BatchCancel { batch } => (
+                CAnswer::status(hipFileBatchIOCancel(self.batch(batch))),
+                None,
+            ),
+            ApiOp::BatchDestroy { batch } => {
+                hipFileBatchIODestroy(self.batch(batch));
+                (CAnswer::Nothing, None)
+            }
+            _ => return None,
+        };
+        Some(answer)
     }
 }
 
@@ -322,7 +511,7 @@ impl CAnswer {
     /// What the model's answer to `op` looks like through the C ABI.
     fn expected(op: &ApiOp, expected: &ApiExpected) -> CAnswer {
         match (op, expected) {
-            (ApiOp::HandleDeregister { .. }, _) => CAnswer::Nothing,
+            (ApiOp::HandleDeregister { .. } | ApiOp::BatchDestroy { .. }, _) => CAnswer::Nothing,
             (ApiOp::Io { .. }, Ok(Answer::Bytes(n))) => CAnswer::Ssize(*n as i64, None),
             (ApiOp::Io { .. }, Err(f)) if f.kind == ErrorKind::Os => CAnswer::Ssize(-1, f.errno),
             (ApiOp::Io { .. }, Err(f)) => CAnswer::Ssize(-i64::from(op_code(f.kind)), None),
@@ -386,7 +575,12 @@ struct Finding {
 /// What running one sequence found.
 #[derive(Default)]
 struct SequenceRun {
+    /// The operations given or proposed, in order (those skipped included).
+    ops: Vec<ApiOp>,
     executed: usize,
+    /// Operations of a replayed sequence not run: their outcome would depend on how far a
+    /// batch entry in flight has come.
+    skipped: usize,
     findings: Vec<Finding>,
     bytes_checked: u64,
     tally: BTreeMap<String, u64>,
@@ -420,9 +614,90 @@ fn difference(model: &[u8], world: &[u8]) -> Option<String> {
     })
 }
 
-/// Run `ops` on a fresh world seeded with `seed` and a closed driver; the driver is closed
-/// completely again before returning.
-fn run_sequence(seed: u64, ops: &[ApiOp]) -> SequenceRun {
+/// What the watchdog reports if a sequence stops making progress: the operation in progress.
+static IN_PROGRESS: Mutex<String> = Mutex::new(String::new());
+static PROGRESS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Abort the process, naming the operation in progress, when no operation finishes for
+/// [`HANG_AFTER`] (a batch wait that never returns, say), instead of hanging the test run.
+fn start_watchdog() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        std::thread::spawn(|| {
+            let mut seen = PROGRESS.load(std::sync::atomic::Ordering::Relaxed);
+            let mut since = Instant::now();
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+                let now = PROGRESS.load(std::sync::atomic::Ordering::Relaxed);
+                if now != seen {
+                    (seen, since) = (now, Instant::now());
+                } else if since.elapsed() > HANG_AFTER {
+                    eprintln!(
+                        "capi model: no operation finished for {HANG_AFTER:?}; in progress: {}",
+                        IN_PROGRESS.lock().unwrap_or_else(PoisonError::into_inner)
+                    );
+                    std::process::abort();
+                }
+            }
+        });
+    });
+}
+
+/// Compare the files and allocations the model lets compare now; adopt the world's bytes
+/// after a difference so later steps are judged on their own.
+fn compare(
+    model: &mut ApiModel,
+    world: &World,
+    memories: &Memories,
+    run: &mut SequenceRun,
+    record: &mut impl FnMut(String, String),
+    name: &str,
+) {
+    let (files, allocations) = model.take_comparable();
+    for f in files {
+        let bytes = std::fs::read(&world.paths[f]).expect("read a file back");
+        run.bytes_checked += bytes.len() as u64;
+        if let Some(why) = difference(&model.files()[f], &bytes) {
+            record(format!("{name}: file contents differ"), why);
+            model.set_file(f, bytes);
+        }
+    }
+    for a in allocations {
+        let bytes = memories.device[a]
+            .to_vec()
+            .expect("read device memory back");
+        run.bytes_checked += bytes.len() as u64;
+        let unspecified = model.take_unspecified(a);
+        if !unspecified.is_empty() {
+            // Past a short read's bytes the buffer may hold anything: take the world's.
+            let mut adopted = model.device()[a].clone();
+            for range in unspecified {
+                if adopted[range.clone()] != bytes[range.clone()] {
+                    run.changed_past_short_reads += 1;
+                }
+                adopted[range.clone()].copy_from_slice(&bytes[range]);
+            }
+            model.set_device(a, adopted);
+        }
+        if let Some(why) = difference(&model.device()[a], &bytes) {
+            record(format!("{name}: device contents differ"), why);
+            model.set_device(a, bytes);
+        }
+    }
+}
+
+fn event_class(event: &Event) -> String {
+    match event.status {
+        EventStatus::Failed => format!("event Failed {}", event.ret),
+        status => format!("event {status:?}"),
+    }
+}
+
+/// Run a sequence on a fresh world seeded with `seed` and a closed driver: `given`, skipping
+/// what is not runnable, or `len` operations the model proposes as it goes. The driver is
+/// closed completely again before returning.
+fn run_sequence(seed: u64, given: Option<&[ApiOp]>, len: usize) -> SequenceRun {
+    start_watchdog();
     // One sequence at a time: the memories, like the driver, are the process's.
     let mut memories = memories().lock().unwrap_or_else(PoisonError::into_inner);
     let mut run = SequenceRun::default();
@@ -431,20 +706,35 @@ fn run_sequence(seed: u64, ops: &[ApiOp]) -> SequenceRun {
     let mut model = ApiModel::random(seed);
     let mut world = World::new(&model, &mut memories);
     model.set_block(world.block);
-    for (step, op) in ops.iter().enumerate() {
+    let mut rng = SplitMix64::new(seed);
+    let steps = given.map_or(len, <[ApiOp]>::len);
+    for step in 0..steps {
+        let op = match given {
+            Some(ops) => ops[step].clone(),
+            None => model.propose(&mut rng),
+        };
+        run.ops.push(op.clone());
+        if !model.runnable(&op) {
+            run.skipped += 1;
+            continue;
+        }
         run.executed += 1;
-        let touched = model.touched(op);
-        let expected_model = model.apply(op);
-        let expected = CAnswer::expected(op, &expected_model);
-        let actual = world.apply(op, &memories);
+        let name = op.name();
+        *IN_PROGRESS.lock().unwrap_or_else(PoisonError::into_inner) =
+            format!("seed {seed} step {step}: {op:?}");
+        let expected_model = model.apply(&op);
+        let expected = CAnswer::expected(&op, &expected_model);
+        let (actual, events) = world.apply(&op, &memories);
+        PROGRESS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         *run.tally
-            .entry(format!("{} {}", op.name(), actual.class()))
+            .entry(format!("{name} {}", actual.class()))
             .or_default() += 1;
+        let findings = &mut run.findings;
         let mut record = |class: String, detail: String| {
-            run.findings.push(Finding {
+            findings.push(Finding {
                 seed,
                 step,
-                op: *op,
+                op: op.clone(),
                 class,
                 detail,
             })
@@ -452,57 +742,76 @@ fn run_sequence(seed: u64, ops: &[ApiOp]) -> SequenceRun {
         if expected != actual {
             record(
                 format!(
-                    "{}: model {}, C ABI {}",
-                    op.name(),
+                    "{name}: model {}, C ABI {}",
                     expected.class(),
                     actual.class()
                 ),
                 format!("model {expected:?} ({expected_model:?}), C ABI {actual:?}"),
             );
             if expected.succeeded() != actual.succeeded() && !matches!(op, ApiOp::Io { .. }) {
-                // The registrations differ from here on: nothing later can be judged.
+                // The registrations or batches differ from here on: nothing later can be judged.
                 break;
+            }
+        }
+        if let (Some(events), true) = (&events, expected_model.is_ok()) {
+            for problem in model.reap(events) {
+                record(format!("{name}: events break the rules"), problem);
+            }
+            for event in events {
+                *run.tally.entry(event_class(event)).or_default() += 1;
             }
         }
         let count = hipFileUseCount();
         if count != model.use_count() as i64 {
             record(
-                format!("{}: use count differs", op.name()),
+                format!("{name}: use count differs"),
                 format!("model {}, hipFileUseCount {count}", model.use_count()),
             );
             break;
         }
-        if let Touched::Io { file, allocation } = touched {
-            if let Some(f) = file {
-                let bytes = std::fs::read(&world.paths[f]).expect("read a file back");
-                run.bytes_checked += bytes.len() as u64;
-                if let Some(why) = difference(&model.files()[f], &bytes) {
-                    record(format!("{}: file contents differ", op.name()), why);
-                    model.set_file(f, bytes);
-                }
-            }
-            if let Some(a) = allocation {
-                let bytes = memories.device[a]
-                    .to_vec()
-                    .expect("read device memory back");
-                run.bytes_checked += bytes.len() as u64;
-                if let Some((u, range)) = model.unspecified().filter(|(u, _)| *u == a) {
-                    // Past a short read's bytes the buffer may hold anything: take the world's.
-                    let mut adopted = model.device()[u].clone();
-                    if adopted[range.clone()] != bytes[range.clone()] {
-                        run.changed_past_short_reads += 1;
-                    }
-                    adopted[range.clone()].copy_from_slice(&bytes[range]);
-                    model.set_device(u, adopted);
-                }
-                if let Some(why) = difference(&model.device()[a], &bytes) {
-                    record(format!("{}: device contents differ", op.name()), why);
-                    model.set_device(a, bytes);
-                }
-            }
+        if model.has_undetermined() {
+            let files: Vec<Vec<u8>> = world
+                .paths
+                .iter()
+                .map(|p| std::fs::read(p).expect("read a file back"))
+                .collect();
+            let device: Vec<Vec<u8>> = memories
+                .device
+                .iter()
+                .map(|d| d.to_vec().expect("read device memory back"))
+                .collect();
+            let (ran, not) = model.resolve(&files, &device);
+            *run.tally
+                .entry("entries of destroyed batches that ran".into())
+                .or_default() += ran as u64;
+            *run.tally
+                .entry("entries of destroyed batches that did not".into())
+                .or_default() += not as u64;
         }
+        let findings = &mut run.findings;
+        let mut record = |class: String, detail: String| {
+            findings.push(Finding {
+                seed,
+                step,
+                op: op.clone(),
+                class,
+                detail,
+            })
+        };
+        let mut checked = SequenceRun::default();
+        compare(
+            &mut model,
+            &world,
+            &memories,
+            &mut checked,
+            &mut record,
+            name,
+        );
+        run.bytes_checked += checked.bytes_checked;
+        run.changed_past_short_reads += checked.changed_past_short_reads;
     }
-    // Close completely, so the next sequence starts from scratch.
+    // Close completely, so the next sequence starts from scratch; then forget the batches set up
+    // while the driver was closed (an unknown handle is ignored).
     for _ in 0..10_000 {
         if hipFileUseCount() <= 0 {
             break;
@@ -510,15 +819,21 @@ fn run_sequence(seed: u64, ops: &[ApiOp]) -> SequenceRun {
         hipFileDriverClose();
     }
     assert_eq!(hipFileUseCount(), 0, "the driver closes completely");
+    for slot in &world.batches {
+        for handle in slot {
+            hipFileBatchIODestroy(*handle);
+        }
+    }
     drop(world);
     // A closed driver holds no descriptor of a file it had registered. The first sequence may
     // leave what the process keeps once loaded (the runtime, the IO workers' wake-ups).
     let leaked = open_descriptors() as i64 - fds_before as i64;
     if FIRST_SEQUENCE_DONE.swap(true, std::sync::atomic::Ordering::Relaxed) && leaked != 0 {
+        let last = run.ops.last().cloned().unwrap_or(ApiOp::DriverClose);
         run.findings.push(Finding {
             seed,
-            step: ops.len().saturating_sub(1),
-            op: *ops.last().unwrap_or(&ApiOp::DriverClose),
+            step: run.ops.len().saturating_sub(1),
+            op: last,
             class: "descriptors left open once the driver closed".into(),
             detail: format!("{leaked} more open descriptors after the sequence than before"),
         });
@@ -549,7 +864,7 @@ fn minimize(seed: u64, ops: &[ApiOp], class: &str, mut budget: usize) -> Vec<Api
             fewer.extend_from_slice(&ops[end..]);
             budget -= 1;
             if !fewer.is_empty()
-                && run_sequence(seed, &fewer)
+                && run_sequence(seed, Some(&fewer), 0)
                     .findings
                     .iter()
                     .any(|f| f.class == class)
@@ -583,8 +898,7 @@ struct Totals {
 
 impl Totals {
     fn run(&mut self, seed: u64, len: usize) {
-        let ops = random_sequence(seed, len);
-        let run = run_sequence(seed, &ops);
+        let run = run_sequence(seed, None, len);
         self.sequences += 1;
         self.operations += run.executed as u64;
         self.bytes_checked += run.bytes_checked;
@@ -597,7 +911,7 @@ impl Totals {
             let entry = self
                 .findings
                 .entry(finding.class.clone())
-                .or_insert_with(|| (finding.clone(), ops[..=finding.step].to_vec(), 0));
+                .or_insert_with(|| (finding.clone(), run.ops[..=finding.step].to_vec(), 0));
             entry.2 += 1;
         }
     }
@@ -619,7 +933,7 @@ impl Totals {
             "sequences that changed the number of open descriptors: {} (the first may, once)\n",
             self.descriptor_deltas
         ));
-        out.push_str("calls by entry point and answer:\n");
+        out.push_str("calls by entry point and answer, batch events by status:\n");
         for (class, n) in &self.tally {
             out.push_str(&format!("  {n:>7}  {class}\n"));
         }
@@ -645,7 +959,8 @@ fn random_call_sequences_follow_the_reference_model() {
         }
     }
     println!("{}", totals.report(started.elapsed()));
-    // Every entry point is reached with success and with failure, and IO moves bytes.
+    // Every entry point is reached with success and with failure, IO moves bytes, and batch
+    // entries end in every way a sequence can make them.
     for needed in [
         "hipFileDriverOpen ok",
         "hipFileDriverClose ok",
@@ -667,6 +982,24 @@ fn random_call_sequences_follow_the_reference_model() {
         "hipFileWrite bytes",
         "hipFileWrite -1/EBADF",
         "hipFileWrite HipMemoryTypeInvalid",
+        "hipFileBatchIOSetUp ok",
+        "hipFileBatchIOSetUp InvalidValue",
+        "hipFileBatchIOSubmit ok",
+        "hipFileBatchIOSubmit InvalidValue",
+        "hipFileBatchIOSubmit BatchFull",
+        "hipFileBatchIOSubmit HandleNotRegistered",
+        "hipFileBatchIOSubmit HipMemoryTypeInvalid",
+        "hipFileBatchIOSubmit DriverNotInitialized",
+        "hipFileBatchIOGetStatus ok",
+        "hipFileBatchIOGetStatus InvalidValue",
+        "hipFileBatchIOCancel ok",
+        "hipFileBatchIOCancel InvalidValue",
+        "hipFileBatchIODestroy ok",
+        "event Complete",
+        "event Failed -9",
+        "event Canceled",
+        "entries of destroyed batches that ran",
+        "entries of destroyed batches that did not",
     ] {
         assert!(
             totals.tally.get(needed).is_some_and(|n| *n >= 3),

@@ -40,8 +40,17 @@
 //!   device memory; after a short read the buffer keeps what it held, except up to the end of
 //!   the file's last block (counted in the file's direct IO alignment from the read's offset),
 //!   where the direct path's O_DIRECT transfer may leave the zeroes it read past the end of the
-//!   file: [`ApiModel::unspecified`] names those bytes. A write puts all of them in the file at the offset (zeroes fill a hole), or at
+//!   file: [`ApiModel::take_unspecified`] names those bytes. A write puts all of them in the file at the offset (zeroes fill a hole), or at
 //!   its end for an `O_APPEND` descriptor, as `pwrite(2)` does.
+//! - Batches (`hipFileBatchIO*`): the rules of [`batch`]. Their entries run while the sequence
+//!   goes on, so the model learns how each ended from the events `hipFileBatchIOGetStatus`
+//!   returns ([`ApiModel::reap`]), and, for the entries of a batch destroyed before they were
+//!   collected, from the bytes they left ([`ApiModel::resolve`]). Until then a file or an
+//!   allocation an entry may touch is not compared ([`ApiModel::take_comparable`]), and an
+//!   operation whose outcome would depend on how far such an entry has come is not run
+//!   ([`ApiModel::runnable`]).
+
+pub mod batch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -49,6 +58,7 @@ use std::ops::Range;
 use hipfile_core::{ErrorKind, IoOp, MAX_RW_COUNT};
 use rustix::io::Errno;
 
+use self::batch::{BatchRef, BatchState, EntrySpec, StatusCall, StatusFlaw, SubmitFlaw, Timeout};
 use super::Answer;
 use crate::fuzz::SplitMix64;
 
@@ -194,7 +204,7 @@ pub enum Memory {
 }
 
 /// One call of the C API.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ApiOp {
     /// `hipFileDriverOpen`.
     DriverOpen,
@@ -239,6 +249,47 @@ pub enum ApiOp {
         /// Offset from the buffer base.
         buffer_offset: i64,
     },
+    /// `hipFileBatchIOSetUp`: a batch in slot `slot` (`0..`[`batch::BATCH_SLOTS`]).
+    BatchSetUp {
+        /// Where the sequence keeps the handle.
+        slot: usize,
+        /// `max_nr`.
+        max_nr: u32,
+        /// The out-pointer is NULL.
+        null_out: bool,
+    },
+    /// `hipFileBatchIOSubmit`.
+    BatchSubmit {
+        /// The batch.
+        batch: BatchRef,
+        /// The parameter array's entries.
+        entries: Vec<EntrySpec>,
+        /// How the call's arguments are broken, if they are.
+        flaw: SubmitFlaw,
+    },
+    /// `hipFileBatchIOGetStatus`.
+    BatchGetStatus {
+        /// The batch.
+        batch: BatchRef,
+        /// `min_nr`.
+        min_nr: u32,
+        /// `*nr` on entry: room for this many events.
+        nr: u32,
+        /// The timeout.
+        timeout: Timeout,
+        /// How the call's arguments are broken, if they are.
+        flaw: StatusFlaw,
+    },
+    /// `hipFileBatchIOCancel`.
+    BatchCancel {
+        /// The batch.
+        batch: BatchRef,
+    },
+    /// `hipFileBatchIODestroy`.
+    BatchDestroy {
+        /// The batch.
+        batch: BatchRef,
+    },
 }
 
 impl ApiOp {
@@ -255,6 +306,11 @@ impl ApiOp {
             ApiOp::Io {
                 op: IoOp::Write, ..
             } => "hipFileWrite",
+            ApiOp::BatchSetUp { .. } => "hipFileBatchIOSetUp",
+            ApiOp::BatchSubmit { .. } => "hipFileBatchIOSubmit",
+            ApiOp::BatchGetStatus { .. } => "hipFileBatchIOGetStatus",
+            ApiOp::BatchCancel { .. } => "hipFileBatchIOCancel",
+            ApiOp::BatchDestroy { .. } => "hipFileBatchIODestroy",
         }
     }
 }
@@ -279,23 +335,41 @@ impl Failure {
             errno: Some(errno.raw_os_error()),
         }
     }
+
+    /// As a batch event's `ret` carries it: `-errno` for an OS failure, else `-hipFileOpError_t`.
+    pub fn negative_code(&self) -> i64 {
+        match (self.kind, self.errno) {
+            (ErrorKind::Os, Some(errno)) => -i64::from(errno),
+            (kind, _) => -i64::from(
+                kind.code()
+                    .or(ErrorKind::InternalError.code())
+                    .unwrap_or(i32::MAX),
+            ),
+        }
+    }
 }
 
 /// What the model expects of one call.
 pub type ApiExpected = Result<Answer, Failure>;
 
-/// Where an IO's bytes went, for the test to compare with the world.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Touched {
-    /// Nothing can have changed but this file and this allocation (when the buffer is one).
-    Io {
-        /// The file behind the handle, when the handle names one.
-        file: Option<usize>,
-        /// The device allocation, when the buffer is one.
-        allocation: Option<usize>,
-    },
-    /// Not an IO.
-    Nothing,
+/// A request that moves bytes, validated: where and how. Applied to the model's contents by
+/// [`ApiModel::apply_effect`], at once for `hipFileRead`/`hipFileWrite`, once it is known to have
+/// completed for a batch entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Effect {
+    op: IoOp,
+    /// The descriptor whose handle the request names.
+    descriptor: usize,
+    file: usize,
+    /// A write through an `O_APPEND` descriptor: it lands at the end of the file.
+    append: bool,
+    allocation: usize,
+    /// The first device byte, from the allocation's start.
+    start: usize,
+    size: usize,
+    file_offset: usize,
+    /// The registered buffer the request goes through (allocation, offset), if any.
+    registered: Option<(usize, usize)>,
 }
 
 /// The model's state.
@@ -308,10 +382,24 @@ pub struct ApiModel {
     buffers: BTreeMap<(usize, usize), usize>,
     files: Vec<Vec<u8>>,
     device: Vec<Vec<u8>>,
-    /// Device bytes the last operation left unspecified.
-    unspecified: Option<(usize, Range<usize>)>,
+    /// Device bytes short reads left unspecified, not yet taken.
+    unspecified: Vec<(usize, Range<usize>)>,
     /// The files' direct IO offset alignment.
     block: usize,
+    /// Files and allocations operations touched since they were last compared.
+    dirty_files: BTreeSet<usize>,
+    dirty_allocations: BTreeSet<usize>,
+    /// Live batches by serial number.
+    batches: BTreeMap<u64, BatchState>,
+    /// Per batch slot: the serial of the latest batch set up there and of the one before.
+    batch_slots: Vec<[Option<u64>; 2]>,
+    next_batch: u64,
+    /// The lowest cookie not yet used.
+    next_cookie: u64,
+    /// Entries of destroyed batches that were never collected: did they run?
+    undetermined: Vec<Effect>,
+    /// The `hipFileBatchIOGetStatus` just applied, whose events [`ApiModel::reap`] takes.
+    awaiting: Option<StatusCall>,
 }
 
 impl ApiModel {
@@ -325,8 +413,16 @@ impl ApiModel {
             buffers: BTreeMap::new(),
             files,
             device,
-            unspecified: None,
+            unspecified: Vec::new(),
             block: 4096,
+            dirty_files: BTreeSet::new(),
+            dirty_allocations: BTreeSet::new(),
+            batches: BTreeMap::new(),
+            batch_slots: vec![[None; 2]; batch::BATCH_SLOTS],
+            next_batch: 1,
+            next_cookie: 1,
+            undetermined: Vec::new(),
+            awaiting: None,
         }
     }
 
@@ -394,33 +490,54 @@ impl ApiModel {
         }
     }
 
-    /// What an operation may change: the file and allocation an IO names.
-    pub fn touched(&self, op: &ApiOp) -> Touched {
-        match *op {
-            ApiOp::Io { handle, memory, .. } => Touched::Io {
-                file: match handle {
-                    HandleRef::Current(d) | HandleRef::Previous(d) => Some(DESCRIPTORS[d].file),
-                    _ => None,
-                },
-                allocation: match memory {
-                    Memory::Device { allocation, .. } => Some(allocation),
-                    _ => None,
-                },
-            },
-            _ => Touched::Nothing,
+    /// Mark what an IO names as to be compared: the file behind its handle, its allocation.
+    fn touch(&mut self, handle: HandleRef, memory: Memory) {
+        if let HandleRef::Current(d) | HandleRef::Previous(d) = handle {
+            self.dirty_files.insert(DESCRIPTORS[d].file);
+        }
+        if let Memory::Device { allocation, .. } = memory {
+            self.dirty_allocations.insert(allocation);
         }
     }
 
-    /// The device bytes the last operation applied left unspecified: after a short read, those
-    /// past the bytes it returned up to the end of the file's last block (allocation, byte
-    /// range).
-    pub fn unspecified(&self) -> Option<(usize, Range<usize>)> {
-        self.unspecified.clone()
+    /// The files and allocations to compare with the world now, forgotten as dirty: those
+    /// operations touched, where no batch entry in flight may be changing them.
+    pub fn take_comparable(&mut self) -> (Vec<usize>, Vec<usize>) {
+        let busy = self.busy();
+        let files: Vec<usize> = self
+            .dirty_files
+            .iter()
+            .copied()
+            .filter(|f| !busy.iter().any(|e| e.file == *f))
+            .collect();
+        let allocations: Vec<usize> = self
+            .dirty_allocations
+            .iter()
+            .copied()
+            .filter(|a| !busy.iter().any(|e| e.allocation == *a))
+            .collect();
+        for f in &files {
+            self.dirty_files.remove(f);
+        }
+        for a in &allocations {
+            self.dirty_allocations.remove(a);
+        }
+        (files, allocations)
+    }
+
+    /// The bytes of `allocation` that short reads left unspecified since they were last taken:
+    /// past the bytes a read returned, up to the end of the file's last block.
+    pub fn take_unspecified(&mut self, allocation: usize) -> Vec<Range<usize>> {
+        let (taken, kept) = std::mem::take(&mut self.unspecified)
+            .into_iter()
+            .partition(|(a, _)| *a == allocation);
+        self.unspecified = kept;
+        taken.into_iter().map(|(_, r)| r).collect()
     }
 
     /// Apply `op`; returns what the entry point must answer.
     pub fn apply(&mut self, op: &ApiOp) -> ApiExpected {
-        self.unspecified = None;
+        self.awaiting = None;
         match *op {
             ApiOp::DriverOpen => {
                 self.refcount += 1;
@@ -434,6 +551,7 @@ impl ApiModel {
                 if self.refcount == 0 {
                     self.handles.clear();
                     self.buffers.clear();
+                    self.destroy_all_batches();
                 }
                 Ok(Answer::Done)
             }
@@ -465,7 +583,35 @@ impl ApiModel {
                 size,
                 file_offset,
                 buffer_offset,
-            } => self.io(op, handle, memory, size, file_offset, buffer_offset),
+            } => {
+                self.touch(handle, memory);
+                match self.check_io(op, handle, memory, size, file_offset, buffer_offset)? {
+                    Some(effect) => Ok(Answer::Bytes(self.apply_effect(&effect))),
+                    None => Ok(Answer::Bytes(0)),
+                }
+            }
+            ApiOp::BatchSetUp {
+                slot,
+                max_nr,
+                null_out,
+            } => self.batch_setup(slot, max_nr, null_out),
+            ApiOp::BatchSubmit {
+                batch,
+                ref entries,
+                flaw,
+            } => self.batch_submit(batch, entries, flaw),
+            ApiOp::BatchGetStatus {
+                batch,
+                min_nr,
+                nr,
+                timeout,
+                flaw,
+            } => self.batch_status(batch, min_nr, nr, timeout, flaw),
+            ApiOp::BatchCancel { batch } => self.batch_cancel(batch),
+            ApiOp::BatchDestroy { batch } => {
+                self.batch_destroy(batch);
+                Ok(Answer::Done)
+            }
         }
     }
 
@@ -531,15 +677,17 @@ impl ApiModel {
         }
     }
 
-    fn io(
-        &mut self,
+    /// Validate a `hipFileRead`/`hipFileWrite` in the order the entry point checks: the error,
+    /// `None` for a request that moves nothing (zero bytes), else the request.
+    fn check_io(
+        &self,
         op: IoOp,
         handle: HandleRef,
         memory: Memory,
         size: usize,
         file_offset: i64,
         buffer_offset: i64,
-    ) -> ApiExpected {
+    ) -> Result<Option<Effect>, Failure> {
         if self.refcount == 0 {
             return Err(Failure::os(Errno::INVAL));
         }
@@ -564,55 +712,116 @@ impl ApiModel {
         if end > room {
             return Err(past_end);
         }
-        let spec = DESCRIPTORS[d];
-        let allowed = match op {
-            IoOp::Read => spec.access.readable(),
-            IoOp::Write => spec.access.writable(),
-        };
-        if !allowed {
+        if !self.allows(d, op) {
             return Err(Failure::os(Errno::BADF));
         }
         if size == 0 {
-            return Ok(Answer::Bytes(0));
+            return Ok(None);
         }
+        Ok(Some(self.effect(
+            op,
+            d,
+            memory,
+            size,
+            file_offset,
+            buffer_offset,
+        )))
+    }
+
+    /// Whether descriptor `d` allows `op`.
+    fn allows(&self, d: usize, op: IoOp) -> bool {
+        let access = DESCRIPTORS[d].access;
+        match op {
+            IoOp::Read => access.readable(),
+            IoOp::Write => access.writable(),
+        }
+    }
+
+    /// The request of a call that passed its checks (`memory` is device memory).
+    fn effect(
+        &self,
+        op: IoOp,
+        d: usize,
+        memory: Memory,
+        size: usize,
+        file_offset: i64,
+        buffer_offset: i64,
+    ) -> Effect {
         let Memory::Device { allocation, offset } = memory else {
             unreachable!("room() is None for other memory")
         };
-        let start = offset + buffer_offset as usize;
-        let file = &mut self.files[spec.file];
-        let device = &mut self.device[allocation];
-        match op {
+        Effect {
+            op,
+            descriptor: d,
+            file: DESCRIPTORS[d].file,
+            append: op == IoOp::Write && DESCRIPTORS[d].access == Access::Append,
+            allocation,
+            start: offset + buffer_offset as usize,
+            size,
+            file_offset: usize::try_from(file_offset).unwrap_or(usize::MAX),
+            registered: self
+                .buffers
+                .contains_key(&(allocation, offset))
+                .then_some((allocation, offset)),
+        }
+    }
+
+    /// Move the bytes of `effect` between the model's file and device memory; the bytes moved.
+    fn apply_effect(&mut self, effect: &Effect) -> usize {
+        self.dirty_files.insert(effect.file);
+        self.dirty_allocations.insert(effect.allocation);
+        let (start, size) = (effect.start, effect.size);
+        let file = &mut self.files[effect.file];
+        let device = &mut self.device[effect.allocation];
+        match effect.op {
             IoOp::Read => {
-                let from = usize::try_from(file_offset).unwrap_or(usize::MAX);
+                let from = effect.file_offset;
                 let n = file.len().saturating_sub(from).min(size);
                 if n > 0 {
                     device[start..start + n].copy_from_slice(&file[from..from + n]);
                 }
                 if n > 0 && n < size {
                     let last_block = n.div_ceil(self.block) * self.block;
-                    self.unspecified = Some((allocation, start + n..start + size.min(last_block)));
+                    self.unspecified
+                        .push((effect.allocation, start + n..start + size.min(last_block)));
                 }
-                Ok(Answer::Bytes(n))
+                n
             }
             IoOp::Write => {
-                let at = if spec.access == Access::Append {
+                let at = if effect.append {
                     file.len()
                 } else {
-                    file_offset as usize
+                    effect.file_offset
                 };
                 if file.len() < at + size {
                     file.resize(at + size, 0);
                 }
                 file[at..at + size].copy_from_slice(&device[start..start + size]);
-                Ok(Answer::Bytes(size))
+                size
             }
         }
     }
 
     /// The next operation of a random sequence, picked with the state in view: mostly
-    /// registered handles and buffers and sizes that fit, sometimes everything else.
+    /// registered handles and buffers and sizes that fit, sometimes everything else; never one
+    /// that is not [`ApiModel::runnable`].
     pub fn propose(&self, rng: &mut SplitMix64) -> ApiOp {
-        match rng.weighted(&[3, 3, 10, 4, 8, 4, 24, 24]) {
+        for _ in 0..32 {
+            let op = self.propose_any(rng);
+            if self.runnable(&op) {
+                return op;
+            }
+        }
+        ApiOp::DriverOpen
+    }
+
+    fn propose_any(&self, rng: &mut SplitMix64) -> ApiOp {
+        let kind = rng.weighted(&[3, 3, 10, 4, 8, 4, 16, 16, 3, 14, 12, 3, 2]);
+        // Without a live batch most batch calls set one up instead, so that batches see work.
+        if kind > 8 && !self.has_live_batch() && rng.percent(75) {
+            return self.propose_setup(rng);
+        }
+        match kind {
             0 => ApiOp::DriverOpen,
             1 => ApiOp::DriverClose,
             2 => ApiOp::HandleRegister {
@@ -662,7 +871,17 @@ impl ApiModel {
                     _ => Memory::Null,
                 },
             },
-            k => self.propose_io(if k == 6 { IoOp::Read } else { IoOp::Write }, rng),
+            6 => self.propose_io(IoOp::Read, rng),
+            7 => self.propose_io(IoOp::Write, rng),
+            8 => self.propose_setup(rng),
+            9 => self.propose_submit(rng),
+            10 => self.propose_status(rng),
+            11 => ApiOp::BatchCancel {
+                batch: self.pick_batch(rng),
+            },
+            _ => ApiOp::BatchDestroy {
+                batch: self.pick_batch(rng),
+            },
         }
     }
 
@@ -770,7 +989,9 @@ fn random_device(rng: &mut SplitMix64) -> Memory {
 }
 
 /// A sequence of `len` operations from `seed`, each proposed by the model in the state the
-/// previous ones left (the model is applied as it goes).
+/// previous ones left (the model is applied as it goes, every batch entry taken as completed
+/// as soon as it can be: [`ApiModel::assume_completed`]). A test against the C ABI proposes
+/// as it runs instead, from what the entries really did.
 pub fn random_sequence(seed: u64, len: usize) -> Vec<ApiOp> {
     let mut model = ApiModel::random(seed);
     let mut rng = SplitMix64::new(seed);
@@ -778,6 +999,7 @@ pub fn random_sequence(seed: u64, len: usize) -> Vec<ApiOp> {
         .map(|_| {
             let op = model.propose(&mut rng);
             let _ = model.apply(&op);
+            model.assume_completed();
             op
         })
         .collect()
@@ -785,6 +1007,7 @@ pub fn random_sequence(seed: u64, len: usize) -> Vec<ApiOp> {
 
 #[cfg(test)]
 mod tests {
+    use super::batch::{Event, EventStatus};
     use super::*;
 
     fn read(d: usize, memory: Memory, size: usize, file_offset: i64) -> ApiOp {
@@ -891,6 +1114,173 @@ mod tests {
         let mut names: Vec<&str> = ops.iter().map(ApiOp::name).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 8, "{names:?}");
+        assert_eq!(names.len(), 13, "{names:?}");
+    }
+
+    fn reg(d: usize) -> ApiOp {
+        ApiOp::HandleRegister {
+            target: Target::Descriptor(d),
+            args: RegisterArgs::Proper,
+        }
+    }
+
+    fn entry(op: IoOp, d: usize, offset: usize, size: usize, at: i64, cookie: u64) -> EntrySpec {
+        EntrySpec {
+            op,
+            handle: HandleRef::Current(d),
+            memory: Memory::Device {
+                allocation: 0,
+                offset,
+            },
+            size,
+            file_offset: at,
+            buffer_offset: 0,
+            cookie,
+        }
+    }
+
+    fn submit(entries: Vec<EntrySpec>) -> ApiOp {
+        ApiOp::BatchSubmit {
+            batch: BatchRef::Current(0),
+            entries,
+            flaw: SubmitFlaw::None,
+        }
+    }
+
+    fn status(min_nr: u32, nr: u32) -> ApiOp {
+        ApiOp::BatchGetStatus {
+            batch: BatchRef::Current(0),
+            min_nr,
+            nr,
+            timeout: Timeout::Forever,
+            flaw: StatusFlaw::None,
+        }
+    }
+
+    fn event(cookie: u64, status: EventStatus, ret: i64) -> Event {
+        Event {
+            cookie,
+            status,
+            ret,
+        }
+    }
+
+    #[test]
+    fn batch_entries_move_their_bytes_when_an_event_says_they_completed() {
+        let mut m = ApiModel::new(
+            vec![b"0123456789".to_vec(), vec![], vec![]],
+            vec![vec![7; ALLOCATION_LEN]; ALLOCATIONS],
+        );
+        let setup = ApiOp::BatchSetUp {
+            slot: 0,
+            max_nr: 3,
+            null_out: false,
+        };
+        assert_eq!(m.apply(&setup), Ok(Answer::Done), "a closed driver sets up");
+        assert_eq!(m.use_count(), 0);
+        let read = entry(IoOp::Read, 0, 0, 4, 8, 1);
+        assert_eq!(
+            m.apply(&submit(vec![read])),
+            Err(Failure::of(ErrorKind::DriverNotInitialized))
+        );
+        m.apply(&reg(0)).unwrap();
+        m.apply(&reg(2)).unwrap();
+        // All or nothing: the bad second entry refuses the first.
+        let past = entry(IoOp::Read, 0, ALLOCATION_LEN - 2, 4, 0, 2);
+        assert_eq!(
+            m.apply(&submit(vec![read, past])),
+            Err(Failure::of(ErrorKind::InvalidValue))
+        );
+        let at_end = entry(IoOp::Read, 0, ALLOCATION_LEN, 0, 0, 3);
+        assert_eq!(
+            m.apply(&submit(vec![at_end])),
+            Err(Failure::of(ErrorKind::InvalidValue)),
+            "the first byte lies inside the memory even for no bytes"
+        );
+        let refused = entry(IoOp::Write, 2, 100, 4, 0, 4);
+        let past_eof = entry(IoOp::Read, 0, 200, 4, 10, 5);
+        assert_eq!(
+            m.apply(&submit(vec![read, refused, past_eof])),
+            Ok(Answer::Done)
+        );
+        assert_eq!(
+            m.apply(&submit(vec![entry(IoOp::Read, 0, 300, 1, 0, 6)])),
+            Err(Failure::of(ErrorKind::BatchFull))
+        );
+        assert_eq!(
+            m.take_comparable().1,
+            Vec::<usize>::new(),
+            "nothing ran yet"
+        );
+        // The read may not have run: an IO over its memory waits.
+        let over = ApiOp::Io {
+            op: IoOp::Read,
+            handle: HandleRef::Current(0),
+            memory: BASE0,
+            size: 2,
+            file_offset: 0,
+            buffer_offset: 0,
+        };
+        assert!(!m.runnable(&over));
+        assert!(
+            !m.runnable(&status(4, 4)),
+            "no wait for more than are in flight"
+        );
+        assert_eq!(m.apply(&status(1, 2)), Ok(Answer::Done));
+        // The two that ended at submission may come first.
+        assert_eq!(
+            m.reap(&[
+                event(
+                    4,
+                    EventStatus::Failed,
+                    -i64::from(Errno::BADF.raw_os_error())
+                ),
+                event(5, EventStatus::Complete, 0)
+            ]),
+            Vec::<String>::new()
+        );
+        assert_eq!(m.apply(&status(1, 1)), Ok(Answer::Done));
+        assert_eq!(
+            m.reap(&[event(1, EventStatus::Complete, 2)]),
+            Vec::<String>::new()
+        );
+        assert_eq!(&m.device()[0][..3], b"89\x07");
+        assert_eq!(m.take_unspecified(0), vec![2..4]);
+        assert!(m.runnable(&over));
+
+        // Canceled only after a cancel; a destroyed batch's entries are judged by their bytes.
+        let write = entry(IoOp::Write, 0, 0, 2, 20, 7);
+        assert_eq!(m.apply(&submit(vec![write])), Ok(Answer::Done));
+        assert_eq!(m.apply(&status(1, 1)), Ok(Answer::Done));
+        assert_eq!(m.reap(&[event(7, EventStatus::Canceled, 0)]).len(), 1);
+        let write = entry(IoOp::Write, 0, 0, 2, 20, 8);
+        m.apply(&submit(vec![write])).unwrap();
+        m.apply(&ApiOp::BatchCancel {
+            batch: BatchRef::Current(0),
+        })
+        .unwrap();
+        m.apply(&status(1, 1)).unwrap();
+        assert_eq!(
+            m.reap(&[event(8, EventStatus::Canceled, 0)]),
+            Vec::<String>::new()
+        );
+        let write = entry(IoOp::Write, 0, 0, 2, 20, 9);
+        m.apply(&submit(vec![write])).unwrap();
+        m.apply(&ApiOp::BatchDestroy {
+            batch: BatchRef::Current(0),
+        })
+        .unwrap();
+        assert!(m.has_undetermined());
+        let mut world = m.files().to_vec();
+        world[0].resize(22, 0);
+        world[0][20..22].copy_from_slice(b"89");
+        let device = m.device().to_vec();
+        assert_eq!(m.resolve(&world, &device), (1, 0));
+        assert_eq!(m.files()[0], world[0]);
+        assert_eq!(
+            m.apply(&status(1, 1)),
+            Err(Failure::of(ErrorKind::InvalidValue)),
+            "the batch is gone"
+        );
     }
 }

@@ -3,13 +3,17 @@
 mod api;
 #[cfg(all(feature = "fastpath", feature = "fallback"))]
 mod arithmetic;
+mod batch;
+mod batch_stress;
+mod batch_support;
 #[cfg(all(feature = "fastpath", feature = "fallback"))]
 mod chunking;
 #[cfg(feature = "fallback")]
 mod device_memory;
 #[cfg(feature = "fallback")]
 mod durability;
-#[cfg(feature = "fallback")]
+// The batch stress test runs in every row; the rest of what uses the harness needs the fallback.
+#[cfg_attr(not(feature = "fallback"), allow(dead_code))]
 mod harness;
 #[cfg(feature = "fallback")]
 mod leaks;
