@@ -228,7 +228,8 @@ impl Drop for Batch<'_> {
     }
 }
 
-/// Iterator over a batch's completions ([`Batch::completions`]); ends when none is outstanding.
+/// Iterator over a batch's completions ([`Batch::completions`]); ends when none is outstanding,
+/// or after the one error that says the batch is gone.
 #[derive(Debug)]
 pub struct Completions<'b, 'buf> {
     batch: &'b mut Batch<'buf>,
@@ -248,10 +249,56 @@ impl Iterator for Completions<'_, '_> {
         let max = self.batch.outstanding;
         match self.batch.wait(1, max, None) {
             Ok(events) => {
+                if events.is_empty() {
+                    // The driver forgot the batch's entries (it was closed to zero): none will
+                    // come back.
+                    self.batch.outstanding = 0;
+                }
                 self.ready = events.into_iter();
                 self.ready.next().map(Ok)
             }
-            Err(e) => Some(Err(e)),
+            Err(e) => {
+                // The batch is gone (destroyed with the driver): say so once, then end.
+                self.batch.outstanding = 0;
+                Some(Err(e))
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use hipfile_hip::sim::SimRuntime;
+
+    use crate::{BatchRequest, Driver, DriverOptions};
+
+    #[test]
+    fn completions_end_once_the_driver_forgot_the_batch() {
+        let sim = Arc::new(SimRuntime::default());
+        let driver = Driver::with_options(DriverOptions::with_runtime(sim)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        std::fs::write(&path, vec![7u8; 8192]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let handle = driver.register_file(&file).unwrap();
+        let mut dst = driver.alloc(4096).unwrap();
+        driver
+            .batch(2, |batch| {
+                batch
+                    .submit([BatchRequest::read(&handle, &mut dst, 0).unwrap()])
+                    .unwrap();
+                // A C caller closes the driver to zero under the Rust one: the batch is
+                // destroyed with everything else the driver held.
+                while driver.core().use_count() > 0 {
+                    driver.core().close().unwrap();
+                }
+                let seen: Vec<_> = batch.completions().collect();
+                assert_eq!(seen.len(), 1, "{seen:?}");
+                assert!(seen[0].is_err());
+                assert_eq!(batch.outstanding(), 0);
+            })
+            .unwrap();
     }
 }
