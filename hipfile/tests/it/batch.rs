@@ -1,8 +1,8 @@
 //! Batches through the Rust API (`Driver::batch`, `BatchRequest`, `Batch`) on the simulated GPU:
 //! round trips through registered and plain memory, short reads, an entry failing next to ones
 //! that succeed, failover of one entry from the direct path to the staged one, cancel, the batch
-//! IO timeout, deregistration refused while an entry runs, and the end of a batch (dropped, or
-//! destroyed by the driver closing to zero).
+//! IO timeout, deregistration refused while an entry runs, and the end of a batch (its closure
+//! returning, or the driver closing to zero under it).
 //!
 //! Most tests run in every feature row: [`build_and_host_copy`] adds a test backend below the
 //! built-in ones, which serves what they decline. Tests that must know exactly which entries
@@ -147,39 +147,41 @@ fn writes_then_reads_round_trip_byte_exact_through_registered_and_plain_memory()
         expected[at..at + bytes.len()].copy_from_slice(bytes);
     }
     let head = registered.slice(..65536).unwrap();
-    let mut batch = driver.batch(8).unwrap();
-    batch
-        .submit([
-            BatchRequest::write(&handle, &head, 0).unwrap().cookie(1),
-            BatchRequest::write(&handle, &w2, 70_001).unwrap().cookie(2),
-            BatchRequest::write(&handle, &w3, 131_072)
-                .unwrap()
-                .cookie(3),
-            BatchRequest::write(&handle, &w4, 150_003)
-                .unwrap()
-                .cookie(4),
-            BatchRequest::write(&handle, &big, 262_144)
-                .unwrap()
-                .cookie(5),
-            BatchRequest::write(&handle, &w5, 1 << 30)
-                .unwrap()
-                .cookie(6),
-        ])
+    driver
+        .batch(8, |batch| {
+            batch
+                .submit([
+                    BatchRequest::write(&handle, &head, 0).unwrap().cookie(1),
+                    BatchRequest::write(&handle, &w2, 70_001).unwrap().cookie(2),
+                    BatchRequest::write(&handle, &w3, 131_072)
+                        .unwrap()
+                        .cookie(3),
+                    BatchRequest::write(&handle, &w4, 150_003)
+                        .unwrap()
+                        .cookie(4),
+                    BatchRequest::write(&handle, &big, 262_144)
+                        .unwrap()
+                        .cookie(5),
+                    BatchRequest::write(&handle, &w5, 1 << 30)
+                        .unwrap()
+                        .cookie(6),
+                ])
+                .unwrap();
+            assert_eq!(batch.outstanding(), 6);
+            let events = collect_all(batch);
+            assert_eq!(batch.outstanding(), 0);
+            for (cookie, bytes) in [
+                (1, 65536),
+                (2, 30000),
+                (3, 8192),
+                (4, 4000),
+                (5, c.len()),
+                (6, 0),
+            ] {
+                assert_complete(&events[&cookie], bytes);
+            }
+        })
         .unwrap();
-    assert_eq!(batch.outstanding(), 6);
-    let events = collect_all(&mut batch);
-    assert_eq!(batch.outstanding(), 0);
-    for (cookie, bytes) in [
-        (1, 65536),
-        (2, 30000),
-        (3, 8192),
-        (4, 4000),
-        (5, c.len()),
-        (6, 0),
-    ] {
-        assert_complete(&events[&cookie], bytes);
-    }
-    drop(batch);
     assert_eq!(
         std::fs::read(&path).unwrap(),
         expected,
@@ -196,28 +198,30 @@ fn writes_then_reads_round_trip_byte_exact_through_registered_and_plain_memory()
     let mut tail = driver
         .register_buffer(sentinel_buffer(&driver, 8 * KIB))
         .unwrap();
-    let mut batch = driver.batch(4).unwrap();
-    batch
-        .submit([
-            BatchRequest::read(&handle, &mut whole, 0)
-                .unwrap()
-                .cookie(11),
-            BatchRequest::read(&handle, &mut inner, 70_001)
-                .unwrap()
-                .cookie(12),
-            BatchRequest::read(&handle, &mut large, 262_144)
-                .unwrap()
-                .cookie(13),
-            BatchRequest::read(&handle, &mut tail, 150_003)
-                .unwrap()
-                .cookie(14),
-        ])
+    driver
+        .batch(4, |batch| {
+            batch
+                .submit([
+                    BatchRequest::read(&handle, &mut whole, 0)
+                        .unwrap()
+                        .cookie(11),
+                    BatchRequest::read(&handle, &mut inner, 70_001)
+                        .unwrap()
+                        .cookie(12),
+                    BatchRequest::read(&handle, &mut large, 262_144)
+                        .unwrap()
+                        .cookie(13),
+                    BatchRequest::read(&handle, &mut tail, 150_003)
+                        .unwrap()
+                        .cookie(14),
+                ])
+                .unwrap();
+            let events = collect_all(batch);
+            for (cookie, bytes) in [(11, 128 * KIB), (12, 30000), (13, c.len()), (14, 8192)] {
+                assert_complete(&events[&cookie], bytes);
+            }
+        })
         .unwrap();
-    let events = collect_all(&mut batch);
-    for (cookie, bytes) in [(11, 128 * KIB), (12, 30000), (13, c.len()), (14, 8192)] {
-        assert_complete(&events[&cookie], bytes);
-    }
-    drop(batch);
     assert_eq!(whole.to_vec().unwrap(), expected[..128 * KIB]);
     let middle = middle.to_vec().unwrap();
     assert_eq!(middle[1..30001], expected[70_001..100_001]);
@@ -248,34 +252,36 @@ fn reads_are_short_at_the_end_of_the_file_and_empty_past_it() {
     let mut empty = none.slice_mut(0..0).unwrap();
     let source = filled(&driver, &[1u8; 16]);
     let no_bytes = source.slice(8..8).unwrap();
-    let mut batch = driver.batch(8).unwrap();
-    batch
-        .submit([
-            BatchRequest::read(&handle, &mut inside, 0)
-                .unwrap()
-                .cookie(1),
-            BatchRequest::read(&handle, &mut across, 8192)
-                .unwrap()
-                .cookie(2),
-            BatchRequest::read(&handle, &mut at_end, 10_000)
-                .unwrap()
-                .cookie(3),
-            BatchRequest::read(&handle, &mut past, 1 << 30)
-                .unwrap()
-                .cookie(4),
-            BatchRequest::read(&handle, &mut empty, 0)
-                .unwrap()
-                .cookie(5),
-            BatchRequest::write(&handle, &no_bytes, 1 << 20)
-                .unwrap()
-                .cookie(6),
-        ])
+    driver
+        .batch(8, |batch| {
+            batch
+                .submit([
+                    BatchRequest::read(&handle, &mut inside, 0)
+                        .unwrap()
+                        .cookie(1),
+                    BatchRequest::read(&handle, &mut across, 8192)
+                        .unwrap()
+                        .cookie(2),
+                    BatchRequest::read(&handle, &mut at_end, 10_000)
+                        .unwrap()
+                        .cookie(3),
+                    BatchRequest::read(&handle, &mut past, 1 << 30)
+                        .unwrap()
+                        .cookie(4),
+                    BatchRequest::read(&handle, &mut empty, 0)
+                        .unwrap()
+                        .cookie(5),
+                    BatchRequest::write(&handle, &no_bytes, 1 << 20)
+                        .unwrap()
+                        .cookie(6),
+                ])
+                .unwrap();
+            let events = collect_all(batch);
+            for (cookie, bytes) in [(1, 4096), (2, 1808), (3, 0), (4, 0), (5, 0), (6, 0)] {
+                assert_complete(&events[&cookie], bytes);
+            }
+        })
         .unwrap();
-    let events = collect_all(&mut batch);
-    for (cookie, bytes) in [(1, 4096), (2, 1808), (3, 0), (4, 0), (5, 0), (6, 0)] {
-        assert_complete(&events[&cookie], bytes);
-    }
-    drop(batch);
     assert_eq!(inside.to_vec().unwrap(), content[..4096]);
     let across = across.to_vec().unwrap();
     assert_eq!(across[..1808], content[8192..]);
@@ -314,29 +320,31 @@ fn an_entry_failing_with_ebadf_leaves_its_neighbours_to_succeed() {
     let mut from_rw = driver
         .register_buffer(sentinel_buffer(&driver, 8 * KIB))
         .unwrap();
-    let mut batch = driver.batch(5).unwrap();
-    batch
-        .submit([
-            BatchRequest::read(&h_ro, &mut from_ro, 4096)
-                .unwrap()
-                .cookie(1),
-            BatchRequest::write(&h_ro, &source, 0).unwrap().cookie(2),
-            BatchRequest::read(&h_wo, &mut from_wo, 0)
-                .unwrap()
-                .cookie(3),
-            BatchRequest::write(&h_wo, &source, 4096).unwrap().cookie(4),
-            BatchRequest::read(&h_rw, &mut from_rw, 1)
-                .unwrap()
-                .cookie(5),
-        ])
+    driver
+        .batch(5, |batch| {
+            batch
+                .submit([
+                    BatchRequest::read(&h_ro, &mut from_ro, 4096)
+                        .unwrap()
+                        .cookie(1),
+                    BatchRequest::write(&h_ro, &source, 0).unwrap().cookie(2),
+                    BatchRequest::read(&h_wo, &mut from_wo, 0)
+                        .unwrap()
+                        .cookie(3),
+                    BatchRequest::write(&h_wo, &source, 4096).unwrap().cookie(4),
+                    BatchRequest::read(&h_rw, &mut from_rw, 1)
+                        .unwrap()
+                        .cookie(5),
+                ])
+                .unwrap();
+            let events = collect_all(batch);
+            assert_complete(&events[&1], 8 * KIB);
+            assert_failed_with(&events[&2], libc::EBADF);
+            assert_failed_with(&events[&3], libc::EBADF);
+            assert_complete(&events[&4], 8 * KIB);
+            assert_complete(&events[&5], 8 * KIB);
+        })
         .unwrap();
-    let events = collect_all(&mut batch);
-    assert_complete(&events[&1], 8 * KIB);
-    assert_failed_with(&events[&2], libc::EBADF);
-    assert_failed_with(&events[&3], libc::EBADF);
-    assert_complete(&events[&4], 8 * KIB);
-    assert_complete(&events[&5], 8 * KIB);
-    drop(batch);
     assert_eq!(from_ro.to_vec().unwrap(), p[4096..4096 + 8 * KIB]);
     assert!(from_wo.to_vec().unwrap().iter().all(|&x| x == SENTINEL));
     assert_eq!(from_rw.to_vec().unwrap(), p[1..1 + 8 * KIB]);
@@ -365,16 +373,18 @@ fn enodev_moves_one_entry_from_the_direct_path_to_the_staged_one() {
     let mut dsts: Vec<DeviceBuffer> = (0..6).map(|_| sentinel_buffer(&driver, 64 * KIB)).collect();
     let calls = sim.p2p_faults().calls();
     sim.p2p_faults().fail_call(3, libc::ENODEV);
-    let mut batch = driver.batch(6).unwrap();
-    batch
-        .submit(dsts.iter_mut().enumerate().map(|(i, dst)| {
-            BatchRequest::read(&handle, dst, (i * 64 * KIB) as u64)
-                .unwrap()
-                .cookie(i)
-        }))
+    let events = driver
+        .batch(6, |batch| {
+            batch
+                .submit(dsts.iter_mut().enumerate().map(|(i, dst)| {
+                    BatchRequest::read(&handle, dst, (i * 64 * KIB) as u64)
+                        .unwrap()
+                        .cookie(i)
+                }))
+                .unwrap();
+            collect_all(batch)
+        })
         .unwrap();
-    let events = collect_all(&mut batch);
-    drop(batch);
     for (i, dst) in dsts.iter().enumerate() {
         assert_complete(&events[&i], 64 * KIB);
         assert_eq!(
@@ -395,16 +405,18 @@ fn enodev_moves_one_entry_from_the_direct_path_to_the_staged_one() {
         .collect();
     let calls = sim.p2p_faults().calls();
     sim.p2p_faults().fail_call(2, libc::ENODEV);
-    let mut batch = driver.batch(4).unwrap();
-    batch
-        .submit(sources.iter().enumerate().map(|(i, src)| {
-            BatchRequest::write(&handle, src, (i * 64 * KIB) as u64)
-                .unwrap()
-                .cookie(i)
-        }))
+    let events = driver
+        .batch(4, |batch| {
+            batch
+                .submit(sources.iter().enumerate().map(|(i, src)| {
+                    BatchRequest::write(&handle, src, (i * 64 * KIB) as u64)
+                        .unwrap()
+                        .cookie(i)
+                }))
+                .unwrap();
+            collect_all(batch)
+        })
         .unwrap();
-    let events = collect_all(&mut batch);
-    drop(batch);
     let mut expected = content.clone();
     for i in 0..4 {
         assert_complete(&events[&i], 64 * KIB);
@@ -423,9 +435,12 @@ fn enodev_moves_one_entry_from_the_direct_path_to_the_staged_one() {
 fn submissions_are_all_or_nothing_and_bounded_by_the_capacity() {
     let (_sim, driver) = sim_driver(build_and_host_copy(), Arc::new(PosixIo), |_| {});
     let core = Arc::clone(driver.core());
-    assert_eq!(driver.batch(0).unwrap_err().kind(), ErrorKind::InvalidValue);
     assert_eq!(
-        driver.batch(129).unwrap_err().kind(),
+        driver.batch(0, |_| ()).unwrap_err().kind(),
+        ErrorKind::InvalidValue
+    );
+    assert_eq!(
+        driver.batch(129, |_| ()).unwrap_err().kind(),
         ErrorKind::InvalidValue,
         "more than max_batch_io_size"
     );
@@ -445,67 +460,69 @@ fn submissions_are_all_or_nothing_and_bounded_by_the_capacity() {
         Some(libc::EINVAL),
         "a file offset past the largest one"
     );
-    let mut batch = driver.batch(2).unwrap();
-    assert_eq!(
-        batch.wait(2, 1, None).unwrap_err().kind(),
-        ErrorKind::InvalidValue,
-        "min above max"
-    );
-    assert_eq!(
-        batch.wait(0, 0, None).unwrap_err().kind(),
-        ErrorKind::InvalidValue
-    );
-    assert!(
-        batch.wait(1, 2, None).unwrap().is_empty(),
-        "nothing outstanding: an empty answer at once"
-    );
-    let write = |at| BatchRequest::write(&handle, &source, at).unwrap();
-    assert_eq!(
-        batch
-            .submit([write(0), write(4096), write(8192)])
-            .unwrap_err()
-            .kind(),
-        ErrorKind::BatchFull
-    );
-    assert_eq!(
-        batch
-            .submit([write(0), BatchRequest::write(&gone, &source, 0).unwrap()])
-            .unwrap_err()
-            .kind(),
-        ErrorKind::HandleNotRegistered
-    );
     // The first byte of an entry lies inside its memory, even for an entry of no bytes.
     let at_end = source.slice(4096..4096).unwrap();
-    assert_eq!(
-        batch
-            .submit([write(0), BatchRequest::write(&handle, &at_end, 0).unwrap()])
-            .unwrap_err()
-            .kind(),
-        ErrorKind::InvalidValue
-    );
-    assert_eq!(batch.outstanding(), 0);
-    assert!(batch.wait(1, 2, Some(Duration::ZERO)).unwrap().is_empty());
-    assert_eq!(
-        std::fs::read(&path).unwrap(),
-        content,
-        "nothing of the refused submissions ran"
-    );
-    batch.submit([write(0).cookie(7)]).unwrap();
-    assert_eq!(
-        batch.submit([write(4096), write(8192)]).unwrap_err().kind(),
-        ErrorKind::BatchFull,
-        "an entry counts until it is collected"
-    );
-    batch.submit([write(4096).cookie(8)]).unwrap();
-    let events = collect_all(&mut batch);
-    assert_complete(&events[&7], 4096);
-    assert_complete(&events[&8], 4096);
-    batch
-        .submit([write(8192).cookie(9), write(12288).cookie(10)])
+    driver
+        .batch(2, |batch| {
+            assert_eq!(
+                batch.wait(2, 1, None).unwrap_err().kind(),
+                ErrorKind::InvalidValue,
+                "min above max"
+            );
+            assert_eq!(
+                batch.wait(0, 0, None).unwrap_err().kind(),
+                ErrorKind::InvalidValue
+            );
+            assert!(
+                batch.wait(1, 2, None).unwrap().is_empty(),
+                "nothing outstanding: an empty answer at once"
+            );
+            let write = |at| BatchRequest::write(&handle, &source, at).unwrap();
+            assert_eq!(
+                batch
+                    .submit([write(0), write(4096), write(8192)])
+                    .unwrap_err()
+                    .kind(),
+                ErrorKind::BatchFull
+            );
+            assert_eq!(
+                batch
+                    .submit([write(0), BatchRequest::write(&gone, &source, 0).unwrap()])
+                    .unwrap_err()
+                    .kind(),
+                ErrorKind::HandleNotRegistered
+            );
+            assert_eq!(
+                batch
+                    .submit([write(0), BatchRequest::write(&handle, &at_end, 0).unwrap()])
+                    .unwrap_err()
+                    .kind(),
+                ErrorKind::InvalidValue
+            );
+            assert_eq!(batch.outstanding(), 0);
+            assert!(batch.wait(1, 2, Some(Duration::ZERO)).unwrap().is_empty());
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                content,
+                "nothing of the refused submissions ran"
+            );
+            batch.submit([write(0).cookie(7)]).unwrap();
+            assert_eq!(
+                batch.submit([write(4096), write(8192)]).unwrap_err().kind(),
+                ErrorKind::BatchFull,
+                "an entry counts until it is collected"
+            );
+            batch.submit([write(4096).cookie(8)]).unwrap();
+            let events = collect_all(batch);
+            assert_complete(&events[&7], 4096);
+            assert_complete(&events[&8], 4096);
+            batch
+                .submit([write(8192).cookie(9), write(12288).cookie(10)])
+                .unwrap();
+            let events = collect_all(batch);
+            assert_eq!(events.len(), 2);
+        })
         .unwrap();
-    let events = collect_all(&mut batch);
-    assert_eq!(events.len(), 2);
-    drop(batch);
     let mut expected = content;
     expected[..16384].fill(3);
     assert_eq!(std::fs::read(&path).unwrap(), expected);
@@ -522,40 +539,48 @@ fn an_entry_of_no_bytes_at_the_largest_file_offset_completes_with_zero() {
     let source = filled(&driver, &[1u8; 4096]);
     let nothing = source.slice(0..0).unwrap();
     assert_eq!(handle.write(nothing, i64::MAX as u64).unwrap(), 0);
-    let mut batch = driver.batch(2).unwrap();
-    batch
-        .submit([
-            BatchRequest::write(&handle, &nothing, i64::MAX as u64)
-                .unwrap()
-                .cookie(1),
-            BatchRequest::write(&handle, &nothing, 0).unwrap().cookie(2),
-        ])
+    driver
+        .batch(2, |batch| {
+            batch
+                .submit([
+                    BatchRequest::write(&handle, &nothing, i64::MAX as u64)
+                        .unwrap()
+                        .cookie(1),
+                    BatchRequest::write(&handle, &nothing, 0).unwrap().cookie(2),
+                ])
+                .unwrap();
+            let events = collect_all(batch);
+            assert_complete(&events[&1], 0);
+            assert_complete(&events[&2], 0);
+        })
         .unwrap();
-    let events = collect_all(&mut batch);
-    assert_complete(&events[&1], 0);
-    assert_complete(&events[&2], 0);
-    drop(batch);
     assert_eq!(std::fs::read(&path).unwrap(), [5u8; 4096]);
 }
 
-/// Submit reads of `count` 8 KiB pieces of `file` (cookies 1..=count) on a driver with one
-/// worker behind a closed gate, and wait until the first has started and stopped at the gate.
-fn held_reads<'b>(
+/// In a batch of `dsts.len()` places, submit reads of 8 KiB pieces of `handle`'s file into
+/// `dsts` (cookies 1..=count) on a driver with one worker behind a closed gate, wait until the
+/// first has started and stopped at the gate, and lend the batch to `f`; the batch ends when `f`
+/// returns.
+fn held_reads<'b, R>(
     driver: &Driver,
     gate: &Gate,
     handle: &'b hipfile::FileHandle,
     dsts: &'b mut [DeviceBuffer],
-) -> hipfile::Batch<'b> {
-    let mut batch = driver.batch(dsts.len()).unwrap();
-    batch
-        .submit(dsts.iter_mut().enumerate().map(|(i, dst)| {
-            BatchRequest::read(handle, dst, (i * 8 * KIB + 1) as u64)
-                .unwrap()
-                .cookie(i + 1)
-        }))
-        .unwrap();
-    gate.wait_held(1);
-    batch
+    f: impl FnOnce(&mut hipfile::Batch<'b>) -> R,
+) -> R {
+    driver
+        .batch(dsts.len(), |batch| {
+            batch
+                .submit(dsts.iter_mut().enumerate().map(|(i, dst)| {
+                    BatchRequest::read(handle, dst, (i * 8 * KIB + 1) as u64)
+                        .unwrap()
+                        .cookie(i + 1)
+                }))
+                .unwrap();
+            gate.wait_held(1);
+            f(batch)
+        })
+        .unwrap()
 }
 
 /// Cancel while the first of five entries runs: the four that have not started are withdrawn
@@ -569,40 +594,40 @@ fn cancel_withdraws_what_has_not_started(backends: hipfile_core::RegistryBuilder
     let (_, file) = data_file(dir.path(), "data", &content);
     let handle = driver.register_file(&file).unwrap();
     let mut dsts: Vec<DeviceBuffer> = (0..5).map(|_| sentinel_buffer(&driver, 8 * KIB)).collect();
-    let mut batch = held_reads(&driver, &gate, &handle, &mut dsts);
-    thread::scope(|s| {
-        let canceller = s.spawn(|| {
-            batch.cancel().unwrap();
-            Instant::now()
+    held_reads(&driver, &gate, &handle, &mut dsts, |batch| {
+        thread::scope(|s| {
+            let canceller = s.spawn(|| {
+                batch.cancel().unwrap();
+                Instant::now()
+            });
+            slot.wait_withdrawn(4);
+            thread::sleep(Duration::from_millis(20));
+            assert!(
+                !canceller.is_finished(),
+                "cancel returned while an entry still ran"
+            );
+            let opened = Instant::now();
+            gate.open();
+            let returned = canceller.join().unwrap();
+            assert!(returned >= opened);
         });
-        slot.wait_withdrawn(4);
-        thread::sleep(Duration::from_millis(20));
-        assert!(
-            !canceller.is_finished(),
-            "cancel returned while an entry still ran"
+        let calls = gate.calls();
+        thread::sleep(Duration::from_millis(50));
+        assert_eq!(gate.calls(), calls, "a file call after cancel returned");
+        assert_eq!(slot.withdrawn.load(Ordering::Acquire), 4);
+        assert_eq!(
+            slot.refused.load(Ordering::Acquire),
+            1,
+            "the started entry ran on"
         );
-        let opened = Instant::now();
-        gate.open();
-        let returned = canceller.join().unwrap();
-        assert!(returned >= opened);
+        // Every entry is terminal once cancel returned: all five come back at once.
+        let events = by_cookie(batch.wait(5, 5, Some(Duration::ZERO)).unwrap());
+        assert_eq!(events.len(), 5);
+        assert_complete(&events[&1], 8 * KIB);
+        for cookie in 2..=5 {
+            assert_canceled(&events[&cookie]);
+        }
     });
-    let calls = gate.calls();
-    thread::sleep(Duration::from_millis(50));
-    assert_eq!(gate.calls(), calls, "a file call after cancel returned");
-    assert_eq!(slot.withdrawn.load(Ordering::Acquire), 4);
-    assert_eq!(
-        slot.refused.load(Ordering::Acquire),
-        1,
-        "the started entry ran on"
-    );
-    // Every entry is terminal once cancel returned: all five come back at once.
-    let events = by_cookie(batch.wait(5, 5, Some(Duration::ZERO)).unwrap());
-    assert_eq!(events.len(), 5);
-    assert_complete(&events[&1], 8 * KIB);
-    for cookie in 2..=5 {
-        assert_canceled(&events[&cookie]);
-    }
-    drop(batch);
     assert_eq!(dsts[0].to_vec().unwrap(), content[1..1 + 8 * KIB]);
     for (i, dst) in dsts.iter().enumerate().skip(1) {
         assert!(
@@ -641,49 +666,51 @@ fn an_entry_past_the_batch_io_timeout_is_reported_and_keeps_its_place_until_it_e
     let handle = driver.register_file(&file).unwrap();
     let slow = filled(&driver, &pattern(11, 0, 8 * KIB));
     let fast = filled(&driver, &pattern(12, 0, 8 * KIB));
-    let mut batch = driver.batch(2).unwrap();
-    let submitted = Instant::now();
-    batch
-        .submit([BatchRequest::write(&handle, &slow, 0).unwrap().cookie(1)])
-        .unwrap();
-    gate.wait_held(1);
-    let events = batch.wait(1, 2, None).unwrap();
-    assert!(submitted.elapsed() >= Duration::from_millis(TIMEOUT_MS));
-    assert_eq!(events.len(), 1);
-    let event = &events[0];
-    assert_eq!((event.cookie, event.status), (1, BatchStatus::Timeout));
-    let err = event.result.as_ref().unwrap_err();
-    assert_eq!(
-        (err.kind(), err.errno()),
-        (ErrorKind::Os, Some(libc::ETIMEDOUT))
-    );
-    assert_eq!(batch.outstanding(), 0);
+    driver
+        .batch(2, |batch| {
+            let submitted = Instant::now();
+            batch
+                .submit([BatchRequest::write(&handle, &slow, 0).unwrap().cookie(1)])
+                .unwrap();
+            gate.wait_held(1);
+            let events = batch.wait(1, 2, None).unwrap();
+            assert!(submitted.elapsed() >= Duration::from_millis(TIMEOUT_MS));
+            assert_eq!(events.len(), 1);
+            let event = &events[0];
+            assert_eq!((event.cookie, event.status), (1, BatchStatus::Timeout));
+            let err = event.result.as_ref().unwrap_err();
+            assert_eq!(
+                (err.kind(), err.errno()),
+                (ErrorKind::Os, Some(libc::ETIMEDOUT))
+            );
+            assert_eq!(batch.outstanding(), 0);
 
-    // Still running, it takes one of the two places.
-    let write = |at| BatchRequest::write(&handle, &fast, at).unwrap();
-    assert_eq!(
-        batch
-            .submit([write(8192), write(16384)])
-            .unwrap_err()
-            .kind(),
-        ErrorKind::BatchFull
-    );
-    batch.submit([write(8192).cookie(2)]).unwrap();
-    assert_eq!(
-        batch.submit([write(16384)]).unwrap_err().kind(),
-        ErrorKind::BatchFull
-    );
-    gate.open();
-    let events = batch.wait(1, 1, None).unwrap();
-    assert_complete(&events[0], 8 * KIB);
-    // One worker runs them in order: the timed-out entry has finished, and both places are free.
-    batch
-        .submit([write(16384).cookie(3), write(24576).cookie(4)])
+            // Still running, it takes one of the two places.
+            let write = |at| BatchRequest::write(&handle, &fast, at).unwrap();
+            assert_eq!(
+                batch
+                    .submit([write(8192), write(16384)])
+                    .unwrap_err()
+                    .kind(),
+                ErrorKind::BatchFull
+            );
+            batch.submit([write(8192).cookie(2)]).unwrap();
+            assert_eq!(
+                batch.submit([write(16384)]).unwrap_err().kind(),
+                ErrorKind::BatchFull
+            );
+            gate.open();
+            let events = batch.wait(1, 1, None).unwrap();
+            assert_complete(&events[0], 8 * KIB);
+            // One worker runs them in order: the timed-out entry has finished, and both places are free.
+            batch
+                .submit([write(16384).cookie(3), write(24576).cookie(4)])
+                .unwrap();
+            let events = collect_all(batch);
+            assert_complete(&events[&3], 8 * KIB);
+            assert_complete(&events[&4], 8 * KIB);
+        })
         .unwrap();
-    let events = collect_all(&mut batch);
-    assert_complete(&events[&3], 8 * KIB);
-    assert_complete(&events[&4], 8 * KIB);
-    drop(batch);
     let mut expected = pattern(11, 0, 8 * KIB);
     for _ in 0..3 {
         expected.extend(pattern(12, 0, 8 * KIB));
@@ -710,48 +737,52 @@ fn files_and_registered_memory_of_entries_in_flight_cannot_be_deregistered() {
         .register_buffer(sentinel_buffer(&driver, 8 * KIB))
         .unwrap();
     let (source_at, dst_at) = (source.ptr(), dst.ptr());
-    let mut batch = driver.batch(2).unwrap();
-    batch
-        .submit([
-            BatchRequest::write(&handle, &source, 0).unwrap().cookie(1),
-            BatchRequest::read(&handle, &mut dst, 8192)
-                .unwrap()
-                .cookie(2),
-        ])
+    driver
+        .batch(2, |batch| {
+            batch
+                .submit([
+                    BatchRequest::write(&handle, &source, 0).unwrap().cookie(1),
+                    BatchRequest::read(&handle, &mut dst, 8192)
+                        .unwrap()
+                        .cookie(2),
+                ])
+                .unwrap();
+            gate.wait_held(1);
+            assert_eq!(
+                core.handle_deregister(handle.id()).unwrap_err().kind(),
+                ErrorKind::InternalError,
+                "the file has entries in flight"
+            );
+            assert_eq!(
+                core.buf_deregister(source_at).unwrap_err().kind(),
+                ErrorKind::InternalError,
+                "the running entry's memory"
+            );
+            assert_eq!(
+                core.buf_deregister(dst_at).unwrap_err().kind(),
+                ErrorKind::InternalError,
+                "the queued entry's memory"
+            );
+            gate.open();
+            let events = collect_all(batch);
+            assert_complete(&events[&1], 8 * KIB);
+            assert_complete(&events[&2], 8 * KIB);
+            // Collected, the entries hold nothing.
+            core.buf_deregister(source_at).unwrap();
+            core.buf_deregister(dst_at).unwrap();
+            core.handle_deregister(handle.id()).unwrap();
+        })
         .unwrap();
-    gate.wait_held(1);
-    assert_eq!(
-        core.handle_deregister(handle.id()).unwrap_err().kind(),
-        ErrorKind::InternalError,
-        "the file has entries in flight"
-    );
-    assert_eq!(
-        core.buf_deregister(source_at).unwrap_err().kind(),
-        ErrorKind::InternalError,
-        "the running entry's memory"
-    );
-    assert_eq!(
-        core.buf_deregister(dst_at).unwrap_err().kind(),
-        ErrorKind::InternalError,
-        "the queued entry's memory"
-    );
-    gate.open();
-    let events = collect_all(&mut batch);
-    assert_complete(&events[&1], 8 * KIB);
-    assert_complete(&events[&2], 8 * KIB);
-    // Collected, the entries hold nothing.
-    core.buf_deregister(source_at).unwrap();
-    core.buf_deregister(dst_at).unwrap();
-    core.handle_deregister(handle.id()).unwrap();
-    drop(batch);
     assert_eq!(
         std::fs::read(&path).unwrap()[..8192],
         pattern(14, 0, 8 * KIB)[..]
     );
 }
 
+/// When its closure returns, the batch cancels the entries not started and `Driver::batch`
+/// returns only once the started one has finished.
 #[test]
-fn dropping_a_batch_cancels_what_has_not_started_and_waits_for_the_rest() {
+fn the_end_of_a_batch_cancels_what_has_not_started_and_waits_for_the_rest() {
     let slot = &WATCHED[4];
     let gate = Gate::closed();
     let (_sim, driver) = sim_driver(watched_host_copy::<4>(), gate.clone(), one_worker);
@@ -760,26 +791,26 @@ fn dropping_a_batch_cancels_what_has_not_started_and_waits_for_the_rest() {
     let (_, file) = data_file(dir.path(), "data", &content);
     let handle = driver.register_file(&file).unwrap();
     let mut dsts: Vec<DeviceBuffer> = (0..3).map(|_| sentinel_buffer(&driver, 8 * KIB)).collect();
-    let batch = held_reads(&driver, &gate, &handle, &mut dsts);
-    assert_eq!(driver.core().batch_count(), 1);
     thread::scope(|s| {
-        let dropper = s.spawn(move || {
-            drop(batch);
+        let ender = s.spawn(|| {
+            held_reads(&driver, &gate, &handle, &mut dsts, |_| {
+                assert_eq!(driver.core().batch_count(), 1);
+            });
             Instant::now()
         });
         slot.wait_withdrawn(2);
         thread::sleep(Duration::from_millis(20));
         assert!(
-            !dropper.is_finished(),
-            "the drop returned while an entry still ran"
+            !ender.is_finished(),
+            "the batch ended while an entry still ran"
         );
         let opened = Instant::now();
         gate.open();
-        assert!(dropper.join().unwrap() >= opened);
+        assert!(ender.join().unwrap() >= opened);
     });
     let calls = gate.calls();
     thread::sleep(Duration::from_millis(50));
-    assert_eq!(gate.calls(), calls, "a file call after the drop returned");
+    assert_eq!(gate.calls(), calls, "a file call after the batch ended");
     assert_eq!(driver.core().batch_count(), 0);
     assert_eq!(dsts[0].to_vec().unwrap(), content[1..1 + 8 * KIB]);
     for dst in &dsts[1..] {
@@ -799,39 +830,41 @@ fn closing_the_driver_to_zero_destroys_its_batches() {
     let handle = driver.register_file(&file).unwrap();
     let source = filled(&driver, &[1u8; 4096]);
     let mut dsts: Vec<DeviceBuffer> = (0..2).map(|_| sentinel_buffer(&driver, 8 * KIB)).collect();
-    let mut batch = held_reads(&driver, &gate, &handle, &mut dsts);
-    assert_eq!(core.use_count(), 1);
-    thread::scope(|s| {
-        // A C caller closing the process's last reference under the Rust values.
-        let closer = s.spawn(|| {
-            core.close().unwrap();
-            Instant::now()
+    held_reads(&driver, &gate, &handle, &mut dsts, |batch| {
+        assert_eq!(core.use_count(), 1);
+        thread::scope(|s| {
+            // A C caller closing the process's last reference under the Rust values.
+            let closer = s.spawn(|| {
+                core.close().unwrap();
+                Instant::now()
+            });
+            slot.wait_withdrawn(1);
+            thread::sleep(Duration::from_millis(20));
+            assert!(
+                !closer.is_finished(),
+                "the close returned while an entry still ran"
+            );
+            let opened = Instant::now();
+            gate.open();
+            assert!(closer.join().unwrap() >= opened);
         });
-        slot.wait_withdrawn(1);
-        thread::sleep(Duration::from_millis(20));
-        assert!(
-            !closer.is_finished(),
-            "the close returned while an entry still ran"
+        assert_eq!((core.use_count(), core.batch_count()), (0, 0));
+        assert_eq!(
+            batch.wait(1, 2, Some(Duration::ZERO)).unwrap_err().kind(),
+            ErrorKind::InvalidValue,
+            "the batch is gone"
         );
-        let opened = Instant::now();
-        gate.open();
-        assert!(closer.join().unwrap() >= opened);
+        assert_eq!(
+            batch
+                .submit([BatchRequest::write(&handle, &source, 0).unwrap()])
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidValue
+        );
+        assert_eq!(batch.cancel().unwrap_err().kind(), ErrorKind::InvalidValue);
+        // Ending the batch finds it gone and leaves it at that.
     });
     assert_eq!((core.use_count(), core.batch_count()), (0, 0));
-    assert_eq!(
-        batch.wait(1, 2, Some(Duration::ZERO)).unwrap_err().kind(),
-        ErrorKind::InvalidValue,
-        "the batch is gone"
-    );
-    assert_eq!(
-        batch
-            .submit([BatchRequest::write(&handle, &source, 0).unwrap()])
-            .unwrap_err()
-            .kind(),
-        ErrorKind::InvalidValue
-    );
-    assert_eq!(batch.cancel().unwrap_err().kind(), ErrorKind::InvalidValue);
-    drop(batch);
     assert_eq!(dsts[0].to_vec().unwrap(), content[1..1 + 8 * KIB]);
     assert!(dsts[1].to_vec().unwrap().iter().all(|&x| x == SENTINEL));
     // A batch set up on the closed driver is destroyed by the next close to zero.
@@ -844,86 +877,6 @@ fn closing_the_driver_to_zero_destroys_its_batches() {
         core.batch_status(id, 0, 1, None).unwrap_err().kind(),
         ErrorKind::InvalidValue
     );
-}
-
-/// A batch borrows its memory "for as long as it lives", but `mem::forget` (safe code) ends the
-/// borrow with the entries still queued and running: the memory can then be freed and handed out
-/// again while an entry still reads into it. Runs in a child of its own, so that no other test's
-/// allocations take the freed address first.
-fn forgotten_batch_child() {
-    const LEN: usize = 1024 * KIB;
-    let slot = &WATCHED[6];
-    let gate = Gate::closed();
-    let (_sim, driver) = sim_driver(watched_host_copy::<6>(), gate.clone(), one_worker);
-    let dir = scratch_dir();
-    let content = pattern(17, 0, 2 * LEN);
-    let (_, file) = data_file(dir.path(), "data", &content);
-    let handle = driver.register_file(&file).unwrap();
-    let mut dsts: Vec<DeviceBuffer> = (0..2).map(|_| sentinel_buffer(&driver, LEN)).collect();
-    let freed_at = dsts[1].ptr();
-    let mut batch = driver.batch(2).unwrap();
-    batch
-        .submit(dsts.iter_mut().enumerate().map(|(i, dst)| {
-            BatchRequest::read(&handle, dst, (i * LEN) as u64)
-                .unwrap()
-                .cookie(i + 1)
-        }))
-        .unwrap();
-    gate.wait_held(1);
-    std::mem::forget(batch);
-    // The second entry (queued behind the held one) reads into `dsts[1]`: free it, and take
-    // memory (untouched, so it costs no resident pages) until the runtime hands its address out
-    // again.
-    drop(dsts.pop());
-    let mut taken = Vec::new();
-    let mut reused = loop {
-        let buf = driver.alloc(LEN).unwrap();
-        if buf.ptr() == freed_at {
-            break buf;
-        }
-        taken.push(buf);
-        assert!(
-            taken.len() < 4096,
-            "the simulated GPU never handed the freed address out again"
-        );
-    };
-    reused.fill(SENTINEL).unwrap();
-    gate.open();
-    // Both entries run now (nothing cancels them): wait until the second has read the file.
-    let since = Instant::now();
-    while gate.calls() < 2 && since.elapsed() < crate::batch_support::PATIENCE {
-        thread::sleep(Duration::from_millis(1));
-    }
-    thread::sleep(Duration::from_millis(100));
-    assert_eq!(slot.withdrawn.load(Ordering::Acquire), 0);
-    let now = reused.to_vec().unwrap();
-    assert!(
-        now.iter().all(|&x| x == SENTINEL),
-        "an entry of the forgotten batch wrote into memory allocated after its own was freed \
-         (it now holds {} the file's bytes)",
-        if now == content[LEN..] {
-            "exactly"
-        } else {
-            "not"
-        }
-    );
-}
-
-#[test]
-fn a_forgotten_batch_does_not_read_into_memory_freed_and_allocated_again() {
-    let name = crate::harness::test_name(
-        module_path!(),
-        "a_forgotten_batch_does_not_read_into_memory_freed_and_allocated_again",
-    );
-    if crate::harness::as_child(&name, forgotten_batch_child) {
-        return;
-    }
-    let run = crate::harness::run_child(
-        crate::harness::child_command(&name),
-        Duration::from_secs(120),
-        &name,
-    );
-    run.assert_passed(&name);
 }
 
 /// Panics on any thread of the process, counted by [`count_panics`].
@@ -969,28 +922,30 @@ fn withdrawn_while_waiting_for_a_lane_child() {
     let (_, file) = data_file(dir.path(), "data", &content);
     let handle = driver.register_file(&file).unwrap();
     let mut dsts: Vec<DeviceBuffer> = (0..3).map(|_| sentinel_buffer(&driver, 8 * KIB)).collect();
-    let mut batch = driver.batch(3).unwrap();
-    batch
-        .submit(dsts.iter_mut().enumerate().map(|(i, dst)| {
-            BatchRequest::read(&handle, dst, (i * 8 * KIB) as u64)
-                .unwrap()
-                .cookie(i + 1)
-        }))
+    driver
+        .batch(3, |batch| {
+            batch
+                .submit(dsts.iter_mut().enumerate().map(|(i, dst)| {
+                    BatchRequest::read(&handle, dst, (i * 8 * KIB) as u64)
+                        .unwrap()
+                        .cookie(i + 1)
+                }))
+                .unwrap();
+            gate.wait_held(2);
+            // Time for the third worker to reach its wait for a lane.
+            thread::sleep(Duration::from_millis(200));
+            thread::scope(|s| {
+                let canceller = s.spawn(|| batch.cancel().unwrap());
+                slot.wait_withdrawn(1);
+                gate.open();
+                canceller.join().unwrap();
+            });
+            let events = by_cookie(batch.wait(3, 3, Some(Duration::ZERO)).unwrap());
+            assert_complete(&events[&1], 8 * KIB);
+            assert_complete(&events[&2], 8 * KIB);
+            assert_canceled(&events[&3]);
+        })
         .unwrap();
-    gate.wait_held(2);
-    // Time for the third worker to reach its wait for a lane.
-    thread::sleep(Duration::from_millis(200));
-    thread::scope(|s| {
-        let canceller = s.spawn(|| batch.cancel().unwrap());
-        slot.wait_withdrawn(1);
-        gate.open();
-        canceller.join().unwrap();
-    });
-    let events = by_cookie(batch.wait(3, 3, Some(Duration::ZERO)).unwrap());
-    assert_complete(&events[&1], 8 * KIB);
-    assert_complete(&events[&2], 8 * KIB);
-    assert_canceled(&events[&3]);
-    drop(batch);
     assert!(dsts[2].to_vec().unwrap().iter().all(|&x| x == SENTINEL));
     let panics = PANICS
         .lock()

@@ -1,6 +1,6 @@
 //! 64 threads, each with batches of its own, race reads and writes of varied sizes and offsets
 //! against four shared files for a bounded time, while batches are cancelled (by their owners
-//! and by other threads), collected with every kind of wait, dropped and destroyed with entries
+//! and by other threads), collected with every kind of wait, ended and destroyed with entries
 //! in flight. Every entry is judged when its fate is known: a completed read holds exactly the
 //! file's bytes, a completed write is in the file, a canceled entry moved nothing, an entry
 //! refused for its descriptor moved nothing; an entry whose batch was destroyed before it was
@@ -12,7 +12,8 @@
 //! only reads touch (reads there run across the end of the file). A thread never has two
 //! entries in flight that touch the same bytes of its stripe, so every expectation is exact.
 //! Most threads drive the core driver's batch calls by id (so that others can cancel their
-//! batches); every eighth uses the Rust API (`Batch`, `BatchRequest`, `completions`, drop).
+//! batches); every eighth uses the Rust API (`Driver::batch`, `BatchRequest`, `completions`, the
+//! batch's end when its closure returns).
 //!
 //! It runs in every feature row: `build_and_host_copy` serves what the build's backends
 //! decline (everything, in a build without them). [`harness::SECONDS_VAR`] runs it longer.
@@ -640,7 +641,9 @@ fn core_racer(world: &World<'_>, t: usize) -> Tally {
     finish(tracker)
 }
 
-/// A thread using the Rust API: a batch per round, its memory borrowed for the round.
+/// A thread using the Rust API: a batch per round, its memory borrowed for the round; the
+/// round's events are judged once `Driver::batch` has returned (the batch has ended, nothing of
+/// it runs).
 fn facade_racer(world: &World<'_>, t: usize) -> Tally {
     let mut rng = Rng::new(0xFACA_0000 + t as u64);
     let mut tracker = Tracker::new(world, t);
@@ -675,51 +678,57 @@ fn facade_racer(world: &World<'_>, t: usize) -> Tally {
                 ));
             }
         }
-        let mut batch = world.driver.batch(capacity).expect("setting a batch up");
-        let tracker_ref = &tracker;
-        let requests = cut.iter_mut().map(|(i, mem)| {
-            let p = &plans[*i];
-            let file = tracker_ref.handle(p);
-            match p.op {
-                IoOp::Read => BatchRequest::read(file, mem, p.file_offset as u64),
-                IoOp::Write => BatchRequest::write(file, &*mem, p.file_offset as u64),
-            }
-            .expect("a request")
-            .cookie(p.cookie)
-        });
-        let submitted = match batch.submit(requests) {
-            Ok(()) => true,
-            Err(e) if count > capacity && e.kind() == ErrorKind::BatchFull => {
-                tracker.unplan(&plans);
-                tracker.tally.batch_full += 1;
-                false
-            }
-            Err(e) => panic!("thread {t}: submitting {count} entries to {capacity} places: {e:?}"),
-        };
-        let mut events: Vec<BatchEvent> = Vec::new();
-        if submitted {
-            match rng.range(0, 4) {
-                // Collect everything as it finishes.
-                0 => events.extend(batch.completions().map(|e| e.expect("a completion"))),
-                // Cancel, then collect everything.
-                1 => {
-                    batch.cancel().expect("cancelling");
-                    events.extend(batch.completions().map(|e| e.expect("a completion")));
+        let events = world
+            .driver
+            .batch(capacity, |batch| {
+                let tracker_ref = &tracker;
+                let requests = cut.iter_mut().map(|(i, mem)| {
+                    let p = &plans[*i];
+                    let file = tracker_ref.handle(p);
+                    match p.op {
+                        IoOp::Read => BatchRequest::read(file, mem, p.file_offset as u64),
+                        IoOp::Write => BatchRequest::write(file, &*mem, p.file_offset as u64),
+                    }
+                    .expect("a request")
+                    .cookie(p.cookie)
+                });
+                let submitted = match batch.submit(requests) {
+                    Ok(()) => true,
+                    Err(e) if count > capacity && e.kind() == ErrorKind::BatchFull => {
+                        tracker.unplan(&plans);
+                        tracker.tally.batch_full += 1;
+                        false
+                    }
+                    Err(e) => {
+                        panic!("thread {t}: submitting {count} entries to {capacity} places: {e:?}")
+                    }
+                };
+                let mut events: Vec<BatchEvent> = Vec::new();
+                if submitted {
+                    match rng.range(0, 4) {
+                        // Collect everything as it finishes.
+                        0 => events.extend(batch.completions().map(|e| e.expect("a completion"))),
+                        // Cancel, then collect everything.
+                        1 => {
+                            batch.cancel().expect("cancelling");
+                            events.extend(batch.completions().map(|e| e.expect("a completion")));
+                        }
+                        // Collect some, then end the batch with the rest in flight.
+                        2 => {
+                            let max = rng.size(1, count + 1);
+                            events.extend(
+                                batch
+                                    .wait(0, max, Some(Duration::from_micros(200)))
+                                    .expect("waiting"),
+                            );
+                        }
+                        // End it at once.
+                        _ => {}
+                    }
                 }
-                // Collect some, then drop the batch with the rest in flight.
-                2 => {
-                    let max = rng.size(1, count + 1);
-                    events.extend(
-                        batch
-                            .wait(0, max, Some(Duration::from_micros(200)))
-                            .expect("waiting"),
-                    );
-                }
-                // Drop it at once.
-                _ => {}
-            }
-        }
-        drop(batch);
+                events
+            })
+            .expect("setting a batch up");
         drop(cut);
         for event in &events {
             let plan = tracker.pending[&event.cookie].clone();

@@ -4,16 +4,17 @@
 //! - `hipFileBatchIOSetUp`: a NULL out-pointer, `max_nr` 0 or above [`MAX_BATCH`] (the
 //!   `max_batch_io_count` property) are `InvalidValue`. It works on a closed driver and changes
 //!   no use count.
-//! - `hipFileBatchIOSubmit`: `nr` 0, a NULL array, an entry whose mode is not `hipFileBatch` or
-//!   whose opcode is neither read nor write are `InvalidValue`, before the handle is looked up;
-//!   an unknown (or destroyed) batch is `InvalidValue`; a closed driver `DriverNotInitialized`;
-//!   more entries than the batch has room for (entries not yet collected count, finished or
-//!   not) `BatchFull`. Then each entry in turn, the first bad one failing the whole call with
-//!   nothing queued: a handle not registered is `HandleNotRegistered`; a negative file or
-//!   buffer offset, a file range past the largest file offset, a NULL buffer, an entry whose
-//!   first byte (even for zero bytes) or last byte lies past its memory (a registered buffer's
-//!   registered length, else the allocation) are `InvalidValue`; memory that is not device
-//!   memory is `HipMemoryTypeInvalid`.
+//! - `hipFileBatchIOSubmit`: `nr` 0 or a NULL array is `InvalidValue`; then an unknown (or
+//!   destroyed) batch is `InvalidValue`; then more entries than the batch has room for (entries
+//!   not yet collected count, finished or not) are `BatchFull`, before any entry is read (on a
+//!   closed driver too); then an entry whose mode is not `hipFileBatch` or whose opcode is
+//!   neither read nor write is `InvalidValue`; then a closed driver is `DriverNotInitialized`.
+//!   Then each entry in turn, the first bad one failing the whole call with nothing queued: a
+//!   handle not registered is `HandleNotRegistered`; a negative file or buffer offset, a file
+//!   range past the largest file offset, a NULL buffer, an entry whose first byte (even for
+//!   zero bytes) or last byte lies past its memory (a registered buffer's registered length,
+//!   else the allocation) are `InvalidValue`; memory that is not device memory is
+//!   `HipMemoryTypeInvalid`.
 //! - An accepted entry ends on its own: through a descriptor that does not allow its direction
 //!   it fails with `-EBADF`, zero bytes complete with 0, a read at or past the end of a
 //!   non-empty file completes with 0; all of these are over when the submission returns. Every
@@ -391,16 +392,19 @@ impl ApiModel {
         if let Some(last) = entries.iter().map(|e| e.cookie).max() {
             self.next_cookie = self.next_cookie.max(last + 1);
         }
-        if flaw != SubmitFlaw::None || entries.is_empty() {
+        if matches!(flaw, SubmitFlaw::ZeroCount | SubmitFlaw::NullParams) || entries.is_empty() {
             return Err(invalid());
         }
         let serial = self.serial(batch).ok_or_else(invalid)?;
-        if self.refcount == 0 {
-            return Err(Failure::of(ErrorKind::DriverNotInitialized));
-        }
         let state = &self.batches[&serial];
         if entries.len() > state.capacity - state.entries.len() {
             return Err(Failure::of(ErrorKind::BatchFull));
+        }
+        if flaw != SubmitFlaw::None {
+            return Err(invalid());
+        }
+        if self.refcount == 0 {
+            return Err(Failure::of(ErrorKind::DriverNotInitialized));
         }
         let classified = entries
             .iter()
