@@ -45,20 +45,21 @@
 //! The batch cannot leave the closure:
 //!
 //! ```compile_fail
-//! # let driver: hipfile::Driver = unimplemented!();
-//! let escaped = driver.batch(8, |batch| batch);
+//! fn escape(driver: &hipfile::Driver) {
+//!     let escaped = driver.batch(8, |batch| batch);
+//! }
 //! ```
 //!
 //! Nor can a request borrow memory that dies inside the closure, before the batch is destroyed:
 //!
 //! ```compile_fail
-//! # use hipfile::BatchRequest;
-//! # let driver: hipfile::Driver = unimplemented!();
-//! # let handle: hipfile::FileHandle = unimplemented!();
-//! driver.batch(8, |batch| {
-//!     let mut short_lived = driver.alloc(4096).unwrap();
-//!     batch.submit([BatchRequest::read(&handle, &mut short_lived, 0).unwrap()])
-//! });
+//! use hipfile::{BatchRequest, Driver, FileHandle};
+//! fn dangle(driver: &Driver, handle: &FileHandle) {
+//!     driver.batch(8, |batch| {
+//!         let mut short_lived = driver.alloc(4096).unwrap();
+//!         batch.submit([BatchRequest::read(handle, &mut short_lived, 0).unwrap()])
+//!     });
+//! }
 //! ```
 
 use std::marker::PhantomData;
