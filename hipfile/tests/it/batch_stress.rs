@@ -24,8 +24,7 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hipfile::{
     AsDeviceMut, BatchEvent, BatchRequest, BatchStatus, DeviceBuffer, Driver, ErrorKind,
@@ -35,7 +34,7 @@ use hipfile_core::{BatchEntry, BatchId, PosixIo};
 use hipfile_testkit::conformance::pattern;
 
 use crate::batch_support::{build_and_host_copy, sim_driver};
-use crate::harness::{self, figure, first_difference, Rng};
+use crate::harness::{self, figure, first_difference, Merge, Rng};
 
 const THREADS: usize = 64;
 /// Every `FACADE_EVERY`th thread uses the Rust API.
@@ -140,7 +139,7 @@ struct Tally {
     destroyed_busy: u64,
 }
 
-impl Tally {
+impl Merge for Tally {
     fn merge(&mut self, other: Tally) {
         for (k, v) in other.events {
             *self.events.entry(k).or_default() += v;
@@ -813,55 +812,24 @@ fn stress_child() {
         doing: (0..THREADS).map(|_| AtomicU8::new(0)).collect(),
         done: (0..THREADS).map(|_| AtomicU64::new(0)).collect(),
     };
-    let finished = AtomicBool::new(false);
-    let started = Instant::now();
-    let mut tally = Tally::default();
-    thread::scope(|s| {
-        let racers: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let world = &world;
-                s.spawn(move || {
-                    if t % FACADE_EVERY == FACADE_EVERY - 1 {
-                        facade_racer(world, t)
-                    } else {
-                        core_racer(world, t)
-                    }
-                })
-            })
-            .collect();
-        let (world, finished) = (&world, &finished);
-        s.spawn(move || {
-            let deadline = started + run_for + HANG_AFTER;
-            while !finished.load(Ordering::Acquire) {
-                if Instant::now() > deadline {
-                    let states: Vec<String> = (0..THREADS)
-                        .map(|t| {
-                            let d = DOINGS[world.doing[t].load(Ordering::Relaxed) as usize];
-                            format!("{t}:{d:?}#{}", world.done[t].load(Ordering::Relaxed))
-                        })
-                        .collect();
-                    eprintln!(
-                        "watchdog: the batch race did not end within {HANG_AFTER:?} after its \
-                         run; threads (operation in progress # operations done): {}",
-                        states.join(" ")
-                    );
-                    std::process::abort();
-                }
-                thread::sleep(Duration::from_millis(50));
+    let (tally, raced) = harness::race(
+        "batch race",
+        THREADS,
+        run_for,
+        HANG_AFTER,
+        &world.stop,
+        |t| {
+            if t % FACADE_EVERY == FACADE_EVERY - 1 {
+                facade_racer(&world, t)
+            } else {
+                core_racer(&world, t)
             }
-        });
-        thread::sleep(run_for);
-        world.stop.store(true, Ordering::Relaxed);
-        let joined: Vec<_> = racers.into_iter().map(|r| r.join()).collect();
-        finished.store(true, Ordering::Release);
-        for r in joined {
-            match r {
-                Ok(t) => tally.merge(t),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-    });
-    let raced = started.elapsed();
+        },
+        |t| {
+            let d = DOINGS[world.doing[t].load(Ordering::Relaxed) as usize];
+            (d, world.done[t].load(Ordering::Relaxed))
+        },
+    );
     assert_eq!(driver.core().batch_count(), 0, "every batch was destroyed");
     // Every file: the stripes the threads checked, and the tails nobody wrote.
     for (f, content) in world.initial.iter().enumerate() {

@@ -1,8 +1,9 @@
 //! What the hostile tests share: re-running this test binary as a child process for one test
 //! (so that a test may be killed, limited, signalled or moved to a mount namespace of its own
 //! without touching the other tests of the binary), seeded random numbers, the process counts
-//! that leak checks compare, and the few system calls the tests need that have no safe wrapper
-//! in the workspace (signal dispositions, `tgkill`, `unshare`, `mount`, `setrlimit`).
+//! that leak checks compare, the race of many threads under a watchdog that the stress tests
+//! run, and the few system calls the tests need that have no safe wrapper in the workspace
+//! (signal dispositions, `tgkill`, `unshare`, `mount`, `setrlimit`).
 //!
 //! A test that needs a child calls [`as_child`] first: in the child (the environment variable
 //! [`ROLE_VAR`] names the test) it runs the child's part and returns true; in the parent it
@@ -11,12 +12,13 @@
 //! the parent's output, where `--nocapture` shows them.
 
 use std::ffi::CString;
+use std::fmt::Debug;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -81,6 +83,76 @@ pub fn run_seconds(default: f64) -> Duration {
         .filter(|s| s.is_finite() && *s > 0.0)
         .unwrap_or(default);
     Duration::from_secs_f64(secs)
+}
+
+/// What a racer of [`race`] returns: counts that add up over the threads.
+pub trait Merge: Default + Send {
+    /// Add `other`'s counts to these.
+    fn merge(&mut self, other: Self);
+}
+
+/// Run `racer(t)` on `threads` threads `t` of a scope for `run_for`, then set `stop`, wait for
+/// every racer to end and return what they returned, merged, and how long the race took. A
+/// racer's panic is resumed here once all of them have ended. The racers must return soon after
+/// `stop` is set.
+///
+/// A watchdog thread guards the race: if the racers have not all ended `hang_after` past the
+/// run, it prints, for each thread `t`, what `describe(t)` says of it (the operation in
+/// progress, the operations done) in a message naming the race `what`, and aborts the process,
+/// so that a hang ends with the stuck threads named instead of a silent kill.
+pub fn race<T: Merge, S: Debug>(
+    what: &str,
+    threads: usize,
+    run_for: Duration,
+    hang_after: Duration,
+    stop: &AtomicBool,
+    racer: impl Fn(usize) -> T + Sync,
+    describe: impl Fn(usize) -> (S, u64) + Sync,
+) -> (T, Duration) {
+    let finished = AtomicBool::new(false);
+    let started = Instant::now();
+    let joined: Vec<_> = thread::scope(|s| {
+        let racers: Vec<_> = (0..threads)
+            .map(|t| {
+                let racer = &racer;
+                s.spawn(move || racer(t))
+            })
+            .collect();
+        let (describe, finished) = (&describe, &finished);
+        s.spawn(move || {
+            let deadline = started + run_for + hang_after;
+            while !finished.load(Ordering::Acquire) {
+                if Instant::now() > deadline {
+                    let states: Vec<String> = (0..threads)
+                        .map(|t| {
+                            let (doing, done) = describe(t);
+                            format!("{t}:{doing:?}#{done}")
+                        })
+                        .collect();
+                    eprintln!(
+                        "watchdog: the {what} did not end within {hang_after:?} after its run; \
+                         threads (operation in progress # operations done): {}",
+                        states.join(" ")
+                    );
+                    std::process::abort();
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+        });
+        thread::sleep(run_for);
+        stop.store(true, Ordering::Relaxed);
+        let joined: Vec<_> = racers.into_iter().map(|r| r.join()).collect();
+        finished.store(true, Ordering::Release);
+        joined
+    });
+    let mut merged = T::default();
+    for r in joined {
+        match r {
+            Ok(tally) => merged.merge(tally),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    (merged, started.elapsed())
 }
 
 /// This test binary, set up to run only `test`, in the child role, with its output piped.

@@ -13,15 +13,14 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hipfile::{Driver, Error, ErrorKind, FileHandle, FileHandleId, IoCall, IoOp};
 use hipfile_hip::{DeviceBuffer, GpuRuntime};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::target::runtime_under_test;
 
-use crate::harness::{self, figure, first_difference, Rng};
+use crate::harness::{self, figure, first_difference, Merge, Rng};
 
 const THREADS: usize = 64;
 /// Threads per shared file; the rest own a file and use the facade's RAII handles.
@@ -118,7 +117,9 @@ impl Tally {
         };
         *self.outcomes.entry((op, key)).or_default() += 1;
     }
+}
 
+impl Merge for Tally {
     fn merge(&mut self, other: Tally) {
         for (k, v) in other.outcomes {
             *self.outcomes.entry(k).or_default() += v;
@@ -332,49 +333,18 @@ fn stress_child() {
         doing: (0..THREADS).map(|_| AtomicU8::new(0)).collect(),
         done: (0..THREADS).map(|_| AtomicU64::new(0)).collect(),
     };
-    let finished = AtomicBool::new(false);
-    let started = Instant::now();
-    let mut tally = Tally::default();
-    thread::scope(|s| {
-        let racers: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let world = &world;
-                s.spawn(move || racer(world, t))
-            })
-            .collect();
-        let (world, finished) = (&world, &finished);
-        s.spawn(move || {
-            let deadline = started + run_for + HANG_AFTER;
-            while !finished.load(Ordering::Acquire) {
-                if Instant::now() > deadline {
-                    let states: Vec<String> = (0..THREADS)
-                        .map(|t| {
-                            let op = OPS[world.doing[t].load(Ordering::Relaxed) as usize];
-                            format!("{t}:{op:?}#{}", world.done[t].load(Ordering::Relaxed))
-                        })
-                        .collect();
-                    eprintln!(
-                        "watchdog: the race did not end within {HANG_AFTER:?} after its run; \
-                         threads (operation in progress # operations done): {}",
-                        states.join(" ")
-                    );
-                    std::process::abort();
-                }
-                thread::sleep(Duration::from_millis(50));
-            }
-        });
-        thread::sleep(run_for);
-        world.stop.store(true, Ordering::Relaxed);
-        let joined: Vec<_> = racers.into_iter().map(|r| r.join()).collect();
-        finished.store(true, Ordering::Release);
-        for r in joined {
-            match r {
-                Ok(t) => tally.merge(t),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-    });
-    let raced = started.elapsed();
+    let (tally, raced) = harness::race(
+        "race",
+        THREADS,
+        run_for,
+        HANG_AFTER,
+        &world.stop,
+        |t| racer(&world, t),
+        |t| {
+            let op = OPS[world.doing[t].load(Ordering::Relaxed) as usize];
+            (op, world.done[t].load(Ordering::Relaxed))
+        },
+    );
 
     // Every shared registration still known goes; the files kept their content.
     let core = Arc::clone(driver.core());
