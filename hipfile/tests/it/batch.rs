@@ -25,15 +25,10 @@ use hipfile_testkit::conformance::pattern;
 use crate::batch_support::{
     build_and_host_copy, one_worker, sim_driver, watched_host_copy, Gate, Watched, WATCHED,
 };
+use crate::harness::scratch_dir;
 
 const KIB: usize = 1024;
 const SENTINEL: u8 = 0xEE;
-
-/// A directory on the build's filesystem (ext4 or xfs where these tests run), so the direct path
-/// serves aligned requests in the rows that have it.
-fn scratch_dir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a scratch directory")
-}
 
 /// `bytes` written to `dir/name`, opened read-write.
 fn data_file(dir: &Path, name: &str, bytes: &[u8]) -> (PathBuf, File) {

@@ -775,7 +775,7 @@ fn stress_child() {
         s.min_piece_kb = 32;
         s.max_pinned_mem_size_kb = 16 * 1024;
     });
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a scratch directory");
+    let dir = harness::scratch_dir();
     let mut files = Vec::new();
     let mut handles = Vec::new();
     let mut read_only = Vec::new();

@@ -305,6 +305,21 @@ impl Rng {
     }
 }
 
+/// A fresh directory on the build's filesystem (ext4 or xfs where these tests run, so the direct
+/// path serves aligned requests), or, where the build's directory does not exist (test binaries
+/// carried to a GPU machine), in the working directory, which the GPU bundle points at its
+/// scratch folder.
+pub fn scratch_dir() -> tempfile::TempDir {
+    let build = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let root = if build.is_dir() {
+        build.to_path_buf()
+    } else {
+        std::env::current_dir().expect("the working directory")
+    };
+    tempfile::tempdir_in(&root)
+        .unwrap_or_else(|e| panic!("a scratch directory in {}: {e}", root.display()))
+}
+
 /// The position of the first byte where `actual` and `expected` differ, if any (lengths
 /// included).
 pub fn first_difference(actual: &[u8], expected: &[u8]) -> Option<usize> {
