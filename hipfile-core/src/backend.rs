@@ -286,37 +286,66 @@ pub trait PendingIo: Send + fmt::Debug {
 ///
 /// A submitter that waits for several queued requests at once (a batch) puts a doorbell on each
 /// request ([`IoRequest::doorbell`]); a backend that answered a pending completion for such a
-/// request rings it once the request has finished (after `is_finished` turns true). The waiter
-/// reads [`Doorbell::rung`] before it checks its requests and then waits past that count, so a
-/// ring between the check and the wait is never lost. Cloning shares the doorbell.
+/// request rings it once the request has finished (after `is_finished` turns true). Each
+/// request's doorbell carries a token ([`Doorbell::tagged`]) that the ring hands to the waiter
+/// ([`Doorbell::take_rung`]), so the waiter looks only at the requests that finished, however
+/// many are in flight. The waiter reads [`Doorbell::rung`] before it checks its requests and
+/// then waits past that count, so a ring between the check and the wait is never lost. Cloning
+/// shares the doorbell and keeps the token.
 #[derive(Clone, Debug, Default)]
-pub struct Doorbell(Arc<Bell>);
+pub struct Doorbell {
+    bell: Arc<Bell>,
+    token: u64,
+}
 
 #[derive(Debug, Default)]
 struct Bell {
     count: AtomicU64,
-    lock: Mutex<()>,
+    /// Tokens rung and not yet taken.
+    rung: Mutex<Vec<u64>>,
     rang: Condvar,
 }
 
 impl Doorbell {
-    /// A doorbell never rung.
+    /// A doorbell never rung, with token 0.
     pub fn new() -> Self {
         Doorbell::default()
     }
 
-    /// Count a finished request and wake every waiter.
+    /// The same doorbell, ringing with `token`.
+    pub fn tagged(&self, token: u64) -> Doorbell {
+        Doorbell {
+            bell: Arc::clone(&self.bell),
+            token,
+        }
+    }
+
+    /// Count a finished request, hand its token to the waiter and wake every waiter.
     pub fn ring(&self) {
-        let bell = &*self.0;
+        let bell = &*self.bell;
+        // Under the lock, so a waiter between its check and its wait cannot miss the wake-up.
+        let mut rung = bell.rung.lock().unwrap_or_else(PoisonError::into_inner);
+        rung.push(self.token);
         bell.count.fetch_add(1, Ordering::AcqRel);
-        // Taken so a waiter between its check and its wait cannot miss the wake-up.
-        let _held = bell.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(rung);
         bell.rang.notify_all();
     }
 
     /// How many times the doorbell has rung.
     pub fn rung(&self) -> u64 {
-        self.0.count.load(Ordering::Acquire)
+        self.bell.count.load(Ordering::Acquire)
+    }
+
+    /// The tokens rung since the last call, in the order they rang (a request may ring more
+    /// than once).
+    pub fn take_rung(&self) -> Vec<u64> {
+        std::mem::take(
+            &mut *self
+                .bell
+                .rung
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// Wait until the doorbell has rung more than `seen` times, or until `deadline` (`None`:
@@ -324,7 +353,7 @@ impl Doorbell {
     /// (yielding the core) before it sleeps: a small request finishes within that window, and a
     /// sleeping waiter would add a wake-up to its latency.
     pub fn wait_past(&self, seen: u64, deadline: Option<Instant>) -> bool {
-        let bell = &*self.0;
+        let bell = &*self.bell;
         let since = Instant::now();
         while since.elapsed() < crate::workers::STAY_AWAKE {
             if self.rung() > seen {
@@ -335,7 +364,7 @@ impl Doorbell {
             }
             std::thread::yield_now();
         }
-        let mut held = bell.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut held = bell.rung.lock().unwrap_or_else(PoisonError::into_inner);
         while self.rung() <= seen {
             match deadline {
                 None => held = bell.rang.wait(held).unwrap_or_else(PoisonError::into_inner),

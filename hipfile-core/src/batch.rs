@@ -25,7 +25,7 @@
 //!   destroys every batch. Nothing of a batch outlives the memory it reads into: every
 //!   in-flight entry holds its file and buffer as in flight, so neither can be deregistered.
 
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -81,24 +81,23 @@ pub(crate) struct Batch {
     entries: Mutex<Entries>,
 }
 
+/// The entries of a batch, by sequence number (submission order). Reaping costs what the
+/// entries that finished cost, not what the batch holds: the doorbell hands over the sequence
+/// numbers of the requests that rang, and only those are looked at.
 #[derive(Debug, Default)]
 struct Entries {
-    /// Entries not yet reaped, in submission order.
-    list: VecDeque<Entry>,
+    /// The next sequence number.
+    next: u64,
+    /// Entries in flight.
+    running: BTreeMap<u64, Running>,
+    /// Terminal entries not yet reaped.
+    done: BTreeMap<u64, BatchEvent>,
     /// Entries reported as timed out that still run.
     overdue: Vec<Running>,
-}
-
-#[derive(Debug)]
-struct Entry {
-    cookie: usize,
-    state: EntryState,
-}
-
-#[derive(Debug)]
-enum EntryState {
-    Running(Box<Running>),
-    Done(BatchStatus, Result<usize>),
+    /// When every running entry was last looked at.
+    swept: Option<Instant>,
+    /// Whether any entry was submitted with a timeout.
+    timeouts: bool,
 }
 
 /// An entry in flight. Field order matters: the submission (whose drop waits for an unfinished
@@ -108,139 +107,192 @@ struct Running {
     submitted: Submitted,
     prepared: Prepared,
     session: Arc<Session>,
+    /// The batch's doorbell, tagged with the entry's sequence number.
+    bell: Doorbell,
+    cookie: usize,
     /// When the entry times out (`None`: never).
     deadline: Option<Instant>,
 }
 
-/// How long a waiter sleeps at most between looks at its entries: a backend that does not ring
+/// How long a waiter sleeps at most between looks at every entry: a backend that does not ring
 /// the doorbell still has its requests reaped, only later.
 const RECHECK: Duration = Duration::from_millis(10);
 
+/// The event of an entry that ended with `result`.
+fn event_of(cookie: usize, result: Result<usize>) -> BatchEvent {
+    let status = match result {
+        Ok(_) => BatchStatus::Complete,
+        Err(_) => BatchStatus::Failed,
+    };
+    BatchEvent {
+        cookie,
+        status,
+        result,
+    }
+}
+
+/// What looking at a running entry found. Moved once per look and never stored: boxing the
+/// running entry would cost an allocation per look.
+#[allow(clippy::large_enum_variant)]
+enum Polled {
+    /// It finished (after any failover) with this result.
+    Finished(Result<usize>),
+    /// It still runs.
+    Running(Running),
+}
+
 impl Running {
     /// The result if the request finished (after any failover), else the entry back.
-    fn poll(
-        self: Box<Self>,
-        doorbell: &Doorbell,
-    ) -> std::result::Result<Result<usize>, Box<Running>> {
+    fn poll(self) -> Polled {
         let Running {
             submitted,
             prepared,
             session,
+            bell,
+            cookie,
             deadline,
-        } = *self;
-        let req = prepared.request(session.env(), Some(doorbell));
+        } = self;
+        let req = prepared.request(session.env(), Some(&bell));
         match submitted.poll(session.registry(), &req) {
             Ok(result) => {
                 session.stats().record(prepared.op, &result);
-                Ok(result.map(|d| d.bytes))
+                Polled::Finished(result.map(|d| d.bytes))
             }
-            Err(submitted) => Err(Box::new(Running {
+            Err(submitted) => Polled::Running(Running {
                 submitted,
                 prepared,
                 session,
+                bell,
+                cookie,
                 deadline,
-            })),
+            }),
         }
     }
 }
 
 impl Entries {
-    /// Look at every running entry: record the finished ones, report the overdue ones as timed
-    /// out, forget timed-out ones that finished since.
-    fn advance(&mut self, doorbell: &Doorbell, now: Instant) {
-        for entry in &mut self.list {
-            let EntryState::Running(_) = entry.state else {
-                continue;
-            };
-            let EntryState::Running(running) = std::mem::replace(
-                &mut entry.state,
-                EntryState::Done(BatchStatus::Canceled, Ok(0)),
-            ) else {
-                unreachable!("matched just above")
-            };
-            entry.state = match running.poll(doorbell) {
-                Ok(Ok(bytes)) => EntryState::Done(BatchStatus::Complete, Ok(bytes)),
-                Ok(Err(e)) => EntryState::Done(BatchStatus::Failed, Err(e)),
-                Err(running) if running.deadline.is_some_and(|d| now >= d) => {
-                    self.overdue.push(*running);
-                    EntryState::Done(
-                        BatchStatus::Timeout,
-                        Err(Error::os(
+    /// Look at the entries that rang (every running entry when `sweep` says so, or when
+    /// [`RECHECK`] passed since the last sweep): record the finished ones, report the overdue
+    /// ones as timed out, forget timed-out ones that finished since.
+    fn advance(&mut self, doorbell: &Doorbell, now: Instant, sweep: bool) {
+        let sweep = sweep || self.swept.map_or(true, |at| now >= at + RECHECK);
+        let rung = doorbell.take_rung();
+        let seqs: Vec<u64> = if sweep {
+            self.swept = Some(now);
+            self.running.keys().copied().collect()
+        } else {
+            rung
+        };
+        for seq in seqs {
+            if let Some(running) = self.running.remove(&seq) {
+                self.settle(seq, running, now);
+            }
+        }
+        if self.next_deadline().is_some_and(|d| now >= d) {
+            let due: Vec<u64> = self
+                .running
+                .iter()
+                .filter(|(_, r)| r.deadline.is_some_and(|d| now >= d))
+                .map(|(seq, _)| *seq)
+                .collect();
+            for seq in due {
+                if let Some(running) = self.running.remove(&seq) {
+                    self.settle(seq, running, now);
+                }
+            }
+        }
+        if !self.overdue.is_empty() {
+            let overdue = std::mem::take(&mut self.overdue);
+            self.overdue = overdue
+                .into_iter()
+                .filter_map(|running| match running.poll() {
+                    Polled::Finished(_) => None,
+                    Polled::Running(running) => Some(running),
+                })
+                .collect();
+        }
+    }
+
+    /// Poll one running entry and file it where it now belongs.
+    fn settle(&mut self, seq: u64, running: Running, now: Instant) {
+        let cookie = running.cookie;
+        match running.poll() {
+            Polled::Finished(result) => {
+                self.done.insert(seq, event_of(cookie, result));
+            }
+            Polled::Running(running) if running.deadline.is_some_and(|d| now >= d) => {
+                self.overdue.push(running);
+                self.done.insert(
+                    seq,
+                    BatchEvent {
+                        cookie,
+                        status: BatchStatus::Timeout,
+                        result: Err(Error::os(
                             Errno::TIMEDOUT.raw_os_error(),
                             "the entry ran past the batch IO timeout",
                         )),
-                    )
-                }
-                Err(running) => EntryState::Running(running),
-            };
+                    },
+                );
+            }
+            Polled::Running(running) => {
+                self.running.insert(seq, running);
+            }
         }
-        let overdue = std::mem::take(&mut self.overdue);
-        self.overdue = overdue
-            .into_iter()
-            .filter_map(|running| Box::new(running).poll(doorbell).err().map(|r| *r))
-            .collect();
+    }
+
+    /// Entries not yet reaped, finished or not.
+    fn unreaped(&self) -> usize {
+        self.running.len() + self.done.len()
     }
 
     /// Entries that count against the capacity.
     fn outstanding(&self) -> usize {
-        self.list.len() + self.overdue.len()
-    }
-
-    fn terminal(&self) -> usize {
-        self.list
-            .iter()
-            .filter(|e| matches!(e.state, EntryState::Done(..)))
-            .count()
+        self.unreaped() + self.overdue.len()
     }
 
     fn running(&self) -> bool {
-        !self.overdue.is_empty()
-            || self
-                .list
-                .iter()
-                .any(|e| matches!(e.state, EntryState::Running(_)))
+        !self.overdue.is_empty() || !self.running.is_empty()
     }
 
     /// The earliest timeout of a running entry.
     fn next_deadline(&self) -> Option<Instant> {
-        self.list
-            .iter()
-            .filter_map(|e| match &e.state {
-                EntryState::Running(r) => r.deadline,
-                EntryState::Done(..) => None,
-            })
-            .min()
+        if !self.timeouts {
+            return None;
+        }
+        self.running.values().filter_map(|r| r.deadline).min()
     }
 
     /// Remove and answer up to `max` terminal entries, in submission order.
     fn take_terminal(&mut self, max: usize) -> Vec<BatchEvent> {
-        let mut events = Vec::new();
-        let mut kept = VecDeque::with_capacity(self.list.len());
-        for entry in self.list.drain(..) {
-            match entry.state {
-                EntryState::Done(status, result) if events.len() < max => events.push(BatchEvent {
-                    cookie: entry.cookie,
-                    status,
-                    result,
-                }),
-                state => kept.push_back(Entry {
-                    cookie: entry.cookie,
-                    state,
-                }),
+        let mut events = Vec::with_capacity(max.min(self.done.len()));
+        while events.len() < max {
+            match self.done.pop_first() {
+                Some((_, event)) => events.push(event),
+                None => break,
             }
         }
-        self.list = kept;
         events
     }
 
     /// Withdraw every running entry no thread has started.
     fn cancel(&mut self) {
-        for entry in &mut self.list {
-            if let EntryState::Running(running) = &entry.state {
-                if running.submitted.cancel() {
-                    // Withdrawn: its completion has finished, so dropping it does not wait.
-                    entry.state = EntryState::Done(BatchStatus::Canceled, Ok(0));
-                }
+        let withdrawn: Vec<u64> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.submitted.cancel())
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in withdrawn {
+            if let Some(running) = self.running.remove(&seq) {
+                // Withdrawn: its completion has finished, so dropping it does not wait.
+                self.done.insert(
+                    seq,
+                    BatchEvent {
+                        cookie: running.cookie,
+                        status: BatchStatus::Canceled,
+                        result: Ok(0),
+                    },
+                );
             }
         }
     }
@@ -266,11 +318,14 @@ impl Batch {
         deadline: Option<Instant>,
         done: impl Fn(&Entries) -> bool,
     ) -> MutexGuard<'_, Entries> {
+        let mut rang = true;
         loop {
             let seen = self.doorbell.rung();
             let mut entries = self.lock();
             let now = Instant::now();
-            entries.advance(&self.doorbell, now);
+            // A wait that ended without a ring looks at every entry: a request of a backend
+            // that does not ring is found that way.
+            entries.advance(&self.doorbell, now, !rang);
             if done(&entries) || deadline.is_some_and(|d| now >= d) {
                 return entries;
             }
@@ -279,7 +334,7 @@ impl Batch {
                 .flatten()
                 .min();
             drop(entries);
-            self.doorbell.wait_past(seen, wake);
+            rang = self.doorbell.wait_past(seen, wake);
         }
     }
 
@@ -369,41 +424,43 @@ impl Driver {
         let timeout = Duration::from_millis(session.settings().batch_io_timeout_ms);
         let now = Instant::now();
         for (entry, mut prepared) in entries.iter().zip(prepared) {
-            let state_of = |result: Result<usize>| match result {
-                Ok(bytes) => EntryState::Done(BatchStatus::Complete, Ok(bytes)),
-                Err(e) => EntryState::Done(BatchStatus::Failed, Err(e)),
-            };
-            let entry_state = match prepared.answer.take() {
-                Some(answer) => state_of(answer),
+            let seq = state.next;
+            state.next += 1;
+            let result = match prepared.answer.take() {
+                Some(answer) => answer,
                 None => {
-                    let req = prepared.request(session.env(), Some(&batch.doorbell));
+                    let bell = batch.doorbell.tagged(seq);
+                    let req = prepared.request(session.env(), Some(&bell));
                     match session.registry().submit(&req, Submit::Queue) {
                         // Polled at once: a request that finished inside `submit` is recorded
                         // now, and one that failed there fails over now.
-                        Ok(submitted) => match Box::new(Running {
+                        Ok(submitted) => match (Running {
                             submitted,
                             prepared,
                             session: Arc::clone(&session),
+                            bell,
+                            cookie: entry.cookie,
                             deadline: (!timeout.is_zero())
                                 .then(|| now.checked_add(timeout))
                                 .flatten(),
                         })
-                        .poll(&batch.doorbell)
+                        .poll()
                         {
-                            Ok(result) => state_of(result),
-                            Err(running) => EntryState::Running(running),
+                            Polled::Finished(result) => result,
+                            Polled::Running(running) => {
+                                state.timeouts |= running.deadline.is_some();
+                                state.running.insert(seq, running);
+                                continue;
+                            }
                         },
                         Err(e) => {
                             session.stats().record(prepared.op, &Err(e.clone()));
-                            state_of(Err(e))
+                            Err(e)
                         }
                     }
                 }
             };
-            state.list.push_back(Entry {
-                cookie: entry.cookie,
-                state: entry_state,
-            });
+            state.done.insert(seq, event_of(entry.cookie, result));
         }
         Ok(())
     }
@@ -448,7 +505,7 @@ impl Driver {
         let batch = self.batch(id)?;
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         // As upstream, a `min` above the entries outstanding waits for those only.
-        let mut entries = batch.wait_for(deadline, |e| e.terminal() >= min.min(e.list.len()));
+        let mut entries = batch.wait_for(deadline, |e| e.done.len() >= min.min(e.unreaped()));
         Ok(entries.take_terminal(max))
     }
 
