@@ -183,7 +183,7 @@ pub struct Settings {
     pub stats_level: u64,
     /// Most queued requests (batch entries) a backend works on at once: the IO workers it
     /// starts on demand for them (the staged engine also stops at the staging lanes its pinned
-    /// bound holds). Default 128.
+    /// bound holds and at the cores). Default 128.
     pub io_queue_depth: u64,
     /// Requests up to this size (KiB) run inline on the caller's thread, with no hand-off to the
     /// IO workers. Default 64.

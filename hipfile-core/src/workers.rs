@@ -11,8 +11,8 @@
 //!
 //! The pool is elastic so that queued requests get real concurrency: it starts `permanent`
 //! workers, and when a must-work offer finds no idle worker to take it, it starts another, up to
-//! `limit` in all (the backend's queue depth: a batch of 32 cold 4 KiB reads keeps 32 reads at
-//! the disk, where a fixed set of a few workers would serialise them). Workers beyond the
+//! `limit` in all (the backend's queue depth: a batch of cold 4 KiB reads keeps that many reads
+//! at the disk, where a fixed set of a few workers would serialise them). Workers beyond the
 //! permanent ones leave after [`LINGER`] without work, so an idle process keeps only the
 //! permanent ones.
 //!

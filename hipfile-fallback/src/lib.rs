@@ -21,8 +21,8 @@
 //! - A synchronous request ([`Submit::Wait`]) runs inside `submit` on the calling thread, with IO
 //!   workers joining large ones; a queued request ([`Submit::Queue`]) runs on the workers and
 //!   its waiter joins in when it waits. Queued requests start workers as they need them, up to
-//!   the queue depth (`io_queue_depth`) and the staging lanes the pinned bound holds, so a batch
-//!   of small requests keeps that many in flight. Appending writes run inside `submit` either
+//!   the queue depth (`io_queue_depth`), the staging lanes the pinned bound holds and the cores
+//!   ([`queued_workers`]), so a batch of small requests keeps that many in flight. Appending writes run inside `submit` either
 //!   way, whole, under the file's append lock.
 //!
 //! The pieces are separate modules, read top to bottom: [`plan`] (how a request is cut),
@@ -60,7 +60,7 @@ use std::sync::Arc;
 
 use hipfile_core::{
     priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, Error, IoPath,
-    IoRequest, RegistryBuilder, Resources, Result, Submit,
+    IoRequest, RegistryBuilder, Resources, Result, Settings, Submit,
 };
 
 use crate::engine::{EngineParts, Transfer};
@@ -101,11 +101,7 @@ impl Fallback {
     /// per thread that can work on a request, on the current device, within the pinned bound.
     pub fn new(ctx: &BackendContext) -> Result<Self> {
         let settings = ctx.settings.current();
-        // Queued requests (batch entries) get a worker each, up to the queue depth, and no more
-        // than the staging lanes the pinned bound holds: a worker without a lane only waits.
-        let lanes = settings.max_pinned_bytes() / settings.chunk_bytes().saturating_mul(2).max(1);
-        let depth = usize::try_from(settings.io_queue_depth).unwrap_or(usize::MAX);
-        let workers = IoWorkers::start(settings.io_threads(), depth.min(lanes))
+        let workers = IoWorkers::start(settings.io_threads(), queued_workers(&settings))
             .map_err(|e| Error::from_io(&e, "starting the IO workers"))?;
         let pool = Arc::new(StagingPool::new(
             Arc::clone(&ctx.runtime),
@@ -139,6 +135,18 @@ impl Fallback {
     pub fn io_threads(&self) -> usize {
         self.workers.count()
     }
+}
+
+/// The most workers queued requests (batch entries) start: one each, up to the queue depth, no
+/// more than the staging lanes the pinned bound holds (a worker without a lane only waits), and
+/// no more than the cores. A worker waits for its copies by polling, so workers beyond the cores
+/// only take turns: on the H200 host (16 cores) a batch of 32 hot 4 KiB reads ran at 130 K IOPS
+/// on 32 workers and 261 K on 16, and 32 cold ones at 0.62 and 0.78 of the O_DIRECT ceiling.
+pub fn queued_workers(settings: &Settings) -> usize {
+    let lanes = settings.max_pinned_bytes() / settings.chunk_bytes().saturating_mul(2).max(1);
+    let depth = usize::try_from(settings.io_queue_depth).unwrap_or(usize::MAX);
+    let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+    depth.min(lanes).min(cores)
 }
 
 impl Backend for Fallback {
@@ -182,5 +190,28 @@ impl Backend for Fallback {
             pinned_bytes: self.pinned_bytes(),
             io_threads: self.io_threads(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queued_workers_stop_at_the_depth_the_lanes_and_the_cores() {
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let defaults = Settings::default();
+        // 256 MiB of pinned memory holds 32 lanes of two 4 MiB halves.
+        assert_eq!(queued_workers(&defaults), cores.min(32));
+        let shallow = Settings {
+            io_queue_depth: 1,
+            ..Settings::default()
+        };
+        assert_eq!(queued_workers(&shallow), 1);
+        let two_lanes = Settings {
+            max_pinned_mem_size_kb: 16 * 1024,
+            ..Settings::default()
+        };
+        assert_eq!(queued_workers(&two_lanes), cores.min(2));
     }
 }
