@@ -526,7 +526,11 @@ impl ApiModel {
     }
 
     /// The bytes of `allocation` that short reads left unspecified since they were last taken:
-    /// past the bytes a read returned, up to the end of the file's last block.
+    /// past the bytes a read returned, up to the end of the file's last block. Take them, and
+    /// the world's bytes there, after every operation, whether or not the allocation is
+    /// comparable ([`ApiModel::take_comparable`]): the read that left them has finished and no
+    /// entry in flight touches them, so they are final, and a later write from them moves
+    /// what the model holds there.
     pub fn take_unspecified(&mut self, allocation: usize) -> Vec<Range<usize>> {
         let (taken, kept) = std::mem::take(&mut self.unspecified)
             .into_iter()
