@@ -105,16 +105,16 @@ impl IoRequest<'_> {
 /// An [`IoRequest`] that owns its parts ([`IoRequest::to_owned`]).
 #[derive(Clone, Debug)]
 pub struct OwnedRequest {
-    op: IoOp,
-    file: Arc<RegisteredFile>,
-    memory: DeviceRange,
-    file_offset: u64,
-    append: bool,
-    registered_buffer: bool,
-    settings: Arc<Settings>,
-    compat: CompatMode,
-    env: EnvConfig,
-    doorbell: Option<Doorbell>,
+    pub(crate) op: IoOp,
+    pub(crate) file: Arc<RegisteredFile>,
+    pub(crate) memory: DeviceRange,
+    pub(crate) file_offset: u64,
+    pub(crate) append: bool,
+    pub(crate) registered_buffer: bool,
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) compat: CompatMode,
+    pub(crate) env: EnvConfig,
+    pub(crate) doorbell: Option<Doorbell>,
 }
 
 impl OwnedRequest {

@@ -107,8 +107,6 @@ struct Running {
     submitted: Submitted,
     prepared: Prepared,
     session: Arc<Session>,
-    /// The batch's doorbell, tagged with the entry's sequence number.
-    bell: Doorbell,
     cookie: usize,
     /// When the entry times out (`None`: never).
     deadline: Option<Instant>,
@@ -148,21 +146,18 @@ impl Running {
             submitted,
             prepared,
             session,
-            bell,
             cookie,
             deadline,
         } = self;
-        let req = prepared.request(session.env(), Some(&bell));
-        match submitted.poll(session.registry(), &req) {
+        match submitted.poll(session.registry(), &prepared.request.request()) {
             Ok(result) => {
-                session.stats().record(prepared.op, &result);
+                session.stats().record(prepared.request.op, &result);
                 Polled::Finished(result.map(|d| d.bytes))
             }
             Err(submitted) => Polled::Running(Running {
                 submitted,
                 prepared,
                 session,
-                bell,
                 cookie,
                 deadline,
             }),
@@ -177,28 +172,24 @@ impl Entries {
     fn advance(&mut self, doorbell: &Doorbell, now: Instant, sweep: bool) {
         let sweep = sweep || self.swept.map_or(true, |at| now >= at + RECHECK);
         let rung = doorbell.take_rung();
-        let seqs: Vec<u64> = if sweep {
+        let mut seqs: Vec<u64> = if sweep {
             self.swept = Some(now);
             self.running.keys().copied().collect()
         } else {
             rung
         };
+        if self.timeouts {
+            seqs.extend(
+                self.running
+                    .iter()
+                    .filter(|(_, r)| r.deadline.is_some_and(|d| now >= d))
+                    .map(|(seq, _)| *seq),
+            );
+        }
+        // A sequence number named twice is found the first time only.
         for seq in seqs {
             if let Some(running) = self.running.remove(&seq) {
                 self.settle(seq, running, now);
-            }
-        }
-        if self.next_deadline().is_some_and(|d| now >= d) {
-            let due: Vec<u64> = self
-                .running
-                .iter()
-                .filter(|(_, r)| r.deadline.is_some_and(|d| now >= d))
-                .map(|(seq, _)| *seq)
-                .collect();
-            for seq in due {
-                if let Some(running) = self.running.remove(&seq) {
-                    self.settle(seq, running, now);
-                }
             }
         }
         if !self.overdue.is_empty() {
@@ -250,7 +241,8 @@ impl Entries {
         self.unreaped() + self.overdue.len()
     }
 
-    fn running(&self) -> bool {
+    /// Whether any entry still runs, reported or not.
+    fn busy(&self) -> bool {
         !self.overdue.is_empty() || !self.running.is_empty()
     }
 
@@ -264,14 +256,9 @@ impl Entries {
 
     /// Remove and answer up to `max` terminal entries, in submission order.
     fn take_terminal(&mut self, max: usize) -> Vec<BatchEvent> {
-        let mut events = Vec::with_capacity(max.min(self.done.len()));
-        while events.len() < max {
-            match self.done.pop_first() {
-                Some((_, event)) => events.push(event),
-                None => break,
-            }
-        }
-        events
+        std::iter::from_fn(|| self.done.pop_first().map(|(_, event)| event))
+            .take(max)
+            .collect()
     }
 
     /// Withdraw every running entry no thread has started.
@@ -341,7 +328,7 @@ impl Batch {
     /// Withdraw what has not started and wait for the rest.
     fn cancel(&self) {
         self.lock().cancel();
-        drop(self.wait_for(None, |entries| !entries.running()));
+        drop(self.wait_for(None, |entries| !entries.busy()));
     }
 }
 
@@ -429,16 +416,17 @@ impl Driver {
             let result = match prepared.answer.take() {
                 Some(answer) => answer,
                 None => {
-                    let bell = batch.doorbell.tagged(seq);
-                    let req = prepared.request(session.env(), Some(&bell));
-                    match session.registry().submit(&req, Submit::Queue) {
+                    prepared.request.doorbell = Some(batch.doorbell.tagged(seq));
+                    match session
+                        .registry()
+                        .submit(&prepared.request.request(), Submit::Queue)
+                    {
                         // Polled at once: a request that finished inside `submit` is recorded
                         // now, and one that failed there fails over now.
                         Ok(submitted) => match (Running {
                             submitted,
                             prepared,
                             session: Arc::clone(&session),
-                            bell,
                             cookie: entry.cookie,
                             deadline: (!timeout.is_zero())
                                 .then(|| now.checked_add(timeout))
@@ -454,7 +442,7 @@ impl Driver {
                             }
                         },
                         Err(e) => {
-                            session.stats().record(prepared.op, &Err(e.clone()));
+                            session.stats().record(prepared.request.op, &Err(e.clone()));
                             Err(e)
                         }
                     }

@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use hipfile_hip::{DeviceRange, GpuRuntime, HipErrorCode, MemoryKind, Refusal};
 use rustix::io::Errno;
 
-use crate::backend::{BackendContext, Doorbell, IoOp, IoRequest, LiveSettings};
+use crate::backend::{BackendContext, IoOp, LiveSettings, OwnedRequest};
 use crate::batch::{self, BatchTable};
-use crate::config::{CompatMode, EnvConfig, Environment, Settings};
+use crate::config::{EnvConfig, Environment, Settings};
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{FileInFlight, RegisteredFile};
 use crate::io::{FileIo, PosixIo};
@@ -558,8 +558,7 @@ impl Driver {
         if let Some(answer) = prepared.answer {
             return answer;
         }
-        let req = prepared.request(&session.env, None);
-        let outcome = session.registry.dispatch(&req);
+        let outcome = session.registry.dispatch(&prepared.request.request());
         session.stats.record(call.op, &outcome);
         outcome.map(|d| d.bytes)
     }
@@ -621,28 +620,33 @@ impl Driver {
         }
         let settings = session.settings.current();
         let mut prepared = Prepared {
-            op: call.op,
-            file,
+            request: OwnedRequest {
+                op: call.op,
+                file,
+                memory,
+                file_offset: call.file_offset as u64,
+                append: false,
+                registered_buffer: registered,
+                compat: settings.compat_mode(&session.env),
+                settings,
+                env: session.env,
+                doorbell: None,
+            },
             _file_guard: file_guard,
-            memory,
-            registered,
             _buffer_guard: buffer_guard,
-            file_offset: call.file_offset as u64,
-            append: false,
-            compat: settings.compat_mode(&session.env),
-            settings,
             answer: None,
         };
+        let req = &mut prepared.request;
         // The application's descriptor decides, at this moment: closed, reused for another file
         // or not open for this direction is EBADF, as `pread`/`pwrite` on it would answer.
-        let caller = match prepared.file.check_caller(call.op) {
+        let caller = match req.file.check_caller(call.op) {
             Ok(caller) => caller,
             Err(e) => {
                 prepared.answer = Some(Err(e));
                 return Ok(prepared);
             }
         };
-        prepared.append = call.op == IoOp::Write && caller.append;
+        req.append = call.op == IoOp::Write && caller.append;
         if size == 0 {
             prepared.answer = Some(Ok(0));
             return Ok(prepared);
@@ -662,11 +666,11 @@ impl Driver {
                 prepared.answer = Some(Ok(0));
                 return Ok(prepared);
             }
-            let align = u64::from(prepared.file.dio_align().offset.max(1));
+            let align = u64::from(req.file.dio_align().offset.max(1));
             let room = (len - offset).div_ceil(align).saturating_mul(align);
             let room = usize::try_from(room).unwrap_or(usize::MAX);
-            if room < prepared.memory.len() {
-                prepared.memory = prepared
+            if room < req.memory.len() {
+                req.memory = req
                     .memory
                     .slice(0, room)
                     .expect("a clipped size lies inside the checked range");
@@ -740,40 +744,12 @@ pub(crate) struct BufferGuard(Arc<RegisteredBuffer>);
 /// per call; a batch keeps one per entry until the entry is reaped.
 #[derive(Debug)]
 pub(crate) struct Prepared {
-    pub(crate) op: IoOp,
-    pub(crate) file: Arc<RegisteredFile>,
+    /// The request to offer the backends.
+    pub(crate) request: OwnedRequest,
     _file_guard: FileInFlight,
-    pub(crate) memory: DeviceRange,
-    registered: bool,
     _buffer_guard: Option<BufferGuard>,
-    file_offset: u64,
-    append: bool,
-    settings: Arc<Settings>,
-    compat: CompatMode,
     /// The answer, when it is known without moving bytes.
     pub(crate) answer: Option<Result<usize>>,
-}
-
-impl Prepared {
-    /// The request to offer the backends.
-    pub(crate) fn request<'a>(
-        &'a self,
-        env: &'a EnvConfig,
-        doorbell: Option<&'a Doorbell>,
-    ) -> IoRequest<'a> {
-        IoRequest {
-            op: self.op,
-            file: &self.file,
-            memory: &self.memory,
-            file_offset: self.file_offset,
-            append: self.append,
-            registered_buffer: self.registered,
-            settings: &self.settings,
-            compat: self.compat,
-            env,
-            doorbell,
-        }
-    }
 }
 
 impl Drop for BufferGuard {
