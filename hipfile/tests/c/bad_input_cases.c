@@ -17,12 +17,12 @@
  * (`cargo xtask c-tests`, which runs every `*_cases.c` program this way) starts
  * each case in its own process under every environment variant it uses.
  *
- * The expectation is upstream hipFile's answer (basis "upstream"); where
+ * The expectation is upstream hipFile's answer (basis "upstream", followed by
+ * the rule that decides it where the arguments leave a choice); where
  * upstream leaves a call unimplemented or its answer is an accident of its
- * exception plumbing, the answer this library documents ("hipfile-rs"); for
- * the async and stream entry points, the "not supported" codes this build
- * documents ("this build", see hipfile/tests/c/README.md). "kernel" means the
- * answer pread(2)/pwrite(2) give for the same request on the same file.
+ * exception plumbing, the answer this library documents ("hipfile-rs").
+ * "kernel" means the answer pread(2)/pwrite(2) give for the same request on
+ * the same file.
  *
  * Builds as C11 and as C++17.
  */
@@ -61,6 +61,7 @@
 typedef enum {
     X_CODE,    /* hipFileError_t with err == a and hip_drv_err == hipSuccess */
     X_CODE2,   /* hipFileError_t with err == a or err == b */
+    X_HIPERR,  /* hipFileError_t with err == a and a hip_drv_err other than hipSuccess */
     X_NEG,     /* ssize_t == -a */
     X_ERRNO,   /* ssize_t == -1 and errno == a */
     X_BYTES,   /* ssize_t == a */
@@ -78,6 +79,7 @@ typedef struct {
 
 #define CODE(c) {X_CODE, (long long)(c), 0}
 #define CODE_OR(c, d) {X_CODE2, (long long)(c), (long long)(d)}
+#define CODE_HIP(c) {X_HIPERR, (long long)(c), 0}
 #define NEG(c) {X_NEG, (long long)(c), 0}
 #define ERRNO(e) {X_ERRNO, (long long)(e), 0}
 #define BYTES(n) {X_BYTES, (long long)(n), 0}
@@ -224,6 +226,7 @@ describe_expect(expect x, char *out, size_t room)
         case X_CODE2:
             snprintf(out, room, "%s (%lld) or %s (%lld)", code_name(x.a), x.a, code_name(x.b), x.b);
             break;
+        case X_HIPERR: snprintf(out, room, "%s (%lld) with a HIP error", code_name(x.a), x.a); break;
         case X_NEG: snprintf(out, room, "-%s (-%lld)", code_name(x.a), x.a); break;
         case X_ERRNO: snprintf(out, room, "-1, errno %s", errno_name(x.a)); break;
         case X_BYTES: snprintf(out, room, "%lld bytes", x.a); break;
@@ -288,6 +291,7 @@ matches(expect x, const outcome *o)
         case X_CODE2:
             return o->kind == O_PAIR && (o->pair.err == x.a || o->pair.err == x.b) &&
                    o->pair.hip_drv_err == hipSuccess;
+        case X_HIPERR: return o->kind == O_PAIR && o->pair.err == x.a && o->pair.hip_drv_err != hipSuccess;
         case X_NEG: return o->kind == O_IO && o->ret == -(ssize_t)x.a;
         case X_ERRNO: return o->kind == O_IO && o->ret == -1 && o->err == x.a;
         case X_BYTES: return o->kind == O_IO && o->ret == (ssize_t)x.a;
@@ -2462,7 +2466,7 @@ errstr_every_code(void)
 }
 
 /* ------------------------------------------------------------------------ */
-/* batch; async and stream (not supported by this build)                     */
+/* batch; async and stream                                                   */
 /* ------------------------------------------------------------------------ */
 
 #define GARBAGE_BATCH ((hipFileBatchHandle_t)(uintptr_t)0xbadbadbad000ull)
@@ -2631,14 +2635,16 @@ static outcome
 async_read_all_null(void)
 {
     outcome o = got_pair(hipFileReadAsync(NULL, NULL, NULL, NULL, NULL, NULL, NULL));
-    post_use_count(0);
+    post_use_count(1);
     return o;
 }
 
 static outcome
 async_write_all_null(void)
 {
-    return got_pair(hipFileWriteAsync(NULL, NULL, NULL, NULL, NULL, NULL, NULL));
+    outcome o = got_pair(hipFileWriteAsync(NULL, NULL, NULL, NULL, NULL, NULL, NULL));
+    post_use_count(1);
+    return o;
 }
 
 static outcome
@@ -2652,6 +2658,7 @@ async_read_garbage(void)
     void           *dev       = dev_alloc(DEV_SIZE);
     outcome o = got_pair(hipFileReadAsync(fh, dev, &size, &file_off, &buf_off, &bytes, GARBAGE_STREAM));
     post(bytes == 12345, "the refused call wrote %zd to bytes_read_p", bytes);
+    post_good_read(fh);
     return o;
 }
 
@@ -2670,9 +2677,28 @@ async_write_garbage(void)
 }
 
 static outcome
+async_read_garbage_stream(void)
+{
+    hipFileHandle_t fh       = good_handle();
+    size_t          size     = 4096;
+    hoff_t          file_off = 0;
+    hoff_t          buf_off  = 0;
+    ssize_t         bytes    = 12345;
+    void           *dev      = dev_alloc(DEV_SIZE);
+    outcome o = got_pair(hipFileReadAsync(fh, dev, &size, &file_off, &buf_off, &bytes, GARBAGE_STREAM));
+    post(bytes == 12345, "the refused call wrote %zd to bytes_read_p", bytes);
+    post_good_read(fh);
+    return o;
+}
+
+static outcome
 stream_register_null(void)
 {
-    return got_pair(hipFileStreamRegister(NULL, 0));
+    outcome o = got_pair(hipFileStreamRegister(NULL, 0));
+    post_use_count(0);
+    hipFileError_t again = hipFileStreamDeregister(NULL);
+    post(again.err == hipFileSuccess, "hipFileStreamDeregister(NULL) afterwards: %s", code_name(again.err));
+    return o;
 }
 
 static outcome
@@ -2707,7 +2733,6 @@ typedef struct {
 
 #define UP "upstream"
 #define RS "hipfile-rs"
-#define BUILD "this build"
 #define KERNEL_BASIS "kernel"
 
 static const bad_case CASES[] = {
@@ -2960,15 +2985,27 @@ static const bad_case CASES[] = {
     {"batch/cancel-null", CODE(hipFileInvalidValue), UP, batch_cancel_null},
     {"batch/destroy-garbage-and-null", NOTHING, UP, batch_destroy_garbage},
 
-    /* async and stream entry points (not supported by this build) */
-    {"async/read-all-null", CODE(hipFileAsyncNotSupported), BUILD, async_read_all_null},
-    {"async/write-all-null", CODE(hipFileAsyncNotSupported), BUILD, async_write_all_null},
-    {"async/read-garbage-arguments", CODE(hipFileAsyncNotSupported), BUILD, async_read_garbage},
-    {"async/write-garbage-arguments", CODE(hipFileAsyncNotSupported), BUILD, async_write_garbage},
-    {"stream/register-null", CODE(hipFileAsyncNotSupported), BUILD, stream_register_null},
-    {"stream/register-garbage-all-flags", CODE(hipFileAsyncNotSupported), BUILD, stream_register_garbage},
-    {"stream/deregister-garbage", CODE(hipFileAsyncNotSupported), BUILD, stream_deregister_garbage},
-    {"stream/deregister-null", CODE(hipFileAsyncNotSupported), BUILD, stream_deregister_null},
+    /* async and stream entry points */
+    {"async/read-all-null", CODE(hipFileInvalidValue),
+     UP ": a closed driver answers InvalidValue before the arguments are read, and is left open (cuFile)",
+     async_read_all_null},
+    {"async/write-all-null", CODE(hipFileInvalidValue),
+     UP ": a closed driver answers InvalidValue before the arguments are read, and is left open (cuFile)",
+     async_write_all_null},
+    {"async/read-garbage-arguments", CODE(hipFileInvalidValue),
+     UP ": negative offsets are refused at submission, before the stream is used", async_read_garbage},
+    {"async/write-garbage-arguments", CODE(hipFileHandleNotRegistered),
+     UP ": the file handle is looked up first; an unknown one is not registered", async_write_garbage},
+    {"async/read-garbage-stream", CODE_HIP(hipFileHipDriverError),
+     UP ": good arguments; queuing on the bogus stream fails in the HIP runtime", async_read_garbage_stream},
+    {"stream/register-null", CODE(hipFileSuccess),
+     UP ": any stream handle registers, the NULL stream too, with the driver closed too", stream_register_null},
+    {"stream/register-garbage-all-flags", CODE(hipFileInvalidValue),
+     UP ": flag bits outside HIPFILE_STREAM_FLAGS_MASK", stream_register_garbage},
+    {"stream/deregister-garbage", CODE(hipFileInvalidValue), UP ": the stream is not registered",
+     stream_deregister_garbage},
+    {"stream/deregister-null", CODE(hipFileInvalidValue), UP ": the stream is not registered",
+     stream_deregister_null},
 };
 
 #define N_CASES (sizeof CASES / sizeof CASES[0])
