@@ -377,8 +377,11 @@ main(int argc, char **argv)
         hipFileBatchIODestroy(batch);
     }
 
-    expect_status(hipFileStreamRegister((hipStream_t)0, 0), hipFileAsyncNotSupported,
-                  "hipFileStreamRegister -> hipFileAsyncNotSupported");
+    expect_status(hipFileStreamRegister((hipStream_t)0, 0), hipFileSuccess,
+                  "hipFileStreamRegister(NULL stream, 0) -> success");
+    expect_use_count(1, "hipFileStreamRegister keeps the count");
+    expect_status(hipFileStreamDeregister((hipStream_t)0), hipFileSuccess,
+                  "hipFileStreamDeregister(NULL stream) -> success");
 
     /* ---- 3. close to zero clears registrations -------------------------- */
 
