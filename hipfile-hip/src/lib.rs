@@ -68,6 +68,7 @@ mod runtime;
 pub mod sim;
 mod slice;
 mod staging;
+mod stream_gate;
 
 pub use amd::open_library as amd_open_library;
 pub use device_range::{DeviceRange, Refusal};
@@ -79,7 +80,8 @@ pub use platform::{
 };
 pub use runtime::{
     DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent,
-    OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle,
+    OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle, StreamOrder,
 };
 pub use slice::{DeviceSlice, DeviceSliceMut};
 pub use staging::{EventWait, LaneError, StagingLane};
+pub use stream_gate::{Hold, HostFlags, StreamRef};
