@@ -1459,6 +1459,296 @@ mod tests {
         assert_eq!(rt.current_device().unwrap(), 0);
     }
 
+    use crate::stream_gate::HostFlags;
+    use std::time::Duration;
+
+    /// Long enough for a worker that is free to run queued work to have run it.
+    const SETTLE: Duration = Duration::from_millis(60);
+
+    /// A stream of `rt` (0: the null stream) held until word `slot` of `flags` is 1.
+    fn hold(rt: &Arc<dyn GpuRuntime>, stream: usize, flags: &HostFlags, slot: usize) {
+        // SAFETY: `stream` is 0 or a live stream of `rt`; the word is host-mapped memory of `rt`
+        // that the test stores before dropping the flags.
+        unsafe {
+            rt.stream_wait_value(
+                StreamHandle::from_raw(stream),
+                flags.device_addr(slot).unwrap(),
+                1,
+            )
+            .unwrap();
+        }
+    }
+
+    /// Queue on `stream` a copy of `byte` x 64 into `dev` (from a pinned source that lives until
+    /// the runtime drains) and a record of `event`.
+    fn queue_copy(
+        rt: &Arc<dyn GpuRuntime>,
+        stream: usize,
+        dev: &DeviceBuffer,
+        src: &PinnedBuffer,
+        event: &OwnedEvent,
+    ) {
+        // SAFETY: `src` and `dev` outlive every synchronisation of the test; `stream` is 0 or a
+        // live stream of `rt`; `event` is a live event of `rt`.
+        unsafe {
+            let s = StreamHandle::from_raw(stream);
+            rt.copy_to_device_async(dev.ptr(), src.as_ptr(), 64, s)
+                .unwrap();
+            rt.event_record(event.handle(), s).unwrap();
+        }
+    }
+
+    fn pinned_bytes(rt: &Arc<dyn GpuRuntime>, byte: u8) -> PinnedBuffer {
+        let mut p = PinnedBuffer::new(Arc::clone(rt), 64).unwrap();
+        p.as_mut_slice().fill(byte);
+        p
+    }
+
+    #[test]
+    fn the_null_stream_is_asynchronous_and_ordered() {
+        let rt = rt();
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        let dev = DeviceBuffer::new(Arc::clone(&rt), 64).unwrap();
+        let src = pinned_bytes(&rt, 7);
+        let done = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        hold(&rt, 0, &flags, 0);
+        queue_copy(&rt, 0, &dev, &src, &done);
+        let seen = Arc::clone(&order);
+        // SAFETY: the null stream is live for every runtime.
+        unsafe {
+            rt.launch_host_func(
+                StreamHandle::from_raw(0),
+                Box::new(move || lock(&seen).push(1)),
+            )
+            .unwrap();
+        }
+        thread::sleep(SETTLE);
+        assert!(
+            !done.query().unwrap(),
+            "work on the null stream waits behind the hold"
+        );
+        assert!(lock(&order).is_empty());
+        flags.store(0, 1).unwrap();
+        // SAFETY: the null stream is live for every runtime.
+        unsafe { rt.stream_synchronize(StreamHandle::from_raw(0)).unwrap() };
+        assert!(done.query().unwrap());
+        assert_eq!(*lock(&order), vec![1]);
+        assert_eq!(dev.to_vec().unwrap(), vec![7u8; 64]);
+    }
+
+    #[test]
+    fn blocking_streams_wait_for_earlier_null_work_and_independent_ones_do_not() {
+        let rt = rt();
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        let blocking = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let independent = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let (dev_b, dev_i) = (
+            DeviceBuffer::new(Arc::clone(&rt), 64).unwrap(),
+            DeviceBuffer::new(Arc::clone(&rt), 64).unwrap(),
+        );
+        let src = pinned_bytes(&rt, 3);
+        let (done_b, done_i) = (
+            OwnedEvent::new(Arc::clone(&rt)).unwrap(),
+            OwnedEvent::new(Arc::clone(&rt)).unwrap(),
+        );
+        hold(&rt, 0, &flags, 0);
+        queue_copy(&rt, blocking.handle().as_raw(), &dev_b, &src, &done_b);
+        queue_copy(&rt, independent.handle().as_raw(), &dev_i, &src, &done_i);
+        independent.synchronize().unwrap();
+        assert!(
+            done_i.query().unwrap(),
+            "an independent stream runs past a held null stream"
+        );
+        thread::sleep(SETTLE);
+        assert!(
+            !done_b.query().unwrap(),
+            "a blocking stream waits for earlier null work"
+        );
+        flags.store(0, 1).unwrap();
+        blocking.synchronize().unwrap();
+        assert_eq!(dev_b.to_vec().unwrap(), vec![3u8; 64]);
+        assert_eq!(dev_i.to_vec().unwrap(), vec![3u8; 64]);
+    }
+
+    #[test]
+    fn the_null_stream_and_synchronous_copies_wait_for_earlier_blocking_work() {
+        let rt = rt();
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        let blocking = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let independent = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let (dev_n, dev_i) = (
+            DeviceBuffer::new(Arc::clone(&rt), 64).unwrap(),
+            DeviceBuffer::new(Arc::clone(&rt), 64).unwrap(),
+        );
+        let src = pinned_bytes(&rt, 9);
+        let done_n = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        hold(&rt, blocking.handle().as_raw(), &flags, 0);
+        queue_copy(&rt, 0, &dev_n, &src, &done_n);
+        // A held independent stream does not hold the null stream.
+        let other = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        hold(&rt, independent.handle().as_raw(), &other, 0);
+        let sync_copy = {
+            let (rt, ptr) = (Arc::clone(&rt), dev_i.ptr());
+            thread::spawn(move || {
+                // SAFETY: `dev_i` outlives the join below; nothing else writes it meanwhile.
+                unsafe { rt.copy_to_device(ptr, &[5u8; 64]) }
+            })
+        };
+        thread::sleep(SETTLE);
+        assert!(
+            !done_n.query().unwrap(),
+            "null-stream work waits for earlier blocking work"
+        );
+        assert!(
+            !sync_copy.is_finished(),
+            "a synchronous copy runs on the null stream"
+        );
+        flags.store(0, 1).unwrap();
+        sync_copy.join().unwrap().unwrap();
+        done_n.synchronize().unwrap();
+        assert_eq!(dev_n.to_vec().unwrap(), vec![9u8; 64]);
+        assert_eq!(dev_i.to_vec().unwrap(), vec![5u8; 64]);
+        other.store(0, 1).unwrap();
+        independent.synchronize().unwrap();
+    }
+
+    #[test]
+    fn a_value_wait_holds_its_stream_until_the_value_is_reached_and_frees_wait_for_it() {
+        let sim = Arc::new(SimRuntime::default());
+        let rt: Arc<dyn GpuRuntime> = sim.clone();
+        assert!(rt.stream_memops(0));
+        let flags = HostFlags::new(Arc::clone(&rt), 2).unwrap();
+        let stream = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let passed = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        // SAFETY: the stream is live, the word is host-mapped memory of `rt` stored below.
+        unsafe {
+            rt.stream_wait_value(stream.handle(), flags.device_addr(1).unwrap(), 5)
+                .unwrap();
+        }
+        passed.record(&stream).unwrap();
+        let scratch = rt.device_alloc(64).unwrap();
+        let free = {
+            let rt = Arc::clone(&rt);
+            // SAFETY: `scratch` came from `device_alloc` and nothing uses it.
+            thread::spawn(move || unsafe { rt.device_free(scratch) })
+        };
+        flags.store(1, 4).unwrap();
+        thread::sleep(SETTLE);
+        assert!(!passed.query().unwrap(), "4 < 5: still held");
+        assert!(
+            !free.is_finished(),
+            "a free synchronizes every stream first"
+        );
+        flags.store(1, 6).unwrap();
+        passed.synchronize().unwrap();
+        free.join().unwrap().unwrap();
+        assert_eq!(sim.live_allocations(MemoryKind::Device), 0);
+    }
+
+    #[test]
+    fn without_memops_value_waits_are_not_supported() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::new(SimConfig {
+            memops: false,
+            ..SimConfig::default()
+        }));
+        assert!(!rt.stream_memops(0));
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        let stream = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        // SAFETY: the stream is live; the word is host-mapped memory of `rt`.
+        let r = unsafe { rt.stream_wait_value(stream.handle(), flags.device_addr(0).unwrap(), 1) };
+        assert!(
+            matches!(r, Err(HipError::Call { code, .. }) if code == HipErrorCode::NOT_SUPPORTED)
+        );
+        let off = SimConfig::from_lookup(|k| (k == "HIPFILE_SIM_MEMOPS").then(|| "false".into()));
+        assert!(!off.memops);
+    }
+
+    #[test]
+    fn value_waits_refuse_words_the_simulator_does_not_track() {
+        let rt = rt();
+        let stream = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let pageable = Box::new(0u32);
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        for addr in [
+            &*pageable as *const u32 as usize,
+            flags.device_addr(0).unwrap() + 2,
+        ] {
+            // SAFETY: the simulator checks the word and refuses it before queuing anything.
+            let r = unsafe { rt.stream_wait_value(stream.handle(), addr, 1) };
+            assert!(
+                matches!(r, Err(HipError::Call { code, .. }) if code == HipErrorCode::INVALID_VALUE)
+            );
+        }
+        stream.synchronize().unwrap();
+    }
+
+    #[test]
+    fn streams_know_their_device_and_bogus_handles_are_invalid() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::new(SimConfig {
+            devices: 2,
+            ..SimConfig::default()
+        }));
+        rt.set_device(1).unwrap();
+        let blocking = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let independent = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        rt.set_device(0).unwrap();
+        let on_zero = rt.stream_create().unwrap();
+        let invalid = |r: HipResult<i32>| matches!(r, Err(HipError::Call { code, .. }) if code == HipErrorCode::INVALID_HANDLE);
+        // SAFETY: the simulator looks every handle up; stale and made-up ones are refused.
+        unsafe {
+            assert_eq!(rt.stream_device(blocking.handle()).unwrap(), 1);
+            assert_eq!(rt.stream_device(independent.handle()).unwrap(), 1);
+            assert_eq!(rt.stream_device(on_zero).unwrap(), 0);
+            assert_eq!(rt.stream_device(StreamHandle::from_raw(0)).unwrap(), 0);
+            rt.set_device(1).unwrap();
+            assert_eq!(
+                rt.stream_device(StreamHandle::from_raw(0)).unwrap(),
+                1,
+                "null: the current device"
+            );
+            rt.set_device(0).unwrap();
+            rt.stream_destroy(on_zero).unwrap();
+            assert!(invalid(rt.stream_device(on_zero)));
+            assert!(invalid(rt.stream_device(StreamHandle::from_raw(0xdead))));
+        }
+    }
+
+    #[test]
+    fn host_mapped_memory_is_seen_by_the_device_at_its_host_address() {
+        let rt = rt();
+        let p = rt.host_alloc_mapped(64).unwrap();
+        // SAFETY: `p` is live host-mapped memory of `rt`; the device buffer's address is not
+        // pinned host memory and is refused.
+        unsafe {
+            assert_eq!(rt.host_device_pointer(p).unwrap(), p.as_ptr() as usize);
+            let dev = DeviceBuffer::new(Arc::clone(&rt), 64).unwrap();
+            let not_host = NonNull::new(dev.ptr() as *mut u8).unwrap();
+            assert!(rt.host_device_pointer(not_host).is_err());
+            rt.host_free(p).unwrap();
+        }
+    }
+
+    #[test]
+    fn asynchronous_fills_run_on_their_stream() {
+        let rt = rt();
+        let dev = DeviceBuffer::new(Arc::clone(&rt), 4096).unwrap();
+        let stream = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        // SAFETY: the range is `dev`'s allocation; the second one runs past it and is refused.
+        unsafe {
+            rt.memset_device_async(dev.ptr() + 100, 0xee, 200, stream.handle())
+                .unwrap();
+            assert!(rt
+                .memset_device_async(dev.ptr() + 4000, 1, 200, stream.handle())
+                .is_err());
+        }
+        stream.synchronize().unwrap();
+        let bytes = dev.to_vec().unwrap();
+        assert!(bytes[..100].iter().all(|b| *b == 0));
+        assert!(bytes[100..300].iter().all(|b| *b == 0xee));
+        assert!(bytes[300..].iter().all(|b| *b == 0));
+    }
+
     #[test]
     fn frees_are_checked_and_leaks_are_visible() {
         let sim = Arc::new(SimRuntime::default());

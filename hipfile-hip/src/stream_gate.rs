@@ -331,3 +331,169 @@ impl fmt::Debug for StreamRef<'_> {
         f.debug_tuple("StreamRef").field(&self.handle).finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{SimConfig, SimRuntime};
+    use crate::{DeviceBuffer, MemoryKind};
+
+    /// Long enough for a worker that is free to run queued work to have run it.
+    const SETTLE: Duration = Duration::from_millis(60);
+
+    fn sim() -> (Arc<SimRuntime>, Arc<dyn GpuRuntime>) {
+        let sim = Arc::new(SimRuntime::new(SimConfig {
+            devices: 2,
+            ..SimConfig::default()
+        }));
+        let rt: Arc<dyn GpuRuntime> = sim.clone();
+        (sim, rt)
+    }
+
+    fn code<T: fmt::Debug>(r: HipResult<T>) -> HipErrorCode {
+        match r {
+            Err(HipError::Call { code, .. }) => code,
+            other => panic!("expected a failed call, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn host_flags_are_zeroed_words_with_device_addresses_and_checked_slots() {
+        let (sim, rt) = sim();
+        let flags = HostFlags::new(Arc::clone(&rt), 3).unwrap();
+        assert_eq!(flags.len(), 3);
+        assert_eq!(
+            (0..3).map(|i| flags.load(i)).collect::<Vec<_>>(),
+            [Some(0); 3]
+        );
+        flags.store(2, 17).unwrap();
+        assert_eq!(flags.load(2), Some(17));
+        assert_eq!(flags.load(3), None);
+        assert_eq!(code(flags.store(3, 1)), HipErrorCode::INVALID_VALUE);
+        let base = flags.device_addr(0).unwrap();
+        assert_eq!(flags.device_addr(2), Some(base + 8));
+        assert_eq!(flags.device_addr(3), None);
+        assert_eq!(sim.live_allocations(MemoryKind::Host), 1);
+        drop(flags);
+        assert_eq!(sim.live_allocations(MemoryKind::Host), 0);
+    }
+
+    fn a_hold_keeps_the_stream_until_the_value_is_stored(how: Hold) {
+        let (_sim, rt) = sim();
+        let flags = Arc::new(HostFlags::new(Arc::clone(&rt), 2).unwrap());
+        let stream = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let passed = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        let s = StreamRef::of(&stream);
+        s.hold(&flags, 1, 3, how).unwrap();
+        s.record(&passed).unwrap();
+        flags.store(1, 2).unwrap();
+        std::thread::sleep(SETTLE);
+        assert!(!passed.query().unwrap(), "{how:?}: 2 < 3, still held");
+        flags.store(1, 3).unwrap();
+        passed.synchronize().unwrap();
+        s.synchronize().unwrap();
+    }
+
+    #[test]
+    fn a_memop_hold_keeps_the_stream_until_the_value_is_stored() {
+        a_hold_keeps_the_stream_until_the_value_is_stored(Hold::Memop);
+    }
+
+    #[test]
+    fn a_host_function_hold_keeps_the_stream_until_the_value_is_stored() {
+        a_hold_keeps_the_stream_until_the_value_is_stored(Hold::HostFunction);
+    }
+
+    #[test]
+    fn a_host_function_hold_never_frees_the_flags_on_the_runtime_thread() {
+        let (sim, rt) = sim();
+        let stream = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let flags = Arc::new(HostFlags::new(Arc::clone(&rt), 1).unwrap());
+        StreamRef::of(&stream)
+            .hold(&flags, 0, 1, Hold::HostFunction)
+            .unwrap();
+        flags.store(0, 1).unwrap();
+        // Whoever drops the last share, no free runs on the stream's own thread (it would wait
+        // for the stream running it).
+        drop(flags);
+        stream.synchronize().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while sim.live_allocations(MemoryKind::Host) != 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the flags were never freed"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn holds_refuse_foreign_flags_missing_slots_and_absent_memops() {
+        let (_sim, rt) = sim();
+        let (_other_sim, other) = sim();
+        let foreign = Arc::new(HostFlags::new(Arc::clone(&other), 1).unwrap());
+        let flags = Arc::new(HostFlags::new(Arc::clone(&rt), 1).unwrap());
+        let s = StreamRef::null(&rt);
+        assert_eq!(
+            code(s.hold(&foreign, 0, 1, Hold::HostFunction)),
+            HipErrorCode::INVALID_HANDLE
+        );
+        assert_eq!(
+            code(s.hold(&flags, 1, 1, Hold::Memop)),
+            HipErrorCode::INVALID_VALUE
+        );
+        let no_memops: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::new(SimConfig {
+            memops: false,
+            ..SimConfig::default()
+        }));
+        let flags = Arc::new(HostFlags::new(Arc::clone(&no_memops), 1).unwrap());
+        let s = StreamRef::null(&no_memops);
+        assert_eq!(
+            code(s.hold(&flags, 0, 1, Hold::Memop)),
+            HipErrorCode::NOT_SUPPORTED
+        );
+        s.hold(&flags, 0, 1, Hold::HostFunction).unwrap();
+        flags.store(0, 1).unwrap();
+        s.synchronize().unwrap();
+    }
+
+    #[test]
+    fn stream_refs_know_their_device_record_events_of_their_runtime_and_fill() {
+        let (_sim, rt) = sim();
+        let (_other_sim, other) = sim();
+        rt.set_device(1).unwrap();
+        let stream = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let dev = DeviceBuffer::new(Arc::clone(&rt), 4096).unwrap();
+        rt.set_device(0).unwrap();
+        let s = StreamRef::of(&stream);
+        assert_eq!(s.device().unwrap(), 1);
+        assert_eq!(StreamRef::null(&rt).device().unwrap(), 0);
+        assert_eq!(s.raw(), stream.handle().as_raw());
+        assert!(Arc::ptr_eq(s.runtime(), &rt));
+
+        let event = OwnedEvent::on_device(Arc::clone(&rt), 1).unwrap();
+        assert_eq!(
+            rt.current_device().unwrap(),
+            0,
+            "on_device restores the device"
+        );
+        assert_eq!(
+            code(OwnedEvent::on_device(Arc::clone(&rt), 2)),
+            HipErrorCode::INVALID_DEVICE
+        );
+        assert_eq!(rt.current_device().unwrap(), 0);
+        let foreign = OwnedEvent::new(Arc::clone(&other)).unwrap();
+        assert_eq!(code(s.record(&foreign)), HipErrorCode::INVALID_HANDLE);
+
+        let range = DeviceRange::query(&rt, dev.ptr(), 4096).unwrap();
+        s.fill_async(&range.slice(1000, 24).unwrap(), 0x42).unwrap();
+        s.record(&event).unwrap();
+        event.synchronize().unwrap();
+        let bytes = dev.to_vec().unwrap();
+        assert!(bytes[1000..1024].iter().all(|b| *b == 0x42));
+        assert!(bytes[..1000].iter().chain(&bytes[1024..]).all(|b| *b == 0));
+        let theirs = DeviceBuffer::new(Arc::clone(&other), 64).unwrap();
+        let theirs = DeviceRange::query(&other, theirs.ptr(), 64).unwrap();
+        assert_eq!(code(s.fill_async(&theirs, 1)), HipErrorCode::INVALID_VALUE);
+    }
+}
