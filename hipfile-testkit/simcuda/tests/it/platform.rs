@@ -7,7 +7,7 @@ use hipfile_hip::{
     DeviceBuffer, HipError, HipErrorCode, MemoryKind, OwnedStream, PinnedBuffer, Platform,
 };
 
-use hipfile_hip::contract;
+use hipfile_hip::{contract, Hold};
 
 use crate::support::{expected_config, runtime, sim_library_str};
 
@@ -153,4 +153,22 @@ fn a_failed_host_function_launch_gives_the_closure_back_to_drop() {
         1,
         "the refused closure was dropped"
     );
+}
+
+#[test]
+fn streams_of_both_orders_run_copies_and_know_their_device() {
+    contract::streams_of_both_orders_run_copies_and_know_their_device(&runtime());
+}
+
+#[test]
+fn asynchronous_fills_write_their_range() {
+    contract::asynchronous_fills_write_their_range(&runtime());
+}
+
+#[test]
+fn both_kinds_of_hold_keep_a_stream_until_the_flag_is_stored() {
+    let rt = runtime();
+    contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&rt, Hold::HostFunction).unwrap();
+    contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&rt, Hold::Memop)
+        .expect("the simulated library offers stream memory operations");
 }
