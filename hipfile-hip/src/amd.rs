@@ -6,6 +6,13 @@
 //! load into a table of function pointers, so a runtime that lacks one is refused with
 //! [`HipError::MissingSymbol`] at open instead of failing (or crashing) in the middle of IO.
 //!
+//! Optional symbols, resolved at load too but absent without an error: `hipStreamWaitValue32`
+//! (without it [`GpuRuntime::stream_memops`] is false and a stream wait is
+//! `hipErrorNotSupported`; with it the device must also answer
+//! `hipDeviceAttributeCanUseStreamWaitValue` with 1) and `hipStreamGetDevice`, which ROCm 5.2 does
+//! not declare (without it the device of a stream other than the null stream is
+//! `hipErrorNotSupported`).
+//!
 //! ABI notes:
 //! - `hipPointerAttribute_t` is 32 bytes on every ROCm, but ROCm 6 renumbered `hipMemoryType`.
 //!   Answers are decoded by the generation `hipRuntimeGetVersion` reports (>= 60000000 is ROCm 6+),
