@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use hipfile_core::{Error, ErrorKind, Result};
-use hipfile_hip::{EventWait, GpuRuntime, HipErrorCode, LaneError, StagingLane};
+use hipfile_hip::{EventWait, GpuRuntime, HipErrorCode, LaneError, StagingLane, StreamOrder};
 
 fn lane_error(e: LaneError, chunk: usize) -> Error {
     match e {
@@ -132,7 +132,13 @@ impl StagingPool {
             if state.held.saturating_add(need) <= bound {
                 state.held += need;
                 drop(state);
-                return match StagingLane::new(&self.runtime, device, chunk, self.wait) {
+                return match StagingLane::new(
+                    &self.runtime,
+                    device,
+                    chunk,
+                    self.wait,
+                    StreamOrder::WithDefaultStream,
+                ) {
                     Ok(lane) => Ok(Some(LaneLease {
                         pool: Arc::clone(self),
                         lane: Some(lane),

@@ -6,6 +6,13 @@
 //! load into a table of function pointers, so a runtime that lacks one is refused with
 //! [`HipError::MissingSymbol`] at open instead of failing (or crashing) in the middle of IO.
 //!
+//! Optional symbols, resolved at load too but absent without an error: `hipStreamWaitValue32`
+//! (without it [`GpuRuntime::stream_memops`] is false and a stream wait is
+//! `hipErrorNotSupported`; with it the device must also answer
+//! `hipDeviceAttributeCanUseStreamWaitValue` with 1) and `hipStreamGetDevice`, which ROCm 5.2 does
+//! not declare (without it the device of a stream other than the null stream is
+//! `hipErrorNotSupported`).
+//!
 //! ABI notes:
 //! - `hipPointerAttribute_t` is 32 bytes on every ROCm, but ROCm 6 renumbered `hipMemoryType`.
 //!   Answers are decoded by the generation `hipRuntimeGetVersion` reports (>= 60000000 is ROCm 6+),
@@ -41,7 +48,7 @@ use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::loaded::{dlopen, symbol, CommonApi, Dialect, LoadedRuntime};
 use crate::p2p::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
 use crate::platform::PlatformOptions;
-use crate::runtime::{GpuRuntime, MemoryKind, Platform, PointerInfo, RuntimeInfo};
+use crate::runtime::{GpuRuntime, MemoryKind, Platform, PointerInfo, RuntimeInfo, StreamHandle};
 
 /// The environment variable naming the HIP runtime library to load instead of the defaults.
 pub const LIBRARY_ENV: &str = "HIPFILE_HIP_LIBRARY";
@@ -60,6 +67,15 @@ pub const DEFAULT_LIBRARIES: [&str; 4] = [
 
 /// `hipRuntimeGetVersion` values from this one on speak the ROCm 6 ABI.
 const ROCM6_VERSION: i32 = 60_000_000;
+
+/// `hipDeviceAttributeCanUseStreamWaitValue`: 1 if the device supports `hipStreamWaitValue32`.
+/// It is the 14th AMD-specific attribute (`hipDeviceAttributeAmdSpecificBegin` = 10000 + 13) in
+/// the ROCm 5.2 headers and in the ROCm 6 and 7 ones (where attributes before it were renamed
+/// `Unused*` but kept their numbers), so the one value serves every generation we load.
+pub const DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE: i32 = 10_013;
+
+/// `hipStreamWaitValueGte`: wait until `(*ptr & mask) >= value`.
+const STREAM_WAIT_VALUE_GTE: u32 = 0;
 
 /// `hipPointerAttribute_t`, 32 bytes on every ROCm; `memory_type` is left a plain integer because
 /// its numbering depends on the runtime's generation.
@@ -103,6 +119,8 @@ static HIP: Dialect = Dialect {
     memcpy: "hipMemcpy",
     memcpy_async: "hipMemcpyAsync",
     memset: "hipMemset",
+    memset_async: "hipMemsetAsync",
+    host_get_device_pointer: "hipHostGetDevicePointer",
     stream_create_with_flags: "hipStreamCreateWithFlags",
     stream_destroy: "hipStreamDestroy",
     stream_synchronize: "hipStreamSynchronize",
@@ -117,6 +135,8 @@ static HIP: Dialect = Dialect {
     get_error_string: "hipGetErrorString",
     // `hipHostMallocDefault`.
     host_alloc_flags: 0,
+    // `hipHostMallocPortable | hipHostMallocMapped`.
+    host_alloc_mapped_flags: 0x1 | 0x2,
     not_ready: HipErrorCode::NOT_READY.0,
 };
 
@@ -127,6 +147,13 @@ struct HipApi {
     common: CommonApi,
     pointer_get_attributes: unsafe extern "C" fn(*mut RawPointerAttributes, *const c_void) -> i32,
     mem_get_address_range: unsafe extern "C" fn(*mut *mut c_void, *mut usize, *mut c_void) -> i32,
+    device_get_attribute: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int,
+    /// `hipStreamGetDevice`; absent from older runtimes (ROCm 5.2 does not declare it).
+    stream_get_device: Option<unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int>,
+    /// `hipStreamWaitValue32(stream, ptr, value, flags, mask)`; optional: a runtime without it
+    /// has no stream memory operations.
+    stream_wait_value32:
+        Option<unsafe extern "C" fn(*mut c_void, *mut c_void, u32, c_uint, u32) -> c_int>,
     /// `hipInit`; only the P2P driver calls it (before its first call on each thread).
     init: Option<unsafe extern "C" fn(c_uint) -> c_int>,
     /// ROCm 6 signature: `(symbol, pfn, hipVersion, flags, symbolStatus)`; absent before ROCm 6.
@@ -148,6 +175,11 @@ impl HipApi {
             common: CommonApi::resolve(lib, library, &HIP)?,
             pointer_get_attributes: sym!("hipPointerGetAttributes"),
             mem_get_address_range: sym!("hipMemGetAddressRange"),
+            device_get_attribute: sym!("hipDeviceGetAttribute"),
+            // SAFETY: declared with its hip_runtime_api.h signature.
+            stream_get_device: unsafe { symbol(lib, library, "hipStreamGetDevice") }.ok(),
+            // SAFETY: declared with its hip_runtime_api.h signature.
+            stream_wait_value32: unsafe { symbol(lib, library, "hipStreamWaitValue32") }.ok(),
             // SAFETY: declared with its hip_runtime_api.h signature.
             init: unsafe { symbol(lib, library, "hipInit") }.ok(),
             // SAFETY: declared with the ROCm 6 signature; only runtimes of ROCm 6 and later export
@@ -552,6 +584,61 @@ impl LoadedRuntime for AmdRuntime {
     fn p2p_driver(&self) -> Option<Arc<dyn P2pDriver>> {
         let driver: Arc<dyn P2pDriver> = self.p2p.clone()?;
         Some(driver)
+    }
+
+    unsafe fn device_of_stream(&self, stream: StreamHandle) -> HipResult<i32> {
+        let Some(get) = self.api.stream_get_device else {
+            return Err(HipError::Call {
+                call: "hipStreamGetDevice",
+                code: HipErrorCode::NOT_SUPPORTED,
+                detail: Some(format!("{} does not export it", self.library_name)),
+            });
+        };
+        let mut device = -1;
+        // SAFETY: the caller guarantees `stream` is a live stream of this runtime; `device` is a
+        // valid out-pointer.
+        let rc = unsafe { get(stream.as_raw() as *mut c_void, &mut device) };
+        self.check("hipStreamGetDevice", rc)?;
+        Ok(device)
+    }
+
+    /// `hipStreamWaitValue32` is exported and the device says it can use it.
+    fn memops(&self, device: i32) -> bool {
+        if self.api.stream_wait_value32.is_none() {
+            return false;
+        }
+        let mut can = 0;
+        // SAFETY: `can` is a valid out-pointer; the runtime checks the device ordinal.
+        let rc = unsafe {
+            (self.api.device_get_attribute)(
+                &mut can,
+                DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE,
+                device,
+            )
+        };
+        rc == 0 && can != 0
+    }
+
+    unsafe fn wait_value(&self, stream: StreamHandle, addr: usize, value: u32) -> HipResult<()> {
+        let Some(wait) = self.api.stream_wait_value32 else {
+            return Err(HipError::Call {
+                call: "hipStreamWaitValue32",
+                code: HipErrorCode::NOT_SUPPORTED,
+                detail: Some(format!("{} does not export it", self.library_name)),
+            });
+        };
+        // SAFETY: the caller guarantees a live stream and a live, aligned word of host-mapped
+        // memory at `addr`; the runtime only reads it.
+        let rc = unsafe {
+            wait(
+                stream.as_raw() as *mut c_void,
+                addr as *mut c_void,
+                value,
+                STREAM_WAIT_VALUE_GTE,
+                u32::MAX,
+            )
+        };
+        self.check("hipStreamWaitValue32", rc)
     }
 }
 

@@ -7,10 +7,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
 use crate::sim::SimRuntime;
 use crate::{
-    DeviceBuffer, GpuRuntime, HipError, HipErrorCode, MemoryKind, OwnedEvent, OwnedStream,
-    PinnedBuffer,
+    DeviceBuffer, DeviceRange, GpuRuntime, HipError, HipErrorCode, Hold, HostFlags, MemoryKind,
+    OwnedEvent, OwnedStream, PinnedBuffer, StreamRef,
 };
 
 /// Device, managed, pinned and pageable memory are told apart, with base and length, from an
@@ -160,4 +162,98 @@ pub fn the_simulator_refuses_stale_handles(sim: &Arc<SimRuntime>) -> crate::HipR
     let rt: Arc<dyn GpuRuntime> = sim.clone();
     // SAFETY: the simulator refuses every handle that is not in its tables.
     unsafe { stale_handles_are_refused(&rt) }
+}
+
+/// Streams ordered with the null stream and independent ones both run copies in order, and
+/// know their device; the null stream answers the calling thread's current device.
+pub fn streams_of_both_orders_run_copies_and_know_their_device(rt: &Arc<dyn GpuRuntime>) {
+    const LEN: usize = 1 << 16;
+    let current = rt.current_device().unwrap();
+    assert_eq!(StreamRef::null(rt).device().unwrap(), current);
+    let mut src = PinnedBuffer::new(Arc::clone(rt), LEN).unwrap();
+    for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
+        *b = (i % 239) as u8;
+    }
+    for stream in [
+        OwnedStream::new(Arc::clone(rt)).unwrap(),
+        OwnedStream::new_independent(Arc::clone(rt)).unwrap(),
+    ] {
+        assert_eq!(StreamRef::of(&stream).device().unwrap(), current);
+        let dev = DeviceBuffer::new(Arc::clone(rt), LEN).unwrap();
+        let mut back = PinnedBuffer::new(Arc::clone(rt), LEN).unwrap();
+        // SAFETY: both buffers and `dev` outlive the synchronisation below; nothing reads `back`
+        // before it; `stream` is a live stream of `rt`.
+        unsafe {
+            rt.copy_to_device_async(dev.ptr(), src.as_ptr(), LEN, stream.handle())
+                .unwrap();
+            rt.copy_from_device_async(back.as_mut_ptr(), dev.ptr(), LEN, stream.handle())
+                .unwrap();
+        }
+        stream.synchronize().unwrap();
+        assert_eq!(back.as_slice(), src.as_slice());
+    }
+}
+
+/// An asynchronous fill writes exactly its range, in stream order.
+pub fn asynchronous_fills_write_their_range(rt: &Arc<dyn GpuRuntime>) {
+    let mut dev = DeviceBuffer::new(Arc::clone(rt), 8192).unwrap();
+    dev.fill(0x11).unwrap();
+    let stream = OwnedStream::new_independent(Arc::clone(rt)).unwrap();
+    let range = DeviceRange::query(rt, dev.ptr(), 8192).unwrap();
+    let s = StreamRef::of(&stream);
+    s.fill_async(&range.slice(4096, 100).unwrap(), 0x22)
+        .unwrap();
+    s.fill_async(&range.slice(4146, 10).unwrap(), 0x33).unwrap();
+    s.synchronize().unwrap();
+    let bytes = dev.to_vec().unwrap();
+    assert!(bytes[..4096].iter().all(|&b| b == 0x11));
+    assert!(bytes[4096..4146].iter().all(|&b| b == 0x22));
+    assert!(bytes[4146..4156].iter().all(|&b| b == 0x33));
+    assert!(bytes[4156..4196].iter().all(|&b| b == 0x22));
+    assert!(bytes[4196..].iter().all(|&b| b == 0x11));
+}
+
+/// Host-mapped flags start at zero, have device addresses, and hold an independent stream (and
+/// the copy queued behind the hold) until the value is stored; a lower value does not release
+/// it. With [`Hold::Memop`] on a device without stream memory operations nothing is checked and
+/// the reason is returned, for the caller to record the skip.
+pub fn a_hold_keeps_its_stream_until_the_flag_is_stored(
+    rt: &Arc<dyn GpuRuntime>,
+    how: Hold,
+) -> Result<(), String> {
+    let device = rt.current_device().unwrap();
+    if how == Hold::Memop && !rt.stream_memops(device) {
+        let reason = format!(
+            "device {device} of the {} runtime has no stream memory operations",
+            rt.info().platform
+        );
+        return Err(reason);
+    }
+    let flags = Arc::new(HostFlags::new(Arc::clone(rt), 4).unwrap());
+    assert!((0..4).all(|i| flags.load(i) == Some(0)));
+    assert!(flags.device_addr(3).is_some());
+    let stream = OwnedStream::new_independent(Arc::clone(rt)).unwrap();
+    let dev = DeviceBuffer::new(Arc::clone(rt), 4096).unwrap();
+    let mut src = PinnedBuffer::new(Arc::clone(rt), 4096).unwrap();
+    src.as_mut_slice().fill(0x5c);
+    let passed = OwnedEvent::new(Arc::clone(rt)).unwrap();
+    let s = StreamRef::of(&stream);
+    s.hold(&flags, 2, 7, how).unwrap();
+    // SAFETY: `src` and `dev` outlive the synchronisation below; `stream` is live.
+    unsafe {
+        rt.copy_to_device_async(dev.ptr(), src.as_ptr(), 4096, stream.handle())
+            .unwrap();
+    }
+    s.record(&passed).unwrap();
+    flags.store(2, 6).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !passed.query().unwrap(),
+        "{how:?}: 6 < 7, the stream is still held"
+    );
+    flags.store(2, 7).unwrap();
+    passed.synchronize().unwrap();
+    s.synchronize().unwrap();
+    assert!(dev.to_vec().unwrap().iter().all(|&b| b == 0x5c));
+    Ok(())
 }

@@ -25,7 +25,7 @@ pub enum RuntimeOp {
     CopyToDevice,
     /// `copy_from_device` and `copy_from_device_async` (device to host).
     CopyFromDevice,
-    /// `host_alloc` (pinned host memory).
+    /// `host_alloc` and `host_alloc_mapped` (pinned host memory).
     HostAlloc,
 }
 
@@ -261,6 +261,50 @@ impl GpuRuntime for ScriptedRuntime {
 
     fn stream_create(&self) -> HipResult<StreamHandle> {
         self.inner.stream_create()
+    }
+
+    fn stream_create_independent(&self) -> HipResult<StreamHandle> {
+        self.inner.stream_create_independent()
+    }
+
+    unsafe fn stream_device(&self, stream: StreamHandle) -> HipResult<i32> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.stream_device(stream) }
+    }
+
+    fn stream_memops(&self, device: i32) -> bool {
+        self.inner.stream_memops(device)
+    }
+
+    unsafe fn stream_wait_value(
+        &self,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.stream_wait_value(stream, addr, value) }
+    }
+
+    fn host_alloc_mapped(&self, len: usize) -> HipResult<NonNull<u8>> {
+        self.check(RuntimeOp::HostAlloc, "hipHostMalloc")?;
+        self.inner.host_alloc_mapped(len)
+    }
+
+    unsafe fn host_device_pointer(&self, ptr: NonNull<u8>) -> HipResult<usize> {
+        // SAFETY: the caller's contract, passed on unchanged: `host_alloc_mapped` forwards.
+        unsafe { self.inner.host_device_pointer(ptr) }
+    }
+
+    unsafe fn memset_device_async(
+        &self,
+        dst: usize,
+        value: u8,
+        len: usize,
+        stream: StreamHandle,
+    ) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.memset_device_async(dst, value, len, stream) }
     }
 
     unsafe fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {

@@ -37,6 +37,13 @@
 //! events and never hands out a half with a copy in flight. With these two, a backend needs no
 //! `unsafe`: the proofs are made once, here.
 //!
+//! Stream-ordered IO holds an application's stream until the library has done its part:
+//! [`StreamRef`] names a stream the caller vouches for, [`HostFlags`] are words of host-mapped
+//! pinned memory a stream can wait for (by a stream memory operation, or a polling host function
+//! where the device has none, [`Hold`]), and engines serving held streams use streams that are not
+//! ordered with the legacy default stream ([`StreamOrder::Independent`]). The simulator models the
+//! legacy default stream faithfully, so code that would deadlock on a GPU deadlocks in its tests.
+//!
 //! Nothing here links a GPU runtime, so every build works on a machine without ROCm or CUDA. All
 //! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate, with the one
 //! kernel call `rustix` lacks that the engines need ([`os::cached_pages`], `cachestat(2)`).
@@ -68,6 +75,7 @@ mod runtime;
 pub mod sim;
 mod slice;
 mod staging;
+mod stream_gate;
 
 pub use amd::open_library as amd_open_library;
 pub use device_range::{DeviceRange, Refusal};
@@ -79,7 +87,8 @@ pub use platform::{
 };
 pub use runtime::{
     DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent,
-    OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle,
+    OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle, StreamOrder,
 };
 pub use slice::{DeviceSlice, DeviceSliceMut};
 pub use staging::{EventWait, LaneError, StagingLane};
+pub use stream_gate::{Hold, HostFlags, StreamRef};

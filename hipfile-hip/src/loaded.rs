@@ -41,6 +41,9 @@ pub(crate) type HostCallback = unsafe extern "C" fn(user_data: *mut c_void);
 /// stream, so a staged copy waits for the application's earlier work there (a kernel still writing
 /// the buffer), as upstream hipFile's synchronous copies do.
 const STREAM_ORDERED_WITH_NULL: u32 = 0;
+/// `hipStreamNonBlocking` / `cudaStreamNonBlocking`: a stream not ordered with the legacy default
+/// stream, for engines that must not queue behind an application's stream.
+const STREAM_NON_BLOCKING: u32 = 1;
 /// `hipEventDisableTiming` / `cudaEventDisableTiming`: our events only order work, never time it.
 const EVENT_DISABLE_TIMING: u32 = 2;
 /// `hipMemAttachGlobal` / `cudaMemAttachGlobal`.
@@ -129,6 +132,21 @@ pub(crate) trait LoadedRuntime: Send + Sync + fmt::Debug + Sized {
     /// [`GpuRuntime::p2p`].
     fn p2p_driver(&self) -> Option<Arc<dyn P2pDriver>>;
 
+    /// [`GpuRuntime::stream_device`] for a stream other than the null stream.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this runtime, not the null stream.
+    unsafe fn device_of_stream(&self, stream: StreamHandle) -> HipResult<i32>;
+
+    /// [`GpuRuntime::stream_memops`].
+    fn memops(&self, device: i32) -> bool;
+
+    /// [`GpuRuntime::stream_wait_value`].
+    ///
+    /// # Safety
+    /// The contract of [`GpuRuntime::stream_wait_value`].
+    unsafe fn wait_value(&self, stream: StreamHandle, addr: usize, value: u32) -> HipResult<()>;
+
     /// Called before a copy, fill or free touching device memory at `ptr`; the guard it returns
     /// lives until the call has returned. Nothing by default: the work runs on the current device.
     fn enter_device_of(&self, ptr: usize) -> HipResult<Option<DeviceGuard<'_>>> {
@@ -153,6 +171,8 @@ pub(crate) struct Dialect {
     pub memcpy: &'static str,
     pub memcpy_async: &'static str,
     pub memset: &'static str,
+    pub memset_async: &'static str,
+    pub host_get_device_pointer: &'static str,
     pub stream_create_with_flags: &'static str,
     pub stream_destroy: &'static str,
     pub stream_synchronize: &'static str,
@@ -170,6 +190,8 @@ pub(crate) struct Dialect {
     pub get_error_string: &'static str,
     /// The flags of every pinned host allocation.
     pub host_alloc_flags: u32,
+    /// The flags of a pinned host allocation mapped into every device (Mapped | Portable).
+    pub host_alloc_mapped_flags: u32,
     /// The "not ready" answer of an event query, which is no failure.
     pub not_ready: i32,
 }
@@ -198,6 +220,8 @@ pub(crate) struct CommonApi {
     memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32) -> i32,
     memcpy_async: unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32, RawStream) -> i32,
     memset: unsafe extern "C" fn(*mut c_void, i32, usize) -> i32,
+    memset_async: unsafe extern "C" fn(*mut c_void, i32, usize, RawStream) -> i32,
+    host_get_device_pointer: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, u32) -> i32,
     stream_create_with_flags: unsafe extern "C" fn(*mut RawStream, u32) -> i32,
     stream_destroy: unsafe extern "C" fn(RawStream) -> i32,
     stream_synchronize: unsafe extern "C" fn(RawStream) -> i32,
@@ -239,6 +263,8 @@ impl CommonApi {
             memcpy: sym!(memcpy),
             memcpy_async: sym!(memcpy_async),
             memset: sym!(memset),
+            memset_async: sym!(memset_async),
+            host_get_device_pointer: sym!(host_get_device_pointer),
             stream_create_with_flags: sym!(stream_create_with_flags),
             stream_destroy: sym!(stream_destroy),
             stream_synchronize: sym!(stream_synchronize),
@@ -345,13 +371,23 @@ impl<T: LoadedRuntime> GpuRuntime for T {
     }
 
     fn host_alloc(&self, len: usize) -> HipResult<NonNull<u8>> {
+        let flags = self.common().dialect.host_alloc_flags;
+        pinned_alloc(self, len, flags)
+    }
+
+    fn host_alloc_mapped(&self, len: usize) -> HipResult<NonNull<u8>> {
+        let flags = self.common().dialect.host_alloc_mapped_flags;
+        pinned_alloc(self, len, flags)
+    }
+
+    unsafe fn host_device_pointer(&self, ptr: NonNull<u8>) -> HipResult<usize> {
         let api = self.common();
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `p` is a valid out-pointer.
-        let rc = unsafe { (api.host_alloc)(&mut p, len, api.dialect.host_alloc_flags) };
-        self.check(api.dialect.host_alloc, rc)?;
-        NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| HipError::call(api.dialect.host_alloc, HipErrorCode::OUT_OF_MEMORY))
+        let mut d: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `d` is a valid out-pointer; the caller guarantees `ptr` is live host-mapped
+        // memory of this runtime; the flags must be 0.
+        let rc = unsafe { (api.host_get_device_pointer)(&mut d, ptr.as_ptr().cast(), 0) };
+        self.check(api.dialect.host_get_device_pointer, rc)?;
+        Ok(d as usize)
     }
 
     unsafe fn host_free(&self, ptr: NonNull<u8>) -> HipResult<()> {
@@ -446,13 +482,55 @@ impl<T: LoadedRuntime> GpuRuntime for T {
     }
 
     fn stream_create(&self) -> HipResult<StreamHandle> {
+        create_stream(self, STREAM_ORDERED_WITH_NULL)
+    }
+
+    fn stream_create_independent(&self) -> HipResult<StreamHandle> {
+        create_stream(self, STREAM_NON_BLOCKING)
+    }
+
+    unsafe fn stream_device(&self, stream: StreamHandle) -> HipResult<i32> {
+        if stream.as_raw() == 0 {
+            return self.current_device();
+        }
+        // SAFETY: the caller guarantees `stream` is live; it is not the null stream.
+        unsafe { self.device_of_stream(stream) }
+    }
+
+    fn stream_memops(&self, device: i32) -> bool {
+        self.memops(device)
+    }
+
+    unsafe fn stream_wait_value(
+        &self,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.wait_value(stream, addr, value) }
+    }
+
+    unsafe fn memset_device_async(
+        &self,
+        dst: usize,
+        value: u8,
+        len: usize,
+        stream: StreamHandle,
+    ) -> HipResult<()> {
+        let _device = self.enter_device_of(dst)?;
         let api = self.common();
-        let mut s: RawStream = std::ptr::null_mut();
-        // SAFETY: `s` is a valid out-pointer.
-        let rc = unsafe { (api.stream_create_with_flags)(&mut s, STREAM_ORDERED_WITH_NULL) };
-        self.check(api.dialect.stream_create_with_flags, rc)?;
-        // SAFETY: the runtime just created `s`; nothing has destroyed it.
-        Ok(unsafe { StreamHandle::from_raw(s as usize) })
+        // SAFETY: the caller guarantees the device range, exclusive access until the fill
+        // completes, and that `stream` is a live stream of this runtime.
+        let rc = unsafe {
+            (api.memset_async)(
+                dst as *mut c_void,
+                i32::from(value),
+                len,
+                stream.as_raw() as RawStream,
+            )
+        };
+        self.check(api.dialect.memset_async, rc)
     }
 
     unsafe fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
@@ -535,6 +613,28 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         }
         self.check(api.dialect.launch_host_func, rc)
     }
+}
+
+/// Pinned host memory with the allocation flags `flags`.
+fn pinned_alloc<T: LoadedRuntime>(rt: &T, len: usize, flags: u32) -> HipResult<NonNull<u8>> {
+    let api = rt.common();
+    let mut p: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `p` is a valid out-pointer.
+    let rc = unsafe { (api.host_alloc)(&mut p, len, flags) };
+    rt.check(api.dialect.host_alloc, rc)?;
+    NonNull::new(p.cast::<u8>())
+        .ok_or_else(|| HipError::call(api.dialect.host_alloc, HipErrorCode::OUT_OF_MEMORY))
+}
+
+/// A stream on the current device with the creation flags `flags`.
+fn create_stream<T: LoadedRuntime>(rt: &T, flags: u32) -> HipResult<StreamHandle> {
+    let api = rt.common();
+    let mut s: RawStream = std::ptr::null_mut();
+    // SAFETY: `s` is a valid out-pointer.
+    let rc = unsafe { (api.stream_create_with_flags)(&mut s, flags) };
+    rt.check(api.dialect.stream_create_with_flags, rc)?;
+    // SAFETY: the runtime just created `s`; nothing has destroyed it.
+    Ok(unsafe { StreamHandle::from_raw(s as usize) })
 }
 
 /// The C side of [`crate::GpuRuntime::launch_host_func`]: runs the boxed closure exactly once.

@@ -42,8 +42,8 @@ pub struct PlatformOptions {
     /// `HIPFILE_CUFILE_FORCE=true`: offer cuFile without the nvidia-fs driver (testing only: it
     /// is then a staged engine). See [`crate::p2p::cufile`].
     pub cufile_force: bool,
-    /// `HIPFILE_SIM_DEVICES`, `HIPFILE_SIM_ROCM` and `HIPFILE_SIM_P2P`: the simulated GPU (see
-    /// [`SimConfig::from_lookup`]).
+    /// `HIPFILE_SIM_DEVICES`, `HIPFILE_SIM_ROCM`, `HIPFILE_SIM_P2P` and `HIPFILE_SIM_MEMOPS`:
+    /// the simulated GPU (see [`SimConfig::from_lookup`]).
     pub sim: SimConfig,
 }
 
@@ -178,6 +178,7 @@ mod tests {
             ("HIPFILE_SIM_DEVICES", " 3 "),
             ("HIPFILE_SIM_ROCM", "5"),
             ("HIPFILE_SIM_P2P", "False"),
+            ("HIPFILE_SIM_MEMOPS", " 0 "),
         ]);
         assert_eq!(opts.platform, PlatformChoice::Named(Platform::Nvidia));
         assert_eq!(
@@ -196,6 +197,7 @@ mod tests {
                 devices: 3,
                 abi: SimAbi::Rocm5,
                 p2p: false,
+                memops: false,
             }
         );
     }
@@ -219,6 +221,7 @@ mod tests {
             ("HIPFILE_SIM_DEVICES", "two"),
             ("HIPFILE_SIM_ROCM", "4"),
             ("HIPFILE_SIM_P2P", "no"),
+            ("HIPFILE_SIM_MEMOPS", "off"),
         ] {
             assert_eq!(
                 options(&[(name, value)]).sim,

@@ -221,6 +221,55 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     /// on it waits for the application's earlier work there (a kernel still writing a buffer), as
     /// upstream hipFile's synchronous copies do, and never for other streams.
     fn stream_create(&self) -> HipResult<StreamHandle>;
+    /// Create a stream on the current device that is NOT ordered with the legacy default stream
+    /// (`hipStreamNonBlocking` / `cudaStreamNonBlocking`): its work never waits for work queued
+    /// on the null stream, nor the null stream's for its. Engines that run while an application's
+    /// stream is held for them use these, so they never queue behind that stream.
+    fn stream_create_independent(&self) -> HipResult<StreamHandle>;
+    /// The device `stream` belongs to; for the null stream, the calling thread's current device.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this runtime (see [`GpuRuntime::stream_destroy`]).
+    unsafe fn stream_device(&self, stream: StreamHandle) -> HipResult<i32>;
+    /// Whether streams of `device` can wait for a 32-bit value in host-mapped memory
+    /// ([`GpuRuntime::stream_wait_value`]). `false` when the runtime cannot say.
+    fn stream_memops(&self, device: i32) -> bool;
+    /// Queue on `stream` a wait until the `u32` at device-visible address `addr` is at least
+    /// `value`: work queued on `stream` after it starts only then. Fails with
+    /// `hipErrorNotSupported` where the platform has no stream memory operations
+    /// ([`GpuRuntime::stream_memops`]).
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this runtime; `addr` is a 4-byte aligned device address of
+    /// host-mapped memory of this runtime ([`GpuRuntime::host_device_pointer`]) that stays
+    /// allocated until the wait has completed.
+    unsafe fn stream_wait_value(
+        &self,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()>;
+    /// Allocate `len` bytes of pinned host memory mapped into the address space of every device
+    /// (`hipHostMallocMapped | hipHostMallocPortable`); freed with [`GpuRuntime::host_free`].
+    fn host_alloc_mapped(&self, len: usize) -> HipResult<NonNull<u8>>;
+    /// The device address of host-mapped memory at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` lies in memory from this runtime's [`GpuRuntime::host_alloc_mapped`] that has not
+    /// been freed.
+    unsafe fn host_device_pointer(&self, ptr: NonNull<u8>) -> HipResult<usize>;
+    /// Queue on `stream` a fill of `[dst, dst + len)` with `value`.
+    ///
+    /// # Safety
+    /// `[dst, dst + len)` is device memory of this runtime that nothing else accesses until the
+    /// fill completes; `stream` is a live stream of this runtime.
+    unsafe fn memset_device_async(
+        &self,
+        dst: usize,
+        value: u8,
+        len: usize,
+        stream: StreamHandle,
+    ) -> HipResult<()>;
     /// Destroy a stream after its queued work completes.
     ///
     /// # Safety
@@ -357,11 +406,41 @@ pub struct OwnedStream {
     handle: StreamHandle,
 }
 
+/// How a stream is ordered with the legacy default stream (the null stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamOrder {
+    /// Ordered with the null stream ([`GpuRuntime::stream_create`]): work queued on it waits for
+    /// the application's earlier work there, and the null stream's later work waits for it.
+    WithDefaultStream,
+    /// Not ordered with the null stream ([`GpuRuntime::stream_create_independent`]).
+    Independent,
+}
+
 impl OwnedStream {
-    /// Create a stream on the current device (see [`GpuRuntime::stream_create`]).
+    /// Create a stream on the current device, ordered with the null stream (see
+    /// [`GpuRuntime::stream_create`]).
     pub fn new(runtime: Arc<dyn GpuRuntime>) -> HipResult<Self> {
-        let handle = runtime.stream_create()?;
+        Self::with_order(runtime, StreamOrder::WithDefaultStream)
+    }
+
+    /// Create a stream on the current device that is not ordered with the null stream (see
+    /// [`GpuRuntime::stream_create_independent`]).
+    pub fn new_independent(runtime: Arc<dyn GpuRuntime>) -> HipResult<Self> {
+        Self::with_order(runtime, StreamOrder::Independent)
+    }
+
+    /// Create a stream on the current device ordered as `order` says.
+    pub fn with_order(runtime: Arc<dyn GpuRuntime>, order: StreamOrder) -> HipResult<Self> {
+        let handle = match order {
+            StreamOrder::WithDefaultStream => runtime.stream_create()?,
+            StreamOrder::Independent => runtime.stream_create_independent()?,
+        };
         Ok(OwnedStream { runtime, handle })
+    }
+
+    /// The runtime that made the stream.
+    pub fn runtime(&self) -> &Arc<dyn GpuRuntime> {
+        &self.runtime
     }
 
     /// The runtime handle, for the asynchronous copies
@@ -407,25 +486,53 @@ pub struct OwnedEvent {
 }
 
 impl OwnedEvent {
-    /// Create an event.
+    /// Create an event on the current device.
     pub fn new(runtime: Arc<dyn GpuRuntime>) -> HipResult<Self> {
         let handle = runtime.event_create()?;
         Ok(OwnedEvent { runtime, handle })
     }
 
+    /// Create an event on `device`, leaving the caller's current device as it was. CUDA records
+    /// an event only on a stream of the event's own context, so an event meant for a stream of
+    /// another device must be made there.
+    pub fn on_device(runtime: Arc<dyn GpuRuntime>, device: i32) -> HipResult<Self> {
+        let _on_device = DeviceGuard::switch(&*runtime, device)?;
+        let handle = runtime.event_create()?;
+        Ok(OwnedEvent {
+            runtime: Arc::clone(&runtime),
+            handle,
+        })
+    }
+
     /// Record the event on `stream`, which must belong to the same runtime: a stream of another
     /// runtime is refused with `hipErrorInvalidHandle` before any runtime call.
     pub fn record(&self, stream: &OwnedStream) -> HipResult<()> {
-        if !Arc::ptr_eq(&self.runtime, &stream.runtime) {
-            return Err(crate::HipError::call(
-                "OwnedEvent::record",
-                crate::HipErrorCode::INVALID_HANDLE,
-            ));
-        }
+        self.check_runtime(&stream.runtime, "OwnedEvent::record")?;
         // SAFETY: both handles came from this runtime's create calls (checked just above for the
         // stream) and are destroyed only when their owners drop, which `&self` and `stream`
         // prevent for the length of the call.
         unsafe { self.runtime.event_record(self.handle, stream.handle) }
+    }
+
+    /// `hipErrorInvalidHandle` unless `runtime` is this event's runtime.
+    pub(crate) fn check_runtime(
+        &self,
+        runtime: &Arc<dyn GpuRuntime>,
+        call: &'static str,
+    ) -> HipResult<()> {
+        if Arc::ptr_eq(&self.runtime, runtime) {
+            Ok(())
+        } else {
+            Err(crate::HipError::call(
+                call,
+                crate::HipErrorCode::INVALID_HANDLE,
+            ))
+        }
+    }
+
+    /// The runtime handle; it is live while `self` is.
+    pub fn handle(&self) -> EventHandle {
+        self.handle
     }
 
     /// Wait for the event.

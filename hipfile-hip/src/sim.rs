@@ -6,6 +6,20 @@
 //! their device ranges and fail with `hipErrorInvalidValue` where a GPU would fault. Several
 //! simulated devices can exist at once, each allocation remembering its owner.
 //!
+//! Streams follow the legacy default stream semantics of HIP and CUDA, so that code which would
+//! deadlock or race on a GPU does so here too:
+//! - the null stream (handle 0) of each device is a queue of its own, with its own worker: work
+//!   queued on it runs asynchronously, in order;
+//! - streams made by [`GpuRuntime::stream_create`] are *blocking*: their work starts only after
+//!   all work queued earlier on their device's null stream has completed, and work queued on the
+//!   null stream starts only after all work queued earlier on every blocking stream of the device;
+//! - streams made by [`GpuRuntime::stream_create_independent`] (`hipStreamNonBlocking`) never
+//!   wait for the null stream, nor it for them;
+//! - synchronous copies and fills run as work on the null stream, waited for;
+//! - frees synchronize every stream first, as `hipFree` and `cudaFree` do;
+//! - [`GpuRuntime::stream_wait_value`] holds a stream until a word of host memory reaches a value
+//!   (on unless [`SimConfig::memops`] is false).
+//!
 //! Its P2P driver ([`SimP2p`], on unless [`SimConfig::p2p`] is false) does what a P2P DMA does:
 //! O_DIRECT `pread`/`pwrite` straight between the file and simulated device memory, after checking
 //! that the range lies inside one device allocation. Tests script its faults deterministically
@@ -22,7 +36,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread;
 
@@ -67,6 +81,9 @@ pub struct SimConfig {
     pub abi: SimAbi,
     /// Whether the simulated platform offers a P2P driver ([`SimP2p`]).
     pub p2p: bool,
+    /// Whether its streams can wait for a value in host memory
+    /// ([`GpuRuntime::stream_wait_value`]); without, that call fails with `hipErrorNotSupported`.
+    pub memops: bool,
 }
 
 impl Default for SimConfig {
@@ -75,6 +92,7 @@ impl Default for SimConfig {
             devices: 1,
             abi: SimAbi::Rocm6,
             p2p: true,
+            memops: true,
         }
     }
 }
@@ -82,7 +100,8 @@ impl Default for SimConfig {
 impl SimConfig {
     /// The configuration that `lookup` (a variable's name to its value) gives:
     /// `HIPFILE_SIM_DEVICES` (a count from 1 to 64, default 1), `HIPFILE_SIM_ROCM` (`5` or `6`,
-    /// default 6) and `HIPFILE_SIM_P2P` (`false` turns the P2P driver off; default on).
+    /// default 6), `HIPFILE_SIM_P2P` (`false` turns the P2P driver off; default on) and
+    /// `HIPFILE_SIM_MEMOPS` (`false` or `0` turns stream memory operations off; default on).
     /// Unparseable values fall back to the defaults. [`crate::PlatformOptions`] reads these with
     /// the rest of the platform options.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
@@ -99,6 +118,12 @@ impl SimConfig {
         if lookup("HIPFILE_SIM_P2P").is_some_and(|v| v.trim().eq_ignore_ascii_case("false")) {
             cfg.p2p = false;
         }
+        if lookup("HIPFILE_SIM_MEMOPS").is_some_and(|v| {
+            let v = v.trim();
+            v == "0" || v.eq_ignore_ascii_case("false")
+        }) {
+            cfg.memops = false;
+        }
         cfg
     }
 }
@@ -114,11 +139,70 @@ struct Allocation {
 
 type Job = Box<dyn FnOnce() -> HipResult<()> + Send>;
 
+/// How a simulated stream is ordered with the null stream of its device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamKind {
+    /// The null stream itself.
+    Null,
+    /// Ordered with the null stream (`hipStreamDefault`).
+    Blocking,
+    /// Not ordered with the null stream (`hipStreamNonBlocking`).
+    Independent,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    /// Jobs queued so far.
+    submitted: u64,
+    /// Jobs run so far; they run in the order queued.
+    completed: u64,
+}
+
+/// How far a stream got: the `n`th job queued has run once `completed >= n`.
+#[derive(Debug, Default)]
+struct Progress {
+    counts: Mutex<Counts>,
+    advanced: Condvar,
+}
+
+impl Progress {
+    fn submitted(&self) -> u64 {
+        lock(&self.counts).submitted
+    }
+
+    /// Count one more job queued; its ticket.
+    fn submit(&self) -> u64 {
+        let mut c = lock(&self.counts);
+        c.submitted += 1;
+        c.submitted
+    }
+
+    fn complete_one(&self) {
+        lock(&self.counts).completed += 1;
+        self.advanced.notify_all();
+    }
+
+    /// Wait until the job with ticket `n` (and every one before it) has run.
+    fn wait_for(&self, n: u64) {
+        let mut c = lock(&self.counts);
+        while c.completed < n {
+            c = self
+                .advanced
+                .wait(c)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
 #[derive(Debug)]
 struct SimStream {
     jobs: Sender<Job>,
     /// The first failure of queued work, reported (and cleared) by the next synchronize.
     failure: Arc<Mutex<Option<HipError>>>,
+    kind: StreamKind,
+    /// The device current when the stream was made.
+    device: i32,
+    progress: Arc<Progress>,
 }
 
 #[derive(Debug, Default)]
@@ -296,7 +380,13 @@ pub struct SimRuntime {
     config: SimConfig,
     allocations: AllocationTable,
     p2p: Arc<SimP2p>,
+    /// The streams made by the application, by handle.
     streams: Mutex<HashMap<usize, Arc<SimStream>>>,
+    /// The null stream of each device, made at its first use.
+    null_streams: Mutex<HashMap<i32, Arc<SimStream>>>,
+    /// Held while work is queued, so that the work a new job waits for (captured then) and the
+    /// job's own place in its queue form one consistent order: no two jobs wait for each other.
+    queue_order: Mutex<()>,
     events: Mutex<HashMap<usize, Arc<SimEvent>>>,
     next_handle: AtomicUsize,
     /// The most live allocations of each kind seen at once.
@@ -324,6 +414,8 @@ impl SimRuntime {
             }),
             allocations,
             streams: Mutex::new(HashMap::new()),
+            null_streams: Mutex::new(HashMap::new()),
+            queue_order: Mutex::new(()),
             events: Mutex::new(HashMap::new()),
             next_handle: AtomicUsize::new(1),
             peaks: Mutex::new(HashMap::new()),
@@ -403,18 +495,28 @@ impl SimRuntime {
         }
     }
 
-    /// Wait until every stream has drained (`hipDeviceSynchronize`).
+    /// Wait until every stream, null streams included, has run the work queued so far
+    /// (`hipDeviceSynchronize`); the first failure of that work.
     pub fn synchronize_all(&self) -> HipResult<()> {
-        let streams: Vec<usize> = lock(&self.streams).keys().copied().collect();
         let mut first = Ok(());
-        for s in streams {
-            if let Err(e) = self.synchronize_stream(s) {
+        for s in self.drain_all() {
+            if let Some(e) = lock(&s.failure).take() {
                 if first.is_ok() {
                     first = Err(e);
                 }
             }
         }
         first
+    }
+
+    /// Wait until every stream has run the work queued so far; the streams waited for.
+    fn drain_all(&self) -> Vec<Arc<SimStream>> {
+        let mut all: Vec<Arc<SimStream>> = lock(&self.null_streams).values().cloned().collect();
+        all.extend(lock(&self.streams).values().cloned());
+        for s in &all {
+            s.progress.wait_for(s.progress.submitted());
+        }
+        all
     }
 
     fn current(&self) -> i32 {
@@ -460,6 +562,8 @@ impl SimRuntime {
         if ptr == 0 {
             return Ok(());
         }
+        // As hipFree and cudaFree do: no queued work may still use the memory.
+        self.drain_all();
         let a = {
             let mut allocs = self
                 .allocations
@@ -503,15 +607,74 @@ impl SimRuntime {
         }
     }
 
-    fn stream(&self, id: usize) -> HipResult<Option<Arc<SimStream>>> {
+    /// Run `f` while `[ptr, ptr + len)` is known to lie inside one live allocation: the table's
+    /// read lock is held meanwhile, and memory is deallocated only after its entry is removed
+    /// under the write lock. `hipErrorInvalidValue` (and `f` not run) otherwise.
+    fn with_range(
+        allocations: &AllocationTable,
+        ptr: usize,
+        len: usize,
+        call: &'static str,
+        f: impl FnOnce(),
+    ) -> HipResult<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let allocs = allocations.read().unwrap_or_else(PoisonError::into_inner);
+        match Self::find(&allocs, ptr) {
+            Some((base, a)) if ptr + len <= base + a.len => {
+                f();
+                Ok(())
+            }
+            _ => Err(HipError::call(call, HipErrorCode::INVALID_VALUE)),
+        }
+    }
+
+    /// Synchronous work `f` on the device memory `[ptr, ptr + len)`: checked now, then run on the
+    /// null stream of the current device (so after its earlier work, and that of the blocking
+    /// streams) with the range checked again, and waited for.
+    ///
+    /// # Safety
+    /// `f` is sound to run while the range lies inside a live allocation; it may use memory the
+    /// caller borrows for the length of this call.
+    unsafe fn device_work(
+        &self,
+        ptr: usize,
+        len: usize,
+        call: &'static str,
+        f: impl FnOnce() + Send + 'static,
+    ) -> HipResult<()> {
+        self.check_range(ptr, len, call)?;
+        let allocations = Arc::clone(&self.allocations);
+        // SAFETY: the caller's contract: `f` may borrow for the length of this call, which
+        // `run_on_null` keeps.
+        unsafe {
+            self.run_on_null(Box::new(move || {
+                Self::with_range(&allocations, ptr, len, call, f)
+            }))
+        }
+    }
+
+    /// Stream number `id`; 0 is the null stream of the calling thread's current device.
+    fn stream(&self, id: usize) -> HipResult<Arc<SimStream>> {
         if id == 0 {
-            return Ok(None);
+            return self.null_stream(self.current());
         }
         lock(&self.streams)
             .get(&id)
             .cloned()
-            .map(Some)
             .ok_or_else(|| HipError::call("stream lookup", HipErrorCode::INVALID_HANDLE))
+    }
+
+    /// The null stream of `device`, made (with its worker) at its first use.
+    fn null_stream(&self, device: i32) -> HipResult<Arc<SimStream>> {
+        let mut nulls = lock(&self.null_streams);
+        if let Some(s) = nulls.get(&device) {
+            return Ok(Arc::clone(s));
+        }
+        let s = Self::spawn_stream(StreamKind::Null, device, format!("sim-null-{device}"))?;
+        nulls.insert(device, Arc::clone(&s));
+        Ok(s)
     }
 
     fn event(&self, id: usize) -> HipResult<Arc<SimEvent>> {
@@ -521,15 +684,71 @@ impl SimRuntime {
             .ok_or_else(|| HipError::call("event lookup", HipErrorCode::INVALID_HANDLE))
     }
 
-    /// Run `job` on stream number `stream` (inline for the null stream, 0).
+    /// Queue `job` on stream number `stream` (0: the null stream of the current device).
     fn enqueue(&self, stream: usize, job: Job) -> HipResult<()> {
-        match self.stream(stream)? {
-            None => job(),
-            Some(s) => s
-                .jobs
-                .send(job)
-                .map_err(|_| HipError::call("stream enqueue", HipErrorCode::INVALID_HANDLE)),
+        let s = self.stream(stream)?;
+        self.enqueue_on(&s, job).map(drop)
+    }
+
+    /// Queue `job` on `s`, behind the work it must wait for by the legacy default stream rules;
+    /// the job's ticket ([`Progress::wait_for`]).
+    fn enqueue_on(&self, s: &SimStream, job: Job) -> HipResult<u64> {
+        let _order = lock(&self.queue_order);
+        let waits_for: Vec<Arc<SimStream>> = match s.kind {
+            StreamKind::Independent => Vec::new(),
+            StreamKind::Blocking => lock(&self.null_streams)
+                .get(&s.device)
+                .cloned()
+                .into_iter()
+                .collect(),
+            StreamKind::Null => lock(&self.streams)
+                .values()
+                .filter(|b| b.kind == StreamKind::Blocking && b.device == s.device)
+                .cloned()
+                .collect(),
+        };
+        let earlier: Vec<(Arc<Progress>, u64)> = waits_for
+            .iter()
+            .map(|w| (Arc::clone(&w.progress), w.progress.submitted()))
+            .filter(|(p, n)| lock(&p.counts).completed < *n)
+            .collect();
+        let ticket = s.progress.submit();
+        let sent = s.jobs.send(Box::new(move || {
+            for (progress, n) in &earlier {
+                progress.wait_for(*n);
+            }
+            job()
+        }));
+        if sent.is_err() {
+            // The worker is gone; count the job as run, so nothing waits for it.
+            s.progress.complete_one();
+            return Err(HipError::call(
+                "stream enqueue",
+                HipErrorCode::INVALID_HANDLE,
+            ));
         }
+        Ok(ticket)
+    }
+
+    /// Run `job` as work on the null stream of the current device and wait for it: what a
+    /// synchronous copy or fill is on the legacy default stream. Its failure is returned here,
+    /// not kept for the stream's next synchronize.
+    ///
+    /// # Safety
+    /// `job` may use memory borrowed by the caller for as long as this call lasts: it runs before
+    /// this returns, or never.
+    unsafe fn run_on_null(&self, job: Job) -> HipResult<()> {
+        let s = self.stream(0)?;
+        let (tx, rx) = crossbeam_channel::bounded::<HipResult<()>>(1);
+        self.enqueue_on(
+            &s,
+            Box::new(move || {
+                let _ = tx.send(job());
+                Ok(())
+            }),
+        )?;
+        rx.recv()
+            .map_err(|_| HipError::call("null stream", HipErrorCode::UNKNOWN))?
     }
 
     /// Queue a copy of `len` bytes from `src` to `dst` on stream number `stream`, after checking
@@ -557,18 +776,30 @@ impl SimRuntime {
         )
     }
 
-    /// A new stream with its worker thread; its number.
-    fn create_stream(&self) -> HipResult<usize> {
+    /// A new stream of `kind` on the current device, with its worker thread; its number.
+    fn create_stream(&self, kind: StreamKind) -> HipResult<usize> {
+        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let s = Self::spawn_stream(kind, self.current(), format!("sim-stream-{id}"))?;
+        lock(&self.streams).insert(id, s);
+        Ok(id)
+    }
+
+    fn spawn_stream(kind: StreamKind, device: i32, name: String) -> HipResult<Arc<SimStream>> {
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
         let failure = Arc::new(Mutex::new(None));
-        let worker_failure = Arc::clone(&failure);
-        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let progress = Arc::new(Progress::default());
+        let (worker_failure, worker_progress) = (Arc::clone(&failure), Arc::clone(&progress));
         thread::Builder::new()
-            .name(format!("sim-stream-{id}"))
-            .spawn(move || Self::stream_worker(rx, worker_failure))
+            .name(name)
+            .spawn(move || Self::stream_worker(rx, worker_failure, worker_progress))
             .map_err(|_| HipError::call("hipStreamCreate", HipErrorCode::OUT_OF_MEMORY))?;
-        lock(&self.streams).insert(id, Arc::new(SimStream { jobs: tx, failure }));
-        Ok(id)
+        Ok(Arc::new(SimStream {
+            jobs: tx,
+            failure,
+            kind,
+            device,
+            progress,
+        }))
     }
 
     /// Forget stream number `stream`; its worker drains what is queued and exits.
@@ -580,22 +811,102 @@ impl SimRuntime {
             .ok_or_else(|| HipError::call("hipStreamDestroy", HipErrorCode::INVALID_HANDLE))
     }
 
-    /// Wait for the work queued on stream number `stream`; the first failure of that work.
+    /// Wait for the work queued on stream number `stream`; the first failure of that work. On
+    /// the null stream that is a job of its own, so it also waits for the earlier work of the
+    /// blocking streams, as `hipStreamSynchronize(0)` does.
     fn synchronize_stream(&self, stream: usize) -> HipResult<()> {
-        let Some(s) = self.stream(stream)? else {
-            return Ok(());
+        let s = self.stream(stream)?;
+        let ticket = match s.kind {
+            StreamKind::Null => self.enqueue_on(&s, Box::new(|| Ok(())))?,
+            StreamKind::Blocking | StreamKind::Independent => s.progress.submitted(),
         };
-        let (tx, rx) = crossbeam_channel::bounded::<()>(1);
-        s.jobs
-            .send(Box::new(move || {
-                let _ = tx.send(());
-                Ok(())
-            }))
-            .map_err(|_| HipError::call("hipStreamSynchronize", HipErrorCode::INVALID_HANDLE))?;
-        rx.recv()
-            .map_err(|_| HipError::call("hipStreamSynchronize", HipErrorCode::UNKNOWN))?;
+        s.progress.wait_for(ticket);
         let failure = lock(&s.failure).take();
         failure.map_or(Ok(()), Err)
+    }
+
+    /// Whether the work queued so far on stream number `stream` has run (`hipStreamQuery`).
+    fn stream_idle(&self, stream: usize) -> HipResult<bool> {
+        let s = self.stream(stream)?;
+        let c = lock(&s.progress.counts);
+        Ok(c.completed >= c.submitted)
+    }
+
+    /// The device of stream number `stream`; the current device for the null stream.
+    fn device_of_stream(&self, stream: usize) -> HipResult<i32> {
+        if stream == 0 {
+            return Ok(self.current());
+        }
+        lock(&self.streams)
+            .get(&stream)
+            .map(|s| s.device)
+            .ok_or_else(|| HipError::call("hipStreamGetDevice", HipErrorCode::INVALID_HANDLE))
+    }
+
+    /// Queue on stream number `stream` a wait until the `u32` at `addr` satisfies `ready`. The
+    /// word must lie inside memory the simulator tracks (4-byte aligned); the wait ends with
+    /// `hipErrorInvalidValue` (the stream's failure) if that memory goes away. Without stream
+    /// memory operations ([`SimConfig::memops`]) it is `hipErrorNotSupported`.
+    fn queue_value_wait(
+        &self,
+        stream: usize,
+        addr: usize,
+        ready: impl Fn(u32) -> bool + Send + 'static,
+    ) -> HipResult<()> {
+        const CALL: &str = "hipStreamWaitValue32";
+        if !self.config.memops {
+            return Err(HipError::call(CALL, HipErrorCode::NOT_SUPPORTED));
+        }
+        if addr % 4 != 0 {
+            return Err(HipError::call(CALL, HipErrorCode::INVALID_VALUE));
+        }
+        self.check_range(addr, 4, CALL)?;
+        let allocations = Arc::clone(&self.allocations);
+        self.enqueue(
+            stream,
+            Box::new(move || Self::wait_for_word(&allocations, addr, ready)),
+        )
+    }
+
+    /// Poll the `u32` at `addr` until `ready` says so: yield a few times, then sleep in steps of
+    /// at most 100 µs. No lock is held between polls (another thread stores the value).
+    fn wait_for_word(
+        allocations: &AllocationTable,
+        addr: usize,
+        ready: impl Fn(u32) -> bool,
+    ) -> HipResult<()> {
+        let mut polls = 0u32;
+        loop {
+            let value = {
+                let allocs = allocations.read().unwrap_or_else(PoisonError::into_inner);
+                match Self::find(&allocs, addr) {
+                    Some((base, a)) if addr + 4 <= base + a.len => {
+                        // SAFETY: the word is 4-byte aligned (checked when queued) and lies inside
+                        // a live allocation: it is in the table, and memory is deallocated only
+                        // after its entry is removed, under the write lock that this read lock
+                        // excludes. Every Rust writer of a flag word stores atomically
+                        // (`HostFlags`); the word is only read here.
+                        unsafe { AtomicU32::from_ptr(addr as *mut u32) }.load(Ordering::Acquire)
+                    }
+                    _ => {
+                        return Err(HipError::call(
+                            "hipStreamWaitValue32",
+                            HipErrorCode::INVALID_VALUE,
+                        ))
+                    }
+                }
+            };
+            if ready(value) {
+                return Ok(());
+            }
+            polls = polls.saturating_add(1);
+            if polls < 64 {
+                thread::yield_now();
+            } else {
+                let micros = u64::from(polls - 63).min(100);
+                thread::sleep(std::time::Duration::from_micros(micros));
+            }
+        }
     }
 
     /// A new event; its number.
@@ -663,14 +974,21 @@ impl SimRuntime {
         )
     }
 
-    fn stream_worker(jobs: Receiver<Job>, failure: Arc<Mutex<Option<HipError>>>) {
+    fn stream_worker(
+        jobs: Receiver<Job>,
+        failure: Arc<Mutex<Option<HipError>>>,
+        progress: Arc<Progress>,
+    ) {
         for job in jobs {
-            if let Err(e) = job() {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+                .unwrap_or_else(|_| Err(HipError::call("stream work", HipErrorCode::UNKNOWN)));
+            if let Err(e) = outcome {
                 let mut slot = lock(&failure);
                 if slot.is_none() {
                     *slot = Some(e);
                 }
             }
+            progress.complete_one();
         }
     }
 }
@@ -765,26 +1083,35 @@ impl GpuRuntime for SimRuntime {
     }
 
     unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()> {
-        self.check_range(dst, src.len(), "hipMemcpy")?;
-        // SAFETY: `dst` range lies inside a live allocation (checked above) and the caller
-        // guarantees exclusive access to it; `src` is a valid slice that cannot overlap device memory
-        // the caller owns exclusively.
-        unsafe { std::ptr::copy(src.as_ptr(), dst as *mut u8, src.len()) };
-        Ok(())
+        let (from, len) = (src.as_ptr() as usize, src.len());
+        // SAFETY: `run_on_null` runs the job before returning (or never), so `src` outlives it;
+        // the device side is checked by `device_work`, and the caller guarantees exclusive access
+        // to it; `src` is a valid slice that cannot overlap device memory the caller owns
+        // exclusively.
+        unsafe {
+            self.device_work(dst, len, "hipMemcpy", move || {
+                std::ptr::copy(from as *const u8, dst as *mut u8, len)
+            })
+        }
     }
 
     unsafe fn copy_from_device(&self, dst: &mut [u8], src: usize) -> HipResult<()> {
-        self.check_range(src, dst.len(), "hipMemcpy")?;
-        // SAFETY: `src` range lies inside a live allocation (checked above); `dst` is a valid slice.
-        unsafe { std::ptr::copy(src as *const u8, dst.as_mut_ptr(), dst.len()) };
-        Ok(())
+        let (to, len) = (dst.as_mut_ptr() as usize, dst.len());
+        // SAFETY: as in `copy_to_device`: `dst` is a valid, exclusive slice that outlives the job.
+        unsafe {
+            self.device_work(src, len, "hipMemcpy", move || {
+                std::ptr::copy(src as *const u8, to as *mut u8, len)
+            })
+        }
     }
 
     unsafe fn memset_device(&self, dst: usize, value: u8, len: usize) -> HipResult<()> {
-        self.check_range(dst, len, "hipMemset")?;
-        // SAFETY: range checked above; the caller guarantees exclusive access.
-        unsafe { std::ptr::write_bytes(dst as *mut u8, value, len) };
-        Ok(())
+        // SAFETY: the range is checked by `device_work`; the caller guarantees exclusive access.
+        unsafe {
+            self.device_work(dst, len, "hipMemset", move || {
+                std::ptr::write_bytes(dst as *mut u8, value, len)
+            })
+        }
     }
 
     unsafe fn copy_to_device_async(
@@ -810,9 +1137,36 @@ impl GpuRuntime for SimRuntime {
     }
 
     fn stream_create(&self) -> HipResult<StreamHandle> {
-        let id = self.create_stream()?;
+        let id = self.create_stream(StreamKind::Blocking)?;
         // SAFETY: the stream was just made and is used with this runtime only.
         Ok(unsafe { StreamHandle::from_raw(id) })
+    }
+
+    fn stream_create_independent(&self) -> HipResult<StreamHandle> {
+        let id = self.create_stream(StreamKind::Independent)?;
+        // SAFETY: the stream was just made and is used with this runtime only.
+        Ok(unsafe { StreamHandle::from_raw(id) })
+    }
+
+    fn stream_memops(&self, device: i32) -> bool {
+        self.config.memops && device >= 0 && device < self.config.devices
+    }
+
+    fn host_alloc_mapped(&self, len: usize) -> HipResult<NonNull<u8>> {
+        // Every pinned allocation of the simulator is reachable from its devices.
+        self.host_alloc(len)
+    }
+
+    unsafe fn host_device_pointer(&self, ptr: NonNull<u8>) -> HipResult<usize> {
+        let addr = ptr.as_ptr() as usize;
+        match self.pointer_info(addr)?.kind {
+            // The simulated devices see host memory at its host address.
+            MemoryKind::Host => Ok(addr),
+            _ => Err(HipError::call(
+                "hipHostGetDevicePointer",
+                HipErrorCode::INVALID_VALUE,
+            )),
+        }
     }
 
     // The simulator looks every handle up in its tables, so the handle calls below are sound for
@@ -824,6 +1178,40 @@ impl GpuRuntime for SimRuntime {
 
     unsafe fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
         self.synchronize_stream(stream.as_raw())
+    }
+
+    unsafe fn stream_device(&self, stream: StreamHandle) -> HipResult<i32> {
+        self.device_of_stream(stream.as_raw())
+    }
+
+    unsafe fn stream_wait_value(
+        &self,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()> {
+        self.queue_value_wait(stream.as_raw(), addr, move |v| v >= value)
+    }
+
+    unsafe fn memset_device_async(
+        &self,
+        dst: usize,
+        value: u8,
+        len: usize,
+        stream: StreamHandle,
+    ) -> HipResult<()> {
+        self.check_range(dst, len, "hipMemsetAsync")?;
+        let allocations = Arc::clone(&self.allocations);
+        self.enqueue(
+            stream.as_raw(),
+            Box::new(move || {
+                Self::with_range(&allocations, dst, len, "hipMemsetAsync", || {
+                    // SAFETY: the range lies inside a live allocation (held by `with_range`) and
+                    // the caller guarantees exclusive access until the fill completes.
+                    unsafe { std::ptr::write_bytes(dst as *mut u8, value, len) }
+                })
+            }),
+        )
     }
 
     fn event_create(&self) -> HipResult<EventHandle> {
@@ -1069,6 +1457,296 @@ mod tests {
         );
         assert!(DeviceGuard::switch(&rt, 2).is_err());
         assert_eq!(rt.current_device().unwrap(), 0);
+    }
+
+    use crate::stream_gate::HostFlags;
+    use std::time::Duration;
+
+    /// Long enough for a worker that is free to run queued work to have run it.
+    const SETTLE: Duration = Duration::from_millis(60);
+
+    /// A stream of `rt` (0: the null stream) held until word `slot` of `flags` is 1.
+    fn hold(rt: &Arc<dyn GpuRuntime>, stream: usize, flags: &HostFlags, slot: usize) {
+        // SAFETY: `stream` is 0 or a live stream of `rt`; the word is host-mapped memory of `rt`
+        // that the test stores before dropping the flags.
+        unsafe {
+            rt.stream_wait_value(
+                StreamHandle::from_raw(stream),
+                flags.device_addr(slot).unwrap(),
+                1,
+            )
+            .unwrap();
+        }
+    }
+
+    /// Queue on `stream` a copy of `byte` x 64 into `dev` (from a pinned source that lives until
+    /// the runtime drains) and a record of `event`.
+    fn queue_copy(
+        rt: &Arc<dyn GpuRuntime>,
+        stream: usize,
+        dev: &DeviceBuffer,
+        src: &PinnedBuffer,
+        event: &OwnedEvent,
+    ) {
+        // SAFETY: `src` and `dev` outlive every synchronisation of the test; `stream` is 0 or a
+        // live stream of `rt`; `event` is a live event of `rt`.
+        unsafe {
+            let s = StreamHandle::from_raw(stream);
+            rt.copy_to_device_async(dev.ptr(), src.as_ptr(), 64, s)
+                .unwrap();
+            rt.event_record(event.handle(), s).unwrap();
+        }
+    }
+
+    fn pinned_bytes(rt: &Arc<dyn GpuRuntime>, byte: u8) -> PinnedBuffer {
+        let mut p = PinnedBuffer::new(Arc::clone(rt), 64).unwrap();
+        p.as_mut_slice().fill(byte);
+        p
+    }
+
+    #[test]
+    fn the_null_stream_is_asynchronous_and_ordered() {
+        let rt = rt();
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        let dev = DeviceBuffer::new(Arc::clone(&rt), 64).unwrap();
+        let src = pinned_bytes(&rt, 7);
+        let done = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        hold(&rt, 0, &flags, 0);
+        queue_copy(&rt, 0, &dev, &src, &done);
+        let seen = Arc::clone(&order);
+        // SAFETY: the null stream is live for every runtime.
+        unsafe {
+            rt.launch_host_func(
+                StreamHandle::from_raw(0),
+                Box::new(move || lock(&seen).push(1)),
+            )
+            .unwrap();
+        }
+        thread::sleep(SETTLE);
+        assert!(
+            !done.query().unwrap(),
+            "work on the null stream waits behind the hold"
+        );
+        assert!(lock(&order).is_empty());
+        flags.store(0, 1).unwrap();
+        // SAFETY: the null stream is live for every runtime.
+        unsafe { rt.stream_synchronize(StreamHandle::from_raw(0)).unwrap() };
+        assert!(done.query().unwrap());
+        assert_eq!(*lock(&order), vec![1]);
+        assert_eq!(dev.to_vec().unwrap(), vec![7u8; 64]);
+    }
+
+    #[test]
+    fn blocking_streams_wait_for_earlier_null_work_and_independent_ones_do_not() {
+        let rt = rt();
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        let blocking = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let independent = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let (dev_b, dev_i) = (
+            DeviceBuffer::new(Arc::clone(&rt), 64).unwrap(),
+            DeviceBuffer::new(Arc::clone(&rt), 64).unwrap(),
+        );
+        let src = pinned_bytes(&rt, 3);
+        let (done_b, done_i) = (
+            OwnedEvent::new(Arc::clone(&rt)).unwrap(),
+            OwnedEvent::new(Arc::clone(&rt)).unwrap(),
+        );
+        hold(&rt, 0, &flags, 0);
+        queue_copy(&rt, blocking.handle().as_raw(), &dev_b, &src, &done_b);
+        queue_copy(&rt, independent.handle().as_raw(), &dev_i, &src, &done_i);
+        independent.synchronize().unwrap();
+        assert!(
+            done_i.query().unwrap(),
+            "an independent stream runs past a held null stream"
+        );
+        thread::sleep(SETTLE);
+        assert!(
+            !done_b.query().unwrap(),
+            "a blocking stream waits for earlier null work"
+        );
+        flags.store(0, 1).unwrap();
+        blocking.synchronize().unwrap();
+        assert_eq!(dev_b.to_vec().unwrap(), vec![3u8; 64]);
+        assert_eq!(dev_i.to_vec().unwrap(), vec![3u8; 64]);
+    }
+
+    #[test]
+    fn the_null_stream_and_synchronous_copies_wait_for_earlier_blocking_work() {
+        let rt = rt();
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        let blocking = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let independent = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let (dev_n, dev_i) = (
+            DeviceBuffer::new(Arc::clone(&rt), 64).unwrap(),
+            DeviceBuffer::new(Arc::clone(&rt), 64).unwrap(),
+        );
+        let src = pinned_bytes(&rt, 9);
+        let done_n = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        hold(&rt, blocking.handle().as_raw(), &flags, 0);
+        queue_copy(&rt, 0, &dev_n, &src, &done_n);
+        // A held independent stream does not hold the null stream.
+        let other = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        hold(&rt, independent.handle().as_raw(), &other, 0);
+        let sync_copy = {
+            let (rt, ptr) = (Arc::clone(&rt), dev_i.ptr());
+            thread::spawn(move || {
+                // SAFETY: `dev_i` outlives the join below; nothing else writes it meanwhile.
+                unsafe { rt.copy_to_device(ptr, &[5u8; 64]) }
+            })
+        };
+        thread::sleep(SETTLE);
+        assert!(
+            !done_n.query().unwrap(),
+            "null-stream work waits for earlier blocking work"
+        );
+        assert!(
+            !sync_copy.is_finished(),
+            "a synchronous copy runs on the null stream"
+        );
+        flags.store(0, 1).unwrap();
+        sync_copy.join().unwrap().unwrap();
+        done_n.synchronize().unwrap();
+        assert_eq!(dev_n.to_vec().unwrap(), vec![9u8; 64]);
+        assert_eq!(dev_i.to_vec().unwrap(), vec![5u8; 64]);
+        other.store(0, 1).unwrap();
+        independent.synchronize().unwrap();
+    }
+
+    #[test]
+    fn a_value_wait_holds_its_stream_until_the_value_is_reached_and_frees_wait_for_it() {
+        let sim = Arc::new(SimRuntime::default());
+        let rt: Arc<dyn GpuRuntime> = sim.clone();
+        assert!(rt.stream_memops(0));
+        let flags = HostFlags::new(Arc::clone(&rt), 2).unwrap();
+        let stream = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let passed = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        // SAFETY: the stream is live, the word is host-mapped memory of `rt` stored below.
+        unsafe {
+            rt.stream_wait_value(stream.handle(), flags.device_addr(1).unwrap(), 5)
+                .unwrap();
+        }
+        passed.record(&stream).unwrap();
+        let scratch = rt.device_alloc(64).unwrap();
+        let free = {
+            let rt = Arc::clone(&rt);
+            // SAFETY: `scratch` came from `device_alloc` and nothing uses it.
+            thread::spawn(move || unsafe { rt.device_free(scratch) })
+        };
+        flags.store(1, 4).unwrap();
+        thread::sleep(SETTLE);
+        assert!(!passed.query().unwrap(), "4 < 5: still held");
+        assert!(
+            !free.is_finished(),
+            "a free synchronizes every stream first"
+        );
+        flags.store(1, 6).unwrap();
+        passed.synchronize().unwrap();
+        free.join().unwrap().unwrap();
+        assert_eq!(sim.live_allocations(MemoryKind::Device), 0);
+    }
+
+    #[test]
+    fn without_memops_value_waits_are_not_supported() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::new(SimConfig {
+            memops: false,
+            ..SimConfig::default()
+        }));
+        assert!(!rt.stream_memops(0));
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        let stream = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        // SAFETY: the stream is live; the word is host-mapped memory of `rt`.
+        let r = unsafe { rt.stream_wait_value(stream.handle(), flags.device_addr(0).unwrap(), 1) };
+        assert!(
+            matches!(r, Err(HipError::Call { code, .. }) if code == HipErrorCode::NOT_SUPPORTED)
+        );
+        let off = SimConfig::from_lookup(|k| (k == "HIPFILE_SIM_MEMOPS").then(|| "false".into()));
+        assert!(!off.memops);
+    }
+
+    #[test]
+    fn value_waits_refuse_words_the_simulator_does_not_track() {
+        let rt = rt();
+        let stream = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let pageable = Box::new(0u32);
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        for addr in [
+            &*pageable as *const u32 as usize,
+            flags.device_addr(0).unwrap() + 2,
+        ] {
+            // SAFETY: the simulator checks the word and refuses it before queuing anything.
+            let r = unsafe { rt.stream_wait_value(stream.handle(), addr, 1) };
+            assert!(
+                matches!(r, Err(HipError::Call { code, .. }) if code == HipErrorCode::INVALID_VALUE)
+            );
+        }
+        stream.synchronize().unwrap();
+    }
+
+    #[test]
+    fn streams_know_their_device_and_bogus_handles_are_invalid() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::new(SimConfig {
+            devices: 2,
+            ..SimConfig::default()
+        }));
+        rt.set_device(1).unwrap();
+        let blocking = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let independent = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        rt.set_device(0).unwrap();
+        let on_zero = rt.stream_create().unwrap();
+        let invalid = |r: HipResult<i32>| matches!(r, Err(HipError::Call { code, .. }) if code == HipErrorCode::INVALID_HANDLE);
+        // SAFETY: the simulator looks every handle up; stale and made-up ones are refused.
+        unsafe {
+            assert_eq!(rt.stream_device(blocking.handle()).unwrap(), 1);
+            assert_eq!(rt.stream_device(independent.handle()).unwrap(), 1);
+            assert_eq!(rt.stream_device(on_zero).unwrap(), 0);
+            assert_eq!(rt.stream_device(StreamHandle::from_raw(0)).unwrap(), 0);
+            rt.set_device(1).unwrap();
+            assert_eq!(
+                rt.stream_device(StreamHandle::from_raw(0)).unwrap(),
+                1,
+                "null: the current device"
+            );
+            rt.set_device(0).unwrap();
+            rt.stream_destroy(on_zero).unwrap();
+            assert!(invalid(rt.stream_device(on_zero)));
+            assert!(invalid(rt.stream_device(StreamHandle::from_raw(0xdead))));
+        }
+    }
+
+    #[test]
+    fn host_mapped_memory_is_seen_by_the_device_at_its_host_address() {
+        let rt = rt();
+        let p = rt.host_alloc_mapped(64).unwrap();
+        // SAFETY: `p` is live host-mapped memory of `rt`; the device buffer's address is not
+        // pinned host memory and is refused.
+        unsafe {
+            assert_eq!(rt.host_device_pointer(p).unwrap(), p.as_ptr() as usize);
+            let dev = DeviceBuffer::new(Arc::clone(&rt), 64).unwrap();
+            let not_host = NonNull::new(dev.ptr() as *mut u8).unwrap();
+            assert!(rt.host_device_pointer(not_host).is_err());
+            rt.host_free(p).unwrap();
+        }
+    }
+
+    #[test]
+    fn asynchronous_fills_run_on_their_stream() {
+        let rt = rt();
+        let dev = DeviceBuffer::new(Arc::clone(&rt), 4096).unwrap();
+        let stream = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        // SAFETY: the range is `dev`'s allocation; the second one runs past it and is refused.
+        unsafe {
+            rt.memset_device_async(dev.ptr() + 100, 0xee, 200, stream.handle())
+                .unwrap();
+            assert!(rt
+                .memset_device_async(dev.ptr() + 4000, 1, 200, stream.handle())
+                .is_err());
+        }
+        stream.synchronize().unwrap();
+        let bytes = dev.to_vec().unwrap();
+        assert!(bytes[..100].iter().all(|b| *b == 0));
+        assert!(bytes[100..300].iter().all(|b| *b == 0xee));
+        assert!(bytes[300..].iter().all(|b| *b == 0));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::device_range::DeviceRange;
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::runtime::{DeviceGuard, GpuRuntime, OwnedEvent, OwnedStream, PinnedBuffer};
+use crate::runtime::{DeviceGuard, GpuRuntime, OwnedEvent, OwnedStream, PinnedBuffer, StreamOrder};
 
 /// Which step of making a lane failed, so the caller can name the resource.
 #[derive(Debug)]
@@ -47,6 +47,7 @@ pub struct StagingLane {
     device: i32,
     chunk: usize,
     wait: EventWait,
+    order: StreamOrder,
     buffer: PinnedBuffer,
     stream: OwnedStream,
     events: [OwnedEvent; 2],
@@ -58,22 +59,27 @@ pub struct StagingLane {
 impl StagingLane {
     /// A lane on `device` with halves of `chunk` bytes; the pinned memory is touched, so the
     /// first piece staged through it pays no page faults. The caller's current device is left
-    /// as it was. `wait` says how the lane waits for its copies.
+    /// as it was. `wait` says how the lane waits for its copies; `order` how its stream is
+    /// ordered with the null stream ([`StreamOrder::Independent`] for work that must never queue
+    /// behind an application's stream).
     pub fn new(
         runtime: &Arc<dyn GpuRuntime>,
         device: i32,
         chunk: usize,
         wait: EventWait,
+        order: StreamOrder,
     ) -> Result<Self, LaneError> {
         let _on_device = DeviceGuard::switch(&**runtime, device).map_err(LaneError::Device)?;
         let buffer = PinnedBuffer::new(Arc::clone(runtime), chunk.saturating_mul(2))
             .map_err(LaneError::Pinned)?;
-        let stream = OwnedStream::new(Arc::clone(runtime)).map_err(LaneError::Stream)?;
+        let stream =
+            OwnedStream::with_order(Arc::clone(runtime), order).map_err(LaneError::Stream)?;
         let event = || OwnedEvent::new(Arc::clone(runtime)).map_err(LaneError::Stream);
         Ok(StagingLane {
             device,
             chunk,
             wait,
+            order,
             buffer,
             stream,
             events: [event()?, event()?],
@@ -85,6 +91,11 @@ impl StagingLane {
     /// The device this lane copies to and from.
     pub fn device(&self) -> i32 {
         self.device
+    }
+
+    /// How the lane's stream is ordered with the null stream.
+    pub fn order(&self) -> StreamOrder {
+        self.order
     }
 
     /// Bytes in each half.
@@ -224,6 +235,7 @@ impl fmt::Debug for StagingLane {
         f.debug_struct("StagingLane")
             .field("device", &self.device)
             .field("chunk", &self.chunk)
+            .field("order", &self.order)
             .field("pending", &self.pending)
             .finish()
     }
@@ -250,7 +262,14 @@ mod tests {
         let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
         let dev = DeviceBuffer::new(rt.clone(), 8192).unwrap();
         let range = DeviceRange::query(&rt, dev.ptr(), 8192).unwrap();
-        let mut lane = StagingLane::new(&rt, 0, 4096, EventWait::Yield).unwrap();
+        let mut lane = StagingLane::new(
+            &rt,
+            0,
+            4096,
+            EventWait::Yield,
+            StreamOrder::WithDefaultStream,
+        )
+        .unwrap();
         for (slot, byte) in [(0, 1u8), (1, 2u8)] {
             lane.half_mut(slot).unwrap().fill(byte);
             lane.upload(slot, &range.slice(slot * 4096, 4096).unwrap())
@@ -271,7 +290,14 @@ mod tests {
         let other: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
         let dev = DeviceBuffer::new(rt.clone(), 8192).unwrap();
         let foreign = DeviceBuffer::new(other.clone(), 4096).unwrap();
-        let mut lane = StagingLane::new(&rt, 0, 4096, EventWait::Yield).unwrap();
+        let mut lane = StagingLane::new(
+            &rt,
+            0,
+            4096,
+            EventWait::Yield,
+            StreamOrder::WithDefaultStream,
+        )
+        .unwrap();
         let big = DeviceRange::query(&rt, dev.ptr(), 8192).unwrap();
         assert!(lane.upload(0, &big).is_err());
         assert!(lane.upload(2, &big.slice(0, 16).unwrap()).is_err());
@@ -287,8 +313,10 @@ mod tests {
             ..SimConfig::default()
         }));
         let rt: Arc<dyn GpuRuntime> = sim.clone();
-        let lane = StagingLane::new(&rt, 1, 4096, EventWait::Runtime).unwrap();
+        let lane =
+            StagingLane::new(&rt, 1, 4096, EventWait::Runtime, StreamOrder::Independent).unwrap();
         assert_eq!(lane.device(), 1);
+        assert_eq!(lane.order(), StreamOrder::Independent);
         assert_eq!(rt.current_device().unwrap(), 0);
         assert_eq!(sim.live_allocations(MemoryKind::Host), 1);
         drop(lane);

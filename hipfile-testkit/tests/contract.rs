@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use hipfile_hip::{contract, GpuRuntime, HipError, HipErrorCode};
+use hipfile_hip::{contract, GpuRuntime, HipError, HipErrorCode, Hold};
 use hipfile_testkit::target::runtime_under_test;
 
 fn runtime() -> Arc<dyn GpuRuntime> {
@@ -56,4 +56,29 @@ fn stale_handles_are_refused() {
         !matches!(event, Ok(true)),
         "querying a destroyed event answered {event:?}"
     );
+}
+
+#[test]
+fn streams_of_both_orders_run_copies_and_know_their_device() {
+    contract::streams_of_both_orders_run_copies_and_know_their_device(&runtime());
+}
+
+#[test]
+fn asynchronous_fills_write_their_range() {
+    contract::asynchronous_fills_write_their_range(&runtime());
+}
+
+#[test]
+fn a_host_function_hold_keeps_its_stream_until_the_flag_is_stored() {
+    contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&runtime(), Hold::HostFunction)
+        .unwrap();
+}
+
+#[test]
+fn a_memop_hold_keeps_its_stream_until_the_flag_is_stored() {
+    if let Err(reason) =
+        contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&runtime(), Hold::Memop)
+    {
+        hipfile_testkit::ledger::skip(&reason);
+    }
 }

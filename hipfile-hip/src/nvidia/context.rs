@@ -47,6 +47,14 @@ impl NvidiaRuntime {
     /// Make the primary context of `device` current until the guard drops, unless it already is.
     pub(super) fn enter_context(&self, device: i32) -> HipResult<ContextGuard<'_>> {
         let target = self.primary_context(device)?;
+        self.enter_raw_context(target)
+    }
+
+    /// Make `target` current until the guard drops, unless it already is.
+    ///
+    /// `target` is a context that stays alive meanwhile (a primary context this runtime retained,
+    /// or the context of a live stream).
+    pub(super) fn enter_raw_context(&self, target: RawContext) -> HipResult<ContextGuard<'_>> {
         let drv = self.driver()?;
         let mut previous: RawContext = std::ptr::null_mut();
         // SAFETY: `previous` is a valid out-pointer.
@@ -58,7 +66,7 @@ impl NvidiaRuntime {
                 previous: None,
             });
         }
-        // SAFETY: `target` is a primary context this runtime retained and still holds.
+        // SAFETY: `target` is alive for the guard's length (the caller's contract).
         let rc = unsafe { (drv.ctx_set_current)(target) };
         self.check_driver("cuCtxSetCurrent", rc)?;
         Ok(ContextGuard {

@@ -30,11 +30,13 @@
 //!
 //! The calls the CUDA runtime shares with HIP are made by the code both platforms share, spelled
 //! the CUDA way (`symbols`); this module adds what is NVIDIA's own: errors (`errors`), pointer
-//! queries and the device switch around memory work (`memory`), and driver contexts (`context`).
+//! queries and the device switch around memory work (`memory`), driver contexts (`context`), and
+//! what the driver alone knows of streams (`streams`: their device, the stream memory wait).
 
 mod context;
 mod errors;
 mod memory;
+mod streams;
 mod symbols;
 
 use std::collections::HashMap;
@@ -248,6 +250,25 @@ impl LoadedRuntime for NvidiaRuntime {
     /// [`crate::p2p::cufile`]): without it cuFile is one more staged engine, and ours is faster.
     fn p2p_driver(&self) -> Option<Arc<dyn crate::P2pDriver>> {
         crate::p2p::cufile::cufile_driver(self.cufile_force)
+    }
+
+    unsafe fn device_of_stream(&self, stream: crate::StreamHandle) -> HipResult<i32> {
+        // SAFETY: the caller's contract.
+        unsafe { self.stream_device_of(stream) }
+    }
+
+    fn memops(&self, device: i32) -> bool {
+        self.stream_memops_on(device)
+    }
+
+    unsafe fn wait_value(
+        &self,
+        stream: crate::StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.queue_stream_wait(stream, addr, value) }
     }
 
     /// Work on memory of another device switches to that device for the call and back.

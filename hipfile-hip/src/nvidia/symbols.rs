@@ -7,7 +7,7 @@ use libloading::Library;
 
 use super::memory::RawPointerAttributes;
 use crate::error::HipResult;
-use crate::loaded::{symbol, CommonApi, Dialect};
+use crate::loaded::{symbol, CommonApi, Dialect, RawStream};
 
 /// `CUcontext`.
 pub(super) type RawContext = *mut c_void;
@@ -31,6 +31,8 @@ static CUDA: Dialect = Dialect {
     memcpy: "cudaMemcpy",
     memcpy_async: "cudaMemcpyAsync",
     memset: "cudaMemset",
+    memset_async: "cudaMemsetAsync",
+    host_get_device_pointer: "cudaHostGetDevicePointer",
     stream_create_with_flags: "cudaStreamCreateWithFlags",
     stream_destroy: "cudaStreamDestroy",
     stream_synchronize: "cudaStreamSynchronize",
@@ -45,6 +47,8 @@ static CUDA: Dialect = Dialect {
     get_error_string: "cudaGetErrorString",
     // `cudaHostAllocPortable`: pinned staging memory usable from every device's context.
     host_alloc_flags: 1,
+    // `cudaHostAllocPortable | cudaHostAllocMapped`.
+    host_alloc_mapped_flags: 0x1 | 0x2,
     not_ready: CUDA_NOT_READY,
 };
 
@@ -56,6 +60,22 @@ pub(super) struct RuntimeApi {
     pub pointer_get_attributes:
         unsafe extern "C" fn(*mut RawPointerAttributes, *const c_void) -> i32,
     pub get_error_name: unsafe extern "C" fn(i32) -> *const c_char,
+    /// `cudaStreamGetDevice`, exported from CUDA 12.8 on.
+    pub stream_get_device: Option<unsafe extern "C" fn(RawStream, *mut i32) -> i32>,
+}
+
+/// The stream memory wait the driver offers.
+#[derive(Clone, Copy)]
+pub(super) struct StreamWaitValue {
+    /// `cuStreamWaitValue32_v2`, else `cuStreamWaitValue32`:
+    /// `(CUstream, CUdeviceptr, cuuint32_t value, unsigned flags)`.
+    pub call: unsafe extern "C" fn(RawStream, DevicePtr, u32, u32) -> i32,
+    /// The symbol resolved (the call name its errors carry).
+    pub name: &'static str,
+    /// Whether it is the legacy entry point, usable only where the device attribute
+    /// `CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1` says so; the `_v2` one is available on
+    /// every device.
+    pub legacy: bool,
 }
 
 /// Every CUDA driver entry point the platform calls, resolved at load.
@@ -70,6 +90,13 @@ pub(super) struct DriverApi {
     pub ctx_get_current: unsafe extern "C" fn(*mut RawContext) -> i32,
     pub ctx_set_current: unsafe extern "C" fn(RawContext) -> i32,
     pub device_get: unsafe extern "C" fn(*mut i32, i32) -> i32,
+    /// Optional: a driver without it has no stream memory operations.
+    pub stream_wait_value: Option<StreamWaitValue>,
+    /// `cuStreamGetCtx`, `cuCtxGetDevice` and `cuDeviceGetAttribute`: optional, the device of a
+    /// stream through the driver, and the legacy stream memory operations check.
+    pub stream_get_ctx: Option<unsafe extern "C" fn(RawStream, *mut RawContext) -> i32>,
+    pub ctx_get_device: Option<unsafe extern "C" fn(*mut i32) -> i32>,
+    pub device_get_attribute: Option<unsafe extern "C" fn(*mut i32, i32, i32) -> i32>,
 }
 
 impl RuntimeApi {
@@ -87,6 +114,8 @@ impl RuntimeApi {
             driver_get_version: sym!("cudaDriverGetVersion"),
             pointer_get_attributes: sym!("cudaPointerGetAttributes"),
             get_error_name: sym!("cudaGetErrorName"),
+            // SAFETY: declared with its cuda_runtime_api.h signature (CUDA 12.8+).
+            stream_get_device: unsafe { symbol(lib, library, "cudaStreamGetDevice") }.ok(),
         })
     }
 }
@@ -119,6 +148,28 @@ impl DriverApi {
             ctx_get_current: sym!("cuCtxGetCurrent"),
             ctx_set_current: sym!("cuCtxSetCurrent"),
             device_get: sym!("cuDeviceGet"),
+            stream_wait_value: resolve_stream_wait_value(lib, library),
+            // SAFETY: declared with its cuda.h signature.
+            stream_get_ctx: unsafe { symbol(lib, library, "cuStreamGetCtx") }.ok(),
+            // SAFETY: declared with its cuda.h signature.
+            ctx_get_device: unsafe { symbol(lib, library, "cuCtxGetDevice") }.ok(),
+            // SAFETY: declared with its cuda.h signature.
+            device_get_attribute: unsafe { symbol(lib, library, "cuDeviceGetAttribute") }.ok(),
         })
     }
+}
+
+/// `cuStreamWaitValue32_v2`, else the legacy `cuStreamWaitValue32` (same signature), else none.
+fn resolve_stream_wait_value(lib: &Library, library: &str) -> Option<StreamWaitValue> {
+    for (name, legacy) in [
+        ("cuStreamWaitValue32_v2", false),
+        ("cuStreamWaitValue32", true),
+    ] {
+        // SAFETY: both are declared in cuda.h as
+        // `CUresult (CUstream, CUdeviceptr, cuuint32_t, unsigned int)`.
+        if let Ok(call) = unsafe { symbol(lib, library, name) } {
+            return Some(StreamWaitValue { call, name, legacy });
+        }
+    }
+    None
 }

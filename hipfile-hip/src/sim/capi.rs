@@ -11,7 +11,7 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::SimRuntime;
+use super::{SimRuntime, StreamKind};
 use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::runtime::{GpuRuntime, MemoryKind};
 
@@ -80,8 +80,11 @@ pub unsafe fn put_new<T>(out: *mut T, make: impl FnOnce() -> HipResult<T>) -> Hi
 }
 
 /// A C stream handle (`hipStream_t`, `cudaStream_t`): the simulator's stream number as a
-/// pointer; NULL is the null stream, whose work runs inline.
+/// pointer; NULL is the null stream (the legacy default stream of the current device).
 pub type CStream = *mut c_void;
+
+/// `hipStreamNonBlocking` / `cudaStreamNonBlocking`: a stream not ordered with the null stream.
+pub const STREAM_NON_BLOCKING: u32 = 1;
 
 /// A C event handle (`hipEvent_t`, `cudaEvent_t`): the simulator's event number as a pointer.
 pub type CEvent = *mut c_void;
@@ -139,7 +142,7 @@ impl SimRuntime {
     /// device-to-host copies check the device range. Other directions check every side the
     /// simulator tracks, and device-to-device also demands that both are tracked; a `None`
     /// direction (a memcpy kind the ABI does not know) is `hipErrorInvalidMemcpyDirection`. With a
-    /// stream the copy is queued on it (inline on the NULL stream); without, it runs now.
+    /// stream the copy is queued on it; without, it runs on the null stream and is waited for.
     ///
     /// # Safety
     /// The host sides of the copy are valid for `size` bytes until the copy completes.
@@ -180,9 +183,14 @@ impl SimRuntime {
             }
             (direction, None) => {
                 self.check_generic_copy(dst, src, size, direction)?;
-                // SAFETY: tracked sides were checked above, the caller vouches for the others.
-                unsafe { raw_copy(dst, src, size) };
-                Ok(())
+                // SAFETY: tracked sides were checked above, the caller vouches for the others;
+                // `run_on_null` runs the copy before returning, while the caller keeps both sides.
+                unsafe {
+                    self.run_on_null(Box::new(move || {
+                        raw_copy(dst, src, size);
+                        Ok(())
+                    }))
+                }
             }
             (direction, Some(stream)) => {
                 self.check_generic_copy(dst, src, size, direction)?;
@@ -198,11 +206,12 @@ impl SimRuntime {
         }
     }
 
-    /// Fill `size` bytes at `dst` with `value` as the C runtimes' memset does. Now (no stream): a
-    /// NULL `dst` is `hipErrorInvalidValue` and the range must lie inside one allocation. Queued
-    /// on a stream (inline on the NULL stream): zero bytes succeed whatever `dst`, otherwise the
-    /// range must lie inside one allocation when queued; it is checked again when the fill runs,
-    /// which then does nothing if the memory is gone.
+    /// Fill `size` bytes at `dst` with `value` as the C runtimes' memset does. Synchronous (no
+    /// stream; it runs on the null stream and is waited for): a NULL `dst` is
+    /// `hipErrorInvalidValue` and the range must lie inside one allocation. Queued on a stream:
+    /// zero bytes succeed whatever `dst`, otherwise the range must lie inside one allocation when
+    /// queued; it is checked again when the fill runs, which then does nothing if the memory is
+    /// gone.
     ///
     /// # Safety
     /// Nothing else accesses the range until the fill completes.
@@ -228,11 +237,11 @@ impl SimRuntime {
         self.queue_host_fn(
             stream as usize,
             Box::new(move || {
-                if Self::check_range_in(&allocations, dst, size, "memset").is_ok() {
-                    // SAFETY: the range lies inside a live allocation (checked just now) and the
-                    // caller guarantees exclusive access until the fill completes.
-                    unsafe { std::ptr::write_bytes(dst as *mut u8, value, size) };
-                }
+                let _gone = Self::with_range(&allocations, dst, size, "memset", || {
+                    // SAFETY: the range lies inside a live allocation (held by `with_range`) and
+                    // the caller guarantees exclusive access until the fill completes.
+                    unsafe { std::ptr::write_bytes(dst as *mut u8, value, size) }
+                });
             }),
         )
     }
@@ -264,9 +273,76 @@ impl SimRuntime {
     // `hipErrorInvalidHandle` (NULL is the null stream where a stream is asked for), as the C
     // libraries promise.
 
-    /// A new stream (`hipStreamCreate`, `cudaStreamCreate`).
+    /// A new stream (`hipStreamCreate`, `cudaStreamCreate`), ordered with the null stream.
     pub fn create_c_stream(&self) -> HipResult<CStream> {
-        Ok(self.create_stream()? as CStream)
+        self.create_c_stream_with_flags(0)
+    }
+
+    /// A new stream (`hipStreamCreateWithFlags`, `cudaStreamCreateWithFlags`): flags 0
+    /// (`hipStreamDefault`) orders it with the null stream, [`STREAM_NON_BLOCKING`] does not;
+    /// other flags are `hipErrorInvalidValue`.
+    pub fn create_c_stream_with_flags(&self, flags: u32) -> HipResult<CStream> {
+        let kind = match flags {
+            0 => StreamKind::Blocking,
+            STREAM_NON_BLOCKING => StreamKind::Independent,
+            _ => return Err(invalid("stream flags")),
+        };
+        Ok(self.create_stream(kind)? as CStream)
+    }
+
+    /// The device of `stream` (`hipStreamGetDevice`, `cudaStreamGetDevice`); the current device
+    /// for the NULL stream.
+    pub fn c_stream_device(&self, stream: CStream) -> HipResult<i32> {
+        self.device_of_stream(stream as usize)
+    }
+
+    /// `Ok` once all work queued on `stream` has run, `hipErrorNotReady` before
+    /// (`hipStreamQuery`, `cudaStreamQuery`).
+    pub fn stream_status(&self, stream: CStream) -> HipResult<()> {
+        match self.stream_idle(stream as usize)? {
+            true => Ok(()),
+            false => Err(HipError::call("stream query", HipErrorCode::NOT_READY)),
+        }
+    }
+
+    /// Queue on `stream` a wait until the `u32` at `ptr` passes the test `flags` names, with
+    /// HIP's `hipStreamWaitValue*` numbering (CUDA's `CU_STREAM_WAIT_VALUE_*` is the same):
+    /// 0 `(*ptr & mask) >= value`, 1 `(*ptr & mask) == value`, 2 `(*ptr & mask) & value != 0`,
+    /// 3 `!((*ptr & mask) | (value & mask)) != 0`. Other flags are `hipErrorInvalidValue`; so is
+    /// a word that is not 4-byte aligned or not inside memory the simulator tracks. Without
+    /// stream memory operations it is `hipErrorNotSupported`.
+    pub fn wait_c_value(
+        &self,
+        stream: CStream,
+        ptr: *mut c_void,
+        value: u32,
+        flags: u32,
+        mask: u32,
+    ) -> HipResult<()> {
+        let test: fn(u32, u32) -> bool = match flags {
+            0 => |word, value| word >= value,
+            1 => |word, value| word == value,
+            2 => |word, value| word & value != 0,
+            3 => |word, value| !(word | value) != 0,
+            _ => return Err(invalid("wait value flags")),
+        };
+        let value = if flags == 3 { value & mask } else { value };
+        self.queue_value_wait(stream as usize, ptr as usize, move |word| {
+            test(word & mask, value)
+        })
+    }
+
+    /// The device address of pinned host memory at `host` (`hipHostGetDevicePointer`,
+    /// `cudaHostGetDevicePointer`): the simulated devices see host memory at its host address.
+    /// `flags` must be 0; memory that is not pinned by the simulator is `hipErrorInvalidValue`.
+    pub fn host_c_device_pointer(&self, host: *mut c_void, flags: u32) -> HipResult<*mut c_void> {
+        if flags != 0 || host.is_null() {
+            return Err(invalid("host device pointer"));
+        }
+        match self.pointer_info(host as usize)?.kind {
+            MemoryKind::Host => Ok(host),
+            _ => Err(invalid("host device pointer")),
+        }
     }
 
     /// Destroy `stream`; its queued work still completes.

@@ -110,9 +110,15 @@ thread_local! {
     static CURRENT_CONTEXT: Cell<usize> = const { Cell::new(0) };
 }
 
-/// The process-wide simulator, built from the environment at first use.
+/// The process-wide simulator, built from the environment at first use. Stream memory
+/// operations are always on: `cuStreamWaitValue32_v2` works on every device of a CUDA 12 driver,
+/// so `HIPFILE_SIM_MEMOPS` does not apply here.
 fn sim() -> &'static SimRuntime {
-    SIM.get_or_init(|| SimRuntime::new(PlatformOptions::from_env().sim))
+    SIM.get_or_init(|| {
+        let mut config = PlatformOptions::from_env().sim;
+        config.memops = true;
+        SimRuntime::new(config)
+    })
 }
 
 /// A failure on its way to becoming a CUDA error number.
@@ -377,6 +383,24 @@ pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags
     })
 }
 
+/// `cudaHostGetDevicePointer`: the device address of pinned host memory, which is its host
+/// address in the simulator. `flags` must be 0; memory the simulator did not pin is
+/// `cudaErrorInvalidValue`.
+///
+/// # Safety
+/// `dev_ptr` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn cudaHostGetDevicePointer(
+    dev_ptr: *mut *mut c_void,
+    host_ptr: *mut c_void,
+    flags: c_uint,
+) -> c_int {
+    run(|| {
+        // SAFETY: the caller's contract.
+        Ok(unsafe { capi::put_new(dev_ptr, || sim().host_c_device_pointer(host_ptr, flags)) }?)
+    })
+}
+
 /// `cudaFreeHost`: NULL is a no-op.
 ///
 /// # Safety
@@ -403,7 +427,7 @@ pub unsafe extern "C" fn cudaMemcpy(
     run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, None) }?))
 }
 
-/// `cudaMemcpyAsync`: queued on `stream` (inline on the NULL stream).
+/// `cudaMemcpyAsync`: queued on `stream`.
 ///
 /// # Safety
 /// The host sides of the copy stay valid for `size` bytes until the copy completes.
@@ -430,23 +454,52 @@ pub unsafe extern "C" fn cudaMemset(dst: *mut c_void, value: c_int, size: usize)
     run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, None) }?))
 }
 
+/// `cudaMemsetAsync`: queued on `stream`.
+///
+/// # Safety
+/// Nothing else accesses the range until the fill completes (the range itself is checked).
+#[no_mangle]
+pub unsafe extern "C" fn cudaMemsetAsync(
+    dst: *mut c_void,
+    value: c_int,
+    size: usize,
+    s: CudaStream,
+) -> c_int {
+    let s = Some(s);
+    // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
+    run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, s) }?))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Runtime API: streams, events, host functions.
 
-/// `cudaStreamCreateWithFlags`: `flags` is `cudaStreamDefault` (0) or `cudaStreamNonBlocking` (1);
-/// every simulated stream is independent of the NULL stream.
+/// `cudaStreamCreateWithFlags`: `cudaStreamDefault` (0) makes a stream ordered with the NULL
+/// stream, `cudaStreamNonBlocking` (1) one that is not; other flags are `cudaErrorInvalidValue`.
 ///
 /// # Safety
 /// `out` is NULL or valid for writing a `cudaStream_t`.
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamCreateWithFlags(out: *mut CudaStream, flags: c_uint) -> c_int {
-    run(|| {
-        if flags > 1 {
-            return Err(fail(code::INVALID_VALUE));
-        }
-        // SAFETY: the caller's contract.
-        Ok(unsafe { capi::put_new(out, || sim().create_c_stream()) }?)
-    })
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(out, || sim().create_c_stream_with_flags(flags)) }?))
+}
+
+/// `cudaStreamGetDevice` (CUDA 12.8+): the device the stream was made on; the current device for
+/// NULL.
+///
+/// # Safety
+/// `device` is NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamGetDevice(s: CudaStream, device: *mut c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(device, || sim().c_stream_device(s)) }?))
+}
+
+/// `cudaStreamQuery`: `cudaSuccess` when the stream's queued work has run, `cudaErrorNotReady`
+/// otherwise.
+#[no_mangle]
+pub extern "C" fn cudaStreamQuery(s: CudaStream) -> c_int {
+    run(|| Ok(sim().stream_status(s)?))
 }
 
 /// `cudaStreamDestroy`: queued work still completes.
@@ -721,6 +774,89 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
     })
 }
 
+/// `cuStreamWaitValue32_v2`: later work on `stream` waits until the word at `addr` passes the
+/// test `flags` names (`CU_STREAM_WAIT_VALUE_GEQ` 0, `EQ` 1, `AND` 2, `NOR` 3). The simulator
+/// compares `GEQ` plainly, where CUDA compares cyclically; the two agree for values that only
+/// grow by less than 2^31. The word must be 4-byte aligned memory the simulator tracks, else
+/// `CUDA_ERROR_INVALID_VALUE`, as are other flags.
+#[no_mangle]
+pub extern "C" fn cuStreamWaitValue32_v2(
+    s: CudaStream,
+    addr: CuDevicePtr,
+    value: u32,
+    flags: c_uint,
+) -> c_int {
+    run(|| {
+        driver_ready()?;
+        let ptr = usize::try_from(addr).map_err(|_| fail(code::INVALID_VALUE))?;
+        Ok(sim().wait_c_value(s, ptr as *mut c_void, value, flags, u32::MAX)?)
+    })
+}
+
+/// `cuStreamGetCtx`: the primary context of the stream's device; for the NULL stream, the
+/// current context (`CUDA_ERROR_INVALID_CONTEXT` when there is none).
+///
+/// # Safety
+/// `ctx` is NULL or valid for writing a `CUcontext`.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamGetCtx(s: CudaStream, ctx: *mut CuContext) -> c_int {
+    run(|| {
+        driver_ready()?;
+        let handle = if s.is_null() {
+            match current_context() {
+                0 => return Err(fail(code::INVALID_CONTEXT)),
+                current => current,
+            }
+        } else {
+            sim().c_stream_device(s)? as usize + 1
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(ctx, handle as CuContext) }
+    })
+}
+
+/// `cuCtxGetDevice`: the device of the current context (`CUDA_ERROR_INVALID_CONTEXT` without one).
+///
+/// # Safety
+/// `device` is NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxGetDevice(device: *mut c_int) -> c_int {
+    run(|| {
+        driver_ready()?;
+        let d = context_device(current_context()).ok_or_else(|| fail(code::INVALID_CONTEXT))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(device, d) }
+    })
+}
+
+/// `CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1`.
+pub const CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1: c_int = 92;
+
+/// `cuDeviceGetAttribute`: only `CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1`, which answers 0
+/// as on a CUDA 12 driver without `NVreg_EnableStreamMemOPs=1` (the `_v2` waits need no
+/// attribute); any other attribute is `CUDA_ERROR_INVALID_VALUE`.
+///
+/// # Safety
+/// `value` is NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetAttribute(
+    value: *mut c_int,
+    attribute: c_int,
+    device: c_int,
+) -> c_int {
+    run(|| {
+        driver_ready()?;
+        if device < 0 || device >= sim().config().devices {
+            return Err(fail(code::INVALID_DEVICE));
+        }
+        match attribute {
+            // SAFETY: the caller's contract.
+            CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 => unsafe { put(value, 0) },
+            _ => Err(fail(code::INVALID_VALUE)),
+        }
+    })
+}
+
 /// Every CUDA runtime entry point this library exports.
 pub const RUNTIME_SYMBOLS: &[&str] = &[
     "cudaRuntimeGetVersion",
@@ -737,9 +873,13 @@ pub const RUNTIME_SYMBOLS: &[&str] = &[
     "cudaMemcpy",
     "cudaMemcpyAsync",
     "cudaMemset",
+    "cudaMemsetAsync",
+    "cudaHostGetDevicePointer",
     "cudaStreamCreateWithFlags",
     "cudaStreamDestroy",
     "cudaStreamSynchronize",
+    "cudaStreamGetDevice",
+    "cudaStreamQuery",
     "cudaEventCreateWithFlags",
     "cudaEventRecord",
     "cudaEventSynchronize",
@@ -762,6 +902,10 @@ pub const DRIVER_SYMBOLS: &[&str] = &[
     "cuCtxGetCurrent",
     "cuCtxSetCurrent",
     "cuDeviceGet",
+    "cuDeviceGetAttribute",
+    "cuStreamWaitValue32_v2",
+    "cuStreamGetCtx",
+    "cuCtxGetDevice",
 ];
 
 #[cfg(test)]

@@ -31,8 +31,10 @@
 //!
 //! ## Configuration
 //!
-//! Read once, at the first call: `HIPFILE_SIM_DEVICES` (device count, default 1) and
-//! `HIPFILE_SIM_ROCM` (`5` or `6`, default 6) — the ABI generation imitated. With `5`,
+//! Read once, at the first call: `HIPFILE_SIM_DEVICES` (device count, default 1),
+//! `HIPFILE_SIM_MEMOPS` (`false` or `0`: `hipDeviceAttributeCanUseStreamWaitValue` answers 0 and
+//! `hipStreamWaitValue32` fails with `hipErrorNotSupported`) and `HIPFILE_SIM_ROCM` (`5` or `6`,
+//! default 6) — the ABI generation imitated. With `5`,
 //! `hipRuntimeGetVersion` reports a 5.x version, `hipMemoryType` uses the ROCm 5 numbering and
 //! `hipPointerGetAttributes` fails with `hipErrorInvalidValue` for memory it does not know; with
 //! `6`, the ROCm 6 numbering and success with `hipMemoryTypeUnregistered`.
@@ -41,8 +43,10 @@
 //!
 //! Every entry point returns a `hipError_t` (`int`), never unwinds into C (a panic becomes
 //! `hipErrorUnknown`) and answers NULL out-pointers with `hipErrorInvalidValue`. Stream and event
-//! handles are the simulator's handle numbers cast to pointers; the NULL stream runs work inline,
-//! and a NULL or stale event (like a stale stream) is `hipErrorInvalidHandle`, as in HIP. As in
+//! handles are the simulator's handle numbers cast to pointers; the NULL stream is the legacy
+//! default stream of the current device (asynchronous, ordered with the streams made without
+//! `hipStreamNonBlocking`, and behind which `hipMemcpy` and `hipMemset` run), and a NULL or stale
+//! event (like a stale stream) is `hipErrorInvalidHandle`, as in HIP. As in
 //! HIP, `hipFree(NULL)`, `hipHostFree(NULL)` and copies of zero bytes succeed.
 //! Copies that touch simulated device memory are checked against its allocations and fail with
 //! `hipErrorInvalidValue` where a GPU would fault; host pointers the simulator does not know are
@@ -86,6 +90,10 @@ pub struct HipPointerAttribute {
 }
 
 const _: () = assert!(std::mem::size_of::<HipPointerAttribute>() == 32);
+
+/// `hipDeviceAttributeCanUseStreamWaitValue`.
+pub const DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE: c_int =
+    hipfile_hip::amd::DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE;
 
 static SIM: OnceLock<SimRuntime> = OnceLock::new();
 
@@ -220,6 +228,32 @@ pub extern "C" fn hipSetDevice(device: c_int) -> c_int {
     run(|| Ok(sim().set_device(device)?))
 }
 
+/// `hipDeviceGetAttribute`: `hipDeviceAttributeCanUseStreamWaitValue` (1 unless
+/// `HIPFILE_SIM_MEMOPS` turned stream memory operations off); any other attribute is
+/// `hipErrorInvalidValue`, an unknown device `hipErrorInvalidDevice`.
+///
+/// # Safety
+/// `value` is NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetAttribute(
+    value: *mut c_int,
+    attribute: c_int,
+    device: c_int,
+) -> c_int {
+    run(|| {
+        if device < 0 || device >= sim().config().devices {
+            return Err(HipErrorCode::INVALID_DEVICE.into());
+        }
+        match attribute {
+            DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE => {
+                // SAFETY: the caller's contract.
+                unsafe { put(value, c_int::from(sim().stream_memops(device))) }
+            }
+            _ => Err(invalid()),
+        }
+    })
+}
+
 /// `hipDeviceSynchronize`: waits for every stream.
 #[no_mangle]
 pub extern "C" fn hipDeviceSynchronize() -> c_int {
@@ -334,7 +368,9 @@ pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> c_int {
     run(|| Ok(unsafe { sim().device_free(ptr as usize) }?))
 }
 
-/// `hipHostMalloc`: pinned host memory; size 0 gives NULL.
+/// `hipHostMalloc`: pinned host memory; size 0 gives NULL. Every simulated pinned allocation is
+/// mapped into the devices' address space (`hipHostMallocMapped` is always honoured; the
+/// devices see it at its host address, [`hipHostGetDevicePointer`]) and portable.
 ///
 /// # Safety
 /// `ptr` is NULL or valid for writing a pointer.
@@ -346,6 +382,24 @@ pub unsafe extern "C" fn hipHostMalloc(
 ) -> c_int {
     // SAFETY: the caller's contract.
     run(|| Ok(unsafe { capi::put_new(ptr, || sim().host_alloc_or_null(size)) }?))
+}
+
+/// `hipHostGetDevicePointer`: the device address of pinned host memory, which is its host
+/// address in the simulator. `flags` must be 0; memory the simulator did not pin is
+/// `hipErrorInvalidValue`.
+///
+/// # Safety
+/// `dev_ptr` is NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn hipHostGetDevicePointer(
+    dev_ptr: *mut *mut c_void,
+    host_ptr: *mut c_void,
+    flags: c_uint,
+) -> c_int {
+    run(|| {
+        // SAFETY: the caller's contract.
+        Ok(unsafe { capi::put_new(dev_ptr, || sim().host_c_device_pointer(host_ptr, flags)) }?)
+    })
 }
 
 /// `hipHostFree`: NULL is a no-op.
@@ -460,7 +514,7 @@ pub unsafe extern "C" fn hipMemcpy(
     run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, None) }?))
 }
 
-/// `hipMemcpyAsync`: queued on `stream` (inline on the NULL stream).
+/// `hipMemcpyAsync`: queued on `stream`.
 ///
 /// # Safety
 /// The host sides of the copy stay valid for `size` bytes until the copy completes.
@@ -487,7 +541,7 @@ pub unsafe extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) 
     run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, None) }?))
 }
 
-/// `hipMemsetAsync`: queued on `stream` (inline on the NULL stream).
+/// `hipMemsetAsync`: queued on `stream`.
 ///
 /// # Safety
 /// Nothing else accesses the range until the fill completes (the range itself is checked).
@@ -516,14 +570,48 @@ pub unsafe extern "C" fn hipStreamCreate(out: *mut HipStream) -> c_int {
     unsafe { hipStreamCreateWithFlags(out, 0) }
 }
 
-/// `hipStreamCreateWithFlags`: every simulated stream is independent of the NULL stream.
+/// `hipStreamCreateWithFlags`: `hipStreamDefault` (0) makes a stream ordered with the NULL
+/// stream, `hipStreamNonBlocking` (1) one that is not; other flags are `hipErrorInvalidValue`.
 ///
 /// # Safety
 /// `out` is NULL or valid for writing a `hipStream_t`.
 #[no_mangle]
-pub unsafe extern "C" fn hipStreamCreateWithFlags(out: *mut HipStream, _flags: c_uint) -> c_int {
+pub unsafe extern "C" fn hipStreamCreateWithFlags(out: *mut HipStream, flags: c_uint) -> c_int {
     // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(out, || sim().create_c_stream()) }?))
+    run(|| Ok(unsafe { capi::put_new(out, || sim().create_c_stream_with_flags(flags)) }?))
+}
+
+/// `hipStreamGetDevice`: the device the stream was made on; the current device for NULL.
+///
+/// # Safety
+/// `device` is NULL or valid for writing an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetDevice(s: HipStream, device: *mut c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    run(|| Ok(unsafe { capi::put_new(device, || sim().c_stream_device(s)) }?))
+}
+
+/// `hipStreamQuery`: `hipSuccess` when the stream's queued work has run, `hipErrorNotReady`
+/// otherwise.
+#[no_mangle]
+pub extern "C" fn hipStreamQuery(s: HipStream) -> c_int {
+    run(|| Ok(sim().stream_status(s)?))
+}
+
+/// `hipStreamWaitValue32`: later work on `stream` waits until the word at `ptr` passes the test
+/// `flags` names (`hipStreamWaitValueGte`, `Eq`, `And`, `Nor`, with `mask`). The word must be
+/// 4-byte aligned memory the simulator tracks (pinned or device memory), else
+/// `hipErrorInvalidValue`; unknown flags are `hipErrorInvalidValue`; with `HIPFILE_SIM_MEMOPS`
+/// off it is `hipErrorNotSupported`.
+#[no_mangle]
+pub extern "C" fn hipStreamWaitValue32(
+    s: HipStream,
+    ptr: *mut c_void,
+    value: u32,
+    flags: c_uint,
+    mask: u32,
+) -> c_int {
+    run(|| Ok(sim().wait_c_value(s, ptr, value, flags, mask)?))
 }
 
 /// `hipStreamDestroy`: queued work still completes.
@@ -744,6 +832,7 @@ exported!(
     hipGetDevice,
     hipSetDevice,
     hipDeviceSynchronize,
+    hipDeviceGetAttribute,
     hipGetErrorName,
     hipGetErrorString,
     hipGetLastError,
@@ -753,6 +842,7 @@ exported!(
     hipFree,
     hipHostMalloc,
     hipHostFree,
+    hipHostGetDevicePointer,
     hipHostRegister,
     hipHostUnregister,
     hipPointerGetAttributes,
@@ -765,6 +855,9 @@ exported!(
     hipStreamCreateWithFlags,
     hipStreamDestroy,
     hipStreamSynchronize,
+    hipStreamGetDevice,
+    hipStreamQuery,
+    hipStreamWaitValue32,
     hipEventCreate,
     hipEventCreateWithFlags,
     hipEventRecord,

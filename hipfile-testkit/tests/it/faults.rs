@@ -11,6 +11,7 @@ use hipfile_core::{
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{
     DeviceBuffer, DeviceRange, EventWait, GpuRuntime, HipErrorCode, PinnedBuffer, StagingLane,
+    StreamOrder,
 };
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::faults::{
@@ -229,7 +230,14 @@ fn scripted_runtime_fails_the_nth_copy_sync_and_async() {
     let rt2 =
         Arc::new(ScriptedRuntime::new(sim.clone()).fail_copy_to_device(1, HipErrorCode::UNKNOWN));
     let dynrt2: Arc<dyn GpuRuntime> = rt2.clone();
-    let mut lane = StagingLane::new(&dynrt2, 0, 4096, EventWait::Yield).unwrap();
+    let mut lane = StagingLane::new(
+        &dynrt2,
+        0,
+        4096,
+        EventWait::Yield,
+        StreamOrder::WithDefaultStream,
+    )
+    .unwrap();
     lane.half_mut(0).unwrap()[..16].fill(9);
     let range = DeviceRange::query(&dynrt2, dev.ptr(), 16).unwrap();
     assert_eq!(

@@ -7,7 +7,7 @@ use hipfile_hip::{
     DeviceBuffer, HipError, HipErrorCode, MemoryKind, OwnedStream, PinnedBuffer, Platform,
 };
 
-use hipfile_hip::contract;
+use hipfile_hip::{contract, GpuRuntime, Hold};
 
 use crate::support::{expected_config, runtime, sim_library_str};
 
@@ -153,4 +153,47 @@ fn a_failed_host_function_launch_gives_the_closure_back_to_drop() {
         1,
         "the refused closure was dropped"
     );
+}
+
+#[test]
+fn streams_of_both_orders_run_copies_and_know_their_device() {
+    contract::streams_of_both_orders_run_copies_and_know_their_device(&runtime());
+}
+
+#[test]
+fn asynchronous_fills_write_their_range() {
+    contract::asynchronous_fills_write_their_range(&runtime());
+}
+
+#[test]
+fn both_kinds_of_hold_keep_a_stream_until_the_flag_is_stored() {
+    let rt = runtime();
+    contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&rt, Hold::HostFunction).unwrap();
+    contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&rt, Hold::Memop)
+        .expect("the simulated library offers stream memory operations");
+}
+
+#[test]
+fn the_driver_names_the_same_device_of_a_stream_as_the_runtime() {
+    let nvidia = hipfile_hip::nvidia::NvidiaRuntime::load(
+        &sim_library_str(),
+        &sim_library_str(),
+        &hipfile_hip::PlatformOptions::from_env(),
+    )
+    .unwrap();
+    let last = nvidia.device_count().unwrap() - 1;
+    nvidia.set_device(last).unwrap();
+    let stream = nvidia.stream_create_independent().unwrap();
+    nvidia.set_device(0).unwrap();
+    // SAFETY: `stream` is live until destroyed at the end.
+    unsafe {
+        assert_eq!(nvidia.stream_device(stream).unwrap(), last);
+        assert_eq!(nvidia.stream_device_through_driver(stream).unwrap(), last);
+        assert_eq!(
+            nvidia.current_device().unwrap(),
+            0,
+            "the caller's device is kept"
+        );
+        nvidia.stream_destroy(stream).unwrap();
+    }
 }

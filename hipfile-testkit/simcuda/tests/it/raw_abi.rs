@@ -273,3 +273,82 @@ fn error_names_are_cuda_names() {
         assert!(!text(123_456).is_null());
     }
 }
+
+type CreateWithFlags = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> c_int;
+type DevicePointer = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, c_uint) -> c_int;
+type DeviceAttribute = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
+type WaitValue = unsafe extern "C" fn(*mut c_void, u64, u32, c_uint) -> c_int;
+type StreamCall = unsafe extern "C" fn(*mut c_void) -> c_int;
+type StreamOut = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+type MemsetAsync = unsafe extern "C" fn(*mut c_void, c_int, usize, *mut c_void) -> c_int;
+
+#[test]
+fn stream_flags_waits_contexts_and_mapped_pointers_follow_cuda() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let lib = library();
+    // SAFETY: each symbol is resolved with its CUDA signature; every out-pointer is valid; the
+    // flag word is pinned memory of the library, released before it is freed.
+    unsafe {
+        assert_eq!(sym::<Init>(&lib, "cuInit")(0), 0);
+        assert_eq!(sym::<Release>(&lib, "cudaSetDevice")(0), 0);
+        let create = sym::<CreateWithFlags>(&lib, "cudaStreamCreateWithFlags");
+        let get_ctx = sym::<StreamOut>(&lib, "cuStreamGetCtx");
+        let ctx_device = sym::<OutInt>(&lib, "cuCtxGetDevice");
+        let stream_device = sym::<StreamOut>(&lib, "cudaStreamGetDevice");
+        let attribute = sym::<DeviceAttribute>(&lib, "cuDeviceGetAttribute");
+        let wait = sym::<WaitValue>(&lib, "cuStreamWaitValue32_v2");
+        let query = sym::<StreamCall>(&lib, "cudaStreamQuery");
+        let synchronize = sym::<StreamCall>(&lib, "cudaStreamSynchronize");
+        let device_pointer = sym::<DevicePointer>(&lib, "cudaHostGetDevicePointer");
+        let memset_async = sym::<MemsetAsync>(&lib, "cudaMemsetAsync");
+
+        let mut s = null_mut();
+        assert_eq!(create(&mut s, 2), INVALID_VALUE);
+        assert_eq!(create(&mut s, 1), 0);
+        let mut ctx: *mut c_void = null_mut();
+        assert_eq!(get_ctx(s, (&mut ctx as *mut *mut c_void).cast()), 0);
+        assert_eq!(ctx as usize, 1, "the primary context of device 0");
+        let mut device = -1;
+        assert_eq!(ctx_device(&mut device), 0);
+        assert_eq!(device, 0);
+        assert_eq!(stream_device(s, (&mut device as *mut c_int).cast()), 0);
+        assert_eq!(device, 0);
+        let mut can = -1;
+        assert_eq!(attribute(&mut can, 92, 0), 0);
+        assert_eq!(
+            can, 0,
+            "the legacy stream memory operations are off, as by default"
+        );
+        assert_eq!(attribute(&mut can, 92, 99), INVALID_DEVICE);
+        assert_eq!(attribute(&mut can, 1, 0), INVALID_VALUE);
+
+        let mut flag = null_mut();
+        assert_eq!(
+            sym::<MallocFlags>(&lib, "cudaHostAlloc")(&mut flag, 16, 0x3),
+            0
+        );
+        let mut dev = null_mut();
+        assert_eq!(device_pointer(&mut dev, flag, 0), 0);
+        assert_eq!(dev, flag);
+        let word = AtomicU32::from_ptr(flag.cast::<u32>());
+        assert_eq!(wait(s, dev as u64, 5, 0), 0);
+        let mut target = null_mut();
+        assert_eq!(sym::<Malloc>(&lib, "cudaMalloc")(&mut target, 64), 0);
+        assert_eq!(memset_async(target, 0x7f, 64, s), 0);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(query(s), 600, "held until the word is 5");
+        word.store(5, Ordering::Release);
+        assert_eq!(synchronize(s), 0);
+        assert_eq!(query(s), 0);
+        let mut back = [0u8; 64];
+        assert_eq!(
+            sym::<Memcpy>(&lib, "cudaMemcpy")(back.as_mut_ptr().cast(), target, 64, 2),
+            0
+        );
+        assert_eq!(back, [0x7f; 64]);
+        assert_eq!(wait(s, dev as u64, 5, 9), INVALID_VALUE, "unknown flags");
+        assert_eq!(sym::<StreamCall>(&lib, "cudaStreamDestroy")(s), 0);
+        assert_eq!(sym::<Free>(&lib, "cudaFree")(target), 0);
+        assert_eq!(sym::<Free>(&lib, "cudaFreeHost")(flag), 0);
+    }
+}

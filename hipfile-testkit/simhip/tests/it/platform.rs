@@ -7,7 +7,7 @@ use hipfile_hip::amd::MemoryTypeAbi;
 use hipfile_hip::sim::SimAbi;
 use hipfile_hip::{DeviceBuffer, HipError, HipErrorCode, MemoryKind, Platform};
 
-use hipfile_hip::contract;
+use hipfile_hip::{contract, Hold};
 
 use crate::support::{amd, expected_config, runtime, sim_library_str};
 
@@ -135,4 +135,22 @@ fn the_soname_makes_a_second_open_share_the_loaded_simulator() {
     let info = second.pointer_info(dev.ptr() + 10).unwrap();
     assert_eq!(info.kind, MemoryKind::Device);
     assert_eq!(info.base, dev.ptr());
+}
+
+#[test]
+fn streams_of_both_orders_run_copies_and_know_their_device() {
+    contract::streams_of_both_orders_run_copies_and_know_their_device(&runtime());
+}
+
+#[test]
+fn asynchronous_fills_write_their_range() {
+    contract::asynchronous_fills_write_their_range(&runtime());
+}
+
+#[test]
+fn both_kinds_of_hold_keep_a_stream_until_the_flag_is_stored() {
+    let rt = runtime();
+    contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&rt, Hold::HostFunction).unwrap();
+    contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&rt, Hold::Memop)
+        .expect("the simulated library offers stream memory operations");
 }

@@ -213,3 +213,103 @@ fn unknown_host_memory_is_answered_per_generation() {
         }
     }
 }
+
+type CreateWithFlags = unsafe extern "C" fn(*mut *mut c_void, std::ffi::c_uint) -> c_int;
+type HostMalloc = unsafe extern "C" fn(*mut *mut c_void, usize, std::ffi::c_uint) -> c_int;
+type DevicePointer = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, std::ffi::c_uint) -> c_int;
+type DeviceAttribute = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
+type WaitValue =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, u32, std::ffi::c_uint, u32) -> c_int;
+type StreamCall = unsafe extern "C" fn(*mut c_void) -> c_int;
+type StreamDevice = unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int;
+
+const INVALID_DEVICE: c_int = 101;
+const NOT_READY: c_int = 600;
+const NOT_SUPPORTED: c_int = 801;
+
+#[test]
+fn stream_flags_value_waits_queries_and_mapped_pointers_follow_hip() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let lib = library();
+    // SAFETY: each symbol is resolved with its hip_runtime_api.h signature; every out-pointer is
+    // valid; the flag word is pinned memory of the library, released (every wait passed) before
+    // it is freed.
+    unsafe {
+        let create = sym::<CreateWithFlags>(&lib, "hipStreamCreateWithFlags");
+        let host_malloc = sym::<HostMalloc>(&lib, "hipHostMalloc");
+        let device_pointer = sym::<DevicePointer>(&lib, "hipHostGetDevicePointer");
+        let attribute = sym::<DeviceAttribute>(&lib, "hipDeviceGetAttribute");
+        let wait = sym::<WaitValue>(&lib, "hipStreamWaitValue32");
+        let query = sym::<StreamCall>(&lib, "hipStreamQuery");
+        let synchronize = sym::<StreamCall>(&lib, "hipStreamSynchronize");
+        let destroy = sym::<StreamCall>(&lib, "hipStreamDestroy");
+        let stream_device = sym::<StreamDevice>(&lib, "hipStreamGetDevice");
+
+        let mut s = null_mut();
+        assert_eq!(
+            create(&mut s, 2),
+            INVALID_VALUE,
+            "only Default and NonBlocking"
+        );
+        assert_eq!(create(&mut s, 1), 0);
+        let mut device = -1;
+        assert_eq!(stream_device(s, &mut device), 0);
+        assert_eq!(device, 0);
+        assert_eq!(stream_device(null_mut(), &mut device), 0);
+        assert_eq!(
+            stream_device(0xdead_beef_usize as *mut c_void, &mut device),
+            400
+        );
+
+        let mut flag = null_mut();
+        assert_eq!(host_malloc(&mut flag, 16, 0x1 | 0x2), 0);
+        let mut dev = null_mut();
+        assert_eq!(device_pointer(&mut dev, flag, 0), 0);
+        assert_eq!(
+            dev, flag,
+            "the simulated devices see pinned memory at its host address"
+        );
+        assert_eq!(device_pointer(&mut dev, flag, 1), INVALID_VALUE);
+        let pageable = 0u32;
+        let pageable = &pageable as *const u32 as *mut c_void;
+        assert_eq!(device_pointer(&mut dev, pageable, 0), INVALID_VALUE);
+
+        let memops = expected_config().memops;
+        let mut can = -1;
+        assert_eq!(attribute(&mut can, 10_013, 0), 0);
+        assert_eq!(can, c_int::from(memops));
+        assert_eq!(attribute(&mut can, 10_013, 99), INVALID_DEVICE);
+        assert_eq!(attribute(&mut can, 12_345, 0), INVALID_VALUE);
+
+        let word = AtomicU32::from_ptr(flag.cast::<u32>());
+        if !memops {
+            assert_eq!(wait(s, flag, 1, 0, u32::MAX), NOT_SUPPORTED);
+        } else {
+            // (value, flags, mask, a word that must not release the wait, one that must).
+            for (value, flags, mask, held, passes) in [
+                (3, 1, 0xff, 0x102, 0x103),
+                (0x10, 2, u32::MAX, 0x0f, 0x1f),
+                (0xffff_0000, 3, u32::MAX, 0x0000_ffff, 0x0000_fffe),
+                (7, 0, u32::MAX, 6, 8),
+            ] {
+                word.store(held, Ordering::Release);
+                assert_eq!(wait(s, flag, value, flags, mask), 0);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                assert_eq!(query(s), NOT_READY, "flags {flags}: {held:#x} holds");
+                word.store(passes, Ordering::Release);
+                assert_eq!(synchronize(s), 0);
+                assert_eq!(query(s), 0, "flags {flags}: {passes:#x} releases");
+            }
+            assert_eq!(
+                wait(s, flag, 1, 4, u32::MAX),
+                INVALID_VALUE,
+                "unknown flags"
+            );
+            let unaligned = flag.cast::<u8>().add(2).cast::<c_void>();
+            assert_eq!(wait(s, unaligned, 1, 0, u32::MAX), INVALID_VALUE);
+            assert_eq!(wait(s, pageable, 1, 0, u32::MAX), INVALID_VALUE);
+        }
+        assert_eq!(destroy(s), 0);
+        assert_eq!(sym::<Free>(&lib, "hipHostFree")(flag), 0);
+    }
+}

@@ -1,0 +1,499 @@
+//! Holding an application's stream until the library has done its part: the pieces of
+//! stream-ordered IO at the runtime boundary.
+//!
+//! When an application queues a read on its stream S, the library records an event on S (its
+//! workers poll it to learn that S reached the read), then *holds* S: later work on S waits until
+//! a word of [`HostFlags`] reaches a value, which a worker stores once the bytes are in place.
+//! [`StreamRef::hold`] queues that wait in one of two ways ([`Hold`]):
+//! - [`Hold::Memop`]: a stream memory operation (`hipStreamWaitValue32`,
+//!   `cuStreamWaitValue32_v2`); the GPU itself waits for the word, nothing runs on the host;
+//! - [`Hold::HostFunction`]: where the device has no stream memory operations
+//!   ([`crate::GpuRuntime::stream_memops`] is false), a host function queued on S that polls the
+//!   word until it is reached. It does no IO, it only waits.
+//!
+//! [`StreamRef`] names a stream the caller vouches for (the application's, or the null stream)
+//! for the length of a borrow, so that the calls on it are safe. Engines that serve held streams
+//! use streams NOT ordered with the null stream ([`crate::OwnedStream::new_independent`]):
+//! otherwise their work would queue behind the held stream and never run.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::device_range::DeviceRange;
+use crate::error::{HipError, HipErrorCode, HipResult};
+use crate::runtime::{GpuRuntime, HostFn, OwnedEvent, OwnedStream, StreamHandle};
+
+/// 32-bit flag words in pinned host memory mapped into every device's address space: the host
+/// stores them, a stream waits for them. Zeroed when made; freed on drop.
+///
+/// Drop the flags only once every hold on them has been released (its value stored): freeing
+/// pinned memory synchronizes the device (`hipHostFree`, `cudaFreeHost`), so dropping the flags
+/// while a stream still waits for one of its words waits for that stream.
+pub struct HostFlags {
+    runtime: Arc<dyn GpuRuntime>,
+    words: NonNull<AtomicU32>,
+    len: usize,
+    device_base: usize,
+}
+
+// SAFETY: the words are pinned host memory owned by this value and only ever accessed through
+// `AtomicU32`; the runtime is `Send + Sync`.
+unsafe impl Send for HostFlags {}
+// SAFETY: as for `Send`: shared access is atomic loads and stores.
+unsafe impl Sync for HostFlags {}
+
+impl HostFlags {
+    /// `slots` flag words, all 0, in host-mapped pinned memory of `runtime`.
+    pub fn new(runtime: Arc<dyn GpuRuntime>, slots: usize) -> HipResult<Self> {
+        let bytes = slots
+            .max(1)
+            .checked_mul(std::mem::size_of::<AtomicU32>())
+            .ok_or_else(|| HipError::call("HostFlags", HipErrorCode::OUT_OF_MEMORY))?;
+        let ptr = runtime.host_alloc_mapped(bytes)?;
+        let free = |e: HipError| {
+            // SAFETY: `ptr` came from this runtime's `host_alloc_mapped` and was never handed out.
+            let _ = unsafe { runtime.host_free(ptr) };
+            e
+        };
+        if ptr.as_ptr().align_offset(std::mem::align_of::<AtomicU32>()) != 0 {
+            return Err(free(HipError::call(
+                "HostFlags: misaligned pinned memory",
+                HipErrorCode::UNKNOWN,
+            )));
+        }
+        // SAFETY: `ptr` is live memory of this runtime's `host_alloc_mapped`.
+        let device_base = match unsafe { runtime.host_device_pointer(ptr) } {
+            Ok(addr) => addr,
+            Err(e) => return Err(free(e)),
+        };
+        // SAFETY: `bytes` bytes at `ptr` were just allocated for this value alone; no device work
+        // knows them yet.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, bytes) };
+        Ok(HostFlags {
+            runtime,
+            words: ptr.cast::<AtomicU32>(),
+            len: slots,
+            device_base,
+        })
+    }
+
+    /// Number of flag words.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no flag words.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The runtime whose pinned memory holds the words.
+    pub fn runtime(&self) -> &Arc<dyn GpuRuntime> {
+        &self.runtime
+    }
+
+    fn word(&self, i: usize) -> Option<&AtomicU32> {
+        // SAFETY: `i < len`, so the word lies inside the allocation made in `new` (aligned there),
+        // which lives as long as `self`; it is only accessed atomically.
+        (i < self.len).then(|| unsafe { &*self.words.as_ptr().add(i) })
+    }
+
+    /// Word `i` (acquire ordering); `None` when `i >= len()`.
+    pub fn load(&self, i: usize) -> Option<u32> {
+        self.word(i).map(|w| w.load(Ordering::Acquire))
+    }
+
+    /// Store `value` into word `i` (release ordering: what the host wrote before is visible to
+    /// whoever sees the value); `hipErrorInvalidValue` when `i >= len()`.
+    pub fn store(&self, i: usize, value: u32) -> HipResult<()> {
+        let w = self.word(i).ok_or_else(|| {
+            HipError::call(
+                "HostFlags::store: no such slot",
+                HipErrorCode::INVALID_VALUE,
+            )
+        })?;
+        w.store(value, Ordering::Release);
+        Ok(())
+    }
+
+    /// The device address of word `i`; `None` when `i >= len()`.
+    pub fn device_addr(&self, i: usize) -> Option<usize> {
+        (i < self.len).then(|| self.device_base + i * std::mem::size_of::<AtomicU32>())
+    }
+
+    /// Wait on the calling thread until word `i` is at least `value`: yield a few times, then
+    /// sleep in steps growing to 100 µs. Returns at once for a word that does not exist.
+    fn wait_until(&self, i: usize, value: u32) {
+        let mut polls = 0u32;
+        while self.load(i).is_some_and(|v| v < value) {
+            polls = polls.saturating_add(1);
+            if polls < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(u64::from(polls - 63).min(100)));
+            }
+        }
+    }
+}
+
+impl fmt::Debug for HostFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostFlags")
+            .field("len", &self.len)
+            .field("device_base", &format_args!("{:#x}", self.device_base))
+            .finish()
+    }
+}
+
+impl Drop for HostFlags {
+    fn drop(&mut self) {
+        // SAFETY: the words came from this runtime's `host_alloc_mapped` and die with `self`. The
+        // free synchronizes the device first, so no queued wait still reads them afterwards. A
+        // failure cannot be reported from drop.
+        let _ = unsafe { self.runtime.host_free(self.words.cast::<u8>()) };
+    }
+}
+
+/// How [`StreamRef::hold`] holds a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// A stream memory operation: the device waits for the word.
+    Memop,
+    /// A host function queued on the stream that polls the word (no stream memory operations).
+    HostFunction,
+}
+
+/// A stream the caller vouches for while the value lives: an application's stream, the null
+/// stream, or one of ours. The calls on it are safe because its constructor's contract keeps the
+/// handle live for the borrow.
+#[derive(Clone, Copy)]
+pub struct StreamRef<'a> {
+    runtime: &'a Arc<dyn GpuRuntime>,
+    handle: StreamHandle,
+}
+
+impl<'a> StreamRef<'a> {
+    /// The stream whose raw handle (the C `hipStream_t` as an address) is `raw`.
+    ///
+    /// # Safety
+    /// `raw` is 0 (the null stream) or a live stream of `runtime` (made by it and not destroyed),
+    /// and stays live for as long as the value (and any copy of it) is used.
+    pub unsafe fn from_raw(runtime: &'a Arc<dyn GpuRuntime>, raw: usize) -> Self {
+        StreamRef {
+            runtime,
+            // SAFETY: the caller's contract.
+            handle: unsafe { StreamHandle::from_raw(raw) },
+        }
+    }
+
+    /// The null stream (the legacy default stream of the calling thread's current device).
+    pub fn null(runtime: &'a Arc<dyn GpuRuntime>) -> Self {
+        // SAFETY: the null stream is live for every runtime and is never destroyed.
+        unsafe { Self::from_raw(runtime, 0) }
+    }
+
+    /// A stream we own; the borrow keeps it from being destroyed.
+    pub fn of(stream: &'a OwnedStream) -> Self {
+        StreamRef {
+            runtime: stream.runtime(),
+            handle: stream.handle(),
+        }
+    }
+
+    /// The raw handle.
+    pub fn raw(&self) -> usize {
+        self.handle.as_raw()
+    }
+
+    /// The runtime the stream belongs to.
+    pub fn runtime(&self) -> &Arc<dyn GpuRuntime> {
+        self.runtime
+    }
+
+    /// The device the stream belongs to (see [`GpuRuntime::stream_device`]).
+    pub fn device(&self) -> HipResult<i32> {
+        // SAFETY: the handle is live for the borrow (constructor contract).
+        unsafe { self.runtime.stream_device(self.handle) }
+    }
+
+    /// Record `event` on the stream. The event must belong to the same runtime (else
+    /// `hipErrorInvalidHandle`, before any runtime call); on NVIDIA it must also have been made on
+    /// the stream's device ([`OwnedEvent::on_device`]).
+    pub fn record(&self, event: &OwnedEvent) -> HipResult<()> {
+        event.check_runtime(self.runtime, "StreamRef::record")?;
+        // SAFETY: the event is live while borrowed and belongs to this runtime (checked above);
+        // the stream is live for the borrow.
+        unsafe { self.runtime.event_record(event.handle(), self.handle) }
+    }
+
+    /// Hold the stream until word `slot` of `flags` is at least `value`: work queued on it
+    /// afterwards starts only then. `flags` must belong to the stream's runtime (else
+    /// `hipErrorInvalidHandle`) and have the slot (else `hipErrorInvalidValue`). With
+    /// [`Hold::Memop`] the runtime must offer stream memory operations (else
+    /// `hipErrorNotSupported`); with [`Hold::HostFunction`] a host function waits, keeping the
+    /// flags alive until it returns.
+    pub fn hold(
+        &self,
+        flags: &Arc<HostFlags>,
+        slot: usize,
+        value: u32,
+        how: Hold,
+    ) -> HipResult<()> {
+        if !Arc::ptr_eq(flags.runtime(), self.runtime) {
+            return Err(HipError::call(
+                "StreamRef::hold: flags of another runtime",
+                HipErrorCode::INVALID_HANDLE,
+            ));
+        }
+        let addr = flags.device_addr(slot).ok_or_else(|| {
+            HipError::call("StreamRef::hold: no such slot", HipErrorCode::INVALID_VALUE)
+        })?;
+        match how {
+            // SAFETY: the stream is live for the borrow; `addr` is the device address of an
+            // aligned word of host-mapped memory of this runtime (checked above), which stays
+            // allocated until the wait has completed because freeing it (`HostFlags::drop`)
+            // synchronizes the device first. The wait only reads the word.
+            Hold::Memop => unsafe { self.runtime.stream_wait_value(self.handle, addr, value) },
+            Hold::HostFunction => {
+                let flags = Arc::clone(flags);
+                self.launch_host_func(Box::new(move || {
+                    flags.wait_until(slot, value);
+                    release_off_the_runtime_thread(flags);
+                }))
+            }
+        }
+    }
+
+    /// Run `f` on a runtime thread once the work queued before it on the stream is done. `f`
+    /// must make no runtime call (GPU runtimes forbid it in host functions).
+    pub fn launch_host_func(&self, f: HostFn) -> HipResult<()> {
+        // SAFETY: the handle is live for the borrow.
+        unsafe { self.runtime.launch_host_func(self.handle, f) }
+    }
+
+    /// Wait for the work queued on the stream; the first failure of that work.
+    pub fn synchronize(&self) -> HipResult<()> {
+        // SAFETY: the handle is live for the borrow.
+        unsafe { self.runtime.stream_synchronize(self.handle) }
+    }
+
+    /// Queue a fill of `range` with `value` on the stream (a GPU workload of known size, for
+    /// benchmarks). `range` must belong to the stream's runtime (else `hipErrorInvalidValue`).
+    ///
+    /// Sound without `unsafe` for the reasons [`DeviceRange`] is: the range covers memory the
+    /// runtime reports as device memory, never memory Rust code holds references to. The memory
+    /// stays allocated until the fill has run, because freeing device memory synchronizes the
+    /// device first (`hipFree` and `cudaFree` do so implicitly; the simulator too).
+    pub fn fill_async(&self, range: &DeviceRange, value: u8) -> HipResult<()> {
+        if !range.belongs_to(self.runtime) {
+            return Err(HipError::call(
+                "StreamRef::fill_async: memory of another runtime",
+                HipErrorCode::INVALID_VALUE,
+            ));
+        }
+        // SAFETY: `range` is device memory of this runtime inside one allocation (its
+        // constructor's check), which outlives the fill as explained above; the stream is live
+        // for the borrow.
+        unsafe {
+            self.runtime
+                .memset_device_async(range.ptr(), value, range.len(), self.handle)
+        }
+    }
+}
+
+/// Drop the host function's share of the flags. If it is the last one, the flags would be freed
+/// on the runtime's own thread, and a free synchronizes the device: GPU runtimes forbid runtime
+/// calls in host functions (the stream running this one would wait for itself). The last share is
+/// dropped on a thread of its own instead; if no thread can be made, the words are leaked.
+fn release_off_the_runtime_thread(flags: Arc<HostFlags>) {
+    let Some(last) = Arc::into_inner(flags) else {
+        return;
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<HostFlags>();
+    let spawned = std::thread::Builder::new()
+        .name("hipfile-flags-free".to_string())
+        .spawn(move || drop(rx.recv()));
+    match spawned {
+        Ok(_) => {
+            if let Err(unsent) = tx.send(last) {
+                std::mem::forget(unsent.0);
+            }
+        }
+        Err(_) => std::mem::forget(last),
+    }
+}
+
+impl fmt::Debug for StreamRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("StreamRef").field(&self.handle).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{SimConfig, SimRuntime};
+    use crate::{DeviceBuffer, MemoryKind};
+
+    /// Long enough for a worker that is free to run queued work to have run it.
+    const SETTLE: Duration = Duration::from_millis(60);
+
+    fn sim() -> (Arc<SimRuntime>, Arc<dyn GpuRuntime>) {
+        let sim = Arc::new(SimRuntime::new(SimConfig {
+            devices: 2,
+            ..SimConfig::default()
+        }));
+        let rt: Arc<dyn GpuRuntime> = sim.clone();
+        (sim, rt)
+    }
+
+    fn code<T: fmt::Debug>(r: HipResult<T>) -> HipErrorCode {
+        match r {
+            Err(HipError::Call { code, .. }) => code,
+            other => panic!("expected a failed call, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn host_flags_are_zeroed_words_with_device_addresses_and_checked_slots() {
+        let (sim, rt) = sim();
+        let flags = HostFlags::new(Arc::clone(&rt), 3).unwrap();
+        assert_eq!(flags.len(), 3);
+        assert_eq!(
+            (0..3).map(|i| flags.load(i)).collect::<Vec<_>>(),
+            [Some(0); 3]
+        );
+        flags.store(2, 17).unwrap();
+        assert_eq!(flags.load(2), Some(17));
+        assert_eq!(flags.load(3), None);
+        assert_eq!(code(flags.store(3, 1)), HipErrorCode::INVALID_VALUE);
+        let base = flags.device_addr(0).unwrap();
+        assert_eq!(flags.device_addr(2), Some(base + 8));
+        assert_eq!(flags.device_addr(3), None);
+        assert_eq!(sim.live_allocations(MemoryKind::Host), 1);
+        drop(flags);
+        assert_eq!(sim.live_allocations(MemoryKind::Host), 0);
+    }
+
+    fn a_hold_keeps_the_stream_until_the_value_is_stored(how: Hold) {
+        let (_sim, rt) = sim();
+        let flags = Arc::new(HostFlags::new(Arc::clone(&rt), 2).unwrap());
+        let stream = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let passed = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        let s = StreamRef::of(&stream);
+        s.hold(&flags, 1, 3, how).unwrap();
+        s.record(&passed).unwrap();
+        flags.store(1, 2).unwrap();
+        std::thread::sleep(SETTLE);
+        assert!(!passed.query().unwrap(), "{how:?}: 2 < 3, still held");
+        flags.store(1, 3).unwrap();
+        passed.synchronize().unwrap();
+        s.synchronize().unwrap();
+    }
+
+    #[test]
+    fn a_memop_hold_keeps_the_stream_until_the_value_is_stored() {
+        a_hold_keeps_the_stream_until_the_value_is_stored(Hold::Memop);
+    }
+
+    #[test]
+    fn a_host_function_hold_keeps_the_stream_until_the_value_is_stored() {
+        a_hold_keeps_the_stream_until_the_value_is_stored(Hold::HostFunction);
+    }
+
+    #[test]
+    fn a_host_function_hold_never_frees_the_flags_on_the_runtime_thread() {
+        let (sim, rt) = sim();
+        let stream = OwnedStream::new(Arc::clone(&rt)).unwrap();
+        let flags = Arc::new(HostFlags::new(Arc::clone(&rt), 1).unwrap());
+        StreamRef::of(&stream)
+            .hold(&flags, 0, 1, Hold::HostFunction)
+            .unwrap();
+        flags.store(0, 1).unwrap();
+        // Whoever drops the last share, no free runs on the stream's own thread (it would wait
+        // for the stream running it).
+        drop(flags);
+        stream.synchronize().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while sim.live_allocations(MemoryKind::Host) != 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the flags were never freed"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn holds_refuse_foreign_flags_missing_slots_and_absent_memops() {
+        let (_sim, rt) = sim();
+        let (_other_sim, other) = sim();
+        let foreign = Arc::new(HostFlags::new(Arc::clone(&other), 1).unwrap());
+        let flags = Arc::new(HostFlags::new(Arc::clone(&rt), 1).unwrap());
+        let s = StreamRef::null(&rt);
+        assert_eq!(
+            code(s.hold(&foreign, 0, 1, Hold::HostFunction)),
+            HipErrorCode::INVALID_HANDLE
+        );
+        assert_eq!(
+            code(s.hold(&flags, 1, 1, Hold::Memop)),
+            HipErrorCode::INVALID_VALUE
+        );
+        let no_memops: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::new(SimConfig {
+            memops: false,
+            ..SimConfig::default()
+        }));
+        let flags = Arc::new(HostFlags::new(Arc::clone(&no_memops), 1).unwrap());
+        let s = StreamRef::null(&no_memops);
+        assert_eq!(
+            code(s.hold(&flags, 0, 1, Hold::Memop)),
+            HipErrorCode::NOT_SUPPORTED
+        );
+        s.hold(&flags, 0, 1, Hold::HostFunction).unwrap();
+        flags.store(0, 1).unwrap();
+        s.synchronize().unwrap();
+    }
+
+    #[test]
+    fn stream_refs_know_their_device_record_events_of_their_runtime_and_fill() {
+        let (_sim, rt) = sim();
+        let (_other_sim, other) = sim();
+        rt.set_device(1).unwrap();
+        let stream = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let dev = DeviceBuffer::new(Arc::clone(&rt), 4096).unwrap();
+        rt.set_device(0).unwrap();
+        let s = StreamRef::of(&stream);
+        assert_eq!(s.device().unwrap(), 1);
+        assert_eq!(StreamRef::null(&rt).device().unwrap(), 0);
+        assert_eq!(s.raw(), stream.handle().as_raw());
+        assert!(Arc::ptr_eq(s.runtime(), &rt));
+
+        let event = OwnedEvent::on_device(Arc::clone(&rt), 1).unwrap();
+        assert_eq!(
+            rt.current_device().unwrap(),
+            0,
+            "on_device restores the device"
+        );
+        assert_eq!(
+            code(OwnedEvent::on_device(Arc::clone(&rt), 2)),
+            HipErrorCode::INVALID_DEVICE
+        );
+        assert_eq!(rt.current_device().unwrap(), 0);
+        let foreign = OwnedEvent::new(Arc::clone(&other)).unwrap();
+        assert_eq!(code(s.record(&foreign)), HipErrorCode::INVALID_HANDLE);
+
+        let range = DeviceRange::query(&rt, dev.ptr(), 4096).unwrap();
+        s.fill_async(&range.slice(1000, 24).unwrap(), 0x42).unwrap();
+        s.record(&event).unwrap();
+        event.synchronize().unwrap();
+        let bytes = dev.to_vec().unwrap();
+        assert!(bytes[1000..1024].iter().all(|b| *b == 0x42));
+        assert!(bytes[..1000].iter().chain(&bytes[1024..]).all(|b| *b == 0));
+        let theirs = DeviceBuffer::new(Arc::clone(&other), 64).unwrap();
+        let theirs = DeviceRange::query(&other, theirs.ptr(), 64).unwrap();
+        assert_eq!(code(s.fill_async(&theirs, 1)), HipErrorCode::INVALID_VALUE);
+    }
+}
