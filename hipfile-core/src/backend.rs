@@ -66,6 +66,10 @@ pub struct IoRequest<'a> {
     /// Rung when a queued request finishes, for a submitter that waits for any of several
     /// requests (a batch). See [`Doorbell`].
     pub doorbell: Option<&'a Doorbell>,
+    /// The request runs for a stream-ordered op ([`crate::stream`]) while the application's
+    /// stream waits for it: whatever GPU streams a backend uses for it must not be ordered with
+    /// the legacy default stream, or they would wait behind the application's waiting stream.
+    pub stream_ordered: bool,
 }
 
 impl IoRequest<'_> {
@@ -83,6 +87,7 @@ impl IoRequest<'_> {
             compat: self.compat,
             env: *self.env,
             doorbell: self.doorbell.cloned(),
+            stream_ordered: self.stream_ordered,
         }
     }
 
@@ -115,6 +120,7 @@ pub struct OwnedRequest {
     pub(crate) compat: CompatMode,
     pub(crate) env: EnvConfig,
     pub(crate) doorbell: Option<Doorbell>,
+    pub(crate) stream_ordered: bool,
 }
 
 impl OwnedRequest {
@@ -131,6 +137,7 @@ impl OwnedRequest {
             compat: self.compat,
             env: &self.env,
             doorbell: self.doorbell.as_ref(),
+            stream_ordered: self.stream_ordered,
         }
     }
 }

@@ -26,6 +26,7 @@ use crate::file::{FileInFlight, RegisteredFile};
 use crate::io::{FileIo, PosixIo};
 use crate::registry::{Registry, RegistryBuilder};
 use crate::stats::Stats;
+use crate::stream::{StreamEngine, StreamTable};
 
 /// Largest transfer of one call, as Linux caps `read(2)`/`write(2)` (`MAX_RW_COUNT`).
 pub const MAX_RW_COUNT: usize = 0x7fff_f000;
@@ -159,9 +160,22 @@ pub struct Session {
     files: RwLock<FileTable>,
     buffers: RwLock<HashMap<usize, Arc<RegisteredBuffer>>>,
     stats: Stats,
+    /// The stream engine, made by the first stream-ordered op.
+    streams: Mutex<Option<Arc<StreamEngine>>>,
 }
 
 impl Session {
+    /// The stream engine, made on first use.
+    pub(crate) fn stream_engine(&self) -> Result<Arc<StreamEngine>> {
+        let mut slot = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(engine) = slot.as_ref() {
+            return Ok(Arc::clone(engine));
+        }
+        let engine = Arc::new(StreamEngine::new(Arc::clone(&self.runtime))?);
+        *slot = Some(Arc::clone(&engine));
+        Ok(engine)
+    }
+
     /// The GPU runtime.
     pub fn runtime(&self) -> &Arc<dyn GpuRuntime> {
         &self.runtime
@@ -213,6 +227,7 @@ pub struct Driver {
     state: Mutex<State>,
     next_handle: AtomicU64,
     batches: Mutex<BatchTable>,
+    streams: Mutex<StreamTable>,
 }
 
 /// One read or write as the caller states it, before validation.
@@ -241,11 +256,23 @@ impl Driver {
             state: Mutex::new(State::Closed { staged }),
             next_handle: AtomicU64::new(1),
             batches: Mutex::new(BatchTable::default()),
+            streams: Mutex::new(StreamTable::default()),
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The registered streams.
+    pub(crate) fn stream_table(&self) -> MutexGuard<'_, StreamTable> {
+        self.streams.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Open the driver if it is closed, without adding a reference if it is open (the implicit
+    /// open of upstream's calls).
+    pub(crate) fn open_implicitly(&self) -> Result<Arc<Session>> {
+        self.open_with(&mut self.lock(), false)
     }
 
     /// The batches (lock order: after the state).
@@ -289,6 +316,7 @@ impl Driver {
             files: RwLock::new(FileTable::default()),
             buffers: RwLock::new(HashMap::new()),
             stats,
+            streams: Mutex::new(None),
         }))
     }
 
@@ -578,6 +606,16 @@ impl Driver {
         call: &IoCall,
         first_byte_inside: bool,
     ) -> Result<Prepared> {
+        session.prepare(call, first_byte_inside)
+    }
+}
+
+impl Session {
+    /// [`Driver::prepare_in`], with what it needs: the session's tables and runtime. Stream-ordered
+    /// ops bind their arguments when the stream reaches them, possibly after the driver closed,
+    /// and validate them here against the session they were submitted to.
+    pub(crate) fn prepare(&self, call: &IoCall, first_byte_inside: bool) -> Result<Prepared> {
+        let session = self;
         // Counted as in flight while the table's lock is held: a deregistration either happens
         // before (and the handle is unknown) or sees the request and is refused.
         let (file, file_guard) = {
@@ -612,7 +650,7 @@ impl Driver {
             .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
         let probe = if first_byte_inside { size.max(1) } else { size };
         let (mut memory, registered, buffer_guard) =
-            self.buffer_view(session, call.buffer, buffer_offset, probe)?;
+            self.buffer_view(call.buffer, buffer_offset, probe)?;
         if probe > size {
             memory = memory
                 .slice(0, size)
@@ -631,6 +669,7 @@ impl Driver {
                 settings,
                 env: session.env,
                 doorbell: None,
+                stream_ordered: false,
             },
             _file_guard: file_guard,
             _buffer_guard: buffer_guard,
@@ -684,7 +723,6 @@ impl Driver {
     /// range, whether it is registered, and the registered buffer's in-flight guard.
     fn buffer_view(
         &self,
-        session: &Session,
         base: usize,
         offset: usize,
         size: usize,
@@ -697,7 +735,7 @@ impl Driver {
         };
         let end = offset.checked_add(size).ok_or_else(past_end)?;
         // Counted under the table's lock, as files are in `io`.
-        let registered = session
+        let registered = self
             .buffers
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -711,7 +749,7 @@ impl Driver {
             return Ok((range, true, Some(guard)));
         }
         let whole =
-            DeviceRange::check(&session.runtime, base, end).map_err(|refusal| match refusal {
+            DeviceRange::check(&self.runtime, base, end).map_err(|refusal| match refusal {
                 Refusal::Query(e) => Error::hip(&e, format!("querying pointer {base:#x}")),
                 Refusal::NotDevice(kind) | Refusal::PastEnd(kind @ MemoryKind::Managed) => {
                     not_device_memory(base, kind)

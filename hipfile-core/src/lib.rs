@@ -231,6 +231,7 @@ mod file;
 mod io;
 mod registry;
 mod stats;
+pub mod stream;
 pub mod workers;
 
 pub use backend::{
@@ -254,6 +255,7 @@ pub use file::{
 pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, PageCount, PosixIo};
 pub use registry::{Dispatched, Registry, RegistryBuilder, Submitted};
 pub use stats::{BackendCounts, Stats, StatsSnapshot};
+pub use stream::{AsyncCall, AsyncSlots};
 
 /// Re-exported so backend crates submit descriptors with the same `inventory` version.
 pub use inventory;

@@ -534,6 +534,7 @@ mod tests {
                 compat: self.settings.compat_mode(&self.env),
                 env: &self.env,
                 doorbell: None,
+                stream_ordered: false,
             }
         }
     }

@@ -38,8 +38,16 @@ use crate::staging::StagingPool;
 pub struct EngineParts {
     /// File IO primitives.
     pub io: Arc<dyn FileIo>,
-    /// Staging lanes.
+    /// Staging lanes whose streams are ordered with the legacy default stream (synchronous and
+    /// batch requests: their copies wait for the application's earlier work there, as
+    /// upstream's synchronous copies do).
     pub pool: Arc<StagingPool>,
+    /// Staging lanes on independent streams, for stream-ordered requests
+    /// ([`IoRequest::stream_ordered`]): the application's stream waits for them, so their
+    /// copies must never wait for it. A pool of its own, with its own bound, so a stream-ordered
+    /// request never waits for a lane held by a synchronous request that waits behind the
+    /// application's stream.
+    pub stream_pool: Arc<StagingPool>,
 }
 
 /// The lanes a transfer's threads take from the pool.
@@ -115,7 +123,11 @@ impl Transfer {
             ),
             plan,
             lanes: LaneSpec {
-                pool: Arc::clone(&parts.pool),
+                pool: Arc::clone(if req.stream_ordered {
+                    &parts.stream_pool
+                } else {
+                    &parts.pool
+                }),
                 device: req.device(),
                 chunk,
                 pinned_bound: s.max_pinned_bytes(),

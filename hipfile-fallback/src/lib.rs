@@ -16,7 +16,10 @@
 //! - Writes have `pwrite` semantics: the data is in the page cache on return; durability is the
 //!   caller's `fsync`.
 //! - Pinned memory is bounded by the `max_pinned_mem_size_kb` setting; one transfer is at most
-//!   `max_direct_io_size_kb`.
+//!   `max_direct_io_size_kb`. Stream-ordered requests ([`IoRequest::stream_ordered`]) stage
+//!   through lanes of their own, on streams not ordered with the legacy default stream (the
+//!   application's stream waits for them), in a second pool with the same bound: such a request
+//!   never waits for a lane held by a synchronous request that waits behind that stream.
 //!
 //! - A synchronous request ([`Submit::Wait`]) runs inside `submit` on the calling thread, with IO
 //!   workers joining large ones; a queued request ([`Submit::Queue`]) runs on the workers and
@@ -66,6 +69,7 @@ use hipfile_core::{
 use crate::engine::{EngineParts, Transfer};
 use crate::staging::StagingPool;
 use hipfile_core::workers::IoWorkers;
+use hipfile_hip::StreamOrder;
 
 /// The backend's name.
 pub const NAME: &str = "fallback";
@@ -106,6 +110,12 @@ impl Fallback {
         let pool = Arc::new(StagingPool::new(
             Arc::clone(&ctx.runtime),
             settings.event_wait,
+            StreamOrder::WithDefaultStream,
+        ));
+        let stream_pool = Arc::new(StagingPool::new(
+            Arc::clone(&ctx.runtime),
+            settings.event_wait,
+            StreamOrder::Independent,
         ));
         let device = ctx
             .runtime
@@ -121,14 +131,15 @@ impl Fallback {
             parts: EngineParts {
                 io: Arc::clone(&ctx.io),
                 pool,
+                stream_pool,
             },
             workers,
         })
     }
 
-    /// Bytes of pinned memory held by the staging pool.
+    /// Bytes of pinned memory held by the staging pools.
     pub fn pinned_bytes(&self) -> usize {
-        self.parts.pool.held_bytes()
+        self.parts.pool.held_bytes() + self.parts.stream_pool.held_bytes()
     }
 
     /// Number of IO worker threads.

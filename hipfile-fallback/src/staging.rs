@@ -44,16 +44,19 @@ struct PoolState {
 pub struct StagingPool {
     runtime: Arc<dyn GpuRuntime>,
     wait: EventWait,
+    order: StreamOrder,
     state: Mutex<PoolState>,
     returned: Condvar,
 }
 
 impl StagingPool {
-    /// An empty pool over `runtime` whose lanes wait for their copies as `wait` says.
-    pub fn new(runtime: Arc<dyn GpuRuntime>, wait: EventWait) -> Self {
+    /// An empty pool over `runtime` whose lanes wait for their copies as `wait` says and whose
+    /// streams are ordered as `order` says.
+    pub fn new(runtime: Arc<dyn GpuRuntime>, wait: EventWait, order: StreamOrder) -> Self {
         StagingPool {
             runtime,
             wait,
+            order,
             state: Mutex::new(PoolState::default()),
             returned: Condvar::new(),
         }
@@ -132,13 +135,7 @@ impl StagingPool {
             if state.held.saturating_add(need) <= bound {
                 state.held += need;
                 drop(state);
-                return match StagingLane::new(
-                    &self.runtime,
-                    device,
-                    chunk,
-                    self.wait,
-                    StreamOrder::WithDefaultStream,
-                ) {
+                return match StagingLane::new(&self.runtime, device, chunk, self.wait, self.order) {
                     Ok(lane) => Ok(Some(LaneLease {
                         pool: Arc::clone(self),
                         lane: Some(lane),
@@ -216,7 +213,11 @@ mod tests {
     #[test]
     fn lanes_are_reused_and_the_bound_holds() {
         let sim = Arc::new(SimRuntime::default());
-        let pool = Arc::new(StagingPool::new(sim.clone(), EventWait::Yield));
+        let pool = Arc::new(StagingPool::new(
+            sim.clone(),
+            EventWait::Yield,
+            StreamOrder::WithDefaultStream,
+        ));
         let a = pool.take(0, 4096, 16384, true).unwrap().unwrap();
         let b = pool.take(0, 4096, 16384, true).unwrap().unwrap();
         assert_eq!(pool.held_bytes(), 16384);
@@ -240,7 +241,11 @@ mod tests {
     #[test]
     fn a_full_pool_makes_a_waiting_take_wait_for_a_return() {
         let sim = Arc::new(SimRuntime::default());
-        let pool = Arc::new(StagingPool::new(sim, EventWait::Yield));
+        let pool = Arc::new(StagingPool::new(
+            sim,
+            EventWait::Yield,
+            StreamOrder::WithDefaultStream,
+        ));
         let held = pool.take(0, 4096, 8192, true).unwrap().unwrap();
         let p2 = Arc::clone(&pool);
         let waiter = std::thread::spawn(move || p2.take(0, 4096, 8192, true).map(|l| l.is_some()));

@@ -14,6 +14,8 @@ use hipfile_core::{
 
 use crate::batch::Batch;
 use crate::memory::{AsDevice, AsDeviceMut, DeviceBuffer, RegisteredBuffer};
+use crate::stream::StreamIo;
+use hipfile_hip::StreamRef;
 
 /// One reference on a core driver's use count, released when the last value sharing it drops.
 #[derive(Debug)]
@@ -176,6 +178,33 @@ impl Driver {
         f: impl FnOnce(&mut Batch<'buf>) -> R,
     ) -> Result<R> {
         Batch::scope(Arc::clone(&self.reference), capacity, f)
+    }
+
+    /// Queue reads and writes on `stream` through the [`StreamIo`] lent to `f`: each runs when
+    /// the stream reaches it, and the stream's later work runs once it ended. Returns when every
+    /// op queued through it has ended; the files and memory of the ops are borrowed until then.
+    /// See [`StreamIo`].
+    pub fn on_stream<'buf, 's, R>(
+        &self,
+        stream: &'s StreamRef<'s>,
+        f: impl FnOnce(&mut StreamIo<'buf, 's>) -> R,
+    ) -> R {
+        StreamIo::scope(Arc::clone(&self.reference), stream, f)
+    }
+
+    /// Register `stream` with `flags` (`hipfile_core::stream::FIXED_*`,
+    /// `PAGE_ALIGNED_INPUTS`): arguments its flags fix are read when an op is queued, the others
+    /// when the stream reaches the op. Registering twice, or unknown flags, is `InvalidValue`.
+    pub fn register_stream(&self, stream: &StreamRef<'_>, flags: u32) -> Result<()> {
+        stream
+            .device()
+            .map_err(|e| Error::hip(&e, "asking the stream's device"))?;
+        self.core().stream_register(stream.raw(), flags)
+    }
+
+    /// Forget a registered stream; ops queued on it keep the flags they were queued with.
+    pub fn deregister_stream(&self, stream: &StreamRef<'_>) -> Result<()> {
+        self.core().stream_deregister(stream.raw())
     }
 
     /// Counters of the open driver (counting only with `HIPFILE_STATS_LEVEL=true`).

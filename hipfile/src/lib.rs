@@ -73,6 +73,7 @@ mod batch;
 pub mod capi;
 mod driver;
 mod memory;
+mod stream;
 
 use std::sync::{Arc, OnceLock};
 
@@ -85,6 +86,7 @@ pub use hipfile_core::{
 pub use memory::{
     AsDevice, AsDeviceMut, DeviceBuffer, DeviceSlice, DeviceSliceMut, RegisteredBuffer,
 };
+pub use stream::{StreamIo, StreamOp};
 
 /// The process-wide core driver behind the C ABI and [`Driver::open`].
 pub(crate) fn global() -> &'static Arc<hipfile_core::Driver> {

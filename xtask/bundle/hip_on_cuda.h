@@ -24,5 +24,25 @@
 #define hipHostFree cudaFreeHost
 #define hipMallocManaged cudaMallocManaged
 #define hipMemAttachGlobal cudaMemAttachGlobal
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipSetDevice cudaSetDevice
+#define hipErrorNotReady cudaErrorNotReady
+
+/* Streams and events: hipStream_t is hipfile.h's void *, so handles are cast to CUDA's types. */
+typedef cudaEvent_t hipEvent_t;
+#define hipStreamNonBlocking cudaStreamNonBlocking
+#define hipStreamCreate(stream) cudaStreamCreate((cudaStream_t *)(stream))
+#define hipStreamCreateWithFlags(stream, flags) \
+    cudaStreamCreateWithFlags((cudaStream_t *)(stream), (flags))
+#define hipStreamSynchronize(stream) cudaStreamSynchronize((cudaStream_t)(stream))
+#define hipStreamDestroy(stream) cudaStreamDestroy((cudaStream_t)(stream))
+#define hipEventCreate cudaEventCreate
+#define hipEventRecord(event, stream) cudaEventRecord((event), (cudaStream_t)(stream))
+#define hipEventQuery cudaEventQuery
+#define hipEventDestroy cudaEventDestroy
+#define hipLaunchHostFunc(stream, fn, data) \
+    cudaLaunchHostFunc((cudaStream_t)(stream), (fn), (data))
+#define hipMemcpyAsync(dst, src, count, kind, stream) \
+    cudaMemcpyAsync((dst), (src), (count), (kind), (cudaStream_t)(stream))
 
 #endif

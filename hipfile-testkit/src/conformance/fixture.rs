@@ -122,6 +122,7 @@ impl FileRequests {
             compat: self.settings.compat_mode(&self.env),
             env: &self.env,
             doorbell: None,
+            stream_ordered: false,
         }
     }
 

@@ -89,8 +89,8 @@ pub fn driver_props(s: &Settings, compat_allowed: bool, direct_io: bool) -> hipF
             },
             driver_control_flags: control,
         },
-        // Batch IO is; stream IO and cuFile's parallel IO switch are not in this build.
-        feature_flags: 1 << hipFileBatchIOSupported,
+        // Batch and stream IO are; cuFile's parallel IO switch is not in this build.
+        feature_flags: (1 << hipFileBatchIOSupported) | (1 << hipFileStreamsSupported),
         max_device_cache_size: s.max_device_cache_size_kb,
         per_buffer_cache_size: s.per_buffer_cache_size_kb,
         max_device_pinned_mem_size: s.max_pinned_mem_size_kb,

@@ -15,8 +15,8 @@
 //!
 //! The entry points, by subject: registration of files and buffers and the IO between them
 //! (module `registration`); the driver's life, version and properties (`driver`); parameters
-//! (`parameters`); statistics (`statistics`); batch IO (`batch`); async and stream IO, which
-//! this build answers as not supported (`unsupported`). `types` mirrors the header's types.
+//! (`parameters`); statistics (`statistics`); batch IO (`batch`); stream-ordered IO and stream
+//! registration (`stream`). `types` mirrors the header's types.
 
 #![allow(non_snake_case, non_upper_case_globals)] // the exported names and constants are upstream's
 #![allow(clippy::missing_safety_doc)] // the C header documents the contract of every function
@@ -27,8 +27,8 @@ mod driver;
 mod parameters;
 mod registration;
 mod statistics;
+mod stream;
 mod types;
-mod unsupported;
 
 pub use batch::*;
 pub use conventions::*;
@@ -36,5 +36,5 @@ pub use driver::*;
 pub use parameters::*;
 pub use registration::*;
 pub use statistics::*;
+pub use stream::*;
 pub use types::*;
-pub use unsupported::*;

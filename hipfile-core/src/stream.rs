@@ -1,0 +1,725 @@
+//! Stream-ordered IO: `hipFileReadAsync` / `hipFileWriteAsync` and stream registration.
+//!
+//! An op queued on an application's stream runs when the stream reaches it, and the work queued
+//! after it on that stream runs once its bytes are in place and its result is written; the
+//! caller's thread only enqueues. No host function does file IO, and nothing waits on the
+//! caller's thread:
+//!
+//! 1. [`Driver::submit_async`] (the caller's thread) validates the op as upstream does at submit,
+//!    records an event on the stream (the library learns from it that the stream reached the op)
+//!    and makes the stream wait until a 32-bit word of host-mapped memory ([`HostFlags`]) reaches
+//!    a value: a stream memory operation (`hipStreamWaitValue32`, `cuStreamWaitValue32`), or,
+//!    where the device has none or `stream_memops_bypass` is set, a host function that only waits
+//!    for the word ([`Hold`]). Then it hands the op to the session's stream engine and returns.
+//! 2. The engine's watcher thread polls the event at the head of each stream's queue. Once the
+//!    stream reached an op, the op's arguments are bound (those the stream's flags do not fix are
+//!    read through the caller's slots now, so work earlier on the stream may compute them) and
+//!    the op runs on a runner thread as a synchronous request through the registry: the same
+//!    engines, failover and statistics as `hipFileRead`/`hipFileWrite`, with
+//!    [`IoRequest::stream_ordered`](crate::IoRequest::stream_ordered) set so the engines' own GPU
+//!    streams do not wait behind the application's.
+//! 3. The runner writes the result into the caller's slot and stores the awaited value into the
+//!    flag word: the stream goes on.
+//!
+//! Ops on one stream run strictly in stream order (the next op's event completes only after the
+//! previous op let the stream go); ops on different streams run side by side. Each stream with ops
+//! in flight holds one flag word; the values stored into a word only grow, so a word can pass to
+//! another stream once its own has nothing in flight, whatever the GPU has seen of it.
+//!
+//! Results follow upstream: the bytes moved; `-hipFileInvalidValue` (as [`ErrorKind::InvalidValue`])
+//! for a bound size larger than at submission or a bound region that is invalid; an OS error for a
+//! failing `pread`/`pwrite` (the C ABI writes -1, upstream's encoding). An op submitted before the
+//! driver closed still runs when its stream reaches it, on the session it was submitted to: the
+//! stream never hangs on the library, and the session lives until its last op ends.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use hipfile_hip::{GpuRuntime, Hold, HostFlags, OwnedEvent, StreamRef};
+
+use crate::backend::IoOp;
+use crate::driver::{Driver, FileHandleId, IoCall, Prepared, Session};
+use crate::error::{Error, ErrorKind, Result};
+use crate::MAX_RW_COUNT;
+
+/// `HIPFILE_STREAM_FIXED_BUF_OFFSET`: the buffer offset is read at submission.
+pub const FIXED_BUF_OFFSET: u32 = 1;
+/// `HIPFILE_STREAM_FIXED_FILE_OFFSET`: the file offset is read at submission.
+pub const FIXED_FILE_OFFSET: u32 = 1 << 1;
+/// `HIPFILE_STREAM_FIXED_FILE_SIZE`: the size is read at submission.
+pub const FIXED_FILE_SIZE: u32 = 1 << 2;
+/// `HIPFILE_STREAM_PAGE_ALIGNED_INPUTS`: size and offsets are multiples of 4 KiB.
+pub const PAGE_ALIGNED_INPUTS: u32 = 1 << 3;
+/// Every stream flag.
+pub const FLAGS_MASK: u32 = 0xf;
+
+/// The alignment [`PAGE_ALIGNED_INPUTS`] promises.
+const PAGE: u64 = 4096;
+/// Flag words in an engine: streams with ops in flight at once.
+const FLAG_WORDS: usize = 4096;
+/// Runner threads at most: ops running at once (one per stream that reached one).
+const RUNNERS: usize = 64;
+/// How long the watcher keeps polling without sleeping after something happened: the next op
+/// of a stream whose op just ended is usually reached within microseconds.
+const SPIN: Duration = Duration::from_micros(200);
+/// The longest sleep between two polls of a stream that has not reached its op.
+const LONGEST_NAP: Duration = Duration::from_millis(1);
+/// How long an idle watcher stays before it exits (the next op starts another).
+const WATCHER_LINGER: Duration = Duration::from_secs(2);
+
+/// Where an op's arguments come from and its result goes: the caller's memory. The C ABI reads
+/// and writes the caller's pointers; the Rust API owns its slots.
+pub trait AsyncSlots: Send + Sync + fmt::Debug {
+    /// The size to move, as the caller's slot holds it now.
+    fn size(&self) -> usize;
+    /// The file offset, as the caller's slot holds it now.
+    fn file_offset(&self) -> i64;
+    /// The buffer offset, as the caller's slot holds it now.
+    fn buffer_offset(&self) -> i64;
+    /// The op is queued: the result slot says 0 until the op ends (upstream writes 0 at
+    /// submission).
+    fn clear_result(&self);
+    /// The op ended with `result`: written before its stream goes on.
+    fn set_result(&self, result: &Result<usize>);
+}
+
+/// One stream-ordered op as the caller states it.
+#[derive(Debug)]
+pub struct AsyncCall<'a> {
+    /// Direction.
+    pub op: IoOp,
+    /// The registered file.
+    pub handle: FileHandleId,
+    /// Buffer base: a registered buffer, or any device pointer.
+    pub buffer: usize,
+    /// The stream the op is ordered on.
+    pub stream: &'a StreamRef<'a>,
+    /// Arguments and result.
+    pub slots: Arc<dyn AsyncSlots>,
+}
+
+/// The arguments of an op, bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Bound {
+    size: usize,
+    file_offset: i64,
+    buffer_offset: i64,
+}
+
+impl Bound {
+    fn read(slots: &dyn AsyncSlots) -> Self {
+        Bound {
+            size: slots.size().min(MAX_RW_COUNT),
+            file_offset: slots.file_offset(),
+            buffer_offset: slots.buffer_offset(),
+        }
+    }
+
+    /// Negative offsets, and with [`PAGE_ALIGNED_INPUTS`] unaligned ones, are invalid values.
+    fn check(&self, flags: u32) -> Result<()> {
+        if self.file_offset < 0 || self.buffer_offset < 0 {
+            return Err(invalid("a negative file or buffer offset"));
+        }
+        let aligned = |v: u64| v % PAGE == 0;
+        if flags & PAGE_ALIGNED_INPUTS != 0
+            && !(aligned(self.size as u64)
+                && aligned(self.file_offset as u64)
+                && aligned(self.buffer_offset as u64))
+        {
+            return Err(invalid(
+                "the stream promises page-aligned inputs and this op's are not",
+            ));
+        }
+        Ok(())
+    }
+
+    fn call(&self, op: IoOp, handle: FileHandleId, buffer: usize) -> IoCall {
+        IoCall {
+            op,
+            handle,
+            buffer,
+            size: self.size,
+            file_offset: self.file_offset,
+            buffer_offset: self.buffer_offset,
+        }
+    }
+}
+
+fn invalid(why: &str) -> Error {
+    Error::new(ErrorKind::InvalidValue, why.to_string())
+}
+
+/// Upstream answers every argument error of an async op with `hipFileInvalidValue`, where the
+/// synchronous calls answer `EINVAL`.
+fn as_invalid_value(e: Error) -> Error {
+    if e.errno() == Some(rustix::io::Errno::INVAL.raw_os_error()) {
+        Error::new(ErrorKind::InvalidValue, e.context().to_string())
+    } else {
+        e
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The registered streams of a driver and their flags. Registration needs no open driver and
+/// outlives its closing, as upstream's does.
+#[derive(Debug, Default)]
+pub(crate) struct StreamTable(HashMap<usize, u32>);
+
+impl Driver {
+    /// `hipFileStreamRegister`: remember `flags` for the stream whose raw handle is `stream`.
+    /// Flags outside [`FLAGS_MASK`] and a stream already registered are invalid values.
+    pub fn stream_register(&self, stream: usize, flags: u32) -> Result<()> {
+        if flags & !FLAGS_MASK != 0 {
+            return Err(invalid("unknown stream flags"));
+        }
+        let mut table = self.stream_table();
+        if table.0.contains_key(&stream) {
+            return Err(invalid("the stream is already registered"));
+        }
+        table.0.insert(stream, flags);
+        Ok(())
+    }
+
+    /// `hipFileStreamDeregister`: forget the stream. Ops already queued on it keep the flags
+    /// they were submitted with. An unknown stream is an invalid value.
+    pub fn stream_deregister(&self, stream: usize) -> Result<()> {
+        match self.stream_table().0.remove(&stream) {
+            Some(_) => Ok(()),
+            None => Err(invalid("the stream is not registered")),
+        }
+    }
+
+    /// The flags of a stream: its registration's, or 0 for a stream never registered (upstream
+    /// treats it as registered with no flags).
+    pub fn stream_flags(&self, stream: usize) -> u32 {
+        self.stream_table().0.get(&stream).copied().unwrap_or(0)
+    }
+
+    /// The open session for an async op. A closed driver is opened (its use count becomes 1) and
+    /// the op refused as an invalid value: cuFile's behaviour, which upstream mimics.
+    pub fn async_session(&self) -> Result<Arc<Session>> {
+        match self.session() {
+            Some(session) => Ok(session),
+            None => {
+                self.open_implicitly()?;
+                Err(invalid("the driver was not open"))
+            }
+        }
+    }
+
+    /// `hipFileReadAsync` / `hipFileWriteAsync` on an open `session`: validate with the values
+    /// the caller's slots hold now, write 0 as the result, and queue the op on its stream. An
+    /// op of 0 bytes queues nothing. Returns once the op is queued; see the module docs.
+    pub fn submit_async(&self, session: &Arc<Session>, call: AsyncCall<'_>) -> Result<()> {
+        let flags = self.stream_flags(call.stream.raw());
+        let submitted = Bound::read(&*call.slots);
+        submitted.check(flags)?;
+        let prepared = session
+            .prepare(&submitted.call(call.op, call.handle, call.buffer), false)
+            .map_err(as_invalid_value)?;
+        let device = call
+            .stream
+            .device()
+            .map_err(|e| Error::hip(&e, "asking the stream's device"))?;
+        if prepared.request.memory.device() != device {
+            return Err(invalid("the buffer is on another device than the stream"));
+        }
+        call.slots.clear_result();
+        if submitted.size == 0 {
+            call.slots.set_result(&Ok(0));
+            return Ok(());
+        }
+        let engine = session.stream_engine()?;
+        engine.enqueue(
+            session,
+            call.stream,
+            device,
+            AsyncOp {
+                op: call.op,
+                handle: call.handle,
+                buffer: call.buffer,
+                flags,
+                submitted,
+                slots: call.slots,
+                session: Arc::clone(session),
+                _held: prepared,
+                gate: Gate::default(),
+            },
+        )
+    }
+}
+
+/// Where an op stands on its stream: the event that tells the stream reached it, and the flag
+/// word and value that let the stream go on.
+#[derive(Debug, Default)]
+struct Gate {
+    stream: usize,
+    event: Option<OwnedEvent>,
+    device: i32,
+    word: usize,
+    value: u32,
+}
+
+/// An op queued on a stream.
+#[derive(Debug)]
+struct AsyncOp {
+    op: IoOp,
+    handle: FileHandleId,
+    buffer: usize,
+    flags: u32,
+    submitted: Bound,
+    slots: Arc<dyn AsyncSlots>,
+    session: Arc<Session>,
+    /// The file and buffer of the submission, counted as in flight until the op ends.
+    _held: Prepared,
+    gate: Gate,
+}
+
+impl AsyncOp {
+    /// Bind the arguments the stream's flags leave open and run the op as a synchronous request.
+    fn run(&self) -> Result<usize> {
+        let now = Bound::read(&*self.slots);
+        let fixed = |flag: u32| self.flags & flag != 0;
+        let bound = Bound {
+            size: if fixed(FIXED_FILE_SIZE) {
+                self.submitted.size
+            } else {
+                now.size
+            },
+            file_offset: if fixed(FIXED_FILE_OFFSET) {
+                self.submitted.file_offset
+            } else {
+                now.file_offset
+            },
+            buffer_offset: if fixed(FIXED_BUF_OFFSET) {
+                self.submitted.buffer_offset
+            } else {
+                now.buffer_offset
+            },
+        };
+        if bound.size > self.submitted.size {
+            return Err(invalid("the size grew after submission"));
+        }
+        bound.check(self.flags)?;
+        if bound.size == 0 {
+            return Ok(0);
+        }
+        let mut prepared = self
+            .session
+            .prepare(&bound.call(self.op, self.handle, self.buffer), false)
+            .map_err(as_invalid_value)?;
+        if let Some(answer) = prepared.answer.take() {
+            return answer;
+        }
+        prepared.request.stream_ordered = true;
+        let outcome = self
+            .session
+            .registry()
+            .dispatch(&prepared.request.request());
+        self.session.stats().record(self.op, &outcome);
+        outcome.map(|d| d.bytes)
+    }
+}
+
+/// Lets an op's stream go on when dropped, whatever happened to the op (a panic included): a
+/// stream must never wait forever on the library.
+struct Release<'a> {
+    engine: &'a StreamEngine,
+    gate: Gate,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        // The result was written before: the stream's later work must see it.
+        fence(Ordering::SeqCst);
+        // The word is one the engine handed out, inside the flags: the store cannot fail.
+        let _ = self.engine.flags.store(self.gate.word, self.gate.value);
+        self.engine.settle(&mut self.gate);
+    }
+}
+
+/// The flag word a stream with ops in flight holds.
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    word: usize,
+    /// Ops queued on the stream and not ended.
+    in_flight: usize,
+    /// The last value handed out for the word.
+    last: u32,
+}
+
+/// The flag words: held by streams, free, or never handed out.
+#[derive(Debug, Default)]
+struct Words {
+    by_stream: HashMap<usize, Line>,
+    free: Vec<usize>,
+    /// Words never handed out start here.
+    fresh: usize,
+}
+
+/// A word whose values reached this is retired, so values never wrap (HIP compares them as
+/// plain unsigned numbers).
+const RETIRE_AT: u32 = u32::MAX - 1;
+
+/// What the watcher hears.
+enum Message {
+    /// An op to watch.
+    Queued(Box<AsyncOp>),
+    /// An op ended: poll without napping for a while.
+    Ended,
+}
+
+/// The stream engine of a session: flag words, events, the watcher and the runners.
+pub(crate) struct StreamEngine {
+    runtime: Arc<dyn GpuRuntime>,
+    flags: Arc<HostFlags>,
+    words: Mutex<Words>,
+    events: Mutex<HashMap<i32, Vec<OwnedEvent>>>,
+    memops: Mutex<HashMap<i32, bool>>,
+    watcher: Mutex<Option<Sender<Message>>>,
+    runners: Runners,
+}
+
+impl fmt::Debug for StreamEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamEngine").finish_non_exhaustive()
+    }
+}
+
+impl StreamEngine {
+    pub(crate) fn new(runtime: Arc<dyn GpuRuntime>) -> Result<Self> {
+        let flags = HostFlags::new(Arc::clone(&runtime), FLAG_WORDS)
+            .map_err(|e| Error::hip(&e, "allocating the stream flag words"))?;
+        Ok(StreamEngine {
+            runtime,
+            flags: Arc::new(flags),
+            words: Mutex::new(Words::default()),
+            events: Mutex::new(HashMap::new()),
+            memops: Mutex::new(HashMap::new()),
+            watcher: Mutex::new(None),
+            runners: Runners::new(RUNNERS),
+        })
+    }
+
+    /// How streams of `device` are held: a stream memory operation where the device has them
+    /// and the settings allow them, else a host function that waits.
+    fn hold(&self, session: &Session, device: i32) -> Hold {
+        if session.settings().stream_memops_bypass {
+            return Hold::HostFunction;
+        }
+        let memops = *lock(&self.memops)
+            .entry(device)
+            .or_insert_with(|| self.runtime.stream_memops(device));
+        if memops {
+            Hold::Memop
+        } else {
+            Hold::HostFunction
+        }
+    }
+
+    fn event(&self, device: i32) -> Result<OwnedEvent> {
+        if let Some(event) = lock(&self.events).get_mut(&device).and_then(Vec::pop) {
+            return Ok(event);
+        }
+        OwnedEvent::on_device(Arc::clone(&self.runtime), device)
+            .map_err(|e| Error::hip(&e, "creating a stream event"))
+    }
+
+    /// The line of `stream`: the one it holds, or a free or fresh word, which starts from the
+    /// value the word holds (every op that used it has ended).
+    fn line(&self, words: &mut Words, stream: usize) -> Result<Line> {
+        if let Some(line) = words.by_stream.get(&stream) {
+            if line.last < RETIRE_AT {
+                return Ok(*line);
+            }
+        }
+        loop {
+            let word = match words.free.pop() {
+                Some(word) => word,
+                None if words.fresh < self.flags.len() => {
+                    words.fresh += 1;
+                    words.fresh - 1
+                }
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::HipDriverError,
+                        format!("more than {FLAG_WORDS} streams have ops in flight"),
+                    ))
+                }
+            };
+            let last = self.flags.load(word).unwrap_or(RETIRE_AT);
+            if last < RETIRE_AT {
+                return Ok(Line {
+                    word,
+                    in_flight: 0,
+                    last,
+                });
+            }
+        }
+    }
+
+    /// Record the op's event on `stream`, hold the stream on the op's flag word, and hand the op
+    /// to the watcher. The word lock is held across both runtime calls, so the values awaited on
+    /// one stream grow in the order the stream holds them.
+    fn enqueue(
+        self: &Arc<Self>,
+        session: &Session,
+        stream: &StreamRef<'_>,
+        device: i32,
+        mut op: AsyncOp,
+    ) -> Result<()> {
+        let how = self.hold(session, device);
+        let event = self.event(device)?;
+        let mut words = lock(&self.words);
+        let mut line = self.line(&mut words, stream.raw())?;
+        let value = line.last + 1;
+        let queued = stream
+            .record(&event)
+            .and_then(|()| stream.hold(&self.flags, line.word, value, how));
+        if let Err(e) = queued {
+            if line.in_flight == 0 {
+                words.free.push(line.word);
+            }
+            drop(words);
+            lock(&self.events).entry(device).or_default().push(event);
+            return Err(Error::hip(&e, "queueing the op on its stream"));
+        }
+        // A stream moved off a retired word keeps its old line's ops counted there until they
+        // end; the retired word is never freed (see `settle`).
+        line.in_flight += 1;
+        line.last = value;
+        words.by_stream.insert(stream.raw(), line);
+        drop(words);
+        op.gate = Gate {
+            stream: stream.raw(),
+            event: Some(event),
+            device,
+            word: line.word,
+            value,
+        };
+        self.watch(op);
+        Ok(())
+    }
+
+    fn watch(self: &Arc<Self>, op: AsyncOp) {
+        let mut watcher = lock(&self.watcher);
+        let mut message = Message::Queued(Box::new(op));
+        if let Some(tx) = watcher.as_ref() {
+            match tx.send(message) {
+                Ok(()) => return,
+                Err(returned) => message = returned.0,
+            }
+        }
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let _ = tx.send(message);
+        let engine = Arc::clone(self);
+        let watcher_rx = rx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("hipfile-streams".into())
+            .spawn(move || engine.watcher_loop(watcher_rx));
+        match spawned {
+            Ok(_) => *watcher = Some(tx),
+            Err(e) => {
+                // Nobody can watch the stream: the op ends now with the error, and its stream
+                // is let go at once rather than never.
+                drop(watcher);
+                while let Ok(Message::Queued(op)) = rx.try_recv() {
+                    let error = Error::new(
+                        ErrorKind::InternalError,
+                        format!("starting the stream watcher: {e}"),
+                    );
+                    self.start(op, Err(error));
+                }
+            }
+        }
+    }
+
+    /// The watcher: polls the event of each stream's oldest op and starts the op once its stream
+    /// reached it.
+    fn watcher_loop(self: Arc<Self>, rx: Receiver<Message>) {
+        let mut streams: HashMap<usize, VecDeque<Box<AsyncOp>>> = HashMap::new();
+        let mut last_news = Instant::now();
+        loop {
+            let quiet = last_news.elapsed();
+            let message = if quiet < SPIN {
+                std::thread::yield_now();
+                rx.try_recv().ok()
+            } else if streams.is_empty() {
+                match rx.recv_timeout(WATCHER_LINGER) {
+                    Ok(m) => Some(m),
+                    Err(RecvTimeoutError::Timeout) => {
+                        let mut watcher = lock(&self.watcher);
+                        if rx.is_empty() {
+                            *watcher = None;
+                            return;
+                        }
+                        None
+                    }
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            } else {
+                rx.recv_timeout((quiet / 4).min(LONGEST_NAP)).ok()
+            };
+            if let Some(message) = message {
+                last_news = Instant::now();
+                if let Message::Queued(op) = message {
+                    streams.entry(op.gate.stream).or_default().push_back(op);
+                }
+                continue;
+            }
+            streams.retain(|_, queue| {
+                while let Some(head) = queue.front() {
+                    let reached = match &head.gate.event {
+                        Some(event) => event.query(),
+                        None => Ok(true),
+                    };
+                    match reached {
+                        Ok(false) => break,
+                        Ok(true) => {
+                            let op = queue.pop_front().expect("the head is there");
+                            self.start(op, Ok(()));
+                            last_news = Instant::now();
+                        }
+                        Err(e) => {
+                            let op = queue.pop_front().expect("the head is there");
+                            self.start(op, Err(Error::hip(&e, "waiting for the stream")));
+                            last_news = Instant::now();
+                        }
+                    }
+                }
+                !queue.is_empty()
+            });
+        }
+    }
+
+    /// Run an op whose stream reached it (or whose stream failed: then the failure is its
+    /// result) on a runner.
+    fn start(self: &Arc<Self>, mut op: Box<AsyncOp>, reached: Result<()>) {
+        let engine = Arc::clone(self);
+        let gate = std::mem::take(&mut op.gate);
+        self.runners.run(Box::new(move || {
+            let release = Release {
+                engine: &engine,
+                gate,
+            };
+            let outcome = reached.and_then(|()| op.run());
+            op.slots.set_result(&outcome);
+            drop(release);
+        }));
+    }
+
+    /// An op ended: its event goes back to the pool and its stream's word is freed when the
+    /// stream has nothing else in flight on it (a retired word is never freed).
+    fn settle(&self, gate: &mut Gate) {
+        if let Some(event) = gate.event.take() {
+            lock(&self.events)
+                .entry(gate.device)
+                .or_default()
+                .push(event);
+        }
+        let mut words = lock(&self.words);
+        if let Some(line) = words.by_stream.get_mut(&gate.stream) {
+            if line.word == gate.word {
+                line.in_flight -= 1;
+                if line.in_flight == 0 {
+                    words.by_stream.remove(&gate.stream);
+                    if gate.value < RETIRE_AT {
+                        words.free.push(gate.word);
+                    }
+                }
+            }
+        }
+        drop(words);
+        if let Some(tx) = lock(&self.watcher).as_ref() {
+            let _ = tx.send(Message::Ended);
+        }
+    }
+}
+
+type RunnerWork = Box<dyn FnOnce() + Send>;
+
+/// The threads stream-ordered ops run on, one op each at a time. Threads start when an op finds
+/// none idle (up to a limit; beyond it ops wait their turn) and leave after [`WATCHER_LINGER`]
+/// without work. They are never joined: the engine may be dropped by the last op on a runner,
+/// and the runners leave once the engine, which holds the only sender, is gone.
+#[derive(Debug)]
+struct Runners {
+    tx: Sender<RunnerWork>,
+    rx: Receiver<RunnerWork>,
+    idle: Arc<std::sync::atomic::AtomicUsize>,
+    live: Arc<std::sync::atomic::AtomicUsize>,
+    limit: usize,
+}
+
+impl Runners {
+    fn new(limit: usize) -> Self {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        Runners {
+            tx,
+            rx,
+            idle: Arc::default(),
+            live: Arc::default(),
+            limit,
+        }
+    }
+
+    fn run(&self, work: RunnerWork) {
+        // The receiver lives in `self`: sending cannot fail.
+        let _ = self.tx.send(work);
+        if self.idle.load(Ordering::Acquire) > 0 || self.live.load(Ordering::Acquire) >= self.limit
+        {
+            return;
+        }
+        self.live.fetch_add(1, Ordering::AcqRel);
+        let (rx, idle, live) = (
+            self.rx.clone(),
+            Arc::clone(&self.idle),
+            Arc::clone(&self.live),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("hipfile-stream-op".into())
+            .spawn(move || serve_ops(&rx, &idle, &live));
+        if spawned.is_err() {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            if self.live.load(Ordering::Acquire) == 0 {
+                // No thread to run it: run it here rather than leave its stream waiting.
+                while let Ok(work) = self.rx.try_recv() {
+                    work();
+                }
+            }
+        }
+    }
+}
+
+/// A runner's life: run ops until none came for [`WATCHER_LINGER`]. A runner that leaves while
+/// an op was just queued stays for it (the submitter saw it idle and started nobody).
+fn serve_ops(
+    rx: &Receiver<RunnerWork>,
+    idle: &std::sync::atomic::AtomicUsize,
+    live: &std::sync::atomic::AtomicUsize,
+) {
+    loop {
+        idle.fetch_add(1, Ordering::AcqRel);
+        let next = rx.recv_timeout(WATCHER_LINGER);
+        idle.fetch_sub(1, Ordering::AcqRel);
+        match next {
+            Ok(work) => work(),
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                live.fetch_sub(1, Ordering::AcqRel);
+                if rx.is_empty() {
+                    return;
+                }
+                live.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    }
+    live.fetch_sub(1, Ordering::AcqRel);
+}
