@@ -71,6 +71,7 @@ pub mod nvidia;
 pub mod os;
 pub mod p2p;
 mod platform;
+pub mod replay;
 mod runtime;
 pub mod sim;
 mod slice;
@@ -85,6 +86,7 @@ pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};
 pub use platform::{
     open_default, open_platform, parse_platform, PlatformChoice, PlatformOptions, PLATFORM_ENV,
 };
+pub use replay::HostFunctionReader;
 pub use runtime::{
     DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent,
     OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle, StreamOrder,
