@@ -14,6 +14,14 @@
 //! and, as root, cold random 4 KiB reads at queue depth 32 against 32 threads of O_DIRECT reads
 //! of the same size (the storage's ceiling for them), the page cache dropped before each.
 //!
+//! Stream-ordered IO ([`crate::stream_phase`]) is read against figures of the same run too: the
+//! whole file as reads of `--async-op-size` queued on 1 and on 4 streams (dealt round robin)
+//! against the hot read, and against upstream's design replayed on the same streams (a `pread`
+//! in a host function into pinned memory, then an async copy); the time of each submission; and
+//! a GPU workload (fills of a buffer of up to 1 GiB on an independent stream, as many as take
+//! about as long as the reads on 1 stream) alone, the reads alone, and both queued at once, the
+//! last read against the sum of the first two (the overlap: below 1, they overlapped).
+//!
 //! The file read is never written: a file that exists is opened read-only and its bytes are
 //! kept; a file that does not exist is made (a pattern) and then opened read-only too. The write
 //! phases write a scratch file next to it ([`crate::scratch`]), removed at the end.
@@ -36,7 +44,10 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use hipfile::{AsDevice, AsDeviceMut, Driver, DriverOptions, FileHandle, RegisteredBuffer};
 use hipfile_core::{Environment, FileIo, IoPath, PosixIo};
-use hipfile_hip::{sim::SimRuntime, DeviceBuffer, GpuRuntime, PinnedBuffer, Platform};
+use hipfile_hip::{
+    sim::SimRuntime, DeviceBuffer, GpuRuntime, HostFunctionReader, OwnedStream, PinnedBuffer,
+    Platform, StreamRef,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -44,8 +55,9 @@ use crate::anchor::{AnchorAsk, AnchorRunner, AnchorTally};
 use crate::batch::{self, Reads, CHECKED_ENTRIES};
 use crate::ceiling;
 use crate::measure::{Span, SplitMix64, Timed};
-use crate::report::{compare, table, Figure, Measurement};
+use crate::report::{compare, compare_also, table, Figure, Measurement, Versus};
 use crate::scratch::Scratch;
+use crate::stream_phase::{self, Workload, CHECKED_OPS};
 use crate::verify::{sentinel_for, Checked, Comparer, Ledger};
 
 /// The phases `--only` chooses from.
@@ -67,6 +79,12 @@ pub enum Phase {
     /// hot read (which it brings along); cold random 4 KiB reads at queue depth 32 against 32
     /// threads of O_DIRECT reads (root only).
     Batch,
+    /// Stream-ordered IO: the whole file as reads queued on GPU streams (`hipFileReadAsync`),
+    /// on 1 and 4 streams, against the hot read (which it brings along) and against upstream's
+    /// design replayed (a `pread` in a host function, then an async copy); the submission cost
+    /// of each op; and a GPU workload on another stream, alone, next to the reads alone, and
+    /// both at once.
+    Async,
 }
 
 /// Arguments of `hipfile bench`.
@@ -124,6 +142,10 @@ pub struct BenchArgs {
     /// holds of each size).
     #[arg(long, value_name = "N")]
     pub batch_ops: Option<usize>,
+    /// Bytes of each stream-ordered read of the async phase, with an optional K/M/G suffix (at
+    /// most the file's size).
+    #[arg(long, value_parser = parse_size, default_value = "64M", value_name = "SIZE")]
+    pub async_op_size: usize,
 }
 
 impl Default for BenchArgs {
@@ -143,6 +165,7 @@ impl Default for BenchArgs {
             backend: None,
             latency_ops: 2000,
             batch_ops: None,
+            async_op_size: 64 << 20,
         }
     }
 }
@@ -217,6 +240,13 @@ const LARGE_ENTRY_BYTES: usize = 128 << 20;
 /// O_DIRECT ceiling they are read against.
 const COLD_BYTES: usize = 4 << 10;
 const COLD_DEPTH: usize = 32;
+/// Stream counts of the async phase's reads (ours and the replay of upstream's design).
+const ASYNC_STREAMS: [usize; 2] = [1, 4];
+/// Pieces of pinned memory of the replay per stream of the most streams: the replay's ops in
+/// flight at once.
+const REPLAY_PIECES_PER_STREAM: usize = 2;
+/// Bytes of the GPU workload's buffer (or the file size when smaller).
+const WORKLOAD_BYTES: usize = 1 << 30;
 /// The pinned copy ceiling copies this much (or the file size when smaller).
 const H2D_BYTES: usize = 1 << 30;
 /// Chunk in which a new file is written.
@@ -255,8 +285,9 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     } else {
         args.only.iter().copied().collect()
     };
-    if phases.contains(&Phase::Batch) {
-        // The batch of large reads is read against the hot read of the same run.
+    if phases.contains(&Phase::Batch) || phases.contains(&Phase::Async) {
+        // The batch of large reads and the stream-ordered reads are read against the hot read
+        // of the same run.
         phases.insert(Phase::Hot);
     }
     let Machine { gpu, how, io } = machine;
@@ -438,7 +469,40 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         ));
     }
 
+    // The async phase: its ops, its streams (made as an application makes its own), the
+    // replay's pinned pieces, and the GPU workload with a stream of its own, not ordered with
+    // the null stream.
+    let async_ops = stream_phase::plan(size, args.async_op_size);
+    let async_op_bytes = async_ops.first().map_or(0, |(_, len)| *len);
+    let max_streams = ASYNC_STREAMS[ASYNC_STREAMS.len() - 1];
+    let replay_pieces = (REPLAY_PIECES_PER_STREAM * max_streams).min(async_ops.len());
+    let mut async_kit = None;
+    if phases.contains(&Phase::Async) {
+        let streams = (0..max_streams)
+            .map(|_| OwnedStream::new(gpu.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("a stream for the async phase: {e}"))?;
+        let reader = HostFunctionReader::new(gpu.clone(), async_op_bytes, replay_pieces)
+            .map_err(|e| format!("the replay's pinned memory: {e}"))?;
+        let workload = Workload::new(&gpu, size.min(WORKLOAD_BYTES))?;
+        let workload_stream = OwnedStream::new_independent(gpu.clone())
+            .map_err(|e| format!("the workload's stream: {e}"))?;
+        let shared_file = Arc::new(file.try_clone().map_err(|e| e.to_string())?);
+        notes.push(format!(
+            "async: {} stream-ordered reads of {} per run, each into a region of its own of the registered buffer, dealt round robin to {} streams; {} of each run checked; replay: {replay_pieces} pinned pieces of {} (its ops in flight at most); overlap: the reads on 1 stream, the workload fills of {} on an independent stream",
+            async_ops.len(),
+            human_bytes(async_op_bytes),
+            ASYNC_STREAMS.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" and "),
+            CHECKED_OPS.min(async_ops.len()),
+            human_bytes(async_op_bytes),
+            human_bytes(workload.bytes()),
+        ));
+        async_kit = Some((streams, reader, workload, workload_stream, shared_file));
+    }
+    let mut workload_fills: Option<usize> = None;
+
     let steps_per_rep = phases.len()
+        + 2 * usize::from(phases.contains(&Phase::Async))
         + 2 * usize::from(phases.contains(&Phase::Batch))
         + usize::from(phases.contains(&Phase::Write))
         + 2 * usize::from(phases.contains(&Phase::Ceilings))
@@ -691,6 +755,163 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             holds_file = false;
             progress.inc(1);
         }
+        if let Some((streams, reader, workload, workload_stream, shared_file)) = &mut async_kit {
+            let refs: Vec<StreamRef<'_>> = streams.iter().map(StreamRef::of).collect();
+            let mut reads_alone_s = None;
+            step("async: stream-ordered reads");
+            make_hot()?;
+            for k in ASYNC_STREAMS {
+                stream_phase::arm(&file, &mut dst)?;
+                let run = stream_phase::ours(&driver, &handle, &mut dst, &async_ops, &refs[..k])?;
+                let key = format!("async_s{k}");
+                for (bytes, difference) in
+                    stream_phase::check(&file, &dst, &mut comparer, &async_ops)?
+                {
+                    ledger.record(&key, bytes, difference);
+                }
+                if k == 1 {
+                    reads_alone_s = Some(run.timed.seconds);
+                }
+                rows.throughput(
+                    &key,
+                    &format!(
+                        "async: stream-ordered reads of {}, hot, {k} stream{}, {engine}",
+                        human_bytes(async_op_bytes),
+                        if k == 1 { "" } else { "s" }
+                    ),
+                    0,
+                    size,
+                    run.timed.clone(),
+                );
+                rows.latency(
+                    &format!("async_submit_s{k}"),
+                    &format!(
+                        "async: submission of a {} read (io.read), {k} stream{}",
+                        human_bytes(async_op_bytes),
+                        if k == 1 { "" } else { "s" }
+                    ),
+                    async_op_bytes,
+                    run.submit_us,
+                    run.timed,
+                );
+            }
+            progress.inc(1);
+            step("async: upstream's design replayed");
+            make_hot()?;
+            for k in ASYNC_STREAMS {
+                stream_phase::arm(&file, &mut dst)?;
+                let run = stream_phase::replay(
+                    reader,
+                    &gpu,
+                    shared_file,
+                    &mut dst,
+                    &async_ops,
+                    &refs[..k],
+                )?;
+                let key = format!("replay_s{k}");
+                for (bytes, difference) in
+                    stream_phase::check(&file, &dst, &mut comparer, &async_ops)?
+                {
+                    ledger.record(&key, bytes, difference);
+                }
+                rows.throughput(
+                    &key,
+                    &format!(
+                        "replay: upstream's design (host function pread into pinned + async copy), {} ops, hot, {k} stream{}",
+                        human_bytes(async_op_bytes),
+                        if k == 1 { "" } else { "s" }
+                    ),
+                    1,
+                    size,
+                    run.timed,
+                );
+            }
+            progress.inc(1);
+            step("async: overlap with a GPU workload");
+            make_hot()?;
+            let workload_ref = StreamRef::of(workload_stream);
+            let settle = |w: &StreamRef<'_>| {
+                w.synchronize()
+                    .map_err(|e| format!("synchronizing the workload's stream: {e}"))
+            };
+            let fills = match workload_fills {
+                Some(n) => n,
+                None => {
+                    // One fill alone, after one that warms the stream up, sizes the workload.
+                    workload.queue(&workload_ref, 1)?;
+                    settle(&workload_ref)?;
+                    let span = Span::start();
+                    workload.queue(&workload_ref, 1)?;
+                    settle(&workload_ref)?;
+                    let one = span.finish().seconds;
+                    let n = stream_phase::fills_for(reads_alone_s.unwrap_or(0.0), one);
+                    notes.push(format!(
+                        "async overlap: one fill of {} took {:.3} ms; the workload is {n} fills",
+                        human_bytes(workload.bytes()),
+                        one * 1e3
+                    ));
+                    workload_fills = Some(n);
+                    n
+                }
+            };
+            let workload_label = format!(
+                "overlap: GPU workload alone ({fills} fills of {}, independent stream)",
+                human_bytes(workload.bytes())
+            );
+            workload.arm(fills)?;
+            let span = Span::start();
+            workload.queue(&workload_ref, fills)?;
+            settle(&workload_ref)?;
+            rows.duration(
+                "async_overlap_workload",
+                &workload_label,
+                workload.bytes() * fills,
+                span.finish(),
+            );
+            ledger.record(
+                "async_overlap_workload",
+                workload.bytes() as u64,
+                workload.check(fills)?,
+            );
+
+            stream_phase::arm(&file, &mut dst)?;
+            let run = stream_phase::ours(&driver, &handle, &mut dst, &async_ops, &refs[..1])?;
+            for (bytes, difference) in stream_phase::check(&file, &dst, &mut comparer, &async_ops)?
+            {
+                ledger.record("async_overlap_reads", bytes, difference);
+            }
+            rows.duration(
+                "async_overlap_reads",
+                &format!("overlap: stream-ordered reads alone, 1 stream, {engine}"),
+                size,
+                run.timed,
+            );
+
+            workload.arm(fills)?;
+            stream_phase::arm(&file, &mut dst)?;
+            let span = Span::start();
+            workload.queue(&workload_ref, fills)?;
+            stream_phase::ours(&driver, &handle, &mut dst, &async_ops, &refs[..1])?;
+            settle(&workload_ref)?;
+            let together = span.finish();
+            for (bytes, difference) in stream_phase::check(&file, &dst, &mut comparer, &async_ops)?
+            {
+                ledger.record("async_overlap_together", bytes, difference);
+            }
+            ledger.record(
+                "async_overlap_together",
+                workload.bytes() as u64,
+                workload.check(fills)?,
+            );
+            rows.duration(
+                "async_overlap_together",
+                &format!("overlap: the workload, then the reads queued, both at once, {engine}"),
+                size + workload.bytes() * fills,
+                together,
+            );
+            holds_file = false;
+            progress.inc(1);
+        }
         if let Some(host) = &pinned {
             step("ceiling: pinned copy");
             let t = ceiling::pinned_h2d(host, |at, b| dst.write_at(at, b))?;
@@ -772,7 +993,12 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     let held = driver.resources();
     let mut measurements = rows.0;
     for m in &mut measurements {
-        m.checked = ledger.get(&m.key).cloned();
+        // A submission row's checks are those of the run it was measured in.
+        let key = match m.key.strip_prefix("async_submit_") {
+            Some(streams) => format!("async_{streams}"),
+            None => m.key.clone(),
+        };
+        m.checked = ledger.get(&key).cloned();
     }
     // Each batch is read against the synchronous reads of its size from as many threads (at
     // most 16), the batch of large reads against the hot read, the cold batch against the
@@ -790,7 +1016,17 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         .collect();
     pairs.push(("batch_large".into(), "read_hot".into()));
     pairs.push((cold_key.clone(), cold_ceiling_key.clone()));
+    for k in ASYNC_STREAMS {
+        pairs.push((format!("async_s{k}"), "read_hot".into()));
+        pairs.push((format!("replay_s{k}"), "read_hot".into()));
+    }
     compare(&mut measurements, &pairs);
+    let replays: Vec<(String, String)> = ASYNC_STREAMS
+        .iter()
+        .map(|k| (format!("async_s{k}"), format!("replay_s{k}")))
+        .collect();
+    compare_also(&mut measurements, &replays);
+    let overlap = overlap_versus(&mut measurements);
     if !anchor_tally.is_empty() {
         attach_anchor(&mut measurements, &anchor_tally, size);
         if anchor_tally.set_up_samples() > 0 {
@@ -862,6 +1098,15 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     "queue_depth": COLD_DEPTH,
                     "odirect_threads": COLD_DEPTH,
                 },
+            })),
+            "async": phases.contains(&Phase::Async).then(|| json!({
+                "op_bytes": async_op_bytes,
+                "ops": async_ops.len(),
+                "streams": ASYNC_STREAMS,
+                "checked_ops": CHECKED_OPS.min(async_ops.len()),
+                "replay_pieces": replay_pieces,
+                "workload_fills": workload_fills,
+                "overlap": overlap.map(|x| (x * 1000.0).round() / 1000.0),
             })),
             "keys": measurements.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
             "notes": notes,
@@ -1191,6 +1436,7 @@ impl Rows {
                     checked: None,
                     queue_depth: None,
                     versus: None,
+                    versus_also: Vec::new(),
                 });
                 self.0.len() - 1
             }
@@ -1240,6 +1486,15 @@ impl Rows {
         }
     }
 
+    fn duration(&mut self, key: &str, label: &str, bytes: usize, t: Timed) {
+        let m = self.entry(key, label, 0, bytes, Figure::Duration(Vec::new()));
+        if let Figure::Duration(v) = &mut m.figure {
+            v.push(t.seconds * 1e3);
+        }
+        m.cores.push(t.cores);
+        m.cores_by_thread.push(t.cores_by_thread);
+    }
+
     fn latency(&mut self, key: &str, label: &str, bytes: usize, samples: Vec<f64>, t: Timed) {
         let m = self.entry(key, label, 1, bytes, Figure::Latency(Vec::new()));
         if let Figure::Latency(v) = &mut m.figure {
@@ -1248,6 +1503,26 @@ impl Rows {
         m.cores.push(t.cores);
         m.cores_by_thread.push(t.cores_by_thread);
     }
+}
+
+/// Read the run of the workload and the reads together against the sum of their times alone:
+/// its `versus` is that sum, so its `versus_ratio` is the overlap (below 1: they overlapped).
+/// Returns the overlap.
+fn overlap_versus(rows: &mut [Measurement]) -> Option<f64> {
+    let alone = |key: &str| {
+        rows.iter()
+            .find(|m| m.key == key)
+            .map(|m| m.figure.headline())
+    };
+    let sum = alone("async_overlap_workload")? + alone("async_overlap_reads")?;
+    let together = rows
+        .iter_mut()
+        .find(|m| m.key == "async_overlap_together")?;
+    together.versus = Some(Versus {
+        key: "async_overlap_workload + async_overlap_reads".into(),
+        value: sum,
+    });
+    together.versus_ratio()
 }
 
 /// Put the anchor's best figure next to ours, and its whole thread sweep in rows of its own
@@ -1287,6 +1562,7 @@ fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally, size: usize) 
                 }),
                 queue_depth: None,
                 versus: None,
+                versus_also: Vec::new(),
                 figure: Figure::Throughput(f.samples),
             });
         }
@@ -1377,6 +1653,7 @@ mod tests {
             backend: Some("fallback".into()),
             latency_ops: 20,
             batch_ops: Some(100),
+            async_op_size: 512 << 10,
             ..BenchArgs::default()
         };
         let gpu = hipfile_testkit::target::runtime_under_test()
@@ -1495,6 +1772,95 @@ mod tests {
         let large = measurement(&objects, "batch_large");
         assert_eq!(large["versus"]["key"], "read_hot", "{large}");
         assert_eq!(large["bytes_checked"], 2 * (4 << 20), "{large}");
+    }
+
+    /// The keys of the async phase whose bytes are checked, with what they are read against.
+    const ASYNC_ROWS: [&str; 9] = [
+        "async_s1",
+        "async_s4",
+        "async_submit_s1",
+        "async_submit_s4",
+        "replay_s1",
+        "replay_s4",
+        "async_overlap_workload",
+        "async_overlap_reads",
+        "async_overlap_together",
+    ];
+
+    #[test]
+    fn the_async_phase_with_clean_reads_is_verified() {
+        let io = Arc::new(CorruptingIo::new(u64::MAX));
+        let (verified, objects, summary) = bench_through(io.clone(), vec![Phase::Async]);
+        assert_eq!(io.corrupted.load(Ordering::SeqCst), 0);
+        assert!(verified, "{summary}");
+        for key in ASYNC_ROWS {
+            let m = measurement(&objects, key);
+            assert_eq!(m["verified"], true, "{m}");
+            assert!(m["checks"].as_u64().unwrap() > 0, "{m}");
+        }
+        // 8 ops of 512 KiB, all checked, in each of 2 repetitions.
+        assert_eq!(
+            measurement(&objects, "async_s4")["bytes_checked"],
+            2 * (4 << 20)
+        );
+        assert_eq!(summary["async"]["ops"], 8);
+        // Brought the hot read along; read against it, and against the replay.
+        for k in [1, 4] {
+            let ours = measurement(&objects, &format!("async_s{k}"));
+            assert_eq!(ours["versus"]["key"], "read_hot", "{ours}");
+            assert_eq!(
+                ours["versus_also"][0]["key"],
+                format!("replay_s{k}"),
+                "{ours}"
+            );
+            assert!(
+                ours["versus_also"][0]["ratio"].as_f64().unwrap() > 0.0,
+                "{ours}"
+            );
+            let submit = measurement(&objects, &format!("async_submit_s{k}"));
+            assert_eq!(submit["ops"], 2 * 8, "{submit}");
+            assert!(submit["p99_us"].as_f64().unwrap() > 0.0, "{submit}");
+        }
+        let together = measurement(&objects, "async_overlap_together");
+        assert_eq!(together["unit"], "ms");
+        let overlap = together["versus_ratio"].as_f64().unwrap();
+        assert!(overlap > 0.0, "{together}");
+        assert_eq!(summary["async"]["overlap"].as_f64().unwrap(), overlap);
+        assert!(summary["async"]["workload_fills"].as_u64().unwrap() >= 1);
+    }
+
+    #[test]
+    fn async_reads_that_return_wrong_bytes_are_reported_as_not_verified() {
+        // Armed at the hot read: every read through hipfile-rs after it gets wrong bytes.
+        let io = Arc::new(CorruptingIo::new(2));
+        let (verified, objects, summary) = bench_through(io.clone(), vec![Phase::Async]);
+        assert!(!verified);
+        assert_eq!(summary["verified"], false, "{summary}");
+        for key in [
+            "async_s1",
+            "async_s4",
+            "async_submit_s1",
+            "async_submit_s4",
+            "async_overlap_reads",
+        ] {
+            let m = measurement(&objects, key);
+            assert_eq!(m["verified"], false, "{m}");
+            let ledger_key = key.replace("submit_", "");
+            assert_eq!(
+                summary["verification"][ledger_key.as_str()]["failures"],
+                m["checks"],
+                "{summary}"
+            );
+            let why = m["check_failure"].as_str().unwrap();
+            assert!(why.starts_with("byte "), "{why}");
+        }
+        // Reads and workload checked together: the reads' checks fail, the workload's pass.
+        let together = measurement(&objects, "async_overlap_together");
+        assert_eq!(together["verified"], false, "{together}");
+        // The replay and the workload do not read through hipfile-rs: their bytes are right.
+        for key in ["replay_s1", "replay_s4", "async_overlap_workload"] {
+            assert_eq!(measurement(&objects, key)["verified"], true, "{key}");
+        }
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //! writes with and without `fsync` (to a scratch file next to it, removed at the end), the
 //! latency of small random reads (median and p99), and batch IO (random reads at queue depth 1
 //! to 128 against synchronous reads from 1 to 16 threads, a batch of large reads against the hot
-//! read, cold random reads against the O_DIRECT ceiling), each the median of several repetitions
-//! with the cores the process kept busy. In the same run it measures the machine's ceilings
+//! read, cold random reads against the O_DIRECT ceiling), and stream-ordered reads
+//! (`hipFileReadAsync` on 1 and 4 streams, against the hot read and upstream's host-function
+//! design, their submission cost, and their overlap with a GPU workload on another stream), each
+//! the median of several repetitions with the cores the process kept busy. In the same run it measures the machine's ceilings
 //! (pinned host-to-device copy, parallel page-cache and O_DIRECT reads to host memory), and on
 //! request upstream hipFile's single-thread design (`--baseline`) and KvikIO (`--kvikio
 //! kvikio_anchor.py`), alternating with our repetitions and printing ratios ours/anchor. Every
@@ -26,6 +28,7 @@
 //! hipfile bench --size 8G --baseline --kvikio kvikio_anchor.py    # side by side with KvikIO
 //! hipfile bench --only hot,latency --backend fallback --json
 //! hipfile bench --only batch --json                               # batch IO, against sync reads
+//! hipfile bench --only async --json                               # stream-ordered reads
 //! ```
 
 #![forbid(unsafe_code)]
@@ -38,6 +41,7 @@ mod check;
 mod measure;
 mod report;
 mod scratch;
+mod stream_phase;
 mod verify;
 
 use std::process::ExitCode;

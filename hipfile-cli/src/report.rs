@@ -23,13 +23,15 @@ pub enum Figure {
         /// Microseconds per operation.
         latency_us: Vec<f64>,
     },
+    /// Milliseconds of each repetition (a run's wall time, where the time itself is the figure).
+    Duration(Vec<f64>),
 }
 
 impl Figure {
     /// The number a row is compared by: median GB/s, median IOPS, or median microseconds.
     pub fn headline(&self) -> f64 {
         match self {
-            Figure::Throughput(v) | Figure::Latency(v) => median(v),
+            Figure::Throughput(v) | Figure::Latency(v) | Figure::Duration(v) => median(v),
             Figure::Iops { iops, .. } => median(iops),
         }
     }
@@ -39,6 +41,7 @@ impl Figure {
             Figure::Throughput(_) => "GB/s",
             Figure::Latency(_) => "us",
             Figure::Iops { .. } => "IOPS",
+            Figure::Duration(_) => "ms",
         }
     }
 
@@ -83,6 +86,9 @@ pub struct Measurement {
     pub queue_depth: Option<usize>,
     /// The measurement of the same run this one is read against, when there is one.
     pub versus: Option<Versus>,
+    /// Further measurements of the same run it is read against (ours against a replay of
+    /// upstream's design, next to the hot read it is first read against).
+    pub versus_also: Vec<Versus>,
 }
 
 impl Measurement {
@@ -103,7 +109,10 @@ impl Measurement {
     /// Ours divided by the reference of the same run ([`Versus`]): above 1, ours moves more
     /// bytes or operations per second (for latency, takes longer).
     pub fn versus_ratio(&self) -> Option<f64> {
-        let v = self.versus.as_ref()?;
+        self.versus.as_ref().and_then(|v| self.ratio_to(v))
+    }
+
+    fn ratio_to(&self, v: &Versus) -> Option<f64> {
         (v.value > 0.0).then(|| self.figure.headline() / v.value)
     }
 
@@ -112,6 +121,7 @@ impl Measurement {
             Figure::Throughput(_) => "median GB/s",
             Figure::Latency(_) => "median us per op",
             Figure::Iops { .. } => "median IOPS",
+            Figure::Duration(_) => "median ms",
         };
         self.versus
             .as_ref()
@@ -126,6 +136,7 @@ impl Measurement {
                 Figure::Throughput(_) => "median GB/s, ours / anchor",
                 Figure::Latency(_) => "median us per read, ours / anchor",
                 Figure::Iops { .. } => "median IOPS, ours / anchor",
+                Figure::Duration(_) => "median ms, ours / anchor",
             },
         }
     }
@@ -182,6 +193,12 @@ impl Measurement {
             })),
             "versus_ratio": self.versus_ratio().map(round3),
             "versus_basis": self.versus_basis(),
+            "versus_also": self.versus_also.iter().map(|v| json!({
+                "key": v.key,
+                "value": round3(v.value),
+                "unit": self.figure.unit(),
+                "ratio": self.ratio_to(v).map(round3),
+            })).collect::<Vec<_>>(),
         });
         let extra = match &self.figure {
             Figure::Throughput(s) => json!({
@@ -207,6 +224,12 @@ impl Measurement {
                 "mean_us": round3(mean(latency_us)),
                 "ops": latency_us.len(),
             }),
+            Figure::Duration(s) => json!({
+                "unit": "ms",
+                "median_ms": round3(median(s)),
+                "samples": s.iter().copied().map(round3).collect::<Vec<_>>(),
+                "repetitions": s.len(),
+            }),
         };
         for more in [extra, Checked::json_fields(self.checked.as_ref())] {
             if let (Some(obj), Value::Object(more)) = (v.as_object_mut(), more) {
@@ -226,6 +249,7 @@ impl Measurement {
                 median(latency_us),
                 percentile(latency_us, 99.0)
             ),
+            Figure::Duration(s) => format!("{:.1} ms", median(s)),
         }
     }
 
@@ -233,12 +257,23 @@ impl Measurement {
         let Some(v) = &self.versus else {
             return String::new();
         };
-        let value = match self.figure {
-            Figure::Throughput(_) => format!("{:.2} GB/s", v.value),
-            Figure::Latency(_) => format!("{:.1} us", v.value),
-            Figure::Iops { .. } => format!("{:.0} IOPS", v.value),
-        };
-        format!("{} {value}", v.key)
+        let mut text = format!("{} {}", v.key, self.value_text(v.value));
+        for also in &self.versus_also {
+            text.push_str(&format!("; {} {}", also.key, self.value_text(also.value)));
+            if let Some(r) = self.ratio_to(also) {
+                text.push_str(&format!(" ({r:.2}x)"));
+            }
+        }
+        text
+    }
+
+    fn value_text(&self, value: f64) -> String {
+        match self.figure {
+            Figure::Throughput(_) => format!("{value:.2} GB/s"),
+            Figure::Latency(_) => format!("{value:.1} us"),
+            Figure::Iops { .. } => format!("{value:.0} IOPS"),
+            Figure::Duration(_) => format!("{value:.1} ms"),
+        }
     }
 
     fn anchor_text(&self) -> String {
@@ -276,6 +311,19 @@ fn round3(x: f64) -> f64 {
 /// Set each `(ours, reference)` pair's [`Versus`]: the reference's headline figure, where both
 /// rows are there and measure the same kind of figure.
 pub fn compare(rows: &mut [Measurement], pairs: &[(String, String)]) {
+    compare_with(rows, pairs, |m, v| m.versus = Some(v));
+}
+
+/// As [`compare`], adding each reference to the row's [`Measurement::versus_also`].
+pub fn compare_also(rows: &mut [Measurement], pairs: &[(String, String)]) {
+    compare_with(rows, pairs, |m, v| m.versus_also.push(v));
+}
+
+fn compare_with(
+    rows: &mut [Measurement],
+    pairs: &[(String, String)],
+    set: impl Fn(&mut Measurement, Versus),
+) {
     for (ours, reference) in pairs {
         let Some(r) = rows.iter().find(|m| &m.key == reference) else {
             continue;
@@ -283,10 +331,13 @@ pub fn compare(rows: &mut [Measurement], pairs: &[(String, String)]) {
         let (figure, key) = (r.figure.clone(), r.key.clone());
         if let Some(m) = rows.iter_mut().find(|m| &m.key == ours) {
             if m.figure.same_kind(&figure) {
-                m.versus = Some(Versus {
-                    key,
-                    value: figure.headline(),
-                });
+                set(
+                    m,
+                    Versus {
+                        key,
+                        value: figure.headline(),
+                    },
+                );
             }
         }
     }
@@ -299,7 +350,7 @@ pub fn table(rows: &[Measurement]) -> String {
     let versus = rows.iter().any(|m| m.versus.is_some());
     let mut header = vec![
         "measurement".to_string(),
-        "figure (GB/s | IOPS | median / p99 us)".into(),
+        "figure (GB/s | IOPS | median / p99 us | ms)".into(),
         "cores".into(),
         "checked".into(),
     ];
@@ -324,7 +375,7 @@ pub fn table(rows: &[Measurement]) -> String {
             row.push(m.anchor_text());
             row.push(m.ratio().map_or_else(String::new, |r| match m.figure {
                 Figure::Throughput(_) | Figure::Iops { .. } => format!("{r:.2}x"),
-                Figure::Latency(_) => format!("{r:.2}x time"),
+                Figure::Latency(_) | Figure::Duration(_) => format!("{r:.2}x time"),
             }));
         }
         if versus {
@@ -406,6 +457,7 @@ mod tests {
             }),
             queue_depth: None,
             versus: None,
+            versus_also: Vec::new(),
         }
     }
 
@@ -526,5 +578,37 @@ mod tests {
             "{t}"
         );
         assert!(!table(&[row(None)]).contains("versus"));
+    }
+
+    #[test]
+    fn a_row_is_also_read_against_further_rows_and_times_are_in_ms() {
+        let mut ours = row(None);
+        ours.key = "async_s1".into();
+        let mut hot = row(None);
+        hot.figure = Figure::Throughput(vec![40.0; 3]);
+        let mut replay = row(None);
+        replay.key = "replay_s1".into();
+        replay.figure = Figure::Throughput(vec![5.0; 3]);
+        let mut rows = vec![ours, hot, replay];
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        compare(&mut rows, &[pair("async_s1", "read_hot")]);
+        compare_also(&mut rows, &[pair("async_s1", "replay_s1")]);
+        assert_eq!(rows[0].versus_ratio(), Some(0.5));
+        let j = rows[0].to_json();
+        assert_eq!(j["versus_also"][0]["key"], "replay_s1");
+        assert_eq!(j["versus_also"][0]["ratio"], 4.0);
+        assert_eq!(j["versus_also"][0]["unit"], "GB/s");
+        assert_eq!(rows[1].to_json()["versus_also"], json!([]));
+        let t = table(&rows);
+        assert!(
+            t.contains("read_hot 40.00 GB/s; replay_s1 5.00 GB/s (4.00x)"),
+            "{t}"
+        );
+
+        let mut time = row(None);
+        time.figure = Figure::Duration(vec![30.0, 10.0, 20.0]);
+        let j = time.to_json();
+        assert_eq!((&j["unit"], &j["median_ms"]), (&"ms".into(), &20.0.into()));
+        assert!(table(&[time]).contains("20.0 ms"));
     }
 }
