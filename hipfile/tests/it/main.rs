@@ -22,6 +22,7 @@ mod multi_device;
 mod registration;
 #[cfg(feature = "fallback")]
 mod signals;
+mod stream;
 #[cfg(feature = "fallback")]
 mod stress;
 #[cfg(feature = "fallback")]
