@@ -23,6 +23,7 @@ mod registration;
 #[cfg(feature = "fallback")]
 mod signals;
 mod stream;
+mod stream_stress;
 #[cfg(feature = "fallback")]
 mod stress;
 #[cfg(feature = "fallback")]
