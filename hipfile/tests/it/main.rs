@@ -22,6 +22,8 @@ mod multi_device;
 mod registration;
 #[cfg(feature = "fallback")]
 mod signals;
+mod stream;
+mod stream_stress;
 #[cfg(feature = "fallback")]
 mod stress;
 #[cfg(feature = "fallback")]
