@@ -493,6 +493,18 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         if stream.as_raw() == 0 {
             return self.current_device();
         }
+        // HIP and CUDA dereference a stream handle unchecked: a made-up integer handed in by an
+        // application (which broke the contract, but must get an error, not a crash) is refused
+        // unless it is a special handle (`cudaStreamLegacy` 1, the per-thread streams 2) or
+        // points to mapped memory. The other stream calls come after this one.
+        let raw = stream.as_raw();
+        if raw > 2 && !crate::os::readable(raw, std::mem::size_of::<usize>()) {
+            return Err(HipError::Call {
+                call: "stream handle",
+                code: HipErrorCode::INVALID_HANDLE,
+                detail: Some(format!("{raw:#x} is no mapped address")),
+            });
+        }
         // SAFETY: the caller guarantees `stream` is live; it is not the null stream.
         unsafe { self.device_of_stream(stream) }
     }

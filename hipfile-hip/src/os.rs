@@ -220,3 +220,41 @@ mod tests {
         );
     }
 }
+
+/// Whether `len` bytes at address `addr` of this process are mapped and readable, asked of the
+/// kernel (`process_vm_readv(2)` on the process itself), which answers `EFAULT` for an unmapped
+/// range instead of faulting. For handles an application passes in that the runtime would
+/// dereference: an integer that is no pointer at all is refused before it can crash the process.
+/// A readable address says nothing more than that.
+pub fn readable(addr: usize, len: usize) -> bool {
+    if addr == 0 || len == 0 {
+        return false;
+    }
+    let mut sink = vec![0u8; len];
+    let local = libc::iovec {
+        iov_base: sink.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: `local` describes `sink`, writable for `len` bytes; the kernel reads the remote
+    // range itself and reports an unmapped one as EFAULT, so no access of ours can fault.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    usize::try_from(n).is_ok_and(|n| n == len)
+}
+
+#[cfg(test)]
+mod readable_tests {
+    use super::readable;
+
+    #[test]
+    fn mapped_memory_is_readable_and_made_up_addresses_are_not() {
+        let word = 42u64;
+        assert!(readable(&word as *const u64 as usize, 8));
+        assert!(!readable(0, 8));
+        assert!(!readable(0xdead_beef, 8));
+        assert!(!readable(usize::MAX - 16, 8));
+    }
+}

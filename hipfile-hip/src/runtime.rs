@@ -227,6 +227,9 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     /// stream is held for them use these, so they never queue behind that stream.
     fn stream_create_independent(&self) -> HipResult<StreamHandle>;
     /// The device `stream` belongs to; for the null stream, the calling thread's current device.
+    /// The first call made with a stream an application hands in: the loaded platforms refuse a
+    /// handle that points to no mapped memory with `hipErrorInvalidHandle` (HIP and CUDA would
+    /// dereference it), the sim any handle it did not make.
     ///
     /// # Safety
     /// `stream` is a live stream of this runtime (see [`GpuRuntime::stream_destroy`]).

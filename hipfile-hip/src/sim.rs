@@ -137,6 +137,9 @@ struct Allocation {
     owned: bool,
 }
 
+/// Words of a runtime's handle arena: handles are reused only after this many more were made.
+const HANDLE_ARENA_WORDS: usize = 1 << 14;
+
 type Job = Box<dyn FnOnce() -> HipResult<()> + Send>;
 
 /// How a simulated stream is ordered with the null stream of its device.
@@ -388,6 +391,10 @@ pub struct SimRuntime {
     /// job's own place in its queue form one consistent order: no two jobs wait for each other.
     queue_order: Mutex<()>,
     events: Mutex<HashMap<usize, Arc<SimEvent>>>,
+    /// Stream and event handles are addresses of words of this arena: like a real runtime's
+    /// handles they point to mapped memory (the library refuses a handle that does not), and
+    /// stay unique while the runtime lives (see [`SimRuntime::new_handle`]).
+    handle_arena: Box<[u64]>,
     next_handle: AtomicUsize,
     /// The most live allocations of each kind seen at once.
     peaks: Mutex<HashMap<MemoryKind, usize>>,
@@ -417,7 +424,8 @@ impl SimRuntime {
             null_streams: Mutex::new(HashMap::new()),
             queue_order: Mutex::new(()),
             events: Mutex::new(HashMap::new()),
-            next_handle: AtomicUsize::new(1),
+            handle_arena: vec![0u64; HANDLE_ARENA_WORDS].into_boxed_slice(),
+            next_handle: AtomicUsize::new(0),
             peaks: Mutex::new(HashMap::new()),
         }
     }
@@ -776,11 +784,26 @@ impl SimRuntime {
         )
     }
 
+    /// A handle not live in `table`: the address of the next word of the handle arena, taken
+    /// in turn (after the arena's last word, the first again), skipping words whose handle is
+    /// still live.
+    fn new_handle<T>(&self, table: &HashMap<usize, T>) -> usize {
+        let base = self.handle_arena.as_ptr() as usize;
+        loop {
+            let n = self.next_handle.fetch_add(1, Ordering::Relaxed) % HANDLE_ARENA_WORDS;
+            let id = base + n * std::mem::size_of::<u64>();
+            if !table.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
     /// A new stream of `kind` on the current device, with its worker thread; its number.
     fn create_stream(&self, kind: StreamKind) -> HipResult<usize> {
-        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        let s = Self::spawn_stream(kind, self.current(), format!("sim-stream-{id}"))?;
-        lock(&self.streams).insert(id, s);
+        let mut streams = lock(&self.streams);
+        let id = self.new_handle(&streams);
+        let s = Self::spawn_stream(kind, self.current(), format!("sim-stream-{id:#x}"))?;
+        streams.insert(id, s);
         Ok(id)
     }
 
@@ -911,8 +934,9 @@ impl SimRuntime {
 
     /// A new event; its number.
     fn create_event(&self) -> usize {
-        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        lock(&self.events).insert(id, Arc::new(SimEvent::default()));
+        let mut events = lock(&self.events);
+        let id = self.new_handle(&events);
+        events.insert(id, Arc::new(SimEvent::default()));
         id
     }
 
