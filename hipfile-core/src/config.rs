@@ -357,7 +357,8 @@ impl Settings {
     /// The defaults with the staged engine's environment overrides applied, read through
     /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
     /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers),
-    /// `HIPFILE_DIRECT_IO` (`auto`, `never`, `always`) and `HIPFILE_EVENT_WAIT` (`yield`, `sync`). Values that do not parse are ignored. The parameter API
+    /// `HIPFILE_DIRECT_IO` (`auto`, `never`, `always`), `HIPFILE_EVENT_WAIT` (`yield`, `sync`)
+    /// and `HIPFILE_STREAM_MEMOPS_BYPASS` (a switch). Values that do not parse are ignored. The parameter API
     /// changes these settings further before the driver opens.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let mut s = Settings::default();
@@ -394,6 +395,12 @@ impl Settings {
             Some("sync") => s.event_wait = EventWait::Runtime,
             Some("yield") => s.event_wait = EventWait::Yield,
             _ => {}
+        }
+        if let Some(bypass) = lookup("HIPFILE_STREAM_MEMOPS_BYPASS")
+            .as_deref()
+            .and_then(parse_switch)
+        {
+            s.stream_memops_bypass = bypass;
         }
         s
     }

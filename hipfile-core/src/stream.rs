@@ -64,8 +64,9 @@ const FLAG_WORDS: usize = 4096;
 /// Runner threads at most: ops running at once (one per stream that reached one).
 const RUNNERS: usize = 64;
 /// How long the watcher keeps polling without sleeping after something happened: the next op
-/// of a stream whose op just ended is usually reached within microseconds.
-const SPIN: Duration = Duration::from_micros(200);
+/// of a stream whose op just ended is reached once the stream has seen the flag (tens of
+/// microseconds through a host function), and a nap then would add its length to every op.
+const SPIN: Duration = Duration::from_millis(2);
 /// The longest sleep between two polls of a stream that has not reached its op.
 const LONGEST_NAP: Duration = Duration::from_millis(1);
 /// How long an idle watcher stays before it exits (the next op starts another).

@@ -19,7 +19,7 @@
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::device_range::DeviceRange;
@@ -37,6 +37,10 @@ pub struct HostFlags {
     words: NonNull<AtomicU32>,
     len: usize,
     device_base: usize,
+    /// Wakes host functions waiting for a word ([`Hold::HostFunction`]) when one is stored: a
+    /// waiter checks its word under the lock, a store notifies under it, so no wake is lost.
+    stored: Mutex<()>,
+    wake: Condvar,
 }
 
 // SAFETY: the words are pinned host memory owned by this value and only ever accessed through
@@ -77,6 +81,8 @@ impl HostFlags {
             words: ptr.cast::<AtomicU32>(),
             len: slots,
             device_base,
+            stored: Mutex::new(()),
+            wake: Condvar::new(),
         })
     }
 
@@ -116,6 +122,8 @@ impl HostFlags {
             )
         })?;
         w.store(value, Ordering::Release);
+        let _stored = self.stored.lock().unwrap_or_else(PoisonError::into_inner);
+        self.wake.notify_all();
         Ok(())
     }
 
@@ -125,16 +133,23 @@ impl HostFlags {
     }
 
     /// Wait on the calling thread until word `i` is at least `value`: yield a few times, then
-    /// sleep in steps growing to 100 µs. Returns at once for a word that does not exist.
+    /// sleep until a store wakes it (checked every millisecond besides). Returns at once for a
+    /// word that does not exist.
     fn wait_until(&self, i: usize, value: u32) {
-        let mut polls = 0u32;
-        while self.load(i).is_some_and(|v| v < value) {
-            polls = polls.saturating_add(1);
-            if polls < 64 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(u64::from(polls - 63).min(100)));
+        let reached = |flags: &Self| !flags.load(i).is_some_and(|v| v < value);
+        for _ in 0..64 {
+            if reached(self) {
+                return;
             }
+            std::thread::yield_now();
+        }
+        let mut guard = self.stored.lock().unwrap_or_else(PoisonError::into_inner);
+        while !reached(self) {
+            guard = self
+                .wake
+                .wait_timeout(guard, Duration::from_millis(1))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
     }
 }

@@ -257,8 +257,17 @@ impl LoadedRuntime for NvidiaRuntime {
         unsafe { self.stream_device_of(stream) }
     }
 
-    fn memops(&self, device: i32) -> bool {
-        self.stream_memops_on(device)
+    /// Never: a stream held by a value wait blocks CUDA work it cannot see is unrelated. CUDA
+    /// does not know what a value wait waits for and may queue other streams' work behind the
+    /// waiting one (its documentation warns that work ordered by these waits must also be ordered
+    /// by CUDA-visible dependencies). Holding an application's stream this way while the
+    /// library's own streams must copy the op's bytes deadlocked on the H200: a 4 GiB read as
+    /// 64 MiB stream-ordered ops never finished with value waits, and finished with host-function
+    /// holds; a stream held by a value wait also stalled copies queued on forty other streams.
+    /// The wait itself works ([`NvidiaRuntime::stream_memops_on`] says where), for callers that
+    /// order everything behind it themselves.
+    fn memops(&self, _device: i32) -> bool {
+        false
     }
 
     unsafe fn wait_value(

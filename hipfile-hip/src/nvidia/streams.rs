@@ -102,8 +102,10 @@ impl NvidiaRuntime {
         })
     }
 
-    /// `cuStreamWaitValue32_v2` is exported (or the legacy one, and the device allows it).
-    pub(super) fn stream_memops_on(&self, device: i32) -> bool {
+    /// Whether the driver offers stream memory waits: `cuStreamWaitValue32_v2` is exported (or the
+    /// legacy one, and the device allows it). The platform does not use them to hold streams (see
+    /// its `GpuRuntime::stream_memops`).
+    pub fn stream_memops_on(&self, device: i32) -> bool {
         let Ok(drv) = self.driver() else {
             return false;
         };
