@@ -239,6 +239,10 @@ pub fn a_hold_keeps_its_stream_until_the_flag_is_stored(
     let passed = OwnedEvent::new(Arc::clone(rt)).unwrap();
     let s = StreamRef::of(&stream);
     s.hold(&flags, 2, 7, how).unwrap();
+    // Whatever fails below, the stream is let go: a stream left held would hang every later
+    // free and synchronization of the device (and the tests running beside this one) instead
+    // of failing this case.
+    let _let_go = LetGo(Arc::clone(&flags), 2, 7);
     // SAFETY: `src` and `dev` outlive the synchronisation below; `stream` is live.
     unsafe {
         rt.copy_to_device_async(dev.ptr(), src.as_ptr(), 4096, stream.handle())
@@ -256,4 +260,13 @@ pub fn a_hold_keeps_its_stream_until_the_flag_is_stored(
     s.synchronize().unwrap();
     assert!(dev.to_vec().unwrap().iter().all(|&b| b == 0x5c));
     Ok(())
+}
+
+/// Stores its value into its flag word when dropped.
+struct LetGo(Arc<HostFlags>, usize, u32);
+
+impl Drop for LetGo {
+    fn drop(&mut self) {
+        let _ = self.0.store(self.1, self.2);
+    }
 }

@@ -4,23 +4,29 @@
 //! code; here the real runtime is held to them. Its own binary: a runtime that crashed on a
 //! check would take only these tests down.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use hipfile_hip::{contract, GpuRuntime, HipError, HipErrorCode, Hold};
 use hipfile_testkit::target::runtime_under_test;
 
-fn runtime() -> Arc<dyn GpuRuntime> {
-    runtime_under_test().unwrap().runtime
+/// The runtime under test, with this binary's lock: one case at a time. On a real GPU the cases
+/// share the device, its host-function thread and the implicit synchronization of every free; a
+/// case that holds a stream must not stall, or be stalled by, the others, so that a failure shows
+/// as that case failing rather than as every case hanging.
+fn runtime() -> (MutexGuard<'static, ()>, Arc<dyn GpuRuntime>) {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    (turn, runtime_under_test().unwrap().runtime)
 }
 
 #[test]
 fn pointer_queries_decode_every_kind_of_memory() {
-    contract::pointer_queries_decode_every_kind_of_memory(&runtime());
+    contract::pointer_queries_decode_every_kind_of_memory(&runtime().1);
 }
 
 #[test]
 fn synchronous_copies_round_trip_and_bad_ranges_fail() {
-    match contract::synchronous_copies_round_trip_and_bad_ranges_fail(&runtime()) {
+    match contract::synchronous_copies_round_trip_and_bad_ranges_fail(&runtime().1) {
         HipError::Call { code, .. } => assert_eq!(code, HipErrorCode::INVALID_VALUE),
         other => panic!("{other:?}"),
     }
@@ -28,12 +34,12 @@ fn synchronous_copies_round_trip_and_bad_ranges_fail() {
 
 #[test]
 fn async_copies_streams_events_and_host_functions_run_in_order() {
-    contract::async_copies_streams_events_and_host_functions_run_in_order(&runtime());
+    contract::async_copies_streams_events_and_host_functions_run_in_order(&runtime().1);
 }
 
 #[test]
 fn a_panicking_host_function_does_not_unwind_into_the_runtime() {
-    contract::a_panicking_host_function_does_not_unwind_into_the_runtime(&runtime());
+    contract::a_panicking_host_function_does_not_unwind_into_the_runtime(&runtime().1);
 }
 
 #[test]
@@ -60,24 +66,24 @@ fn stale_handles_are_refused() {
 
 #[test]
 fn streams_of_both_orders_run_copies_and_know_their_device() {
-    contract::streams_of_both_orders_run_copies_and_know_their_device(&runtime());
+    contract::streams_of_both_orders_run_copies_and_know_their_device(&runtime().1);
 }
 
 #[test]
 fn asynchronous_fills_write_their_range() {
-    contract::asynchronous_fills_write_their_range(&runtime());
+    contract::asynchronous_fills_write_their_range(&runtime().1);
 }
 
 #[test]
 fn a_host_function_hold_keeps_its_stream_until_the_flag_is_stored() {
-    contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&runtime(), Hold::HostFunction)
+    contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&runtime().1, Hold::HostFunction)
         .unwrap();
 }
 
 #[test]
 fn a_memop_hold_keeps_its_stream_until_the_flag_is_stored() {
     if let Err(reason) =
-        contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&runtime(), Hold::Memop)
+        contract::a_hold_keeps_its_stream_until_the_flag_is_stored(&runtime().1, Hold::Memop)
     {
         hipfile_testkit::ledger::skip(&reason);
     }
