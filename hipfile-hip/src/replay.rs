@@ -232,7 +232,7 @@ impl HostFunctionReader {
             if let Err(e) = file.read_exact_at(bytes, offset) {
                 reader.fail(format!("pread of {len} bytes at {offset}: {e}"));
             }
-            drop_off_the_runtime_thread(reader);
+            crate::stream_gate::drop_off_the_runtime_thread(reader, "hipfile-replay-free");
         });
         if let Err(e) = stream.launch_host_func(read) {
             // Nothing was queued: the piece is free again.
@@ -253,7 +253,7 @@ impl HostFunctionReader {
         let reader = Arc::clone(&self.shared);
         let release = Box::new(move || {
             reader.give_back(slot);
-            drop_off_the_runtime_thread(reader);
+            crate::stream_gate::drop_off_the_runtime_thread(reader, "hipfile-replay-free");
         });
         match stream.launch_host_func(release) {
             Ok(()) => copied,
@@ -276,28 +276,6 @@ impl fmt::Debug for HostFunctionReader {
             .field("in_flight", &self.in_flight())
             .field("failed_reads", &self.failed_reads())
             .finish()
-    }
-}
-
-/// Drop a host function's share of the reader. If it is the last one, the pinned memory would be
-/// freed on the runtime's callback thread, where runtime calls are forbidden (the free
-/// synchronizes the device): it is dropped on a thread of its own instead, or leaked when no
-/// thread can be made.
-fn drop_off_the_runtime_thread(shared: Arc<Shared>) {
-    let Some(last) = Arc::into_inner(shared) else {
-        return;
-    };
-    let (tx, rx) = std::sync::mpsc::channel::<Shared>();
-    let spawned = std::thread::Builder::new()
-        .name("hipfile-replay-free".to_string())
-        .spawn(move || drop(rx.recv()));
-    match spawned {
-        Ok(_) => {
-            if let Err(unsent) = tx.send(last) {
-                std::mem::forget(unsent.0);
-            }
-        }
-        Err(_) => std::mem::forget(last),
     }
 }
 

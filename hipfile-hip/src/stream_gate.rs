@@ -276,7 +276,7 @@ impl<'a> StreamRef<'a> {
                 let flags = Arc::clone(flags);
                 self.launch_host_func(Box::new(move || {
                     flags.wait_until(slot, value);
-                    release_off_the_runtime_thread(flags);
+                    drop_off_the_runtime_thread(flags, "hipfile-flags-free");
                 }))
             }
         }
@@ -319,17 +319,18 @@ impl<'a> StreamRef<'a> {
     }
 }
 
-/// Drop the host function's share of the flags. If it is the last one, the flags would be freed
-/// on the runtime's own thread, and a free synchronizes the device: GPU runtimes forbid runtime
-/// calls in host functions (the stream running this one would wait for itself). The last share is
-/// dropped on a thread of its own instead; if no thread can be made, the words are leaked.
-fn release_off_the_runtime_thread(flags: Arc<HostFlags>) {
-    let Some(last) = Arc::into_inner(flags) else {
+/// Drop a host function's share of `shared`. If it is the last one, what it owns would be freed
+/// on the runtime's own thread, and freeing pinned memory synchronizes the device: GPU runtimes
+/// forbid runtime calls in host functions (the stream running this one would wait for itself).
+/// The last share is dropped on a thread of its own (named `name`) instead; if no thread can be
+/// made, it is leaked.
+pub(crate) fn drop_off_the_runtime_thread<T: Send + 'static>(shared: Arc<T>, name: &str) {
+    let Some(last) = Arc::into_inner(shared) else {
         return;
     };
-    let (tx, rx) = std::sync::mpsc::channel::<HostFlags>();
+    let (tx, rx) = std::sync::mpsc::channel::<T>();
     let spawned = std::thread::Builder::new()
-        .name("hipfile-flags-free".to_string())
+        .name(name.to_string())
         .spawn(move || drop(rx.recv()));
     match spawned {
         Ok(_) => {
