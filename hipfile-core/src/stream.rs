@@ -261,6 +261,9 @@ impl Driver {
 /// word and value that let the stream go on.
 #[derive(Debug, Default)]
 struct Gate {
+    /// The op's place among all ops queued on the engine: the watcher keeps each stream's ops in
+    /// this order (the order the stream holds them), whatever order they reach it in.
+    seq: u64,
     stream: usize,
     event: Option<OwnedEvent>,
     device: i32,
@@ -363,6 +366,8 @@ struct Words {
     free: Vec<usize>,
     /// Words never handed out start here.
     fresh: usize,
+    /// The next op's [`Gate::seq`].
+    next_seq: u64,
 }
 
 /// A word whose values reached this is retired, so values never wrap (HIP compares them as
@@ -497,8 +502,11 @@ impl StreamEngine {
         line.in_flight += 1;
         line.last = value;
         words.by_stream.insert(stream.raw(), line);
+        let seq = words.next_seq;
+        words.next_seq += 1;
         drop(words);
         op.gate = Gate {
+            seq,
             stream: stream.raw(),
             event: Some(event),
             device,
@@ -571,7 +579,11 @@ impl StreamEngine {
             if let Some(message) = message {
                 last_news = Instant::now();
                 if let Message::Queued(op) = message {
-                    streams.entry(op.gate.stream).or_default().push_back(op);
+                    // Two threads queueing on one stream may hand their ops over in either
+                    // order; the stream reaches them in the order they were held.
+                    let queue = streams.entry(op.gate.stream).or_default();
+                    let at = queue.partition_point(|queued| queued.gate.seq < op.gate.seq);
+                    queue.insert(at, op);
                 }
                 continue;
             }
@@ -610,7 +622,18 @@ impl StreamEngine {
                 engine: &engine,
                 gate,
             };
-            let outcome = reached.and_then(|()| op.run());
+            // A panic in the engines must still end the op with a result (a Rust waiter would
+            // otherwise wait for it forever); `release` lets the stream go either way.
+            let outcome = reached.and_then(|()| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.run())).unwrap_or_else(
+                    |_| {
+                        Err(Error::new(
+                            ErrorKind::InternalError,
+                            "a stream-ordered op panicked",
+                        ))
+                    },
+                )
+            });
             op.slots.set_result(&outcome);
             drop(release);
         }));

@@ -562,6 +562,64 @@ fn an_op_on_one_stream_ends_while_another_stream_is_held() {
     });
 }
 
+#[test]
+fn ops_queued_on_one_stream_by_many_threads_at_once_all_run() {
+    // Threads queueing on one stream hand their ops to the library's watcher in any order; the
+    // stream reaches them in the order it holds them, and the watcher must follow that order or
+    // wait forever for an op the stream reaches only after one the watcher has not started.
+    within(TEST_LIMIT, "one stream", || {
+        const THREADS: usize = 8;
+        const OPS: usize = 32;
+        const PIECE: usize = 4 * KIB;
+        let rig = plain_rig();
+        let driver = &rig.driver;
+        let dir = scratch_dir();
+        let content = pattern(40, 0, THREADS * OPS * PIECE);
+        let (_, file) = data_file(dir.path(), "data", &content);
+        let handle = driver.register_file(&file).unwrap();
+        let dst = sentinel_buffer(driver, content.len());
+        let stream = OwnedStream::new_independent(Arc::clone(&rig.gpu)).unwrap();
+        let s = StreamRef::of(&stream);
+        let core = driver.core();
+        let slots: Vec<Arc<CoreSlots>> = thread::scope(|scope| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let (s, core, handle, base) = (&s, core, &handle, dst.ptr());
+                    scope.spawn(move || {
+                        (0..OPS)
+                            .map(|k| {
+                                let at = (t * OPS + k) * PIECE;
+                                submit_core(
+                                    core,
+                                    IoOp::Read,
+                                    handle.id(),
+                                    base + at,
+                                    PIECE,
+                                    at as i64,
+                                    s,
+                                )
+                                .expect("queueing a read")
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("a queueing thread panicked"))
+                .collect()
+        });
+        s.synchronize().unwrap();
+        for (i, op) in slots.iter().enumerate() {
+            assert_eq!(op.result().map(|r| outcome(&r)), Some(Ok(PIECE)), "op {i}");
+        }
+        assert!(
+            dst.to_vec().unwrap() == content,
+            "every op's bytes in place"
+        );
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Late binding and stream flags
 
