@@ -634,8 +634,19 @@ impl StreamEngine {
                     },
                 )
             });
-            op.slots.set_result(&outcome);
+            // The op lets its file and buffer go before anyone can see it ended: an application
+            // that synchronizes the stream, or waits for the result, may deregister them at once.
+            // Its session goes last: the last share of a closed driver's session tears it down.
+            let AsyncOp {
+                _held: held,
+                slots,
+                session,
+                ..
+            } = *op;
+            drop(held);
+            slots.set_result(&outcome);
             drop(release);
+            drop(session);
         }));
     }
 

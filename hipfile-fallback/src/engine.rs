@@ -74,9 +74,22 @@ struct Progress {
     moved: AtomicUsize,
     /// The request-relative end of file a short read found (`u64::MAX`: none).
     eof_at: AtomicU64,
-    /// Threads working on the transfer now.
-    active: Mutex<usize>,
+    /// The threads working on the transfer now, and the file they work on.
+    crew: Mutex<Crew>,
     idle: Condvar,
+}
+
+/// Who works on a transfer, and what they need of the file.
+#[derive(Debug, Default)]
+struct Crew {
+    /// Threads working on the transfer now.
+    active: usize,
+    /// The file side, for as long as a piece may still move. The last thread out of a finished
+    /// transfer lets it go under the lock the waiter reads `active` under, so once a waiter
+    /// sees the transfer finished, no thread of the engine holds the file's descriptors: a
+    /// worker that still holds the transfer (a late helper, an offer not taken yet) holds only
+    /// what is left of it. Deregistering the file, or closing the driver, closes them at once.
+    file: Option<Arc<PieceIo>>,
 }
 
 /// A request in flight, shared by the threads working on it.
@@ -88,8 +101,6 @@ pub struct Transfer {
     memory: DeviceRange,
     /// Where in the file the request starts.
     file_offset: u64,
-    /// How pieces reach the file.
-    file: PieceIo,
     plan: Plan,
     lanes: LaneSpec,
     progress: Progress,
@@ -115,12 +126,6 @@ impl Transfer {
             op: req.op,
             memory: req.memory.clone(),
             file_offset: req.file_offset,
-            file: PieceIo::new(
-                Arc::clone(&parts.io),
-                Arc::clone(req.file),
-                s.direct_io,
-                req.append,
-            ),
             plan,
             lanes: LaneSpec {
                 pool: Arc::clone(if req.stream_ordered {
@@ -134,6 +139,15 @@ impl Transfer {
             },
             progress: Progress {
                 eof_at: AtomicU64::new(u64::MAX),
+                crew: Mutex::new(Crew {
+                    active: 0,
+                    file: Some(Arc::new(PieceIo::new(
+                        Arc::clone(&parts.io),
+                        Arc::clone(req.file),
+                        s.direct_io,
+                        req.append,
+                    ))),
+                }),
                 ..Progress::default()
             },
             doorbell: req.doorbell.cloned(),
@@ -188,43 +202,65 @@ impl Transfer {
 
     /// Whether every piece is done (or the transfer failed) and no thread works on it.
     fn is_finished(&self) -> bool {
+        self.crew().active == 0 && self.nothing_left()
+    }
+
+    /// Whether no piece is left to claim: all were claimed, one failed, or the transfer was
+    /// withdrawn.
+    fn nothing_left(&self) -> bool {
         let p = &self.progress;
-        let active = p.active.lock().unwrap_or_else(PoisonError::into_inner);
-        *active == 0
-            && (p.failed.load(Ordering::Acquire)
-                || p.next.load(Ordering::Acquire) >= self.plan.pieces)
+        p.failed.load(Ordering::Acquire) || p.next.load(Ordering::Acquire) >= self.plan.pieces
+    }
+
+    fn crew(&self) -> std::sync::MutexGuard<'_, Crew> {
+        self.progress
+            .crew
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Wait until every thread that joined has left: polling for [`STAY_AWAKE`] (the helpers of
     /// a small request finish within it, and a sleeping caller would add a wake-up to its
     /// latency), then sleeping.
     fn wait_for_helpers(&self) {
-        let p = &self.progress;
         let since = std::time::Instant::now();
         loop {
-            let active = p.active.lock().unwrap_or_else(PoisonError::into_inner);
-            if *active == 0 {
+            let crew = self.crew();
+            if crew.active == 0 {
                 return;
             }
             if since.elapsed() >= STAY_AWAKE {
-                let mut active = active;
-                while *active > 0 {
-                    active = p.idle.wait(active).unwrap_or_else(PoisonError::into_inner);
+                let mut crew = crew;
+                while crew.active > 0 {
+                    crew = self
+                        .progress
+                        .idle
+                        .wait(crew)
+                        .unwrap_or_else(PoisonError::into_inner);
                 }
                 return;
             }
-            drop(active);
+            drop(crew);
             std::thread::yield_now();
         }
     }
 
     fn participate(&self, wait_for_lane: bool) {
-        let p = &self.progress;
-        *p.active.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        let file = {
+            let mut crew = self.crew();
+            // The transfer has finished and let the file go: nothing is left to do.
+            let Some(file) = crew.file.clone() else {
+                return;
+            };
+            crew.active += 1;
+            file
+        };
         // A panic must still count this thread out, or the waiter would wait forever; the
         // lane's lease drains its stream while unwinding.
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.work(wait_for_lane)));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.work(&file, wait_for_lane)
+        }));
+        drop(file);
         match outcome {
             Ok(Ok(())) => {}
             Ok(Err(e)) => self.fail(e),
@@ -233,12 +269,16 @@ impl Transfer {
                 "a staging thread panicked",
             )),
         }
-        let mut active = p.active.lock().unwrap_or_else(PoisonError::into_inner);
-        *active -= 1;
-        if *active == 0 {
-            p.idle.notify_all();
-            drop(active);
-            if self.is_finished() {
+        let mut crew = self.crew();
+        crew.active -= 1;
+        if crew.active == 0 {
+            let finished = self.nothing_left();
+            if finished {
+                crew.file = None;
+            }
+            self.progress.idle.notify_all();
+            drop(crew);
+            if finished {
                 self.ring();
             }
         }
@@ -257,10 +297,17 @@ impl Transfer {
             .next
             .compare_exchange(0, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
-        if withdrawn && self.is_finished() {
+        if !withdrawn {
+            return false;
+        }
+        // With threads at work, the last one out lets the file go and rings.
+        let mut crew = self.crew();
+        if crew.active == 0 {
+            crew.file = None;
+            drop(crew);
             self.ring();
         }
-        withdrawn
+        true
     }
 
     fn fail(&self, e: Error) {
@@ -304,7 +351,7 @@ impl Transfer {
         })
     }
 
-    fn work(&self, wait_for_lane: bool) -> Result<(), Error> {
+    fn work(&self, file: &PieceIo, wait_for_lane: bool) -> Result<(), Error> {
         let p = &self.progress;
         // Nothing left: do not even take a lane (late workers, finished or failed transfers).
         if p.failed.load(Ordering::Acquire) || p.next.load(Ordering::Acquire) >= self.plan.pieces {
@@ -318,8 +365,8 @@ impl Transfer {
             return Ok(());
         };
         let result = match self.op {
-            IoOp::Read => self.read_pieces(&mut lane),
-            IoOp::Write => self.write_pieces(&mut lane),
+            IoOp::Read => self.read_pieces(&mut lane, file),
+            IoOp::Write => self.write_pieces(&mut lane, file),
         };
         // Copies may still be queued on an error path: the halves stay in use until they finish.
         let drained = lane
@@ -328,7 +375,7 @@ impl Transfer {
         result.and(drained)
     }
 
-    fn read_pieces(&self, lane: &mut StagingLane) -> Result<(), Error> {
+    fn read_pieces(&self, lane: &mut StagingLane, file: &PieceIo) -> Result<(), Error> {
         let eof_at = &self.progress.eof_at;
         let mut slot = 0;
         while let Some(k) = self.claim() {
@@ -336,9 +383,7 @@ impl Transfer {
             let half = lane
                 .half_mut(slot)
                 .map_err(|e| Error::hip(&e, "waiting for a staged copy"))?;
-            let got = self
-                .file
-                .read(&mut half[..len], self.file_offset + start as u64)?;
+            let got = file.read(&mut half[..len], self.file_offset + start as u64)?;
             if got < len {
                 eof_at.fetch_min(start as u64 + got as u64, Ordering::AcqRel);
             }
@@ -359,7 +404,7 @@ impl Transfer {
         Ok(())
     }
 
-    fn write_pieces(&self, lane: &mut StagingLane) -> Result<(), Error> {
+    fn write_pieces(&self, lane: &mut StagingLane, file: &PieceIo) -> Result<(), Error> {
         let mut queued: Option<(usize, usize, usize)> = None;
         let mut slot = 0;
         while let Some(k) = self.claim() {
@@ -367,13 +412,13 @@ impl Transfer {
             lane.download(slot, &self.device_piece(start, len)?)
                 .map_err(|e| Error::hip(&e, "queuing a copy from the device"))?;
             if let Some(previous) = queued.take() {
-                self.write_out(lane, previous)?;
+                self.write_out(lane, file, previous)?;
             }
             queued = Some((slot, start, len));
             slot ^= 1;
         }
         match queued {
-            Some(last) => self.write_out(lane, last),
+            Some(last) => self.write_out(lane, file, last),
             None => Ok(()),
         }
     }
@@ -381,13 +426,13 @@ impl Transfer {
     fn write_out(
         &self,
         lane: &mut StagingLane,
+        file: &PieceIo,
         (slot, start, len): (usize, usize, usize),
     ) -> Result<(), Error> {
         let half = lane
             .half(slot)
             .map_err(|e| Error::hip(&e, "waiting for a staged copy"))?;
-        self.file
-            .write(&half[..len], self.file_offset + start as u64)?;
+        file.write(&half[..len], self.file_offset + start as u64)?;
         self.progress.moved.fetch_add(len, Ordering::AcqRel);
         Ok(())
     }

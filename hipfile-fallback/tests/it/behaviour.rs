@@ -425,3 +425,74 @@ fn concurrent_appends_to_one_file_land_whole() {
         );
     }
 }
+
+/// Descriptors in this process that name `path`.
+fn descriptors_of(path: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target == path)
+        .count()
+}
+
+#[test]
+fn a_deregistered_file_keeps_no_descriptor_in_the_engine_while_a_helper_offer_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let size = 8 << 20;
+    std::fs::write(&a, pattern(3, 0, size)).unwrap();
+    std::fs::write(&b, pattern(4, 0, size)).unwrap();
+    let b_target = b.canonicalize().unwrap();
+    // Every pread of `b` waits until the gate opens, so the one worker, helping a read of `b`,
+    // stays busy and the helper offer of the read of `a` waits in its queue.
+    let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let started_tx = std::sync::Mutex::new(started_tx);
+    let hook_gate = Arc::clone(&gate);
+    let io = Arc::new(HookedIo::before_pread(move |fd| {
+        let target = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        if target.ok().as_deref() != Some(b_target.as_path()) {
+            return;
+        }
+        let _ = started_tx.lock().unwrap().send(());
+        let (open, opened) = &*hook_gate;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = opened.wait(open).unwrap();
+        }
+    }));
+    let sim = Arc::new(SimRuntime::default());
+    let d = driver(&sim, Some(io), |s| {
+        s.max_io_threads = 1;
+        s.direct_io = hipfile_core::DirectIoPolicy::Never;
+    });
+    let dev_a = DeviceBuffer::new(sim.clone(), size).unwrap();
+    let dev_b = DeviceBuffer::new(sim.clone(), size).unwrap();
+    /// Opens the gate when dropped, so a failed assertion cannot leave the reader of `b` waiting.
+    struct OpenOnDrop<'a>(&'a (std::sync::Mutex<bool>, std::sync::Condvar));
+    impl Drop for OpenOnDrop<'_> {
+        fn drop(&mut self) {
+            let (open, opened) = self.0;
+            *open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            opened.notify_all();
+        }
+    }
+    thread::scope(|s| {
+        let reader_b = s.spawn(|| read_all(&d, &b, &dev_b, size));
+        let opener = OpenOnDrop(&gate);
+        // The reader of `b` and the worker helping it both wait in a pread of `b`.
+        for _ in 0..2 {
+            started_rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .expect("the reader of b and its helper start");
+        }
+        assert_eq!(read_all(&d, &a, &dev_a, size), size);
+        // `read_all` dropped its descriptor of `a` and deregistered the file: nothing of the
+        // engine may keep one open, though the helper offer of that read is still queued.
+        assert_eq!(descriptors_of(&a.canonicalize().unwrap()), 0);
+        drop(opener);
+        assert_eq!(reader_b.join().unwrap(), size);
+    });
+    assert_eq!(dev_a.to_vec().unwrap(), pattern(3, 0, size));
+    assert_eq!(dev_b.to_vec().unwrap(), pattern(4, 0, size));
+}

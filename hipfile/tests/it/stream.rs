@@ -1223,3 +1223,32 @@ fn stream_registration_refuses_twice_unknown_flags_and_unknown_streams() {
         assert_eq!(driver.core().stream_flags(s.raw()), 0);
     });
 }
+
+#[test]
+fn a_file_and_buffer_deregister_as_soon_as_the_stream_passed_their_op() {
+    within(TEST_LIMIT, "deregistering after a stream op", || {
+        let rig = plain_rig();
+        let driver = &rig.driver;
+        let core = driver.core();
+        let dir = scratch_dir();
+        let content = pattern(32, 0, 4 * KIB);
+        let (_, file) = data_file(dir.path(), "data", &content);
+        let stream = OwnedStream::new_independent(Arc::clone(&rig.gpu)).unwrap();
+        let s = StreamRef::of(&stream);
+        let dst = sentinel_buffer(driver, 4 * KIB);
+        for round in 0..300 {
+            let handle = driver.register_file(&file).unwrap();
+            core.buf_register(dst.ptr(), dst.len(), 0).unwrap();
+            let slots = submit_core(core, IoOp::Read, handle.id(), dst.ptr(), 4 * KIB, 0, &s)
+                .expect("queueing a read");
+            s.synchronize().unwrap();
+            // The stream passed the op: neither the file nor the buffer is in flight any more.
+            core.buf_deregister(dst.ptr())
+                .unwrap_or_else(|e| panic!("round {round}: deregistering the buffer: {e}"));
+            core.handle_deregister(handle.id())
+                .unwrap_or_else(|e| panic!("round {round}: deregistering the file: {e}"));
+            assert_eq!(slots.result().map(|r| outcome(&r)), Some(Ok(4 * KIB)));
+        }
+        assert!(dst.to_vec().unwrap() == content, "the bytes read");
+    });
+}
