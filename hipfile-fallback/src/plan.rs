@@ -11,18 +11,28 @@ pub struct Plan {
     pub helpers: usize,
 }
 
+/// Pieces a thread's share of a spread request is cut into at least (while they stay at least
+/// the smallest piece): a staging lane reads one piece from the file while the device copies the
+/// one before, so a share of one piece would leave the lane's reads and copies in series. Large
+/// requests are cut into whole chunks, many per thread, anyway.
+const PIECES_PER_SHARE: usize = 4;
+
 impl Plan {
     /// Cut `size` bytes: requests up to `inline` bytes, or when only one thread may work, run on
     /// the caller alone in pieces of `chunk`; larger ones are spread over up to `threads` threads
-    /// (caller included) in pieces between `min_piece` and `chunk`.
+    /// (caller included) in pieces between `min_piece` and `chunk`, each thread's share cut in
+    /// [`PIECES_PER_SHARE`] pieces or more.
     pub fn new(size: usize, chunk: usize, min_piece: usize, inline: usize, threads: usize) -> Plan {
         let chunk = chunk.max(4096);
         let min_piece = min_piece.clamp(4096, chunk);
         let piece = if size <= inline || threads <= 1 {
             size.min(chunk)
         } else {
-            let share = size.div_ceil(threads).next_multiple_of(min_piece);
-            share.clamp(min_piece, chunk)
+            let share = size.div_ceil(threads);
+            share
+                .div_ceil(PIECES_PER_SHARE)
+                .next_multiple_of(min_piece)
+                .clamp(min_piece, chunk)
         }
         .max(1);
         let pieces = size.div_ceil(piece);
@@ -87,11 +97,28 @@ mod tests {
         assert_eq!(
             p,
             Plan {
-                piece: 256 << 10,
-                pieces: 4,
+                piece: 64 << 10,
+                pieces: 16,
                 helpers: 3
             }
         );
+    }
+
+    #[test]
+    fn every_thread_of_a_mid_sized_request_gets_pieces_to_overlap_reads_with_copies() {
+        // 64 MiB over 17 threads: shares of under 4 MiB, each cut in four pieces of 1 MiB.
+        let p = Plan::new(64 << 20, 4 << 20, 64 << 10, 64 << 10, 17);
+        assert_eq!(
+            p,
+            Plan {
+                piece: 1 << 20,
+                pieces: 64,
+                helpers: 16
+            }
+        );
+        // Shares of four whole chunks: already pieces enough.
+        let p = Plan::new(17 * (16 << 20), 4 << 20, 64 << 10, 64 << 10, 17);
+        assert_eq!(p.piece, 4 << 20);
     }
 
     #[test]
@@ -101,7 +128,13 @@ mod tests {
         assert_eq!(p.pieces, 2048);
         assert_eq!(p.helpers, 16);
         let odd = Plan::new((4 << 20) + 1, 4 << 20, 64 << 10, 64 << 10, 2);
-        assert_eq!(odd.pieces, 2);
+        // Shares of 2 MiB + 1 byte, in pieces of 576 KiB: the last piece holds the odd byte.
+        assert_eq!(odd.piece, 576 << 10);
+        assert_eq!(odd.pieces, 8);
+        assert_eq!(
+            odd.piece_range((4 << 20) + 1, 7),
+            7 * (576 << 10)..(4 << 20) + 1
+        );
         assert_eq!(odd.helpers, 1);
     }
 
