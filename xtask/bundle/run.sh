@@ -6,8 +6,8 @@
 #
 #   1. every test binary in tests/ (HIPFILE_PLATFORM=nvidia, HIPFILE_GPU_TESTS=1); extra libtest
 #      arguments come from $HIPFILE_TEST_ARGS (e.g. "--test-threads=1")
-#   2. every C program in c/, compiled as C11 and as C++17 against include/hipfile.h and the CUDA
-#      runtime, run with a scratch directory; it prints `ok - ...` / `not ok - ...` lines
+#   2. every C program in c/, compiled as C11 and as C++17 against include/ (hipfile.h, tap.h) and
+#      the CUDA runtime, run with a scratch directory; it prints `ok - ...` / `not ok - ...` lines
 #      (a `*_cases.c` program runs once per case, each case in its own process)
 #   3. py/frameworks.py: the C ABI from Python on CuPy and PyTorch memory (with the C programs)
 #   4. bin/hipfile bench --size 1G (one check; --no-bench skips it)

@@ -11,6 +11,8 @@
 //!   bin/hipfile          the CLI (`hipfile bench`)
 //!   include/hipfile.h    the C header; include/hip_on_cuda.h maps the few HIP names our C
 //!                        tests use onto the CUDA runtime (the GPU machine has no HIP headers)
+//!   include/tap.h        the C tests' `ok - ...` / `not ok - ...` lines and plan
+//!                        (hipfile/tests/c/tap.h), found by every C program through `-I include`
 //!   c/cuda/*.c           plain CUDA programs (hipfile/tests/c_cuda), built with only CUDA headers
 //!   c/hip/*.c            the C ABI tests (hipfile/tests/c), built through hip_on_cuda.h
 //!   c/examples/*.c       the C examples (examples/c), built through hip_on_cuda.h
@@ -77,6 +79,13 @@ const C_SOURCES: &[(&str, &str)] = &[
     ("examples/c", "c/examples"),
 ];
 
+/// Headers the C programs include: (file in the repo, place in the bundle). `run.sh` compiles
+/// every program with `-I include`, so the C ABI tests and the plain CUDA programs alike find them.
+const C_HEADERS: &[(&str, &str)] = &[
+    ("hipfile/include/hipfile.h", "include/hipfile.h"),
+    ("hipfile/tests/c/tap.h", "include/tap.h"),
+];
+
 /// Files of `xtask/bundle/` to ship: (file name, place in the bundle).
 const SHIPPED: &[(&str, &str)] = &[
     ("run.sh", "run.sh"),
@@ -137,10 +146,9 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         &release.join("libhipfile.so"),
         &out.join("lib/libhipfile.so"),
     )?;
-    copy(
-        &root.join("hipfile/include/hipfile.h"),
-        &out.join("include/hipfile.h"),
-    )?;
+    for (file, place) in C_HEADERS {
+        copy(&root.join(file), &out.join(place))?;
+    }
     for (file, place) in SHIPPED {
         copy(&root.join("xtask/bundle").join(file), &out.join(place))?;
     }
@@ -456,6 +464,9 @@ mod tests {
         let root = workspace::root();
         for (file, _) in SHIPPED {
             assert!(root.join("xtask/bundle").join(file).is_file(), "{file}");
+        }
+        for (file, _) in C_HEADERS {
+            assert!(root.join(file).is_file(), "{file}");
         }
         assert!(!c_files(&root.join(C_SOURCES[0].0))
             .expect("readable")

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "tap.h"
+
 #if !defined(HIPFILE_VERSION_MAJOR) || !defined(HIPFILE_VERSION_MINOR) || !defined(HIPFILE_VERSION_PATCH)
 #error "version macros missing"
 #endif
@@ -37,25 +39,10 @@
 #error "stats macros missing"
 #endif
 
-static int failures;
-/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
- * the ok / not ok lines (a program that stops early prints no plan). */
-static int checks;
-
-static void
-report(int passed, const char *name)
-{
-    checks++;
-    printf("%s - %s\n", passed ? "ok" : "not ok", name);
-    if (!passed) {
-        failures++;
-    }
-}
-
 #define SIGNATURE(name, ret, params)                                                                        \
     do {                                                                                                       \
         ret(*volatile fn) params = name;                                                                       \
-        report(fn != NULL, #name " has the upstream prototype and links");                                   \
+        check(fn != NULL, #name " has the upstream prototype and links", "%s", "its address is NULL");       \
     } while (0)
 
 int
@@ -106,13 +93,13 @@ main(int argc, char **argv)
     hipFileError_t hip_failure;
     hip_failure.err         = hipFileHipDriverError;
     hip_failure.hip_drv_err = (hipError_t)1;
-    report(IS_HIP_DRV_ERR(hip_failure) && HIP_DRV_ERR(hip_failure) == (hipError_t)1,
-           "IS_HIP_DRV_ERR / HIP_DRV_ERR read a hipFileError_t");
+    check(IS_HIP_DRV_ERR(hip_failure) && HIP_DRV_ERR(hip_failure) == (hipError_t)1,
+          "IS_HIP_DRV_ERR / HIP_DRV_ERR read a hipFileError_t", "IS_HIP_DRV_ERR %d, HIP_DRV_ERR %d",
+          (int)IS_HIP_DRV_ERR(hip_failure), (int)HIP_DRV_ERR(hip_failure));
     ssize_t negated = -(ssize_t)hipFileHandleNotRegistered;
-    report(IS_HIPFILE_ERR(negated) && !IS_HIPFILE_ERR(-1) && IS_HIPFILE_ERR(hipFileInvalidValue),
-           "IS_HIPFILE_ERR accepts negated and plain codes, rejects -1");
+    check(IS_HIPFILE_ERR(negated) && !IS_HIPFILE_ERR(-1) && IS_HIPFILE_ERR(hipFileInvalidValue),
+          "IS_HIPFILE_ERR accepts negated and plain codes, rejects -1", "negated %d, -1 %d, plain %d",
+          (int)IS_HIPFILE_ERR(negated), (int)IS_HIPFILE_ERR(-1), (int)IS_HIPFILE_ERR(hipFileInvalidValue));
 
-    printf("1..%d\n", checks);
-    printf("# %d check(s) failed\n", failures);
-    return failures == 0 ? 0 : 1;
+    return tap_finish();
 }

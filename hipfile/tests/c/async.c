@@ -41,13 +41,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "tap.h"
 
 #define KIB ((size_t)1024)
 #define MIB ((size_t)(1024 * 1024))
@@ -63,38 +64,6 @@
 #define GATE_WAIT_MS 20000.0
 
 #define GARBAGE_STREAM ((hipStream_t)(uintptr_t)0x5eed5eed000ull)
-
-static int failures;
-/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
- * the ok / not ok lines (a program that stops early prints no plan). */
-static int checks;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-check(int passed, const char *name, const char *detail_fmt, ...)
-{
-    checks++;
-    if (passed) {
-        printf("ok - %s\n", name);
-        return;
-    }
-    failures++;
-    printf("not ok - %s (", name);
-    va_list args;
-    va_start(args, detail_fmt);
-    vprintf(detail_fmt, args);
-    va_end(args);
-    printf(")\n");
-}
-
-static void
-skip(const char *name, const char *reason)
-{
-    checks++;
-    printf("ok - %s # SKIP %s\n", name, reason);
-}
 
 static int
 is_success(hipFileError_t e)
@@ -118,13 +87,6 @@ expect_both(hipFileError_t read, hipFileError_t write, hipFileOpError_t want, co
     check(ok, name, "read: err %d (%s) hip %d; write: err %d (%s) hip %d; want %d (%s)", (int)read.err,
           HIPFILE_ERRSTR(read.err), (int)read.hip_drv_err, (int)write.err, HIPFILE_ERRSTR(write.err),
           (int)write.hip_drv_err, (int)want, HIPFILE_ERRSTR(want));
-}
-
-__attribute__((noreturn)) static void
-setup_failed(const char *what)
-{
-    printf("not ok - %s (%s)\n", what, strerror(errno));
-    exit(1);
 }
 
 static double
@@ -1020,7 +982,5 @@ main(int argc, char **argv)
     close(fd_sh);
     free(g_host);
 
-    printf("1..%d\n", checks);
-    printf("# %d check(s) failed\n", failures);
-    return failures == 0 ? 0 : 1;
+    return tap_finish();
 }

@@ -26,13 +26,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "tap.h"
 
 #define KIB ((size_t)1024)
 #define MIB ((size_t)(1024 * 1024))
@@ -46,31 +47,6 @@
 #define BYTES_UNSET ((ssize_t)12345)
 #define LONG_WAIT_MS 30000.0
 
-static int failures;
-/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
- * the ok / not ok lines (a program that stops early prints no plan). */
-static int checks;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-check(int passed, const char *name, const char *detail_fmt, ...)
-{
-    checks++;
-    if (passed) {
-        printf("ok - %s\n", name);
-        return;
-    }
-    failures++;
-    printf("not ok - %s (", name);
-    va_list args;
-    va_start(args, detail_fmt);
-    vprintf(detail_fmt, args);
-    va_end(args);
-    printf(")\n");
-}
-
 static int
 is_success(hipFileError_t e)
 {
@@ -82,13 +58,6 @@ expect_status(hipFileError_t got, hipFileOpError_t want, const char *name)
 {
     check(got.err == want && got.hip_drv_err == hipSuccess, name, "got err %d (%s) hip_drv_err %d, want %d (%s)",
           (int)got.err, HIPFILE_ERRSTR(got.err), (int)got.hip_drv_err, (int)want, HIPFILE_ERRSTR(want));
-}
-
-__attribute__((noreturn)) static void
-setup_failed(const char *what)
-{
-    printf("not ok - %s (%s)\n", what, strerror(errno));
-    exit(1);
 }
 
 static double
@@ -415,7 +384,5 @@ main(int argc, char **argv)
     expect_status(hipFileDriverClose(), hipFileSuccess, "hipFileDriverClose");
     free(g_host);
 
-    printf("1..%d\n", checks);
-    printf("# %d check(s) failed\n", failures);
-    return failures == 0 ? 0 : 1;
+    return tap_finish();
 }

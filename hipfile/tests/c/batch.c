@@ -26,13 +26,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "tap.h"
 
 /* One entry's worth of bytes; BIG entries fill BIG_SIZE. */
 #define CHUNK ((size_t)(64 * 1024))
@@ -44,31 +45,6 @@
 #define SENTINEL 0x5A
 /* How long a wait that must end soon may take before the check calls it a hang. */
 #define LONG_WAIT_MS 30000L
-
-static int failures;
-/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
- * the ok / not ok lines (a program that stops early prints no plan). */
-static int checks;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-check(int passed, const char *name, const char *detail_fmt, ...)
-{
-    checks++;
-    if (passed) {
-        printf("ok - %s\n", name);
-        return;
-    }
-    failures++;
-    printf("not ok - %s (", name);
-    va_list args;
-    va_start(args, detail_fmt);
-    vprintf(detail_fmt, args);
-    va_end(args);
-    printf(")\n");
-}
 
 /* The call returned exactly `want` (and hipSuccess as the HIP half). */
 static void
@@ -82,13 +58,6 @@ static int
 is_success(hipFileError_t e)
 {
     return e.err == hipFileSuccess && e.hip_drv_err == hipSuccess;
-}
-
-__attribute__((noreturn)) static void
-setup_failed(const char *what)
-{
-    printf("not ok - %s (%s)\n", what, strerror(errno));
-    exit(1);
 }
 
 static double
@@ -1044,7 +1013,5 @@ main(int argc, char **argv)
     free(pattern);
     free(host);
 
-    printf("1..%d\n", checks);
-    printf("# %d check(s) failed\n", failures);
-    return failures == 0 ? 0 : 1;
+    return tap_finish();
 }

@@ -18,7 +18,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,33 +26,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tap.h"
+
 #define BLOCK ((size_t)4096)
 #define DEV_SIZE ((size_t)(64 * 1024))
-
-static int failures;
-/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
- * the ok / not ok lines (a program that stops early prints no plan). */
-static int checks;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-check(int passed, const char *name, const char *detail_fmt, ...)
-{
-    checks++;
-    if (passed) {
-        printf("ok - %s\n", name);
-        return;
-    }
-    failures++;
-    printf("not ok - %s (", name);
-    va_list args;
-    va_start(args, detail_fmt);
-    vprintf(detail_fmt, args);
-    va_end(args);
-    printf(")\n");
-}
 
 static void
 expect_status(hipFileError_t got, hipFileOpError_t want, const char *name)
@@ -368,7 +344,5 @@ main(int argc, char **argv)
     unlink(append_path);
     unlink(other);
     unlink(odd);
-    printf("1..%d\n", checks);
-    printf("# %d check(s) failed\n", failures);
-    return failures == 0 ? 0 : 1;
+    return tap_finish();
 }

@@ -23,7 +23,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,33 +30,10 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "tap.h"
+
 #define DEV_SIZE ((size_t)(256 * 1024))
 #define FILE_SIZE ((size_t)(64 * 1024))
-
-static int failures;
-/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
- * the ok / not ok lines (a program that stops early prints no plan). */
-static int checks;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-check(int passed, const char *name, const char *detail_fmt, ...)
-{
-    checks++;
-    if (passed) {
-        printf("ok - %s\n", name);
-        return;
-    }
-    failures++;
-    printf("not ok - %s (", name);
-    va_list args;
-    va_start(args, detail_fmt);
-    vprintf(detail_fmt, args);
-    va_end(args);
-    printf(")\n");
-}
 
 /* The call returned exactly `want` (and hipSuccess as the HIP half). */
 static void
@@ -408,7 +384,5 @@ main(int argc, char **argv)
     remove_scratch_file(dir, "semantics-a.bin");
     remove_scratch_file(dir, "semantics-b.bin");
 
-    printf("1..%d\n", checks);
-    printf("# %d check(s) failed\n", failures);
-    return failures == 0 ? 0 : 1;
+    return tap_finish();
 }

@@ -8,8 +8,9 @@
  * memory kinds that must be refused, IO from a fresh thread and from 16 threads at once.
  *
  * Usage: roundtrip_cuda SCRATCH_DIR   (a directory on a real disk: O_DIRECT is used if accepted)
- * Prints one TAP-like line per check; exits 0 only if every check passed.
- * Build: cc -std=c11 -I include -I CUDA_INCLUDE roundtrip_cuda.c -L lib -lhipfile -lcudart -lpthread
+ * Prints one TAP-like line per check (hipfile/tests/c/tap.h); exits 0 only if every check passed.
+ * Build, in the GPU bundle (its include/ holds hipfile.h and tap.h):
+ *   cc -std=c11 -I include -I CUDA_INCLUDE roundtrip_cuda.c -L lib -lhipfile -lcudart -lpthread
  */
 
 #ifndef _GNU_SOURCE
@@ -26,43 +27,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "tap.h"
+
 #define BUF_SIZE ((size_t)(1024 * 1024 + 4096))
 #define SENTINEL 0xA5
 #define THREADS 16
 #define THREAD_ROUNDS 4
 #define THREAD_READ ((size_t)(64 * 1024 + 17))
-
-static int failures;
-/* Checks reported; printed as the plan `1..N` at the end, which the runners compare with
- * the ok / not ok lines (a program that stops early prints no plan). */
-static int checks;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-check(int passed, const char *name, const char *detail_fmt, ...)
-{
-    checks++;
-    if (passed) {
-        printf("ok - %s\n", name);
-        return;
-    }
-    failures++;
-    printf("not ok - %s (", name);
-    va_list args;
-    va_start(args, detail_fmt);
-    vprintf(detail_fmt, args);
-    va_end(args);
-    printf(")\n");
-}
 
 static void
 check_status(hipFileError_t status, const char *name)
@@ -395,7 +372,5 @@ main(int argc, char **argv)
     free(actual);
     free(sentinel);
 
-    printf("1..%d\n", checks);
-    printf("# %d check(s) failed\n", failures);
-    return failures == 0 ? 0 : 1;
+    return tap_finish();
 }
