@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 pub use hipfile_hip::EventWait;
 use hipfile_hip::PlatformOptions;
 
+use crate::logging::{LogLevel, LOG_FILE_ENV, LOG_LEVEL_ENV};
+
 /// The environment variable that selects and orders the backends (comma separated names).
 pub const BACKENDS_ENV: &str = "HIPFILE_BACKENDS";
 
@@ -218,12 +220,13 @@ pub struct Settings {
     pub skip_topology_detection: bool,
     /// Stream memops bypass. Stored and reported: stream IO is not supported yet.
     pub stream_memops_bypass: bool,
-    /// Log level name (`ERROR`, `WARN`, `INFO`, `DEBUG`, `TRACE`). Stored and reported:
-    /// hipfile-rs reports failures through its return values and writes no log.
-    pub logging_level: String,
-    /// Log file path; stored and reported, as `logging_level`.
+    /// How much the library logs (`HIPFILE_LOG_LEVEL`, `hipFileParamLoggingLevel`; default
+    /// off). Applied when the driver opens ([`crate::logging::configure`]).
+    pub logging_level: LogLevel,
+    /// The file the log is appended to (`HIPFILE_LOG_FILE`, `hipFileParamEnvLogfilePath`;
+    /// empty: stderr).
     pub log_file_path: String,
-    /// Log directory; stored and reported, as `logging_level`.
+    /// cuFile's log directory. Stored and reported: the log goes to `log_file_path` or stderr.
     pub log_dir: String,
 }
 
@@ -262,7 +265,7 @@ impl Default for Settings {
             event_wait: EventWait::Yield,
             skip_topology_detection: false,
             stream_memops_bypass: false,
-            logging_level: "ERROR".to_string(),
+            logging_level: LogLevel::Off,
             log_file_path: String::new(),
             log_dir: String::new(),
         }
@@ -358,8 +361,9 @@ impl Settings {
     /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
     /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers),
     /// `HIPFILE_DIRECT_IO` (`auto`, `never`, `always`), `HIPFILE_EVENT_WAIT` (`yield`, `sync`)
-    /// and `HIPFILE_STREAM_MEMOPS_BYPASS` (a switch). Values that do not parse are ignored. The parameter API
-    /// changes these settings further before the driver opens.
+    /// and `HIPFILE_STREAM_MEMOPS_BYPASS` (a switch), and the log's `HIPFILE_LOG_LEVEL` (see
+    /// [`LogLevel::parse`]) and `HIPFILE_LOG_FILE`. Values that do not parse are ignored. The
+    /// parameter API changes these settings further before the driver opens.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let mut s = Settings::default();
         let number = |name: &str| lookup(name).and_then(|v| v.trim().parse::<u64>().ok());
@@ -401,6 +405,12 @@ impl Settings {
             .and_then(parse_switch)
         {
             s.stream_memops_bypass = bypass;
+        }
+        if let Some(level) = lookup(LOG_LEVEL_ENV).as_deref().and_then(LogLevel::parse) {
+            s.logging_level = level;
+        }
+        if let Some(file) = lookup(LOG_FILE_ENV) {
+            s.log_file_path = file;
         }
         s
     }
@@ -708,6 +718,22 @@ mod tests {
         assert_eq!(s.max_pinned_mem_size_kb, d.max_pinned_mem_size_kb);
         assert_eq!(s.max_io_threads, d.max_io_threads);
         assert_eq!(s.max_direct_io_size_kb, 8192);
+    }
+
+    #[test]
+    fn the_log_is_off_unless_the_environment_sets_a_level_it_can_parse() {
+        assert_eq!(Settings::default().logging_level, LogLevel::Off);
+        assert_eq!(Settings::default().log_file_path, "");
+        let s = Settings::from_lookup(lookup(&[
+            ("HIPFILE_LOG_LEVEL", "debug"),
+            ("HIPFILE_LOG_FILE", "/tmp/hipfile.log"),
+        ]));
+        assert_eq!(s.logging_level, LogLevel::Debug);
+        assert_eq!(s.log_file_path, "/tmp/hipfile.log");
+        let s = Settings::from_lookup(lookup(&[("HIPFILE_LOG_LEVEL", "2")]));
+        assert_eq!(s.logging_level, LogLevel::Warn);
+        let s = Settings::from_lookup(lookup(&[("HIPFILE_LOG_LEVEL", "loud")]));
+        assert_eq!(s.logging_level, LogLevel::Off);
     }
 
     #[test]

@@ -333,7 +333,11 @@ impl Driver {
                 Ok(Arc::clone(session))
             }
             State::Closed { staged } => {
-                let session = self.start_session(staged)?;
+                crate::logging::configure(staged.logging_level, &staged.log_file_path);
+                let session = self.start_session(staged).inspect_err(|e| {
+                    log::warn!("the driver failed to open: {e}");
+                })?;
+                log_open(&session, &self.options.env);
                 *state = State::Open {
                     session: Arc::clone(&session),
                     refcount: 1,
@@ -365,8 +369,10 @@ impl Driver {
             } => {
                 *refcount -= 1;
                 if *refcount > 0 {
+                    log::debug!("driver reference dropped, {refcount} left open");
                     return Ok(());
                 }
+                log::info!("driver closed");
                 let staged = std::mem::take(staged);
                 *state = State::Closed { staged };
                 self.batch_table().take_all()
@@ -437,6 +443,12 @@ impl Driver {
 
     /// `hipFileHandleRegister`: checks the descriptor, then opens the driver if needed.
     pub fn handle_register(&self, fd: RawFd) -> Result<FileHandleId> {
+        self.register_handle(fd).inspect_err(|e| {
+            log::warn!("registering descriptor {fd} failed: {e}");
+        })
+    }
+
+    fn register_handle(&self, fd: RawFd) -> Result<FileHandleId> {
         let file = RegisteredFile::open(fd)?;
         let mut state = self.lock();
         let session = self.open_with(&mut state, false)?;
@@ -493,6 +505,12 @@ impl Driver {
     /// `hipFileBufRegister`: opens the driver first (even if the checks then fail), then checks
     /// that `[ptr, ptr + len)` is device memory inside one allocation and not yet registered.
     pub fn buf_register(&self, ptr: usize, len: usize, flags: i32) -> Result<()> {
+        self.register_buffer(ptr, len, flags).inspect_err(|e| {
+            log::warn!("registering buffer {ptr:#x} of {len} bytes failed: {e}");
+        })
+    }
+
+    fn register_buffer(&self, ptr: usize, len: usize, flags: i32) -> Result<()> {
         let session = {
             let mut state = self.lock();
             self.open_with(&mut state, false)?
@@ -588,6 +606,14 @@ impl Driver {
         }
         let outcome = session.registry.dispatch(&prepared.request.request());
         session.stats.record(call.op, &outcome);
+        if let Err(e) = &outcome {
+            log::warn!(
+                "{} of {} bytes at file offset {} failed: {e}",
+                op_name(call.op),
+                call.size,
+                call.file_offset
+            );
+        }
         outcome.map(|d| d.bytes)
     }
 
@@ -764,6 +790,56 @@ impl Session {
             .expect("offset + size is the checked length");
         Ok((range, false, None))
     }
+}
+
+/// `read` or `write`, as log lines name an operation.
+pub(crate) fn op_name(op: IoOp) -> &'static str {
+    match op {
+        IoOp::Read => "read",
+        IoOp::Write => "write",
+    }
+}
+
+/// The INFO line of an opened driver: platform, backends in offer order, the settings in force.
+fn log_open(session: &Session, env: &EnvConfig) {
+    if !log::log_enabled!(log::Level::Info) {
+        return;
+    }
+    let info = session.runtime.info();
+    let backends: Vec<String> = session
+        .registry
+        .paths()
+        .iter()
+        .map(|(name, path)| format!("{name} ({})", path.name()))
+        .collect();
+    let s = session.settings.current();
+    let compat = s.compat_mode(env);
+    log::info!(
+        "driver open: platform {:?} (runtime version {}, {}), backends in offer order: {}; \
+         compat mode allowed {} forced {}, io threads {}, chunk {} KiB, inline up to {} KiB, \
+         pinned bound {} KiB, largest transfer {} KiB, direct IO {:?}, event wait {:?}, \
+         queue depth {}, stats {}, log level {}",
+        info.platform,
+        info.runtime_version,
+        info.library,
+        if backends.is_empty() {
+            "none".to_string()
+        } else {
+            backends.join(", ")
+        },
+        compat.allowed,
+        compat.forced,
+        s.io_threads(),
+        s.chunk_bytes() / 1024,
+        s.min_io_threshold_kb,
+        s.max_pinned_mem_size_kb,
+        s.max_direct_io_size_kb,
+        s.direct_io,
+        s.event_wait,
+        s.io_queue_depth,
+        session.stats.enabled(),
+        s.logging_level,
+    );
 }
 
 fn not_device_memory(ptr: usize, kind: MemoryKind) -> Error {

@@ -23,6 +23,9 @@
 //! - Failover: a backend failure that moved no bytes and is eligible
 //!   ([`Error::is_failover_eligible`]: ENODEV, EREMOTEIO) reruns the whole request on the next
 //!   accepting backend; every other failure is the caller's.
+//! - Logging ([`logging`]): silent unless `HIPFILE_LOG_LEVEL` or the logging parameter asks;
+//!   the driver installs a small stderr/file sink when it opens, unless the application has its
+//!   own `log` logger, which then receives the records.
 //!
 //! ## Example
 //!
@@ -229,6 +232,7 @@ mod driver;
 mod error;
 mod file;
 mod io;
+pub mod logging;
 mod registry;
 mod stats;
 pub mod stream;
@@ -253,6 +257,7 @@ pub use file::{
     RegisteredFile, DEFAULT_DIO_ALIGN,
 };
 pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, PageCount, PosixIo};
+pub use logging::LogLevel;
 pub use registry::{Dispatched, Registry, RegistryBuilder, Submitted};
 pub use stats::{BackendCounts, Stats, StatsSnapshot};
 pub use stream::{AsyncCall, AsyncSlots};

@@ -93,6 +93,7 @@ impl RegistryBuilder {
         let mut backends = Vec::new();
         for d in order {
             let backend = (d.init)(ctx).map_err(|e| {
+                log::warn!("backend {:?} failed to start: {e}", d.name);
                 Error::new(
                     ErrorKind::DriverSetupError,
                     format!("backend {:?} failed to start: {e}", d.name),
@@ -165,14 +166,31 @@ impl Registry {
         for (index, e) in self.backends.iter().enumerate().skip(first) {
             match e.backend.accepts(req) {
                 Ok(()) => {
+                    log::debug!(
+                        "{} of {} bytes at file offset {}: {} runs it ({})",
+                        crate::driver::op_name(req.op),
+                        req.size(),
+                        req.file_offset,
+                        e.backend.name(),
+                        e.path.name()
+                    );
                     return Ok(Submitted {
                         index,
                         how,
                         completion: e.backend.submit(req, how),
                         reasons,
-                    })
+                    });
                 }
-                Err(decline) => reasons.push(format!("{}: {decline}", e.backend.name())),
+                Err(decline) => {
+                    log::debug!(
+                        "{} of {} bytes at file offset {}: {} declines: {decline}",
+                        crate::driver::op_name(req.op),
+                        req.size(),
+                        req.file_offset,
+                        e.backend.name()
+                    );
+                    reasons.push(format!("{}: {decline}", e.backend.name()));
+                }
             }
         }
         Err(Error::new(
@@ -264,6 +282,14 @@ impl Submitted {
                 path: registry.backends[index].path,
             })),
             Err(f) if f.bytes_moved == 0 && f.error.is_failover_eligible() => {
+                log::warn!(
+                    "{} of {} bytes at file offset {}: {name} failed ({}), the next backend \
+                     takes it over",
+                    crate::driver::op_name(req.op),
+                    req.size(),
+                    req.file_offset,
+                    f.error
+                );
                 reasons.push(format!("{name}: failed over after {}", f.error));
                 match registry.submit_from(index + 1, req, how, reasons) {
                     Ok(next) => Step::Again(next),

@@ -127,6 +127,18 @@ impl Fallback {
             settings.max_pinned_bytes(),
             workers.count() + 1,
         )?;
+        if settings.compat_mode(&ctx.env).allowed {
+            log::info!(
+                "fallback started: {} IO workers, {} KiB staging chunks on device {device}",
+                workers.count(),
+                settings.chunk_bytes() / 1024
+            );
+        } else {
+            log::info!(
+                "fallback started but declines every request: {}",
+                Decline::CompatModeDisallowed
+            );
+        }
         Ok(Fallback {
             parts: EngineParts {
                 io: Arc::clone(&ctx.io),

@@ -226,9 +226,22 @@ impl Fastpath {
     /// The backend for an opening driver: it takes the runtime's P2P driver, if any, once.
     /// It starts no thread until a request is queued.
     pub fn new(ctx: &BackendContext) -> Self {
-        let depth = usize::try_from(ctx.settings.current().io_queue_depth).unwrap_or(usize::MAX);
+        let settings = ctx.settings.current();
+        let depth = usize::try_from(settings.io_queue_depth).unwrap_or(usize::MAX);
+        let p2p = ctx.runtime.p2p();
+        if p2p.is_none() {
+            log::info!(
+                "fastpath started but declines every request: {}",
+                Decline::NoP2pDriver
+            );
+        } else if settings.compat_mode(&ctx.env).forced {
+            log::info!(
+                "fastpath started but declines every request: {}",
+                Decline::CompatModeForced
+            );
+        }
         Fastpath {
-            p2p: ctx.runtime.p2p(),
+            p2p,
             workers: IoWorkers::start(0, depth.max(1))
                 .expect("a pool with no permanent worker starts no thread"),
         }

@@ -80,8 +80,8 @@ use std::sync::{Arc, OnceLock};
 pub use batch::{Batch, BatchRequest, Completions};
 pub use driver::{Driver, FileHandle};
 pub use hipfile_core::{
-    BatchEvent, BatchStatus, DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, Result,
-    Settings, StatsSnapshot,
+    BatchEvent, BatchStatus, DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, LogLevel,
+    Result, Settings, StatsSnapshot,
 };
 pub use memory::{
     AsDevice, AsDeviceMut, DeviceBuffer, DeviceSlice, DeviceSliceMut, RegisteredBuffer,

@@ -1,10 +1,14 @@
 //! Parameters: `hipFileSetParameter*` stages a value for the next driver open (the driver must be
 //! closed); `hipFileGetParameter*` reads the value in force.
+//!
+//! The logging parameters are live: `hipFileParamLoggingLevel` (a level name or number, see
+//! [`LogLevel::parse`]; another value is `hipFileInvalidValue`, and reads back as the upper-case
+//! name) and `hipFileParamEnvLogfilePath` reconfigure the log as soon as they are set.
 
 use std::ffi::{c_char, c_int, CStr};
 use std::ptr;
 
-use hipfile_core::{DirectIoPolicy, Settings};
+use hipfile_core::{DirectIoPolicy, LogLevel, Settings};
 
 use super::conventions::{driver, guarded_pair, pair};
 use super::types::*;
@@ -78,13 +82,40 @@ fn bool_param(
     Some(*field)
 }
 
-fn string_param(s: &mut Settings, param: hipFileStringConfigParameter_t) -> Option<&mut String> {
+/// The text of a string parameter; `None` when the parameter is unknown.
+fn get_string_param(s: &Settings, param: hipFileStringConfigParameter_t) -> Option<String> {
     Some(match param {
-        hipFileParamLoggingLevel => &mut s.logging_level,
-        hipFileParamEnvLogfilePath => &mut s.log_file_path,
-        hipFileParamLogDir => &mut s.log_dir,
+        hipFileParamLoggingLevel => s.logging_level.name().to_string(),
+        hipFileParamEnvLogfilePath => s.log_file_path.clone(),
+        hipFileParamLogDir => s.log_dir.clone(),
         _ => return None,
     })
+}
+
+/// How setting a string parameter went.
+enum StringSet {
+    Done,
+    UnknownParam,
+    BadValue,
+}
+
+/// Write `text` into the string parameter `param` of `s`. A log level must parse
+/// ([`LogLevel::parse`]).
+fn set_string_param(
+    s: &mut Settings,
+    param: hipFileStringConfigParameter_t,
+    text: &str,
+) -> StringSet {
+    match param {
+        hipFileParamLoggingLevel => match LogLevel::parse(text) {
+            Some(level) => s.logging_level = level,
+            None => return StringSet::BadValue,
+        },
+        hipFileParamEnvLogfilePath => s.log_file_path = text.to_string(),
+        hipFileParamLogDir => s.log_dir = text.to_string(),
+        _ => return StringSet::UnknownParam,
+    }
+    StringSet::Done
 }
 
 /// Stage a change; `Err(code)` when the parameter is unknown.
@@ -144,8 +175,7 @@ pub unsafe extern "C" fn hipFileGetParameterString(
     len: c_int,
 ) -> hipFileError_t {
     guarded_pair(|| {
-        let mut s = driver().settings();
-        let Some(text) = string_param(&mut s, param) else {
+        let Some(text) = get_string_param(&driver().settings(), param) else {
             return hipFileError_t::op(hipFileInvalidValue);
         };
         let room = usize::try_from(len).unwrap_or(0);
@@ -201,12 +231,26 @@ pub unsafe extern "C" fn hipFileSetParameterString(
         let text = unsafe { CStr::from_ptr(desc_str) }
             .to_string_lossy()
             .into_owned();
-        stage(|s| match string_param(s, param) {
-            Some(field) => {
-                *field = text;
+        let mut bad_value = false;
+        let staged = stage(|s| match set_string_param(s, param, &text) {
+            StringSet::Done => true,
+            StringSet::UnknownParam => false,
+            StringSet::BadValue => {
+                bad_value = true;
                 true
             }
-            None => false,
-        })
+        });
+        if bad_value {
+            return hipFileError_t::op(hipFileInvalidValue);
+        }
+        if staged.err == hipFileSuccess
+            && (param == hipFileParamLoggingLevel || param == hipFileParamEnvLogfilePath)
+        {
+            // The log follows the parameter at once, not only from the next open: what the
+            // closed driver answers is logged at the level just set.
+            let s = driver().settings();
+            hipfile_core::logging::configure(s.logging_level, &s.log_file_path);
+        }
+        staged
     })
 }
