@@ -10,8 +10,8 @@
 //!   which is `INFO`, and `OFF`/`NONE`), or a number as `AMD_LOG_LEVEL` counts them (0 off,
 //!   1 error, 2 warn, 3 info, 4 debug, 5 trace). Unset, or a value that does not parse, is off:
 //!   nothing is printed.
-//! - The sink is a small logger of this module: one line per record on stderr, or appended to
-//!   the file `HIPFILE_LOG_FILE` (or the `hipFileParamEnvLogfilePath` parameter) names. A file
+//! - The sink is a small logger of this module: one line per record (UTC time, `hipfile[pid]`,
+//!   level, thread name, target, message) on stderr, or appended to the file `HIPFILE_LOG_FILE` (or the `hipFileParamEnvLogfilePath` parameter) names. A file
 //!   that cannot be opened is said once on stderr, and the records go to stderr instead.
 //! - An application that installed its own `log` logger keeps it: the sink is only installed
 //!   when no logger is set, and a level configured for hipfile-rs then only raises the global
@@ -167,8 +167,8 @@ impl log::Log for Sink {
         // One buffer, one write: lines of several threads (or processes appending to one file)
         // never interleave.
         let line = format!(
-            "{}.{:06} hipfile[{}] {:<5} {} {}: {}\n",
-            now.as_secs(),
+            "{}.{:06}Z hipfile[{}] {:<5} {} {}: {}\n",
+            utc(now.as_secs()),
             now.subsec_micros(),
             std::process::id(),
             record.level(),
@@ -191,6 +191,29 @@ impl log::Log for Sink {
             Target::File { file, .. } => file.flush(),
         };
     }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` (UTC) of `secs` seconds since the Unix epoch.
+fn utc(secs: u64) -> String {
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
+    let rest = secs % 86_400;
+    // Days to a civil date in the proleptic Gregorian calendar, counting 400-year eras from
+    // 0000-03-01 so that a leap day ends each year.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
 
 /// Apply a level and a log file (empty: stderr). The driver calls this when it opens, and the
@@ -279,6 +302,14 @@ mod tests {
         for bad in ["", "6", "-1", "verbose", "true", "256"] {
             assert_eq!(LogLevel::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn timestamps_are_utc_civil_time() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00");
+        assert_eq!(utc(1_796_365_908), "2026-12-04T06:31:48");
+        assert_eq!(utc(4_102_444_799), "2099-12-31T23:59:59");
     }
 
     #[test]
