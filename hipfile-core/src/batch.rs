@@ -118,9 +118,12 @@ const RECHECK: Duration = Duration::from_millis(10);
 
 /// The event of an entry that ended with `result`.
 fn event_of(cookie: usize, result: Result<usize>) -> BatchEvent {
-    let status = match result {
+    let status = match &result {
         Ok(_) => BatchStatus::Complete,
-        Err(_) => BatchStatus::Failed,
+        Err(e) => {
+            log::warn!("batch entry (cookie {cookie:#x}) failed: {e}");
+            BatchStatus::Failed
+        }
     };
     BatchEvent {
         cookie,
@@ -212,6 +215,7 @@ impl Entries {
                 self.done.insert(seq, event_of(cookie, result));
             }
             Polled::Running(running) if running.deadline.is_some_and(|d| now >= d) => {
+                log::warn!("batch entry (cookie {cookie:#x}) ran past the batch IO timeout");
                 self.overdue.push(running);
                 self.done.insert(
                     seq,

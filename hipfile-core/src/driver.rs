@@ -597,23 +597,26 @@ impl Driver {
 
     /// `hipFileRead` / `hipFileWrite`: validate, build the request, dispatch.
     pub fn io(&self, call: IoCall) -> Result<usize> {
-        let session = self
-            .session()
-            .ok_or_else(|| Error::os(Errno::INVAL.raw_os_error(), "the driver is not open"))?;
-        let prepared = self.prepare(&session, &call)?;
-        if let Some(answer) = prepared.answer {
-            return answer;
-        }
-        let outcome = session.registry.dispatch(&prepared.request.request());
-        session.stats.record(call.op, &outcome);
-        if let Err(e) = &outcome {
+        self.run_io(&call).inspect_err(|e| {
             log::warn!(
                 "{} of {} bytes at file offset {} failed: {e}",
                 op_name(call.op),
                 call.size,
                 call.file_offset
             );
+        })
+    }
+
+    fn run_io(&self, call: &IoCall) -> Result<usize> {
+        let session = self
+            .session()
+            .ok_or_else(|| Error::os(Errno::INVAL.raw_os_error(), "the driver is not open"))?;
+        let prepared = self.prepare(&session, call)?;
+        if let Some(answer) = prepared.answer {
+            return answer;
         }
+        let outcome = session.registry.dispatch(&prepared.request.request());
+        session.stats.record(call.op, &outcome);
         outcome.map(|d| d.bytes)
     }
 

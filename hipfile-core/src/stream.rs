@@ -634,6 +634,13 @@ impl StreamEngine {
                     },
                 )
             });
+            if let Err(e) = &outcome {
+                log::warn!(
+                    "stream-ordered {} on stream {:#x} failed: {e}",
+                    crate::driver::op_name(op.op),
+                    release.gate.stream
+                );
+            }
             // The op lets its file and buffer go before anyone can see it ended: an application
             // that synchronizes the stream, or waits for the result, may deregister them at once.
             // Its session goes last: the last share of a closed driver's session tears it down.

@@ -15,10 +15,10 @@ use hipfile::capi::{
     hipFileParamLoggingLevel, hipFileSetParameterString, hipFileStringConfigParameter_t,
     hipFileSuccess,
 };
-use hipfile::{Driver, DriverOptions, LogLevel, Settings};
+use hipfile::{BatchRequest, BatchStatus, Driver, DriverOptions, LogLevel, Settings};
 use hipfile_core::EnvConfig;
 use hipfile_hip::sim::{SimConfig, SimRuntime};
-use hipfile_hip::{DeviceBuffer, GpuRuntime};
+use hipfile_hip::{DeviceBuffer, GpuRuntime, OwnedStream, StreamRef};
 
 /// A driver on a simulated GPU (with or without its P2P driver) whose settings log at `level`
 /// to `file`.
@@ -153,6 +153,42 @@ fn the_log_says_what_the_driver_did_at_the_level_asked_and_nothing_by_default() 
     let d = driver(&gpu, LogLevel::Info, &info_log);
     gpu.p2p_faults().fail_call(1, libc::ENODEV);
     roundtrip(&gpu, &d, dir.path());
+    // Failures returned to the caller, synchronous and batched: writes through a read-only
+    // descriptor.
+    let read_only = OpenOptions::new()
+        .read(true)
+        .open(dir.path().join("data"))
+        .unwrap();
+    let read_only = d.register_file(&read_only).unwrap();
+    let src = DeviceBuffer::new(gpu.clone(), 4096).unwrap();
+    assert!(read_only.write(&src, 8192).is_err());
+    let events = d
+        .batch(1, |batch| {
+            let entry = BatchRequest::write(&read_only, &src, 0)
+                .unwrap()
+                .cookie(0x2a);
+            batch.submit([entry]).unwrap();
+            batch.wait(1, 1, None).unwrap()
+        })
+        .unwrap();
+    assert_eq!(events[0].status, BatchStatus::Failed);
+    drop(read_only);
+    // A stream-ordered read whose DMA fails with EIO (no failover for that).
+    let data = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("data"))
+        .unwrap();
+    let data = d.register_file(&data).unwrap();
+    let runtime: Arc<dyn GpuRuntime> = gpu.clone();
+    let stream = OwnedStream::new_independent(runtime.clone()).unwrap();
+    let mut dst = DeviceBuffer::new(runtime, 4096).unwrap();
+    gpu.p2p_faults().fail_call(1, libc::EIO);
+    let streamed = d.on_stream(&StreamRef::of(&stream), |io| {
+        io.read(&data, &mut dst, 0).unwrap().wait()
+    });
+    assert!(streamed.is_err(), "{streamed:?}");
+    drop(data);
     drop(d);
     let text = std::fs::read_to_string(&info_log).unwrap();
     assert!(has(&lines_at(&text, "INFO"), "driver open"), "{text}");
@@ -161,6 +197,14 @@ fn the_log_says_what_the_driver_did_at_the_level_asked_and_nothing_by_default() 
             &lines_at(&text, "WARN"),
             "write of 4096 bytes at file offset 0: fastpath failed"
         ) && has(&lines_at(&text, "WARN"), "the next backend takes it over"),
+        "{text}"
+    );
+    assert!(
+        has(
+            &lines_at(&text, "WARN"),
+            "write of 4096 bytes at file offset 8192 failed"
+        ) && has(&lines_at(&text, "WARN"), "batch entry (cookie 0x2a) failed")
+            && has(&lines_at(&text, "WARN"), "stream-ordered read on stream"),
         "{text}"
     );
     assert!(lines_at(&text, "DEBUG").is_empty(), "{text}");
