@@ -23,6 +23,11 @@ use hipfile_hip::{DeviceBuffer, GpuRuntime, OwnedStream, StreamRef};
 /// A driver on a simulated GPU (with or without its P2P driver) whose settings log at `level`
 /// to `file`.
 fn driver(sim: &Arc<SimRuntime>, level: LogLevel, file: &Path) -> Driver {
+    driver_with(sim, level, file, Settings::default())
+}
+
+/// [`driver`], from `settings` instead of the defaults.
+fn driver_with(sim: &Arc<SimRuntime>, level: LogLevel, file: &Path, settings: Settings) -> Driver {
     let gpu: Arc<dyn GpuRuntime> = sim.clone();
     Driver::with_options(DriverOptions {
         selection: None,
@@ -33,7 +38,7 @@ fn driver(sim: &Arc<SimRuntime>, level: LogLevel, file: &Path) -> Driver {
         settings: Settings {
             logging_level: level,
             log_file_path: file.to_str().unwrap().to_string(),
-            ..Settings::default()
+            ..settings
         },
         ..DriverOptions::with_runtime(gpu)
     })
@@ -213,13 +218,35 @@ fn the_log_says_what_the_driver_did_at_the_level_asked_and_nothing_by_default() 
         "fastpath started but declines"
     ));
 
-    // Back to off with the sink installed: silent again.
-    let before = std::fs::read_to_string(&info_log).unwrap();
+    // Compat mode disallowed: the fallback starts but will serve nothing, and says so.
+    let no_compat = dir.path().join("no-compat.log");
     let gpu = sim(true);
-    let d = driver(&gpu, LogLevel::Off, &info_log);
+    let d = driver_with(
+        &gpu,
+        LogLevel::Info,
+        &no_compat,
+        Settings {
+            allow_compat_mode: Some(false),
+            ..Settings::default()
+        },
+    );
+    drop(d);
+    let text = std::fs::read_to_string(&no_compat).unwrap();
+    assert!(
+        has(
+            &lines_at(&text, "INFO"),
+            "fallback started but declines every request: compat mode is disallowed"
+        ),
+        "{text}"
+    );
+
+    // Back to off with the sink installed (still writing to the last file): silent again.
+    let before = std::fs::read_to_string(&no_compat).unwrap();
+    let gpu = sim(true);
+    let d = driver(&gpu, LogLevel::Off, &no_compat);
     roundtrip(&gpu, &d, dir.path());
     drop(d);
-    assert_eq!(std::fs::read_to_string(&info_log).unwrap(), before);
+    assert_eq!(std::fs::read_to_string(&no_compat).unwrap(), before);
     assert_eq!(log::max_level(), log::LevelFilter::Off);
 
     // The C parameters: a level name or number, read back by name, and live at once.
