@@ -57,6 +57,7 @@ use crate::ceiling;
 use crate::measure::{Span, SplitMix64, Timed};
 use crate::report::{compare, compare_also, table, Figure, Measurement, Versus};
 use crate::scratch::Scratch;
+use crate::size::parse_size;
 use crate::stream_phase::{self, Workload, CHECKED_OPS};
 use crate::verify::{sentinel_for, Checked, Comparer, Ledger};
 
@@ -96,8 +97,9 @@ pub struct BenchArgs {
     /// need that much free space there). Default: a temporary file in the current directory.
     #[arg(long)]
     pub file: Option<PathBuf>,
-    /// Bytes to move, with an optional K/M/G suffix (default: 256M on the sim, 8G on a GPU, or
-    /// the size of a file that exists).
+    /// Bytes to move: a number with an optional unit K, M, G or T, binary whatever the
+    /// spelling (256M, 256MB and 256MiB are all 256 MiB). Default: 256M on the sim, 8G on a
+    /// GPU, or the size of a file that exists.
     #[arg(long, value_parser = parse_size)]
     pub size: Option<usize>,
     /// Repetitions of each measurement; the median is reported.
@@ -121,7 +123,7 @@ pub struct BenchArgs {
     /// The KvikIO thread sweep, one process per thread count; its best figure is the anchor.
     #[arg(long, value_delimiter = ',', default_value = "1,8,16,32")]
     pub kvikio_threads: Vec<usize>,
-    /// KvikIO's task size, with an optional K/M/G suffix (default: our staged engine's chunk
+    /// KvikIO's task size, with an optional unit as --size (default: our staged engine's chunk
     /// when that engine serves our reads, else KvikIO's own default).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub kvikio_task_size: Option<usize>,
@@ -142,8 +144,8 @@ pub struct BenchArgs {
     /// holds of each size).
     #[arg(long, value_name = "N")]
     pub batch_ops: Option<usize>,
-    /// Bytes of each stream-ordered read of the async phase, with an optional K/M/G suffix (at
-    /// most the file's size).
+    /// Bytes of each stream-ordered read of the async phase, with an optional unit as --size
+    /// (at most the file's size).
     #[arg(long, value_parser = parse_size, default_value = "64M", value_name = "SIZE")]
     pub async_op_size: usize,
 }
@@ -168,29 +170,6 @@ impl Default for BenchArgs {
             async_op_size: 64 << 20,
         }
     }
-}
-
-/// Parse `123`, `4K`, `256M`, `8G`.
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let t = text.trim();
-    let (digits, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: usize = match c.to_ascii_uppercase() {
-                'K' => 1 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                _ => return Err(format!("unknown size suffix in {text:?}")),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size"))?;
-    n.checked_mul(mult)
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{text:?} is out of range"))
 }
 
 fn pick_runtime(platform: Option<&str>) -> Result<(Arc<dyn GpuRuntime>, String), String> {
@@ -1870,14 +1849,5 @@ mod tests {
         assert_eq!(human_bytes(128 << 20), "128 MiB");
         assert_eq!(human_bytes(64 << 10), "64 KiB");
         assert_eq!(human_bytes(5000), "5000 bytes");
-    }
-
-    #[test]
-    fn sizes_parse_with_suffixes() {
-        assert_eq!(parse_size("4K"), Ok(4096));
-        assert_eq!(parse_size("256m"), Ok(256 << 20));
-        assert_eq!(parse_size("7"), Ok(7));
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("3X").is_err());
     }
 }

@@ -41,6 +41,7 @@ mod check;
 mod measure;
 mod report;
 mod scratch;
+mod size;
 mod stream_phase;
 mod verify;
 
