@@ -43,10 +43,9 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use hipfile::{AsDevice, AsDeviceMut, Driver, DriverOptions, FileHandle, RegisteredBuffer};
-use hipfile_core::{Environment, FileIo, IoPath, PosixIo};
+use hipfile_core::{FileIo, IoPath, PosixIo};
 use hipfile_hip::{
-    sim::SimRuntime, DeviceBuffer, GpuRuntime, HostFunctionReader, OwnedStream, PinnedBuffer,
-    Platform, StreamRef,
+    DeviceBuffer, GpuRuntime, HostFunctionReader, OwnedStream, PinnedBuffer, Platform, StreamRef,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -55,6 +54,7 @@ use crate::anchor::{AnchorAsk, AnchorRunner, AnchorTally};
 use crate::batch::{self, Reads, CHECKED_ENTRIES};
 use crate::ceiling;
 use crate::measure::{Span, SplitMix64, Timed};
+use crate::platform::pick_runtime;
 use crate::report::{compare, compare_also, table, Figure, Measurement, Versus};
 use crate::scratch::Scratch;
 use crate::size::parse_size;
@@ -111,6 +111,9 @@ pub struct BenchArgs {
     /// One JSON object per measurement per line, then a summary object.
     #[arg(long)]
     pub json: bool,
+    /// When no GPU is found, list the loader's answer for every runtime library tried.
+    #[arg(long)]
+    pub verbose: bool,
     /// Also run upstream hipFile's design: one thread, pread into a 16 MiB pageable buffer,
     /// synchronous copy.
     #[arg(long)]
@@ -158,6 +161,7 @@ impl Default for BenchArgs {
             repeat: 3,
             platform: None,
             json: false,
+            verbose: false,
             baseline: false,
             kvikio: None,
             kvikio_threads: vec![1, 8, 16, 32],
@@ -169,33 +173,6 @@ impl Default for BenchArgs {
             batch_ops: None,
             async_op_size: 64 << 20,
         }
-    }
-}
-
-fn pick_runtime(platform: Option<&str>) -> Result<(Arc<dyn GpuRuntime>, String), String> {
-    match platform {
-        Some(name) => {
-            let p = hipfile_hip::parse_platform(name).map_err(|e| e.to_string())?;
-            let rt = hipfile_hip::open_platform(p, &Environment::process().platform)
-                .map_err(|e| e.to_string())?;
-            Ok((rt, format!("platform {p} (as asked)")))
-        }
-        None => match hipfile_hip::open_default(&Environment::process().platform) {
-            Ok(rt) => {
-                let info = rt.info();
-                Ok((
-                    rt,
-                    format!("platform {} (detected: {})", info.platform, info.library),
-                ))
-            }
-            Err(e) => Ok((
-                Arc::new(SimRuntime::default()) as Arc<dyn GpuRuntime>,
-                format!(
-                    "no GPU found ({e}); running on the simulated GPU ({})",
-                    Platform::Sim
-                ),
-            )),
-        },
     }
 }
 
@@ -236,6 +213,8 @@ const FILL_CHUNK: usize = 64 << 20;
 struct Machine {
     gpu: Arc<dyn GpuRuntime>,
     how: String,
+    /// Why each GPU platform was passed over, when none was found.
+    passed_over: Vec<String>,
     io: Arc<dyn FileIo>,
 }
 
@@ -249,10 +228,11 @@ pub fn run(args: &BenchArgs) -> Result<bool, String> {
 /// Run the benchmark, printing the report (table or JSON lines) to `out`. `Ok(false)`: a byte
 /// check failed.
 pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<bool, String> {
-    let (gpu, how) = pick_runtime(args.platform.as_deref())?;
+    let pick = pick_runtime(args.platform.as_deref(), args.verbose)?;
     let machine = Machine {
-        gpu,
-        how,
+        gpu: pick.gpu,
+        how: pick.how,
+        passed_over: pick.passed_over,
         io: Arc::new(PosixIo),
     };
     run_on(args, machine, out)
@@ -269,7 +249,12 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         // of the same run.
         phases.insert(Phase::Hot);
     }
-    let Machine { gpu, how, io } = machine;
+    let Machine {
+        gpu,
+        how,
+        passed_over,
+        io,
+    } = machine;
     let platform = gpu.info().platform;
     let mut options = DriverOptions::with_runtime(gpu.clone());
     options.io = io;
@@ -1041,6 +1026,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             "type": "summary",
             "platform": platform.to_string(),
             "platform_choice": how,
+            "platforms_passed_over": passed_over,
             "backends": backends,
             "file": path.display().to_string(),
             "file_created": created,
@@ -1100,7 +1086,11 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         writeln!(out, "{summary}").map_err(|e| e.to_string())?;
     } else {
         let text = format!(
-            "hipfile bench: {how}\nbackends: {}\nheld: {}\nfile: {} ({}, read-only), {} MiB, {} repetitions (median), {threads} cores available\nwrites: {write_target}\n{}{}\n{}",
+            "hipfile bench: {how}\n{}backends: {}\nheld: {}\nfile: {} ({}, read-only), {} MiB, {} repetitions (median), {threads} cores available\nwrites: {write_target}\n{}{}\n{}",
+            passed_over
+                .iter()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>(),
             backends.join(", "),
             held.iter()
                 .map(|(name, r)| format!(
@@ -1641,6 +1631,7 @@ mod tests {
         let machine = Machine {
             gpu,
             how: "runtime under test".into(),
+            passed_over: Vec::new(),
             io,
         };
         let mut out = Vec::new();

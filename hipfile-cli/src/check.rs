@@ -13,6 +13,8 @@ use std::sync::Arc;
 use clap::Args;
 use hipfile_core::{mount_table, Environment, FsFacts, FsKind, IoPath};
 use hipfile_hip::{GpuRuntime, Platform};
+
+use crate::platform::open_runtime;
 use serde_json::{json, Value};
 
 /// Arguments of `hipfile check`.
@@ -27,12 +29,16 @@ pub struct CheckArgs {
     /// List every mount, pseudo filesystems included.
     #[arg(long)]
     all: bool,
+    /// When no GPU platform is found, list the loader's answer for every runtime library tried.
+    #[arg(long)]
+    verbose: bool,
 }
 
 /// What the check found.
 #[derive(Debug)]
 pub struct Findings {
-    platform: Result<PlatformFacts, String>,
+    /// The platform, or why there is none (one line per platform tried).
+    platform: Result<PlatformFacts, Vec<String>>,
     filesystems: Vec<FsFinding>,
 }
 
@@ -98,23 +104,10 @@ fn p2p_reason(rt: &dyn GpuRuntime) -> Result<&'static str, String> {
     })
 }
 
-fn open_runtime(platform: Option<&str>) -> Result<Arc<dyn GpuRuntime>, String> {
-    match platform {
-        Some(name) => {
-            let p = hipfile_hip::parse_platform(name).map_err(|e| e.to_string())?;
-            hipfile_hip::open_platform(p, &Environment::process().platform)
-                .map_err(|e| e.to_string())
-        }
-        None => {
-            hipfile_hip::open_default(&Environment::process().platform).map_err(|e| e.to_string())
-        }
-    }
-}
-
-fn platform_facts(platform: Option<&str>) -> Result<PlatformFacts, String> {
-    let rt = open_runtime(platform)?;
+fn platform_facts(platform: Option<&str>, verbose: bool) -> Result<PlatformFacts, Vec<String>> {
+    let rt = open_runtime(platform, verbose)?;
     let info = rt.info();
-    let devices = rt.device_count().map_err(|e| e.to_string())?;
+    let devices = rt.device_count().map_err(|e| vec![e.to_string()])?;
     Ok(PlatformFacts {
         platform: info.platform,
         runtime_version: info.runtime_version,
@@ -176,7 +169,7 @@ fn probe_o_direct(dir: &Path) -> Option<Result<(), String>> {
 }
 
 /// Look at the machine.
-pub fn examine(platform: Option<&str>, all: bool) -> Findings {
+pub fn examine(platform: Option<&str>, all: bool, verbose: bool) -> Findings {
     let env = Environment::process().switches;
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut seen = std::collections::HashSet::new();
@@ -195,7 +188,7 @@ pub fn examine(platform: Option<&str>, all: bool) -> Findings {
         })
         .collect();
     Findings {
-        platform: platform_facts(platform),
+        platform: platform_facts(platform, verbose),
         filesystems,
     }
 }
@@ -223,7 +216,7 @@ pub fn to_json(f: &Findings) -> Value {
             "backends": p.backends.as_ref().ok().map(|b| b.iter().map(|(name, _)| *name).collect::<Vec<_>>()),
             "driver_open_error": p.backends.as_ref().err(),
         }),
-        Err(why) => json!({ "platform": null, "error": why }),
+        Err(why) => json!({ "platform": null, "error": why.join("; "), "passed_over": why }),
     };
     let filesystems: Vec<Value> = f
         .filesystems
@@ -272,8 +265,14 @@ fn print_table(f: &Findings) {
             }
         }
         Err(why) => {
-            println!("platform:     none: {why}");
-            println!("              (`--platform sim` checks against the simulated GPU)");
+            println!("platform:     none");
+            for line in why {
+                println!("              {line}");
+            }
+            println!(
+                "              (`--platform sim` checks against the simulated GPU; `--verbose` \
+                 lists every library tried)"
+            );
         }
     }
     println!();
@@ -314,7 +313,7 @@ fn print_table(f: &Findings) {
 
 /// Run the check; `Ok(true)` when the fastpath is possible.
 pub fn run(args: &CheckArgs) -> Result<bool, String> {
-    let findings = examine(args.platform.as_deref(), args.all);
+    let findings = examine(args.platform.as_deref(), args.all, args.verbose);
     if args.json {
         println!("{}", to_json(&findings));
     } else {
@@ -329,7 +328,7 @@ mod tests {
 
     #[test]
     fn the_sim_has_a_p2p_driver_and_this_machine_a_writable_filesystem() {
-        let f = examine(Some("sim"), false);
+        let f = examine(Some("sim"), false, false);
         let p = f.platform.as_ref().unwrap();
         assert_eq!(p.platform, Platform::Sim);
         assert!(p.p2p.is_ok());
@@ -363,7 +362,7 @@ mod tests {
     #[test]
     fn without_a_platform_only_the_sim_is_offered_and_the_fastpath_is_impossible() {
         let f = Findings {
-            platform: Err("no device".into()),
+            platform: Err(vec!["AMD: no device".into()]),
             filesystems: Vec::new(),
         };
         assert!(!f.fastpath_possible());

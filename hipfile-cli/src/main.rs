@@ -39,6 +39,7 @@ mod bench;
 mod ceiling;
 mod check;
 mod measure;
+mod platform;
 mod report;
 mod scratch;
 mod size;
