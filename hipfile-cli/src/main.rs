@@ -1,8 +1,10 @@
 //! # `hipfile`: the command-line tool of hipfile-rs
 //!
 //! `hipfile check` tells whether this machine can do direct (P2P) IO between storage and GPU
-//! memory and why not: platform, runtime, devices, P2P driver, and the fastpath's verdict on every
-//! mounted filesystem (table, or `--json`); it exits 0 only when the fastpath is possible.
+//! memory and why not: platform, runtime, devices, P2P driver, and per mounted filesystem the
+//! fastpath's verdict and the mode a read there gets (P2P, staged with O_DIRECT, staged through
+//! the page cache; table, or `--json`); it exits 0 only when the fastpath is possible. Without a
+//! GPU runtime it says so in one line per platform (`--verbose`: every library name tried).
 //!
 //! `hipfile bench` measures hipfile-rs on one file (created, or taken as it is and opened
 //! read-only: its bytes are never changed): hot and cold whole-file reads into GPU memory,
