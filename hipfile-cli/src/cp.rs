@@ -383,18 +383,18 @@ fn progress_bar(size: u64) -> ProgressBar {
     bar
 }
 
-fn copy(
-    plan: &Plan,
-    gpu: Arc<dyn GpuRuntime>,
-    args: &CpArgs,
-    chunk: usize,
-) -> Result<Done, String> {
+/// The options of the driver that copies on `gpu`.
+fn driver_options(gpu: Arc<dyn GpuRuntime>, args: &CpArgs) -> DriverOptions {
     let mut options = DriverOptions::with_runtime(gpu);
     // The summary names the backends that moved the bytes, from the driver's counters.
     options.env.stats_level = Some(true);
     if let Some(list) = &args.backend {
         options.selection = Some(list.clone());
     }
+    options
+}
+
+fn copy(plan: &Plan, options: DriverOptions, args: &CpArgs, chunk: usize) -> Result<Done, String> {
     let driver = Driver::with_options(options).map_err(|e| format!("opening hipfile: {e}"))?;
     let name = plan
         .dst
@@ -570,7 +570,7 @@ pub fn run(args: &CpArgs) -> Result<bool, String> {
         eprintln!("  {line}");
     }
     let platform = pick.gpu.info().platform.to_string();
-    let done = copy(&plan, pick.gpu, args, chunk)?;
+    let done = copy(&plan, driver_options(pick.gpu, args), args, chunk)?;
     if args.json {
         println!("{}", summary_json(&plan, &done, chunk, &platform));
     } else {
@@ -652,6 +652,75 @@ mod tests {
         copy.set_len(15_000).unwrap();
         let e = mover.verify(&plan.src_file, 20_000, &plan).unwrap_err();
         assert!(e.contains("the copy ends at byte 15000"), "{e}");
+    }
+
+    /// Copy `size` bytes from `a` to `b` in `dir` (over an old `b` when `old` is given, with
+    /// `--force`) on the sim's staged engine, through `io`; returns what the copy returned.
+    fn copy_through(
+        dir: &Path,
+        size: usize,
+        old: Option<&[u8]>,
+        io: hipfile_testkit::faults::ScriptedIo,
+    ) -> Result<Done, String> {
+        let src = dir.join("a");
+        let dst = dir.join("b");
+        std::fs::write(&src, vec![0x5a; size]).unwrap();
+        if let Some(old) = old {
+            std::fs::write(&dst, old).unwrap();
+        }
+        let args = CpArgs {
+            src: src.clone(),
+            dst: dst.clone(),
+            force: old.is_some(),
+            verify: true,
+            chunk: 64 << 10,
+            json: false,
+            platform: None,
+            backend: Some("fallback".into()),
+            verbose: false,
+        };
+        let plan = Plan::new(&src, &dst, args.force).unwrap();
+        let gpu: Arc<dyn GpuRuntime> = Arc::new(hipfile_hip::sim::SimRuntime::default());
+        let mut options = driver_options(gpu, &args);
+        options.io = Arc::new(io);
+        copy(&plan, options, &args, args.chunk)
+    }
+
+    #[test]
+    fn a_failed_write_or_read_leaves_no_destination_and_no_temporary_file() {
+        use hipfile_testkit::faults::ScriptedIo;
+        use rustix::io::Errno;
+        for (what, io) in [
+            (
+                "writing the copy",
+                ScriptedIo::new().fail_pwrites_from(5, Errno::NOSPC),
+            ),
+            ("reading", ScriptedIo::new().fail_preads_from(5, Errno::IO)),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let e = copy_through(dir.path(), 1 << 20, None, io).unwrap_err();
+            assert!(e.contains(what), "{e}");
+            let names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, ["a"], "{what}");
+        }
+        // Replacing a file: a failure leaves the old one as it was.
+        let dir = tempfile::tempdir().unwrap();
+        let io = ScriptedIo::new().fail_pwrites_from(3, Errno::NOSPC);
+        copy_through(dir.path(), 1 << 20, Some(b"old"), io).unwrap_err();
+        assert_eq!(std::fs::read(dir.path().join("b")).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        // The same copy with nothing failing is in place.
+        let dir = tempfile::tempdir().unwrap();
+        let done = copy_through(dir.path(), 1 << 20, Some(b"old"), ScriptedIo::new()).unwrap();
+        assert!(done.verify_seconds.is_some());
+        assert_eq!(path_taken(&done.moved_by), "staged");
+        assert_eq!(
+            std::fs::read(dir.path().join("b")).unwrap(),
+            vec![0x5a; 1 << 20]
+        );
     }
 
     #[test]
