@@ -531,32 +531,30 @@ fn summary_json(plan: &Plan, done: &Done, chunk: usize, platform: &str) -> Value
 
 /// The summary line.
 fn summary_line(plan: &Plan, done: &Done) -> String {
-    let through = if done.moved_by.is_empty() {
-        "no IO (nothing to copy)".to_string()
+    let verified = if done.verify_seconds.is_some() {
+        "verified byte for byte"
     } else {
-        let each: Vec<String> = done
-            .moved_by
-            .iter()
-            .map(|b| {
-                let requests = if b.ops == 1 { "request" } else { "requests" };
-                format!("{} ({}, {} {requests})", b.name, b.path.name(), b.ops)
-            })
-            .collect();
-        format!("through {}", each.join(" and "))
+        "not verified (--verify checks it)"
     };
+    let (src, dst) = (shown(&plan.src), shown(&plan.dst));
+    if done.moved_by.is_empty() {
+        return format!("copied {src} to {dst}: 0 bytes (an empty file, no IO); {verified}");
+    }
+    let each: Vec<String> = done
+        .moved_by
+        .iter()
+        .map(|b| {
+            let requests = if b.ops == 1 { "request" } else { "requests" };
+            format!("{} {} {requests}", b.name, b.ops)
+        })
+        .collect();
     format!(
-        "copied {} to {}: {} bytes in {:.3} s, {:.2} GB/s, {} path, {through}; {}",
-        shown(&plan.src),
-        shown(&plan.dst),
+        "copied {src} to {dst}: {} bytes in {:.3} s, {:.2} GB/s, path {} ({}); {verified}",
         plan.size,
         done.seconds,
         gbps(plan.size, done.seconds),
         path_taken(&done.moved_by),
-        if done.verify_seconds.is_some() {
-            "verified byte for byte"
-        } else {
-            "not verified (--verify checks it)"
-        }
+        each.join(", "),
     )
 }
 

@@ -208,7 +208,8 @@ fn piped_output_is_one_summary_line_and_no_progress_bar() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "{stdout}");
     assert!(lines[0].starts_with("copied "), "{stdout}");
-    assert!(lines[0].contains("3145728 bytes"), "{stdout}");
+    assert!(lines[0].contains("3145728 bytes in "), "{stdout}");
+    assert!(lines[0].contains(" GB/s, path "), "{stdout}");
     assert!(lines[0].ends_with("verified byte for byte"), "{stdout}");
     // stderr says only which platform it ran on: no bar, no carriage returns.
     let err = stderr(&out);
