@@ -43,10 +43,9 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use hipfile::{AsDevice, AsDeviceMut, Driver, DriverOptions, FileHandle, RegisteredBuffer};
-use hipfile_core::{Environment, FileIo, IoPath, PosixIo};
+use hipfile_core::{FileIo, IoPath, PosixIo};
 use hipfile_hip::{
-    sim::SimRuntime, DeviceBuffer, GpuRuntime, HostFunctionReader, OwnedStream, PinnedBuffer,
-    Platform, StreamRef,
+    DeviceBuffer, GpuRuntime, HostFunctionReader, OwnedStream, PinnedBuffer, Platform, StreamRef,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -55,8 +54,10 @@ use crate::anchor::{AnchorAsk, AnchorRunner, AnchorTally};
 use crate::batch::{self, Reads, CHECKED_ENTRIES};
 use crate::ceiling;
 use crate::measure::{Span, SplitMix64, Timed};
+use crate::platform::pick_runtime;
 use crate::report::{compare, compare_also, table, Figure, Measurement, Versus};
 use crate::scratch::Scratch;
+use crate::size::parse_size;
 use crate::stream_phase::{self, Workload, CHECKED_OPS};
 use crate::verify::{sentinel_for, Checked, Comparer, Ledger};
 
@@ -96,8 +97,9 @@ pub struct BenchArgs {
     /// need that much free space there). Default: a temporary file in the current directory.
     #[arg(long)]
     pub file: Option<PathBuf>,
-    /// Bytes to move, with an optional K/M/G suffix (default: 256M on the sim, 8G on a GPU, or
-    /// the size of a file that exists).
+    /// Bytes to move: a number with an optional unit K, M, G or T, binary whatever the
+    /// spelling (256M, 256MB and 256MiB are all 256 MiB). Default: 256M on the sim, 8G on a
+    /// GPU, or the size of a file that exists.
     #[arg(long, value_parser = parse_size)]
     pub size: Option<usize>,
     /// Repetitions of each measurement; the median is reported.
@@ -109,6 +111,9 @@ pub struct BenchArgs {
     /// One JSON object per measurement per line, then a summary object.
     #[arg(long)]
     pub json: bool,
+    /// When no GPU is found, list the loader's answer for every runtime library tried.
+    #[arg(long)]
+    pub verbose: bool,
     /// Also run upstream hipFile's design: one thread, pread into a 16 MiB pageable buffer,
     /// synchronous copy.
     #[arg(long)]
@@ -121,7 +126,7 @@ pub struct BenchArgs {
     /// The KvikIO thread sweep, one process per thread count; its best figure is the anchor.
     #[arg(long, value_delimiter = ',', default_value = "1,8,16,32")]
     pub kvikio_threads: Vec<usize>,
-    /// KvikIO's task size, with an optional K/M/G suffix (default: our staged engine's chunk
+    /// KvikIO's task size, with an optional unit as --size (default: our staged engine's chunk
     /// when that engine serves our reads, else KvikIO's own default).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub kvikio_task_size: Option<usize>,
@@ -142,8 +147,8 @@ pub struct BenchArgs {
     /// holds of each size).
     #[arg(long, value_name = "N")]
     pub batch_ops: Option<usize>,
-    /// Bytes of each stream-ordered read of the async phase, with an optional K/M/G suffix (at
-    /// most the file's size).
+    /// Bytes of each stream-ordered read of the async phase, with an optional unit as --size
+    /// (at most the file's size).
     #[arg(long, value_parser = parse_size, default_value = "64M", value_name = "SIZE")]
     pub async_op_size: usize,
 }
@@ -156,6 +161,7 @@ impl Default for BenchArgs {
             repeat: 3,
             platform: None,
             json: false,
+            verbose: false,
             baseline: false,
             kvikio: None,
             kvikio_threads: vec![1, 8, 16, 32],
@@ -167,56 +173,6 @@ impl Default for BenchArgs {
             batch_ops: None,
             async_op_size: 64 << 20,
         }
-    }
-}
-
-/// Parse `123`, `4K`, `256M`, `8G`.
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let t = text.trim();
-    let (digits, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: usize = match c.to_ascii_uppercase() {
-                'K' => 1 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                _ => return Err(format!("unknown size suffix in {text:?}")),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size"))?;
-    n.checked_mul(mult)
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{text:?} is out of range"))
-}
-
-fn pick_runtime(platform: Option<&str>) -> Result<(Arc<dyn GpuRuntime>, String), String> {
-    match platform {
-        Some(name) => {
-            let p = hipfile_hip::parse_platform(name).map_err(|e| e.to_string())?;
-            let rt = hipfile_hip::open_platform(p, &Environment::process().platform)
-                .map_err(|e| e.to_string())?;
-            Ok((rt, format!("platform {p} (as asked)")))
-        }
-        None => match hipfile_hip::open_default(&Environment::process().platform) {
-            Ok(rt) => {
-                let info = rt.info();
-                Ok((
-                    rt,
-                    format!("platform {} (detected: {})", info.platform, info.library),
-                ))
-            }
-            Err(e) => Ok((
-                Arc::new(SimRuntime::default()) as Arc<dyn GpuRuntime>,
-                format!(
-                    "no GPU found ({e}); running on the simulated GPU ({})",
-                    Platform::Sim
-                ),
-            )),
-        },
     }
 }
 
@@ -257,6 +213,8 @@ const FILL_CHUNK: usize = 64 << 20;
 struct Machine {
     gpu: Arc<dyn GpuRuntime>,
     how: String,
+    /// Why each GPU platform was passed over, when none was found.
+    passed_over: Vec<String>,
     io: Arc<dyn FileIo>,
 }
 
@@ -270,10 +228,11 @@ pub fn run(args: &BenchArgs) -> Result<bool, String> {
 /// Run the benchmark, printing the report (table or JSON lines) to `out`. `Ok(false)`: a byte
 /// check failed.
 pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<bool, String> {
-    let (gpu, how) = pick_runtime(args.platform.as_deref())?;
+    let pick = pick_runtime(args.platform.as_deref(), args.verbose)?;
     let machine = Machine {
-        gpu,
-        how,
+        gpu: pick.gpu,
+        how: pick.how,
+        passed_over: pick.passed_over,
         io: Arc::new(PosixIo),
     };
     run_on(args, machine, out)
@@ -290,7 +249,12 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         // of the same run.
         phases.insert(Phase::Hot);
     }
-    let Machine { gpu, how, io } = machine;
+    let Machine {
+        gpu,
+        how,
+        passed_over,
+        io,
+    } = machine;
     let platform = gpu.info().platform;
     let mut options = DriverOptions::with_runtime(gpu.clone());
     options.io = io;
@@ -1062,6 +1026,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             "type": "summary",
             "platform": platform.to_string(),
             "platform_choice": how,
+            "platforms_passed_over": passed_over,
             "backends": backends,
             "file": path.display().to_string(),
             "file_created": created,
@@ -1121,7 +1086,11 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         writeln!(out, "{summary}").map_err(|e| e.to_string())?;
     } else {
         let text = format!(
-            "hipfile bench: {how}\nbackends: {}\nheld: {}\nfile: {} ({}, read-only), {} MiB, {} repetitions (median), {threads} cores available\nwrites: {write_target}\n{}{}\n{}",
+            "hipfile bench: {how}\n{}backends: {}\nheld: {}\nfile: {} ({}, read-only), {} MiB, {} repetitions (median), {threads} cores available\nwrites: {write_target}\n{}{}\n{}",
+            passed_over
+                .iter()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>(),
             backends.join(", "),
             held.iter()
                 .map(|(name, r)| format!(
@@ -1662,6 +1631,7 @@ mod tests {
         let machine = Machine {
             gpu,
             how: "runtime under test".into(),
+            passed_over: Vec::new(),
             io,
         };
         let mut out = Vec::new();
@@ -1870,14 +1840,5 @@ mod tests {
         assert_eq!(human_bytes(128 << 20), "128 MiB");
         assert_eq!(human_bytes(64 << 10), "64 KiB");
         assert_eq!(human_bytes(5000), "5000 bytes");
-    }
-
-    #[test]
-    fn sizes_parse_with_suffixes() {
-        assert_eq!(parse_size("4K"), Ok(4096));
-        assert_eq!(parse_size("256m"), Ok(256 << 20));
-        assert_eq!(parse_size("7"), Ok(7));
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("3X").is_err());
     }
 }

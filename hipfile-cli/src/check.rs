@@ -4,15 +4,21 @@
 //! `hipAmdFileRead`/`hipAmdFileWrite` through `hipGetProcAddress` and the KFD device; NVIDIA: the
 //! nvidia-fs driver and `libcufile.so.0`), and for every mounted filesystem the fastpath's verdict
 //! (ext4 with data=ordered, xfs, or a block device, unless `HIPFILE_UNSUPPORTED_FILE_SYSTEMS=true`)
-//! with an O_DIRECT probe where the mount is writable. The exit status is 0 only when the fastpath
-//! is possible on at least one filesystem.
+//! with an O_DIRECT probe where the mount is writable, and the mode a read of a file there gets
+//! (P2P via the platform's driver, staged with O_DIRECT, or staged through the page cache only),
+//! as NVIDIA's `gdscheck` reports per filesystem. The table's columns are as wide as their
+//! content; a mount point too long for its column gets a line of its own. The exit status is 0
+//! only when the fastpath is possible on at least one filesystem.
 
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
 use clap::Args;
-use hipfile_core::{mount_table, Environment, FsFacts, FsKind, IoPath};
+use hipfile_core::{mount_table, CompatMode, DirectIoPolicy, Environment, FsFacts, FsKind, IoPath};
 use hipfile_hip::{GpuRuntime, Platform};
+
+use crate::platform::open_runtime;
 use serde_json::{json, Value};
 
 /// Arguments of `hipfile check`.
@@ -27,12 +33,16 @@ pub struct CheckArgs {
     /// List every mount, pseudo filesystems included.
     #[arg(long)]
     all: bool,
+    /// When no GPU platform is found, list the loader's answer for every runtime library tried.
+    #[arg(long)]
+    verbose: bool,
 }
 
 /// What the check found.
 #[derive(Debug)]
 pub struct Findings {
-    platform: Result<PlatformFacts, String>,
+    /// The platform, or why there is none (one line per platform tried).
+    platform: Result<PlatformFacts, Vec<String>>,
     filesystems: Vec<FsFinding>,
 }
 
@@ -44,8 +54,25 @@ struct PlatformFacts {
     devices: i32,
     p2p: Result<&'static str, String>,
     /// The backends a driver opened on this platform starts (with the environment's
-    /// `HIPFILE_*` settings and `HIPFILE_BACKENDS`), or why it failed to open.
-    backends: Result<Vec<(&'static str, IoPath)>, String>,
+    /// `HIPFILE_*` settings and `HIPFILE_BACKENDS`) and the settings that steer requests
+    /// between them, or why it failed to open.
+    backends: Result<Started, String>,
+}
+
+/// What a driver opened as an application would started, and how it routes requests.
+#[derive(Debug)]
+struct Started {
+    backends: Vec<(&'static str, IoPath)>,
+    /// Compat mode: whether the staged engine may run requests, and whether it must run all.
+    compat: CompatMode,
+    /// How the staged engine uses a file's O_DIRECT descriptor.
+    direct_io: DirectIoPolicy,
+}
+
+impl Started {
+    fn has(&self, path: IoPath) -> bool {
+        self.backends.iter().any(|(_, p)| *p == path)
+    }
 }
 
 #[derive(Debug)]
@@ -58,7 +85,7 @@ struct FsFinding {
 impl Findings {
     /// Whether a driver opened here starts the staged fallback.
     pub fn fallback_available(&self) -> bool {
-        matches!(&self.platform, Ok(p) if p.backends.as_ref().is_ok_and(|b| b.iter().any(|(_, path)| *path == IoPath::Staged)))
+        matches!(&self.platform, Ok(p) if p.backends.as_ref().is_ok_and(|b| b.has(IoPath::Staged)))
     }
 
     /// Whether the fastpath can serve IO somewhere on this machine.
@@ -98,23 +125,10 @@ fn p2p_reason(rt: &dyn GpuRuntime) -> Result<&'static str, String> {
     })
 }
 
-fn open_runtime(platform: Option<&str>) -> Result<Arc<dyn GpuRuntime>, String> {
-    match platform {
-        Some(name) => {
-            let p = hipfile_hip::parse_platform(name).map_err(|e| e.to_string())?;
-            hipfile_hip::open_platform(p, &Environment::process().platform)
-                .map_err(|e| e.to_string())
-        }
-        None => {
-            hipfile_hip::open_default(&Environment::process().platform).map_err(|e| e.to_string())
-        }
-    }
-}
-
-fn platform_facts(platform: Option<&str>) -> Result<PlatformFacts, String> {
-    let rt = open_runtime(platform)?;
+fn platform_facts(platform: Option<&str>, verbose: bool) -> Result<PlatformFacts, Vec<String>> {
+    let rt = open_runtime(platform, verbose)?;
     let info = rt.info();
-    let devices = rt.device_count().map_err(|e| e.to_string())?;
+    let devices = rt.device_count().map_err(|e| vec![e.to_string()])?;
     Ok(PlatformFacts {
         platform: info.platform,
         runtime_version: info.runtime_version,
@@ -127,10 +141,19 @@ fn platform_facts(platform: Option<&str>) -> Result<PlatformFacts, String> {
 
 /// Open a driver on `rt` as an application would and name the backends it started; a backend
 /// that fails to start fails the open, and the reason is the answer.
-fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Vec<(&'static str, IoPath)>, String> {
+fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Started, String> {
     let driver = hipfile::Driver::with_options(hipfile::DriverOptions::with_runtime(rt))
         .map_err(|e| e.to_string())?;
-    Ok(driver.backend_paths())
+    let session = driver
+        .core()
+        .session()
+        .ok_or("the driver closed as it opened")?;
+    let settings = session.settings();
+    Ok(Started {
+        backends: driver.backend_paths(),
+        compat: settings.compat_mode(session.env()),
+        direct_io: settings.direct_io,
+    })
 }
 
 /// Mounts that can hold files for GPU IO: backed by a device, or one of the filesystems the
@@ -176,7 +199,7 @@ fn probe_o_direct(dir: &Path) -> Option<Result<(), String>> {
 }
 
 /// Look at the machine.
-pub fn examine(platform: Option<&str>, all: bool) -> Findings {
+pub fn examine(platform: Option<&str>, all: bool, verbose: bool) -> Findings {
     let env = Environment::process().switches;
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut seen = std::collections::HashSet::new();
@@ -195,7 +218,7 @@ pub fn examine(platform: Option<&str>, all: bool) -> Findings {
         })
         .collect();
     Findings {
-        platform: platform_facts(platform),
+        platform: platform_facts(platform, verbose),
         filesystems,
     }
 }
@@ -220,10 +243,10 @@ pub fn to_json(f: &Findings) -> Value {
             "devices": p.devices,
             "p2p_driver": p.p2p.as_ref().ok(),
             "p2p_missing_because": p.p2p.as_ref().err(),
-            "backends": p.backends.as_ref().ok().map(|b| b.iter().map(|(name, _)| *name).collect::<Vec<_>>()),
+            "backends": p.backends.as_ref().ok().map(|b| b.backends.iter().map(|(name, _)| *name).collect::<Vec<_>>()),
             "driver_open_error": p.backends.as_ref().err(),
         }),
-        Err(why) => json!({ "platform": null, "error": why }),
+        Err(why) => json!({ "platform": null, "error": why.join("; "), "passed_over": why }),
     };
     let filesystems: Vec<Value> = f
         .filesystems
@@ -237,6 +260,7 @@ pub fn to_json(f: &Findings) -> Value {
                 "declined_because": fs.verdict.as_ref().err(),
                 "o_direct": fs.o_direct.as_ref().map(|r| r.is_ok()),
                 "o_direct_error": fs.o_direct.as_ref().and_then(|r| r.as_ref().err()),
+                "read_mode": read_mode(&f.platform, fs).label(),
             })
         })
         .collect();
@@ -248,78 +272,221 @@ pub fn to_json(f: &Findings) -> Value {
     })
 }
 
-fn print_table(f: &Findings) {
+/// What a read of a file on one filesystem would get, as NVIDIA's `gdscheck` reports per
+/// filesystem: the backend that would serve it and, when staged, how the staged engine would
+/// reach the file. Said for a read the fastpath can take at all (device memory, offsets and
+/// size on the direct IO alignment); others are staged wherever the staged engine runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadMode {
+    /// P2P DMA between storage and GPU memory through this driver.
+    P2p(&'static str),
+    /// Staged through pinned host memory.
+    Staged(StagedAccess),
+    /// No backend would serve it, for this reason.
+    Refused(&'static str),
+}
+
+/// How the staged engine reaches a file on one filesystem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StagedAccess {
+    /// O_DIRECT for data not in the page cache, the page cache for the rest (policy `Auto`).
+    ODirectWhenCold,
+    /// O_DIRECT for every aligned piece (policy `Always`).
+    ODirect,
+    /// The page cache only: O_DIRECT is refused here, or turned off.
+    PageCache,
+    /// O_DIRECT could not be probed (the mount is not writable).
+    Unprobed,
+}
+
+impl ReadMode {
+    fn label(self) -> String {
+        match self {
+            ReadMode::P2p(driver) => format!("P2P via {driver}"),
+            ReadMode::Staged(StagedAccess::ODirectWhenCold) => {
+                "staged, O_DIRECT when cold".to_string()
+            }
+            ReadMode::Staged(StagedAccess::ODirect) => "staged, O_DIRECT".to_string(),
+            ReadMode::Staged(StagedAccess::PageCache) => "staged, page cache only".to_string(),
+            ReadMode::Staged(StagedAccess::Unprobed) => "staged, O_DIRECT not probed".to_string(),
+            ReadMode::Refused(why) => format!("none: {why}"),
+        }
+    }
+}
+
+/// The mode a read on `fs` gets from a driver opened on `platform`.
+fn read_mode(platform: &Result<PlatformFacts, Vec<String>>, fs: &FsFinding) -> ReadMode {
+    let Ok(p) = platform else {
+        return ReadMode::Refused("no GPU platform");
+    };
+    let Ok(started) = &p.backends else {
+        return ReadMode::Refused("the driver does not open");
+    };
+    let direct_fs = fs.verdict.is_ok() && !matches!(fs.o_direct, Some(Err(_)));
+    if let Ok(driver) = p.p2p {
+        if direct_fs && started.has(IoPath::Direct) && !started.compat.forced {
+            return ReadMode::P2p(driver);
+        }
+    }
+    if !started.has(IoPath::Staged) {
+        return ReadMode::Refused("no staged backend started");
+    }
+    if !started.compat.allowed {
+        return ReadMode::Refused("compat mode is off");
+    }
+    ReadMode::Staged(match (started.direct_io, &fs.o_direct) {
+        (DirectIoPolicy::Never, _) | (_, Some(Err(_))) => StagedAccess::PageCache,
+        (_, None) => StagedAccess::Unprobed,
+        (DirectIoPolicy::Always, Some(Ok(()))) => StagedAccess::ODirect,
+        (DirectIoPolicy::Auto, Some(Ok(()))) => StagedAccess::ODirectWhenCold,
+    })
+}
+
+/// A first-column cell longer than this gets a line of its own (see [`render_table`]).
+const MOUNT_POINT_WIDTH: usize = 40;
+
+/// `rows` under `header`, each column as wide as its widest cell and the last one unpadded.
+/// A first-column cell longer than `max_first` characters is written on a line of its own and
+/// its row goes on under it, so one long mount point does not push every row to the right.
+fn render_table(header: &[&str], rows: &[Vec<String>], max_first: usize) -> String {
+    let len = |s: &str| s.chars().count();
+    let mut widths: Vec<usize> = header.iter().map(|h| len(h)).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 < header.len() && (i > 0 || len(cell) <= max_first) {
+                widths[i] = widths[i].max(len(cell));
+            }
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let text: Vec<String> = cells
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        format!("{}\n", text.join(" ").trim_end())
+    };
+    let mut out = line(&mut header.iter().copied());
+    for row in rows {
+        if len(&row[0]) > widths[0] {
+            out.push_str(&row[0]);
+            out.push('\n');
+            out.push_str(&line(
+                &mut std::iter::once("").chain(row[1..].iter().map(String::as_str)),
+            ));
+        } else {
+            out.push_str(&line(&mut row.iter().map(String::as_str)));
+        }
+    }
+    out
+}
+
+/// The filesystem table: one row per mount, with the mode a read there gets.
+fn filesystem_table(f: &Findings) -> String {
+    let rows: Vec<Vec<String>> = f
+        .filesystems
+        .iter()
+        .map(|fs| {
+            let odirect = match &fs.o_direct {
+                Some(Ok(())) => "yes",
+                Some(Err(_)) => "no",
+                None => "not probed",
+            };
+            let verdict = match (&fs.verdict, &fs.o_direct) {
+                (Err(why), _) => format!("declines: {why}"),
+                (Ok(()), Some(Err(why))) => format!("declines: {why}"),
+                (Ok(()), _) => "accepts".to_string(),
+            };
+            vec![
+                fs.facts.mount_point.clone(),
+                fs_name(&fs.facts.kind),
+                odirect.to_string(),
+                read_mode(&f.platform, fs).label(),
+                verdict,
+            ]
+        })
+        .collect();
+    render_table(
+        &[
+            "mount point",
+            "filesystem",
+            "O_DIRECT",
+            "read mode",
+            "fastpath",
+        ],
+        &rows,
+        MOUNT_POINT_WIDTH,
+    )
+}
+
+/// The findings as the table `hipfile check` prints.
+fn table_text(f: &Findings) -> String {
+    let mut out = String::new();
+    let mut say = |line: String| {
+        out.push_str(&line);
+        out.push('\n');
+    };
     match &f.platform {
         Ok(p) => {
-            println!(
+            say(format!(
                 "platform:     {} (runtime version {}, {})",
                 p.platform, p.runtime_version, p.library
-            );
-            println!("devices:      {}", p.devices);
+            ));
+            say(format!("devices:      {}", p.devices));
             match &p.p2p {
-                Ok(name) => println!("P2P driver:   {name}"),
-                Err(why) => println!("P2P driver:   none: {why}"),
+                Ok(name) => say(format!("P2P driver:   {name}")),
+                Err(why) => say(format!("P2P driver:   none: {why}")),
             }
             match &p.backends {
-                Ok(backends) => {
-                    let named: Vec<String> = backends
+                Ok(started) => {
+                    let named: Vec<String> = started
+                        .backends
                         .iter()
                         .map(|(name, path)| format!("{name} ({})", path.name()))
                         .collect();
-                    println!("backends:     {}", named.join(", "));
+                    say(format!("backends:     {}", named.join(", ")));
                 }
-                Err(why) => println!("backends:     the driver does not open: {why}"),
+                Err(why) => say(format!("backends:     the driver does not open: {why}")),
             }
         }
         Err(why) => {
-            println!("platform:     none: {why}");
-            println!("              (`--platform sim` checks against the simulated GPU)");
+            say("platform:     none".to_string());
+            for line in why {
+                say(format!("              {line}"));
+            }
+            say(
+                "              (`--platform sim` checks against the simulated GPU; `--verbose` \
+                 lists every library tried)"
+                    .to_string(),
+            );
         }
     }
-    println!();
-    println!(
-        "{:<28} {:<26} {:<10} fastpath",
-        "mount point", "filesystem", "O_DIRECT"
-    );
-    for fs in &f.filesystems {
-        let odirect = match &fs.o_direct {
-            Some(Ok(())) => "yes".to_string(),
-            Some(Err(_)) => "no".to_string(),
-            None => "not probed".to_string(),
-        };
-        let verdict = match (&fs.verdict, &fs.o_direct) {
-            (Err(why), _) => format!("declines: {why}"),
-            (Ok(()), Some(Err(why))) => format!("declines: {why}"),
-            (Ok(()), _) => "accepts".to_string(),
-        };
-        println!(
-            "{:<28} {:<26} {:<10} {}",
-            fs.facts.mount_point,
-            fs_name(&fs.facts.kind),
-            odirect,
-            verdict
-        );
-    }
-    println!();
-    if f.fastpath_possible() {
-        println!("verdict: the fastpath (P2P DMA) is possible on the filesystems it accepts above");
+    say(String::new());
+    say(filesystem_table(f).trim_end().to_string());
+    say(String::new());
+    say(if f.fastpath_possible() {
+        "verdict: the fastpath (P2P DMA) is possible on the filesystems it accepts above"
     } else if f.fallback_available() {
-        println!("verdict: only the fallback (staged through pinned host memory) is available");
+        "verdict: only the fallback (staged through pinned host memory) is available"
     } else if f.platform.is_ok() {
-        println!("verdict: no backend can serve IO here (see the backends line)");
+        "verdict: no backend can serve IO here (see the backends line)"
     } else {
-        println!("verdict: no GPU platform; hipfile-rs can run only on the simulated GPU here");
+        "verdict: no GPU platform; hipfile-rs can run only on the simulated GPU here"
     }
+    .to_string());
+    out
 }
 
 /// Run the check; `Ok(true)` when the fastpath is possible.
 pub fn run(args: &CheckArgs) -> Result<bool, String> {
-    let findings = examine(args.platform.as_deref(), args.all);
-    if args.json {
-        println!("{}", to_json(&findings));
+    let findings = examine(args.platform.as_deref(), args.all, args.verbose);
+    let text = if args.json {
+        format!("{}\n", to_json(&findings))
     } else {
-        print_table(&findings);
-    }
+        table_text(&findings)
+    };
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(|e| format!("writing the report: {e}"))?;
     Ok(findings.fastpath_possible())
 }
 
@@ -329,7 +496,7 @@ mod tests {
 
     #[test]
     fn the_sim_has_a_p2p_driver_and_this_machine_a_writable_filesystem() {
-        let f = examine(Some("sim"), false);
+        let f = examine(Some("sim"), false, false);
         let p = f.platform.as_ref().unwrap();
         assert_eq!(p.platform, Platform::Sim);
         assert!(p.p2p.is_ok());
@@ -363,10 +530,226 @@ mod tests {
     #[test]
     fn without_a_platform_only_the_sim_is_offered_and_the_fastpath_is_impossible() {
         let f = Findings {
-            platform: Err("no device".into()),
+            platform: Err(vec!["AMD: no device".into()]),
             filesystems: Vec::new(),
         };
         assert!(!f.fastpath_possible());
         assert_eq!(to_json(&f)["fallback_available"], false);
+    }
+
+    /// A mount of `kind` at `mount_point`, as the fastpath judges it, with O_DIRECT as probed.
+    fn mount(mount_point: &str, kind: FsKind, o_direct: Option<Result<(), String>>) -> FsFinding {
+        let verdict = hipfile_fastpath::filesystem_verdict(&kind, &Default::default())
+            .map_err(|d| d.to_string());
+        FsFinding {
+            facts: FsFacts {
+                kind,
+                mount_point: mount_point.into(),
+                source: "/dev/nvme0n1p1".into(),
+            },
+            verdict,
+            o_direct,
+        }
+    }
+
+    /// A platform with `p2p` as its P2P driver and a driver that started both backends, unless
+    /// `backends` says otherwise.
+    fn platform(
+        p2p: Option<&'static str>,
+        backends: &[(&'static str, IoPath)],
+        compat: CompatMode,
+        direct_io: DirectIoPolicy,
+    ) -> Result<PlatformFacts, Vec<String>> {
+        Ok(PlatformFacts {
+            platform: Platform::Amd,
+            runtime_version: 70_000_000,
+            library: "libamdhip64.so.7".into(),
+            devices: 8,
+            p2p: p2p.ok_or_else(|| "no driver".to_string()),
+            backends: Ok(Started {
+                backends: backends.to_vec(),
+                compat,
+                direct_io,
+            }),
+        })
+    }
+
+    const BOTH: [(&str, IoPath); 2] = [("fastpath", IoPath::Direct), ("fallback", IoPath::Staged)];
+    const COMPAT_ON: CompatMode = CompatMode {
+        allowed: true,
+        forced: false,
+    };
+
+    #[test]
+    fn the_read_mode_is_p2p_only_where_the_fastpath_takes_the_filesystem() {
+        let amd = platform(Some("amd-kfd"), &BOTH, COMPAT_ON, DirectIoPolicy::Auto);
+        let xfs = mount("/data", FsKind::Xfs, Some(Ok(())));
+        let ext4_writeback = mount("/scratch", FsKind::Ext4 { ordered: false }, Some(Ok(())));
+        let tmpfs = mount(
+            "/dev/shm",
+            FsKind::Other("tmpfs".into()),
+            Some(Err("EINVAL".into())),
+        );
+        let read_only = mount("/ro", FsKind::Other("nfs".into()), None);
+        let xfs_refusing = mount("/odd", FsKind::Xfs, Some(Err("EINVAL".into())));
+        assert_eq!(read_mode(&amd, &xfs), ReadMode::P2p("amd-kfd"));
+        assert_eq!(read_mode(&amd, &xfs).label(), "P2P via amd-kfd");
+        assert_eq!(
+            read_mode(&amd, &ext4_writeback),
+            ReadMode::Staged(StagedAccess::ODirectWhenCold)
+        );
+        assert_eq!(read_mode(&amd, &tmpfs).label(), "staged, page cache only");
+        assert_eq!(
+            read_mode(&amd, &read_only).label(),
+            "staged, O_DIRECT not probed"
+        );
+        assert_eq!(
+            read_mode(&amd, &xfs_refusing),
+            ReadMode::Staged(StagedAccess::PageCache)
+        );
+        // No P2P driver, or compat mode forced: staged everywhere.
+        let no_p2p = platform(None, &BOTH, COMPAT_ON, DirectIoPolicy::Auto);
+        assert_eq!(
+            read_mode(&no_p2p, &xfs).label(),
+            "staged, O_DIRECT when cold"
+        );
+        let forced = CompatMode {
+            allowed: true,
+            forced: true,
+        };
+        let amd_forced = platform(Some("amd-kfd"), &BOTH, forced, DirectIoPolicy::Always);
+        assert_eq!(read_mode(&amd_forced, &xfs).label(), "staged, O_DIRECT");
+        let never = platform(Some("amd-kfd"), &BOTH, COMPAT_ON, DirectIoPolicy::Never);
+        assert_eq!(
+            read_mode(&never, &ext4_writeback).label(),
+            "staged, page cache only"
+        );
+    }
+
+    #[test]
+    fn the_read_mode_says_why_no_backend_serves_a_read() {
+        let off = CompatMode {
+            allowed: false,
+            forced: false,
+        };
+        let ext4 = mount("/scratch", FsKind::Ext4 { ordered: false }, Some(Ok(())));
+        let xfs = mount("/data", FsKind::Xfs, Some(Ok(())));
+        let compat_off = platform(Some("amd-kfd"), &BOTH, off, DirectIoPolicy::Auto);
+        assert_eq!(
+            read_mode(&compat_off, &ext4).label(),
+            "none: compat mode is off"
+        );
+        assert_eq!(read_mode(&compat_off, &xfs), ReadMode::P2p("amd-kfd"));
+        let fastpath_only = platform(Some("amd-kfd"), &BOTH[..1], COMPAT_ON, DirectIoPolicy::Auto);
+        assert_eq!(
+            read_mode(&fastpath_only, &ext4).label(),
+            "none: no staged backend started"
+        );
+        let fallback_only = platform(Some("amd-kfd"), &BOTH[1..], COMPAT_ON, DirectIoPolicy::Auto);
+        assert_eq!(
+            read_mode(&fallback_only, &xfs),
+            ReadMode::Staged(StagedAccess::ODirectWhenCold)
+        );
+        assert_eq!(
+            read_mode(&Err(vec!["AMD: none".into()]), &xfs).label(),
+            "none: no GPU platform"
+        );
+    }
+
+    /// The character column at which each of `cells` starts on `line`.
+    fn starts(line: &str, cells: &[&str]) -> Vec<usize> {
+        cells
+            .iter()
+            .map(|c| {
+                let byte = line
+                    .find(c)
+                    .unwrap_or_else(|| panic!("{c:?} not on {line:?}"));
+                line[..byte].chars().count()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn columns_are_as_wide_as_their_content_and_long_mount_points_get_their_own_line() {
+        let long = format!("/mnt/{}", "very-long-directory-name/".repeat(4));
+        let findings = Findings {
+            platform: platform(Some("amd-kfd"), &BOTH, COMPAT_ON, DirectIoPolicy::Auto),
+            filesystems: vec![
+                mount("/", FsKind::Ext4 { ordered: true }, Some(Ok(()))),
+                mount(&long, FsKind::Xfs, Some(Ok(()))),
+                mount("/mnt/données", FsKind::Other("tmpfs".into()), None),
+            ],
+        };
+        let table = filesystem_table(&findings);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 5, "{table}");
+        let header = starts(
+            lines[0],
+            &[
+                "mount point",
+                "filesystem",
+                "O_DIRECT",
+                "read mode",
+                "fastpath",
+            ],
+        );
+        // The widest short mount point sets the first column: "/mnt/données" (12 characters,
+        // 13 bytes), so the columns are counted in characters.
+        assert_eq!(header[1], "/mnt/données".chars().count() + 1, "{table}");
+        assert_eq!(
+            starts(
+                lines[1],
+                &[
+                    "/",
+                    "ext4 (data=ordered)",
+                    "yes",
+                    "P2P via amd-kfd",
+                    "accepts"
+                ]
+            ),
+            header,
+            "{table}"
+        );
+        assert_eq!(lines[2], long, "the long mount point alone on its line");
+        assert_eq!(
+            starts(lines[3], &["xfs", "yes", "P2P via amd-kfd", "accepts"]),
+            header[1..],
+            "{table}"
+        );
+        assert!(lines[3][..header[1]].trim().is_empty(), "{table}");
+        assert_eq!(
+            starts(
+                lines[4],
+                &[
+                    "/mnt/données",
+                    "tmpfs",
+                    "not probed",
+                    "staged, O_DIRECT not probed",
+                    "declines"
+                ]
+            ),
+            header,
+            "{table}"
+        );
+        assert!(table.lines().all(|l| l == l.trim_end()), "{table}");
+        assert_eq!(
+            to_json(&findings)["filesystems"][1]["read_mode"],
+            "P2P via amd-kfd"
+        );
+    }
+
+    #[test]
+    fn a_mount_point_up_to_the_limit_stays_on_its_row() {
+        let edge = format!("/{}", "m".repeat(MOUNT_POINT_WIDTH - 1));
+        let rows = vec![vec![edge.clone(), "xfs".to_string(), "ok".to_string()]];
+        let table = render_table(
+            &["mount point", "filesystem", "note"],
+            &rows,
+            MOUNT_POINT_WIDTH,
+        );
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 2, "{table}");
+        assert_eq!(lines[1], format!("{edge} xfs        ok"));
+        assert_eq!(starts(lines[0], &["filesystem"]), [MOUNT_POINT_WIDTH + 1]);
     }
 }

@@ -1,8 +1,17 @@
 //! # `hipfile`: the command-line tool of hipfile-rs
 //!
 //! `hipfile check` tells whether this machine can do direct (P2P) IO between storage and GPU
-//! memory and why not: platform, runtime, devices, P2P driver, and the fastpath's verdict on every
-//! mounted filesystem (table, or `--json`); it exits 0 only when the fastpath is possible.
+//! memory and why not: platform, runtime, devices, P2P driver, and per mounted filesystem the
+//! fastpath's verdict and the mode a read there gets (P2P, staged with O_DIRECT, staged through
+//! the page cache; table, or `--json`); it exits 0 only when the fastpath is possible. Without a
+//! GPU runtime it says so in one line per platform (`--verbose`: every library name tried).
+//!
+//! `hipfile cp SRC DST` copies a file through GPU memory, a chunk at a time through one device
+//! buffer (what upstream hipFile's `aiscp` example does), with a progress bar on a terminal,
+//! `--verify` to read the copy back and compare it, and `--json` for a summary naming the
+//! backends that moved the bytes. The copy is written under a hidden name next to DST, flushed,
+//! and renamed to DST only when complete (and checked); an existing DST is replaced only with
+//! `--force`.
 //!
 //! `hipfile bench` measures hipfile-rs on one file (created, or taken as it is and opened
 //! read-only: its bytes are never changed): hot and cold whole-file reads into GPU memory,
@@ -24,6 +33,7 @@
 //!
 //! ```text
 //! hipfile check                                                   # fastpath possible here?
+//! hipfile cp --verify data.bin /mnt/nvme/data.bin                 # copy through GPU memory
 //! cargo run --release -p hipfile-cli -- bench                     # sim or GPU, table
 //! hipfile bench --size 8G --baseline --kvikio kvikio_anchor.py    # side by side with KvikIO
 //! hipfile bench --only hot,latency --backend fallback --json
@@ -38,9 +48,12 @@ mod batch;
 mod bench;
 mod ceiling;
 mod check;
+mod cp;
 mod measure;
+mod platform;
 mod report;
 mod scratch;
+mod size;
 mod stream_phase;
 mod verify;
 
@@ -66,6 +79,12 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Tell whether this machine can do direct (P2P) IO, and why not; exit 0 only if it can.
     Check(check::CheckArgs),
+    /// Copy a file through GPU memory, in chunks of one device buffer.
+    ///
+    /// The copy is written next to DST under a hidden name, flushed, checked with --verify, and
+    /// renamed to DST only then: a failure leaves no DST (or the old one, with --force). An
+    /// existing DST is replaced only with --force; DST may be a directory to copy into.
+    Cp(cp::CpArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +92,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Check(args) => check::run(&args),
+        Command::Cp(args) => cp::run(&args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

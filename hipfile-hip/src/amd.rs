@@ -45,7 +45,7 @@ use std::sync::Arc;
 use libloading::Library;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::loaded::{dlopen, symbol, CommonApi, Dialect, LoadedRuntime};
+use crate::loaded::{dlopen, dlopen_first, symbol, CommonApi, Dialect, LoadedRuntime};
 use crate::p2p::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
 use crate::platform::PlatformOptions;
 use crate::runtime::{GpuRuntime, MemoryKind, Platform, PointerInfo, RuntimeInfo, StreamHandle};
@@ -278,17 +278,8 @@ impl AmdRuntime {
         if let Some(path) = &options.hip_library {
             return Self::load(path);
         }
-        let mut refusals = Vec::new();
-        for name in DEFAULT_LIBRARIES {
-            match dlopen(name) {
-                Ok(lib) => return Self::from_library(lib, name),
-                Err(e) => refusals.push(e.to_string()),
-            }
-        }
-        Err(HipError::Load {
-            library: DEFAULT_LIBRARIES.join(", "),
-            reason: refusals.join("; "),
-        })
+        let (lib, name) = dlopen_first(&DEFAULT_LIBRARIES)?;
+        Self::from_library(lib, name)
     }
 
     /// Load the HIP runtime at `path` (a path or a soname).

@@ -75,6 +75,19 @@ pub(crate) fn dlopen(name: &str) -> HipResult<Library> {
         })
 }
 
+/// The first of `names` that [`dlopen`] accepts, and that name; when none is accepted,
+/// [`HipError::NoLibrary`] with the loader's answer for each, in order.
+pub(crate) fn dlopen_first<'a>(names: &[&'a str]) -> HipResult<(Library, &'a str)> {
+    let mut tried = Vec::new();
+    for name in names {
+        match dlopen(name) {
+            Ok(lib) => return Ok((lib, name)),
+            Err(e) => tried.push(e.into_refusal(name)),
+        }
+    }
+    Err(HipError::NoLibrary { tried })
+}
+
 /// Resolve `name` in `lib` (loaded as `library`) as a value of type `T`.
 ///
 /// # Safety
@@ -673,6 +686,22 @@ mod tests {
                 assert_eq!(library, "/nonexistent/libhipfile-test.so")
             }
             other => panic!("{:?}", other.map(|_| ())),
+        }
+    }
+
+    #[test]
+    fn when_no_name_loads_every_name_is_kept_with_the_loaders_answer() {
+        let names = [
+            "/nonexistent/libhipfile-test.so.2",
+            "/nonexistent/libhipfile-test.so.1",
+        ];
+        match dlopen_first(&names) {
+            Err(HipError::NoLibrary { tried }) => {
+                let got: Vec<&str> = tried.iter().map(|t| t.library.as_str()).collect();
+                assert_eq!(got, names);
+                assert!(tried.iter().all(|t| t.not_found()), "{tried:?}");
+            }
+            other => panic!("{:?}", other.map(|(_, name)| name)),
         }
     }
 

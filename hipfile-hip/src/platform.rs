@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::error::{HipError, HipResult};
+use crate::error::{HipError, HipResult, PassedOver};
 use crate::runtime::{GpuRuntime, Platform};
 use crate::sim::{SimConfig, SimRuntime};
 
@@ -119,18 +119,18 @@ pub fn open_default(options: &PlatformOptions) -> HipResult<Arc<dyn GpuRuntime>>
     if let Some(p) = options.platform()? {
         return open_platform(p, options);
     }
-    let mut reasons = Vec::new();
+    let mut misses = Vec::new();
     for p in [Platform::Amd, Platform::Nvidia] {
         match open_platform(p, options) {
             Ok(rt) => match rt.device_count() {
                 Ok(n) if n > 0 => return Ok(rt),
-                Ok(_) => reasons.push(format!("{p}: no device")),
-                Err(e) => reasons.push(format!("{p}: {e}")),
+                Ok(_) => misses.push((p, PassedOver::NoDevice)),
+                Err(e) => misses.push((p, PassedOver::Failed(e))),
             },
-            Err(e) => reasons.push(format!("{p}: {e}")),
+            Err(e) => misses.push((p, PassedOver::Failed(e))),
         }
     }
-    Err(HipError::NoPlatform(reasons.join("; ")))
+    Err(HipError::NotDetected(misses))
 }
 
 #[cfg(test)]
@@ -244,6 +244,35 @@ mod tests {
             .unwrap()
             .p2p()
             .is_none());
+    }
+
+    #[test]
+    fn detection_keeps_why_each_platform_was_passed_over() {
+        let opts = options(&[
+            ("HIPFILE_HIP_LIBRARY", "/nonexistent/hip/libamdhip64.so"),
+            ("HIPFILE_CUDART_LIBRARY", "/nonexistent/cuda/libcudart.so"),
+        ]);
+        match open_default(&opts) {
+            Err(HipError::NotDetected(misses)) => {
+                let got: Vec<_> = misses
+                    .iter()
+                    .map(|(p, why)| match why {
+                        PassedOver::Failed(HipError::Load { library, .. }) => {
+                            (*p, library.as_str())
+                        }
+                        other => panic!("{p}: {other:?}"),
+                    })
+                    .collect();
+                assert_eq!(
+                    got,
+                    [
+                        (Platform::Amd, "/nonexistent/hip/libamdhip64.so"),
+                        (Platform::Nvidia, "/nonexistent/cuda/libcudart.so")
+                    ]
+                );
+            }
+            other => panic!("{:?}", other.map(|rt| rt.info())),
+        }
     }
 
     #[test]

@@ -45,8 +45,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use libloading::Library;
 
-use crate::error::{HipError, HipResult};
-use crate::loaded::{dlopen, CommonApi, LoadedRuntime};
+use crate::error::HipResult;
+use crate::loaded::{dlopen, dlopen_first, CommonApi, LoadedRuntime};
 use crate::platform::PlatformOptions;
 use crate::runtime::{DeviceGuard, GpuRuntime, Platform, PointerInfo, RuntimeInfo};
 use symbols::{DriverApi, RuntimeApi};
@@ -122,21 +122,8 @@ impl NvidiaRuntime {
         let (runtime_lib, runtime_name) = match &options.cudart_library {
             Some(name) => (dlopen(name)?, name.clone()),
             None => {
-                let mut refusals = Vec::new();
-                let mut found = None;
-                for name in DEFAULT_RUNTIME_LIBRARIES {
-                    match dlopen(name) {
-                        Ok(lib) => {
-                            found = Some((lib, name.to_string()));
-                            break;
-                        }
-                        Err(e) => refusals.push(e.to_string()),
-                    }
-                }
-                found.ok_or_else(|| HipError::Load {
-                    library: DEFAULT_RUNTIME_LIBRARIES.join(", "),
-                    reason: refusals.join("; "),
-                })?
+                let (lib, name) = dlopen_first(&DEFAULT_RUNTIME_LIBRARIES)?;
+                (lib, name.to_string())
             }
         };
         let driver_name = options
@@ -289,6 +276,7 @@ impl LoadedRuntime for NvidiaRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::HipError;
 
     #[test]
     fn libraries_that_are_not_there_are_load_errors() {

@@ -1,0 +1,753 @@
+//! `hipfile cp SRC DST`: copy a file through GPU memory.
+//!
+//! The bytes go file -> GPU memory -> file through hipfile-rs, a chunk at a time (`--chunk`,
+//! 64 MiB by default) in one device buffer: the fastpath moves them by P2P DMA where it can, the
+//! staged engine everywhere else, as for any application. It is what upstream hipFile's `aiscp`
+//! example does, made a tool.
+//!
+//! - **Any size.** Each read and write moves at most one chunk, and a chunk is at most
+//!   2 GiB - 4 KiB (Linux's limit for one call); chunks are multiples of 4 KiB so every request
+//!   after the first stays on the direct IO alignment. An empty source gives an empty copy. The
+//!   holes of a sparse source (`SEEK_DATA`/`SEEK_HOLE`) are not read: the copy gets the same
+//!   holes and reads as zeros there, as the source does.
+//! - **Never a partial destination.** The copy is written to a hidden temporary file next to
+//!   DST (`.NAME.hipfile-cp-XXXXXX`), flushed with `fsync`, checked when `--verify` asks, and only
+//!   then renamed to DST (and the directory flushed); any failure removes it and leaves DST as it
+//!   was. A copy killed by a signal can leave the temporary file behind, never a wrong DST.
+//! - **Overwriting.** An existing DST is replaced only with `--force` (in one rename, keeping
+//!   its permission bits); a new DST gets SRC's permission bits less the umask, as `cp` does.
+//!   DST may be an existing directory: the copy goes into it under SRC's name. Copying a file
+//!   onto itself (the same inode, by any path), a directory as SRC, or a DST whose directory
+//!   does not exist are refused before anything is written.
+//! - **`--verify`** reads the copy back through hipfile-rs and compares it byte for byte with
+//!   SRC read by plain `pread`; a difference names the first byte that differs and fails the
+//!   command.
+//! - **Output.** A progress bar on stderr when stderr is a terminal; the platform on stderr
+//!   (chosen as `bench` chooses it: the GPU the machine has, else the simulated GPU); on stdout one
+//!   summary line, or with `--json` one object: `source`, `destination`, `bytes`, `seconds`,
+//!   `gbps`, `path` (`direct`, `staged`, `direct+staged`, or `none` when no byte moved), the
+//!   `backends` that moved the bytes with their requests and the bytes those moved, reads and
+//!   writes together (from the driver's counters), `chunk`, `platform`, `verified` and
+//!   `verify_seconds`. `seconds` runs from the first read to the copy flushed; the check is
+//!   timed apart. Failures print one message and exit non-zero.
+
+use std::fs::{File, Metadata, Permissions};
+use std::io::{IsTerminal, Seek, SeekFrom};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use hipfile::{AsDevice, AsDeviceMut, Driver, DriverOptions, FileHandle, RegisteredBuffer};
+use hipfile_core::{BackendCounts, IoPath};
+use hipfile_hip::{DeviceBuffer, GpuRuntime};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+use crate::platform::pick_runtime;
+use crate::size::parse_size;
+
+/// Arguments of `hipfile cp`.
+#[derive(Debug, Args)]
+pub struct CpArgs {
+    /// The file to copy: a regular file or a block device.
+    pub src: PathBuf,
+    /// Where to copy it: a file, or an existing directory to copy into under SRC's name.
+    pub dst: PathBuf,
+    /// Replace DST if it exists (at once, when the copy is complete and checked).
+    #[arg(long, short)]
+    pub force: bool,
+    /// Read the copy back through hipfile-rs and compare it with SRC byte for byte before it
+    /// takes DST's name; a difference fails the command and leaves DST as it was.
+    #[arg(long)]
+    pub verify: bool,
+    /// Bytes per read and write through the device buffer, with an optional unit K, M, G
+    /// (binary): rounded down to a multiple of 4 KiB, at most 2 GiB - 4 KiB.
+    #[arg(long, value_parser = parse_size, default_value = "64M", value_name = "SIZE")]
+    pub chunk: usize,
+    /// Print one JSON object instead of the summary line.
+    #[arg(long)]
+    pub json: bool,
+    /// Platform: amd, nvidia or sim (default: the GPU the machine has, else the sim).
+    #[arg(long)]
+    pub platform: Option<String>,
+    /// Backends to offer requests to, in order (as `HIPFILE_BACKENDS`), e.g. `fallback`.
+    #[arg(long, value_name = "NAME")]
+    pub backend: Option<String>,
+    /// When no GPU is found, list the loader's answer for every runtime library tried.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+/// Linux's limit on the bytes of one read or write (`MAX_RW_COUNT`): 2 GiB - 4 KiB.
+pub const MAX_CALL_BYTES: usize = 0x7fff_f000;
+/// The direct IO alignment chunks keep.
+const ALIGN: usize = 4096;
+
+/// The chunk `requested` gives: a multiple of 4 KiB when it is at least that, never more than
+/// [`MAX_CALL_BYTES`].
+pub fn chunk_bytes(requested: usize) -> Result<usize, String> {
+    if requested > MAX_CALL_BYTES {
+        return Err(format!(
+            "--chunk {requested} is too large: one read or write moves at most {MAX_CALL_BYTES} \
+             bytes (2 GiB - 4 KiB)"
+        ));
+    }
+    Ok(if requested >= ALIGN {
+        requested / ALIGN * ALIGN
+    } else {
+        requested
+    })
+}
+
+/// What to copy where, checked before anything is written.
+#[derive(Debug)]
+struct Plan {
+    src: PathBuf,
+    src_file: File,
+    size: u64,
+    dst: PathBuf,
+    /// DST's directory, where the temporary file is made.
+    dir: PathBuf,
+    /// DST exists (and `--force` allows replacing it).
+    replaces: bool,
+    /// Permission bits of the copy.
+    mode: u32,
+}
+
+fn shown(p: &Path) -> String {
+    p.display().to_string()
+}
+
+impl Plan {
+    fn new(src: &Path, dst: &Path, force: bool) -> Result<Plan, String> {
+        let src_meta =
+            std::fs::metadata(src).map_err(|e| format!("cannot read {}: {e}", shown(src)))?;
+        let kind = src_meta.file_type();
+        if kind.is_dir() {
+            return Err(format!("{} is a directory: cp copies one file", shown(src)));
+        }
+        if !kind.is_file() && !kind.is_block_device() {
+            return Err(format!(
+                "{} is neither a regular file nor a block device",
+                shown(src)
+            ));
+        }
+        let mut src_file =
+            File::open(src).map_err(|e| format!("cannot open {}: {e}", shown(src)))?;
+        let size = if kind.is_block_device() {
+            src_file
+                .seek(SeekFrom::End(0))
+                .map_err(|e| format!("cannot size {}: {e}", shown(src)))?
+        } else {
+            src_meta.len()
+        };
+
+        let mut dst = dst.to_path_buf();
+        match std::fs::metadata(&dst) {
+            Ok(m) if m.is_dir() => {
+                let name = src
+                    .file_name()
+                    .ok_or_else(|| format!("{} names no file to copy", shown(src)))?;
+                dst.push(name);
+            }
+            _ if dst.as_os_str().as_bytes().ends_with(b"/") => {
+                return Err(format!("{} is not a directory", shown(&dst)));
+            }
+            _ => {}
+        }
+        let dir = match dst.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        match std::fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(format!("{} is not a directory", shown(&dir))),
+            Err(e) => {
+                return Err(format!(
+                    "the destination directory {} is not there: {e}",
+                    shown(&dir)
+                ))
+            }
+        }
+        if let Ok(target) = std::fs::metadata(&dst) {
+            if same_file(&src_meta, &target) {
+                return Err(format!(
+                    "{} and {} are the same file",
+                    shown(src),
+                    shown(&dst)
+                ));
+            }
+        }
+        let (replaces, mode) = match std::fs::symlink_metadata(&dst) {
+            Err(_) => (false, src_meta.permissions().mode() & 0o7777),
+            Ok(m) if m.is_dir() => {
+                return Err(format!("{} is a directory", shown(&dst)));
+            }
+            Ok(_) if !force => {
+                return Err(format!("{} exists: --force replaces it", shown(&dst)));
+            }
+            Ok(m) if m.is_file() => (true, m.permissions().mode() & 0o7777),
+            Ok(m) if m.file_type().is_symlink() => (true, src_meta.permissions().mode() & 0o7777),
+            Ok(_) => {
+                return Err(format!(
+                    "{} is not a regular file: cp replaces only files",
+                    shown(&dst)
+                ))
+            }
+        };
+        Ok(Plan {
+            src: src.to_path_buf(),
+            src_file,
+            size,
+            dst,
+            dir,
+            replaces,
+            mode,
+        })
+    }
+}
+
+fn same_file(a: &Metadata, b: &Metadata) -> bool {
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// The byte ranges of `file` (of `size` bytes) that may hold data, on 4 KiB boundaries: its
+/// data extents where the filesystem tells them apart from holes, else the whole file.
+fn data_regions(file: &File, size: u64) -> Vec<(u64, u64)> {
+    use rustix::fs::SeekFrom as Seek;
+    let whole = vec![(0, size)];
+    let align = ALIGN as u64;
+    let mut regions = Vec::new();
+    let mut pos = 0;
+    while pos < size {
+        let start = match rustix::fs::seek(file, Seek::Data(pos)) {
+            Ok(start) => start,
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(_) => return whole,
+        };
+        if start >= size {
+            break;
+        }
+        let end = match rustix::fs::seek(file, Seek::Hole(start)) {
+            Ok(end) => end.min(size),
+            Err(_) => return whole,
+        };
+        if end <= start {
+            return whole;
+        }
+        let start = start / align * align;
+        let end = end.div_ceil(align).saturating_mul(align).min(size);
+        regions.push((start, end));
+        pos = end;
+    }
+    regions
+}
+
+/// What a copy did.
+#[derive(Debug)]
+struct Done {
+    /// Seconds from the first read to the copy flushed (`fsync`), the check left out.
+    seconds: f64,
+    /// The backends that moved the copy's bytes (reads and writes), in offer order.
+    moved_by: Vec<BackendCounts>,
+    /// Seconds the check took, when `--verify` asked for it (and it passed).
+    verify_seconds: Option<f64>,
+}
+
+/// The device buffer, the registered files and the progress bar of one copy.
+struct Mover<'a> {
+    src: &'a FileHandle,
+    dst: &'a FileHandle,
+    buf: RegisteredBuffer<DeviceBuffer>,
+    bar: &'a ProgressBar,
+}
+
+impl Mover<'_> {
+    /// The bytes to ask for to get `want` bytes at a 4 KiB aligned offset: `want` rounded up to
+    /// 4 KiB within the buffer, so the last read of a file whose size is not a multiple of 4 KiB
+    /// stays on the direct IO alignment (it comes back short, at the end of the file).
+    fn ask(&self, want: usize) -> usize {
+        want.div_ceil(ALIGN)
+            .saturating_mul(ALIGN)
+            .min(self.buf.as_device().len())
+    }
+
+    fn copy_range(&mut self, start: u64, end: u64, src: &Path) -> Result<(), String> {
+        let mut off = start;
+        while off < end {
+            let want = (end - off).min(self.buf.as_device().len() as u64) as usize;
+            let ask = self.ask(want);
+            let got = self
+                .src
+                .read(self.buf.slice_mut(..ask).map_err(|e| e.to_string())?, off)
+                .map_err(|e| format!("reading {} at byte {off}: {e}", shown(src)))?
+                .min(want);
+            if got == 0 {
+                return Err(format!(
+                    "{} ends at byte {off}, before the {end} bytes it had: it shrank while being \
+                     copied",
+                    shown(src)
+                ));
+            }
+            // The aligned part and the tail as two writes, so the tail alone leaves the direct
+            // path.
+            let head = if got >= ALIGN { got / ALIGN * ALIGN } else { 0 };
+            for (from, to) in [(0, head), (head, got)] {
+                if to > from {
+                    self.write(from, to, off)?;
+                }
+            }
+            off += got as u64;
+            self.bar.set_position(off);
+        }
+        Ok(())
+    }
+
+    /// Write the buffer's bytes `from..to` to the copy at `off + from`.
+    fn write(&self, from: usize, to: usize, off: u64) -> Result<(), String> {
+        let at = off + from as u64;
+        let put = self
+            .dst
+            .write(self.buf.slice(from..to).map_err(|e| e.to_string())?, at)
+            .map_err(|e| format!("writing the copy at byte {at}: {e}"))?;
+        if put != to - from {
+            return Err(format!(
+                "writing the copy at byte {at}: {put} of {} bytes written",
+                to - from
+            ));
+        }
+        Ok(())
+    }
+
+    /// Read the copy back through hipfile-rs and compare it with `src_file` read by `pread`.
+    fn verify(&mut self, src_file: &File, size: u64, plan: &Plan) -> Result<(), String> {
+        let chunk = self.buf.as_device().len();
+        let mut copy = vec![0u8; chunk];
+        let mut original = vec![0u8; chunk];
+        let mut off = 0u64;
+        // From zero, with its rate and time: the check is a pass of its own.
+        self.bar.reset();
+        self.bar.set_message("verifying");
+        while off < size {
+            let want = (size - off).min(chunk as u64) as usize;
+            let ask = self.ask(want);
+            let got = self
+                .dst
+                .read(self.buf.slice_mut(..ask).map_err(|e| e.to_string())?, off)
+                .map_err(|e| format!("reading the copy back at byte {off}: {e}"))?
+                .min(want);
+            if got != want {
+                return Err(format!(
+                    "verify failed: the copy ends at byte {}, {} has {size} bytes",
+                    off + got as u64,
+                    shown(&plan.src)
+                ));
+            }
+            self.buf
+                .read_at(0, &mut copy[..got])
+                .map_err(|e| format!("copying GPU memory to the host: {e}"))?;
+            src_file
+                .read_exact_at(&mut original[..got], off)
+                .map_err(|e| format!("reading {} at byte {off}: {e}", shown(&plan.src)))?;
+            if let Some(i) = copy[..got]
+                .iter()
+                .zip(&original[..got])
+                .position(|(a, b)| a != b)
+            {
+                return Err(format!(
+                    "verify failed: the copy differs from {} at byte {}",
+                    shown(&plan.src),
+                    off + i as u64
+                ));
+            }
+            off += got as u64;
+            self.bar.set_position(off);
+        }
+        Ok(())
+    }
+}
+
+fn progress_bar(size: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(size);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} {eta} {msg}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// The options of the driver that copies on `gpu`.
+fn driver_options(gpu: Arc<dyn GpuRuntime>, args: &CpArgs) -> DriverOptions {
+    let mut options = DriverOptions::with_runtime(gpu);
+    // The summary names the backends that moved the bytes, from the driver's counters.
+    options.env.stats_level = Some(true);
+    if let Some(list) = &args.backend {
+        options.selection = Some(list.clone());
+    }
+    options
+}
+
+fn copy(plan: &Plan, options: DriverOptions, args: &CpArgs, chunk: usize) -> Result<Done, String> {
+    let driver = Driver::with_options(options).map_err(|e| format!("opening hipfile: {e}"))?;
+    let name = plan
+        .dst
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}.hipfile-cp-"))
+        .permissions(Permissions::from_mode(plan.mode))
+        .tempfile_in(&plan.dir)
+        .map_err(|e| format!("cannot create a file in {}: {e}", shown(&plan.dir)))?;
+    if plan.replaces {
+        // The replaced file's bits exactly, not less the umask.
+        std::fs::set_permissions(tmp.path(), Permissions::from_mode(plan.mode))
+            .map_err(|e| format!("setting the copy's permissions: {e}"))?;
+    }
+    let regions = data_regions(&plan.src_file, plan.size);
+    let bar = progress_bar(plan.size);
+    let started = Instant::now();
+    let mut moved_by = Vec::new();
+    let seconds;
+    let mut verify_seconds = None;
+    {
+        let src = driver
+            .register_file(&plan.src_file)
+            .map_err(|e| format!("registering {}: {e}", shown(&plan.src)))?;
+        let dst = driver
+            .register_file(tmp.as_file())
+            .map_err(|e| format!("registering the copy: {e}"))?;
+        if plan.size > 0 {
+            let len = (chunk as u64).min(plan.size.div_ceil(ALIGN as u64) * ALIGN as u64) as usize;
+            let buf = driver.alloc(len.max(1)).map_err(|e| e.to_string())?;
+            let buf = driver.register_buffer(buf).map_err(|e| e.to_string())?;
+            let mut mover = Mover {
+                src: &src,
+                dst: &dst,
+                buf,
+                bar: &bar,
+            };
+            for (start, end) in regions {
+                mover.copy_range(start, end, &plan.src)?;
+            }
+            finish(&tmp, plan.size)?;
+            seconds = started.elapsed().as_secs_f64();
+            moved_by = moved(&driver);
+            if args.verify {
+                let verifying = Instant::now();
+                mover.verify(&plan.src_file, plan.size, plan)?;
+                verify_seconds = Some(verifying.elapsed().as_secs_f64());
+            }
+        } else {
+            finish(&tmp, 0)?;
+            seconds = started.elapsed().as_secs_f64();
+            // Nothing to compare: the copy is empty, as its length says.
+            verify_seconds = args.verify.then_some(0.0);
+        }
+    }
+    bar.finish_and_clear();
+    if plan.replaces {
+        tmp.persist(&plan.dst).map_err(|e| e.error.to_string())
+    } else {
+        tmp.persist_noclobber(&plan.dst)
+            .map_err(|e| e.error.to_string())
+    }
+    .map_err(|e| format!("renaming the copy to {}: {e}", shown(&plan.dst)))?;
+    // The rename itself is durable once the directory is.
+    File::open(&plan.dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| format!("flushing {}: {e}", shown(&plan.dir)))?;
+    Ok(Done {
+        seconds,
+        moved_by,
+        verify_seconds,
+    })
+}
+
+/// Give the copy its length (a trailing hole has no data to write) and flush it.
+fn finish(tmp: &tempfile::NamedTempFile, size: u64) -> Result<(), String> {
+    tmp.as_file()
+        .set_len(size)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| format!("flushing the copy: {e}"))
+}
+
+/// The backends that moved bytes so far, from the driver's counters.
+fn moved(driver: &Driver) -> Vec<BackendCounts> {
+    driver
+        .stats()
+        .map(|s| s.backends.into_iter().filter(|b| b.ops > 0).collect())
+        .unwrap_or_default()
+}
+
+/// `direct`, `staged`, `direct+staged`, or `none`: the paths the bytes took.
+fn path_taken(moved_by: &[BackendCounts]) -> &'static str {
+    let direct = moved_by.iter().any(|b| b.path == IoPath::Direct);
+    let staged = moved_by.iter().any(|b| b.path == IoPath::Staged);
+    match (direct, staged) {
+        (true, true) => "direct+staged",
+        (true, false) => "direct",
+        (false, true) => "staged",
+        (false, false) => "none",
+    }
+}
+
+fn gbps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 / seconds / 1e9
+    } else {
+        0.0
+    }
+}
+
+/// The `--json` object.
+fn summary_json(plan: &Plan, done: &Done, chunk: usize, platform: &str) -> Value {
+    json!({
+        "source": shown(&plan.src),
+        "destination": shown(&plan.dst),
+        "bytes": plan.size,
+        "seconds": done.seconds,
+        "gbps": gbps(plan.size, done.seconds),
+        "path": path_taken(&done.moved_by),
+        "backends": done.moved_by.iter().map(|b| json!({
+            "name": b.name,
+            "path": b.path.name(),
+            "ops": b.ops,
+            "bytes": b.bytes,
+        })).collect::<Vec<_>>(),
+        "chunk": chunk,
+        "platform": platform,
+        "verified": done.verify_seconds.is_some(),
+        "verify_seconds": done.verify_seconds,
+    })
+}
+
+/// The summary line.
+fn summary_line(plan: &Plan, done: &Done) -> String {
+    let verified = if done.verify_seconds.is_some() {
+        "verified byte for byte"
+    } else {
+        "not verified (--verify checks it)"
+    };
+    let (src, dst) = (shown(&plan.src), shown(&plan.dst));
+    if done.moved_by.is_empty() {
+        return format!("copied {src} to {dst}: 0 bytes (an empty file, no IO); {verified}");
+    }
+    let each: Vec<String> = done
+        .moved_by
+        .iter()
+        .map(|b| {
+            let requests = if b.ops == 1 { "request" } else { "requests" };
+            format!("{} {} {requests}", b.name, b.ops)
+        })
+        .collect();
+    format!(
+        "copied {src} to {dst}: {} bytes in {:.3} s, {:.2} GB/s, path {} ({}); {verified}",
+        plan.size,
+        done.seconds,
+        gbps(plan.size, done.seconds),
+        path_taken(&done.moved_by),
+        each.join(", "),
+    )
+}
+
+/// Run `hipfile cp`; `Ok(true)` when the copy is in place (and matched, with `--verify`).
+pub fn run(args: &CpArgs) -> Result<bool, String> {
+    let chunk = chunk_bytes(args.chunk)?;
+    let plan = Plan::new(&args.src, &args.dst, args.force)?;
+    let pick = pick_runtime(args.platform.as_deref(), args.verbose)?;
+    eprintln!("hipfile cp: {}", pick.how);
+    for line in &pick.passed_over {
+        eprintln!("  {line}");
+    }
+    let platform = pick.gpu.info().platform.to_string();
+    let done = copy(&plan, driver_options(pick.gpu, args), args, chunk)?;
+    if args.json {
+        println!("{}", summary_json(&plan, &done, chunk, &platform));
+    } else {
+        println!("{}", summary_line(&plan, &done));
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_stay_aligned_and_under_the_per_call_limit() {
+        assert_eq!(chunk_bytes(64 << 20), Ok(64 << 20));
+        assert_eq!(chunk_bytes(4097), Ok(4096));
+        assert_eq!(chunk_bytes(3 * 4096 + 5), Ok(3 * 4096));
+        assert_eq!(chunk_bytes(100), Ok(100));
+        assert_eq!(chunk_bytes(MAX_CALL_BYTES), Ok(MAX_CALL_BYTES));
+        let e = chunk_bytes(2 << 30).unwrap_err();
+        assert!(e.contains("too large"), "{e}");
+    }
+
+    #[test]
+    fn the_path_taken_names_each_kind_of_backend_that_moved_bytes() {
+        let counts = |name, path| BackendCounts {
+            name,
+            path,
+            ops: 1,
+            bytes: 4096,
+        };
+        assert_eq!(path_taken(&[]), "none");
+        assert_eq!(path_taken(&[counts("fastpath", IoPath::Direct)]), "direct");
+        assert_eq!(path_taken(&[counts("fallback", IoPath::Staged)]), "staged");
+        assert_eq!(
+            path_taken(&[
+                counts("fastpath", IoPath::Direct),
+                counts("fallback", IoPath::Staged)
+            ]),
+            "direct+staged"
+        );
+    }
+
+    #[test]
+    fn verify_names_the_first_byte_that_differs_and_a_short_copy() {
+        use hipfile_hip::sim::SimRuntime;
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("a");
+        let bytes: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        std::fs::write(&src, &bytes).unwrap();
+        let plan = Plan::new(&src, &dir.path().join("b"), false).unwrap();
+        let copy_path = dir.path().join("c");
+        std::fs::write(&copy_path, &bytes).unwrap();
+        let copy = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&copy_path)
+            .unwrap();
+        let gpu: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+        let driver = Driver::with_options(DriverOptions::with_runtime(gpu)).unwrap();
+        let src_handle = driver.register_file(&plan.src_file).unwrap();
+        let dst_handle = driver.register_file(&copy).unwrap();
+        let bar = ProgressBar::hidden();
+        let mut mover = Mover {
+            src: &src_handle,
+            dst: &dst_handle,
+            buf: driver.register_buffer(driver.alloc(8192).unwrap()).unwrap(),
+            bar: &bar,
+        };
+        mover.verify(&plan.src_file, 20_000, &plan).unwrap();
+
+        copy.write_all_at(&[!bytes[12_345]], 12_345).unwrap();
+        let e = mover.verify(&plan.src_file, 20_000, &plan).unwrap_err();
+        assert!(
+            e.contains("differs from") && e.ends_with("at byte 12345"),
+            "{e}"
+        );
+
+        copy.set_len(15_000).unwrap();
+        let e = mover.verify(&plan.src_file, 20_000, &plan).unwrap_err();
+        assert!(e.contains("the copy ends at byte 15000"), "{e}");
+    }
+
+    /// Copy `size` bytes from `a` to `b` in `dir` (over an old `b` when `old` is given, with
+    /// `--force`) on the sim's staged engine, through `io`; returns what the copy returned.
+    fn copy_through(
+        dir: &Path,
+        size: usize,
+        old: Option<&[u8]>,
+        io: hipfile_testkit::faults::ScriptedIo,
+    ) -> Result<Done, String> {
+        let src = dir.join("a");
+        let dst = dir.join("b");
+        std::fs::write(&src, vec![0x5a; size]).unwrap();
+        if let Some(old) = old {
+            std::fs::write(&dst, old).unwrap();
+        }
+        let args = CpArgs {
+            src: src.clone(),
+            dst: dst.clone(),
+            force: old.is_some(),
+            verify: true,
+            chunk: 64 << 10,
+            json: false,
+            platform: None,
+            backend: Some("fallback".into()),
+            verbose: false,
+        };
+        let plan = Plan::new(&src, &dst, args.force).unwrap();
+        let gpu: Arc<dyn GpuRuntime> = Arc::new(hipfile_hip::sim::SimRuntime::default());
+        let mut options = driver_options(gpu, &args);
+        options.io = Arc::new(io);
+        copy(&plan, options, &args, args.chunk)
+    }
+
+    #[test]
+    fn a_failed_write_or_read_leaves_no_destination_and_no_temporary_file() {
+        use hipfile_testkit::faults::ScriptedIo;
+        use rustix::io::Errno;
+        for (what, io) in [
+            (
+                "writing the copy",
+                ScriptedIo::new().fail_pwrites_from(5, Errno::NOSPC),
+            ),
+            ("reading", ScriptedIo::new().fail_preads_from(5, Errno::IO)),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let e = copy_through(dir.path(), 1 << 20, None, io).unwrap_err();
+            assert!(e.contains(what), "{e}");
+            let names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, ["a"], "{what}");
+        }
+        // Replacing a file: a failure leaves the old one as it was.
+        let dir = tempfile::tempdir().unwrap();
+        let io = ScriptedIo::new().fail_pwrites_from(3, Errno::NOSPC);
+        copy_through(dir.path(), 1 << 20, Some(b"old"), io).unwrap_err();
+        assert_eq!(std::fs::read(dir.path().join("b")).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        // The same copy with nothing failing is in place.
+        let dir = tempfile::tempdir().unwrap();
+        let done = copy_through(dir.path(), 1 << 20, Some(b"old"), ScriptedIo::new()).unwrap();
+        assert!(done.verify_seconds.is_some());
+        assert_eq!(path_taken(&done.moved_by), "staged");
+        assert_eq!(
+            std::fs::read(dir.path().join("b")).unwrap(),
+            vec![0x5a; 1 << 20]
+        );
+    }
+
+    #[test]
+    fn holes_are_left_out_of_the_ranges_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sparse");
+        let file = File::create(&path).unwrap();
+        let mib = 1u64 << 20;
+        file.set_len(8 * mib).unwrap();
+        file.write_all_at(b"head", 0).unwrap();
+        file.write_all_at(b"middle", 4 * mib + 10).unwrap();
+        file.sync_all().unwrap();
+        let regions = data_regions(&file, 8 * mib);
+        let covered: u64 = regions.iter().map(|(s, e)| e - s).sum();
+        // Every written byte is in a range, on 4 KiB boundaries.
+        for at in [0, 3, 4 * mib + 10, 4 * mib + 15] {
+            assert!(
+                regions.iter().any(|(s, e)| *s <= at && at < *e),
+                "{at}: {regions:?}"
+            );
+        }
+        assert!(regions.iter().all(|(s, _)| s % 4096 == 0), "{regions:?}");
+        // A filesystem that keeps holes reports them, and they are skipped; one that fills
+        // them has data everywhere.
+        if file.metadata().unwrap().blocks() * 512 < 8 * mib {
+            assert!(covered <= 2 * mib, "{regions:?}");
+        } else {
+            assert_eq!(covered, 8 * mib, "{regions:?}");
+        }
+        assert!(data_regions(&file, 0).is_empty());
+    }
+}
