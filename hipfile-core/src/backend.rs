@@ -176,6 +176,91 @@ pub enum Decline {
     Other(String),
 }
 
+/// A [`Decline`] without its details: what statistics count declines by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeclineReason {
+    /// [`Decline::CompatModeDisallowed`].
+    CompatModeDisallowed,
+    /// [`Decline::CompatModeForced`].
+    CompatModeForced,
+    /// [`Decline::NoP2pDriver`].
+    NoP2pDriver,
+    /// [`Decline::NoDirectIo`].
+    NoDirectIo,
+    /// [`Decline::NotDeviceMemory`].
+    NotDeviceMemory,
+    /// [`Decline::Misaligned`].
+    Misaligned,
+    /// [`Decline::UnsupportedFilesystem`].
+    UnsupportedFilesystem,
+    /// [`Decline::Append`].
+    Append,
+    /// [`Decline::FileSizeLimit`].
+    FileSizeLimit,
+    /// [`Decline::Other`].
+    Other,
+}
+
+impl DeclineReason {
+    /// Every reason.
+    pub const ALL: [DeclineReason; 10] = [
+        DeclineReason::CompatModeDisallowed,
+        DeclineReason::CompatModeForced,
+        DeclineReason::NoP2pDriver,
+        DeclineReason::NoDirectIo,
+        DeclineReason::NotDeviceMemory,
+        DeclineReason::Misaligned,
+        DeclineReason::UnsupportedFilesystem,
+        DeclineReason::Append,
+        DeclineReason::FileSizeLimit,
+        DeclineReason::Other,
+    ];
+
+    /// A short name for reports (`misaligned`, `compat_forced`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DeclineReason::CompatModeDisallowed => "compat_disallowed",
+            DeclineReason::CompatModeForced => "compat_forced",
+            DeclineReason::NoP2pDriver => "no_p2p_driver",
+            DeclineReason::NoDirectIo => "no_direct_io",
+            DeclineReason::NotDeviceMemory => "not_device_memory",
+            DeclineReason::Misaligned => "misaligned",
+            DeclineReason::UnsupportedFilesystem => "unsupported_filesystem",
+            DeclineReason::Append => "append",
+            DeclineReason::FileSizeLimit => "file_size_limit",
+            DeclineReason::Other => "other",
+        }
+    }
+
+    /// The reason named `name` ([`DeclineReason::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Position in [`DeclineReason::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl Decline {
+    /// The kind of decline.
+    pub fn reason(&self) -> DeclineReason {
+        match self {
+            Decline::CompatModeDisallowed => DeclineReason::CompatModeDisallowed,
+            Decline::CompatModeForced => DeclineReason::CompatModeForced,
+            Decline::NoP2pDriver => DeclineReason::NoP2pDriver,
+            Decline::NoDirectIo => DeclineReason::NoDirectIo,
+            Decline::NotDeviceMemory => DeclineReason::NotDeviceMemory,
+            Decline::Misaligned { .. } => DeclineReason::Misaligned,
+            Decline::UnsupportedFilesystem(_) => DeclineReason::UnsupportedFilesystem,
+            Decline::Append => DeclineReason::Append,
+            Decline::FileSizeLimit { .. } => DeclineReason::FileSizeLimit,
+            Decline::Other(_) => DeclineReason::Other,
+        }
+    }
+}
+
 impl fmt::Display for Decline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

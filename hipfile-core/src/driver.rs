@@ -18,14 +18,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use hipfile_hip::{DeviceRange, GpuRuntime, HipErrorCode, MemoryKind, Refusal};
 use rustix::io::Errno;
 
-use crate::backend::{BackendContext, IoOp, LiveSettings, OwnedRequest};
+use crate::backend::{BackendContext, IoOp, IoRequest, LiveSettings, OwnedRequest};
 use crate::batch::{self, BatchTable};
-use crate::config::{EnvConfig, Environment, Settings};
+use crate::config::{limits, EnvConfig, Environment, Settings};
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{FileInFlight, RegisteredFile};
 use crate::io::{FileIo, PosixIo};
-use crate::registry::{Registry, RegistryBuilder};
-use crate::stats::Stats;
+use crate::registry::{Dispatched, Registry, RegistryBuilder};
+use crate::stats::{ApiOp, Channel, Finished, Stats};
 use crate::stream::{StreamEngine, StreamTable};
 
 /// Largest transfer of one call, as Linux caps `read(2)`/`write(2)` (`MAX_RW_COUNT`).
@@ -196,6 +196,34 @@ impl Session {
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
+    /// Count a request that reached the backends (`outcome`) or failed before (`Err` with no
+    /// request: its memory and alignment unknown), started at `start_us` ([`Stats::now_us`]).
+    pub(crate) fn count_io(
+        &self,
+        op: IoOp,
+        channel: Channel,
+        req: Option<&IoRequest<'_>>,
+        start_us: u64,
+        outcome: &Result<Dispatched>,
+    ) {
+        if !self.stats.enabled() {
+            return;
+        }
+        const PAGE: u64 = 4096;
+        self.stats.record(Finished {
+            op,
+            channel,
+            device: req.map(IoRequest::device),
+            size: req.map_or(0, IoRequest::size),
+            unaligned: req.is_some_and(|r| {
+                (r.file_offset | r.size() as u64 | r.memory.ptr() as u64) % PAGE != 0
+            }),
+            start_us,
+            end_us: self.stats.now_us(),
+            outcome,
+        });
+    }
+
     /// The registered file behind `handle`.
     pub fn file(&self, handle: FileHandleId) -> Result<Arc<RegisteredFile>> {
         let files = self.files.read().unwrap_or_else(PoisonError::into_inner);
@@ -304,9 +332,17 @@ impl Driver {
             None => RegistryBuilder::from_inventory()?,
         };
         let registry = builder.build(&ctx, self.options.selection.as_deref())?;
+        let level = u64::from(self.options.env.stats_level.unwrap_or(0)).max(staged.stats_level);
+        let devices = runtime
+            .device_count()
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
         let stats = Stats::new(
-            self.options.env.stats_level.unwrap_or(false) || staged.stats_level > 0,
+            level.min(limits::MAX_STATS_LEVEL) as u8,
             &registry.paths(),
+            Arc::clone(registry.routes()),
+            devices,
         );
         Ok(Arc::new(Session {
             runtime,
@@ -437,6 +473,19 @@ impl Driver {
 
     /// `hipFileHandleRegister`: checks the descriptor, then opens the driver if needed.
     pub fn handle_register(&self, fd: RawFd) -> Result<FileHandleId> {
+        let result = self.handle_register_counted(fd);
+        self.count_api(ApiOp::HandleRegister, result.is_ok());
+        result
+    }
+
+    /// Count `op` with the open driver's counters (none when it is closed).
+    pub(crate) fn count_api(&self, op: ApiOp, ok: bool) {
+        if let Some(session) = self.session() {
+            session.stats.api(op, ok);
+        }
+    }
+
+    fn handle_register_counted(&self, fd: RawFd) -> Result<FileHandleId> {
         let file = RegisteredFile::open(fd)?;
         let mut state = self.lock();
         let session = self.open_with(&mut state, false)?;
@@ -458,6 +507,12 @@ impl Driver {
 
     /// `hipFileHandleDeregister`: forget a file; refused while IO on it is in flight.
     pub fn handle_deregister(&self, handle: FileHandleId) -> Result<()> {
+        let result = self.handle_deregister_counted(handle);
+        self.count_api(ApiOp::HandleDeregister, result.is_ok());
+        result
+    }
+
+    fn handle_deregister_counted(&self, handle: FileHandleId) -> Result<()> {
         let session = self
             .session()
             .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
@@ -493,6 +548,21 @@ impl Driver {
     /// `hipFileBufRegister`: opens the driver first (even if the checks then fail), then checks
     /// that `[ptr, ptr + len)` is device memory inside one allocation and not yet registered.
     pub fn buf_register(&self, ptr: usize, len: usize, flags: i32) -> Result<()> {
+        let mut device = None;
+        let result = self.buf_register_counted(ptr, len, flags, &mut device);
+        if let Some(session) = self.session() {
+            session.stats.buf_registered(device, len, result.is_ok());
+        }
+        result
+    }
+
+    fn buf_register_counted(
+        &self,
+        ptr: usize,
+        len: usize,
+        flags: i32,
+        device: &mut Option<i32>,
+    ) -> Result<()> {
         let session = {
             let mut state = self.lock();
             self.open_with(&mut state, false)?
@@ -521,6 +591,7 @@ impl Driver {
         if range.kind() != MemoryKind::Device {
             return Err(not_device_memory(ptr, range.kind()));
         }
+        *device = Some(range.device());
         let mut buffers = session
             .buffers
             .write()
@@ -554,6 +625,18 @@ impl Driver {
 
     /// `hipFileBufDeregister`.
     pub fn buf_deregister(&self, ptr: usize) -> Result<()> {
+        let mut freed = None;
+        let result = self.buf_deregister_counted(ptr, &mut freed);
+        if let Some(session) = self.session() {
+            let (device, len) = freed.unzip();
+            session
+                .stats
+                .buf_deregistered(device, len.unwrap_or(0), result.is_ok());
+        }
+        result
+    }
+
+    fn buf_deregister_counted(&self, ptr: usize, freed: &mut Option<(i32, usize)>) -> Result<()> {
         let session = self
             .session()
             .ok_or_else(|| Error::new(ErrorKind::DriverClosing, "the driver is not open"))?;
@@ -570,7 +653,8 @@ impl Driver {
                 ErrorKind::InternalError,
                 format!("{ptr:#x} has IO in flight"),
             )),
-            Some(_) => {
+            Some(b) => {
+                *freed = Some((b.device(), b.len()));
                 buffers.remove(&ptr);
                 Ok(())
             }
@@ -582,12 +666,23 @@ impl Driver {
         let session = self
             .session()
             .ok_or_else(|| Error::os(Errno::INVAL.raw_os_error(), "the driver is not open"))?;
-        let prepared = self.prepare(&session, &call)?;
+        let start = session.stats.now_us();
+        let prepared = match self.prepare(&session, &call) {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                session.count_io(call.op, Channel::Sync, None, start, &Err(e.clone()));
+                return Err(e);
+            }
+        };
         if let Some(answer) = prepared.answer {
+            if let Err(e) = &answer {
+                session.count_io(call.op, Channel::Sync, None, start, &Err(e.clone()));
+            }
             return answer;
         }
-        let outcome = session.registry.dispatch(&prepared.request.request());
-        session.stats.record(call.op, &outcome);
+        let request = prepared.request.request();
+        let outcome = session.registry.dispatch(&request);
+        session.count_io(call.op, Channel::Sync, Some(&request), start, &outcome);
         outcome.map(|d| d.bytes)
     }
 
@@ -818,7 +913,7 @@ mod tests {
         });
         let options = DriverOptions::from_environment(&environment);
         assert_eq!(options.selection.as_deref(), Some(" b ,a"));
-        assert_eq!(options.env.stats_level, Some(true));
+        assert_eq!(options.env.stats_level, Some(1));
         assert_eq!(options.settings.max_io_threads, 3);
         assert!(options.backends.is_none());
         let runtime = (options.runtime)().expect("the simulated platform opens");

@@ -6,6 +6,7 @@ use crate::backend::{
     Backend, BackendContext, BackendDescriptor, Completion, IoPath, IoRequest, Resources, Submit,
 };
 use crate::error::{Error, ErrorKind, Result};
+use crate::stats::RouteCounters;
 
 /// Collects backend descriptors; builds a [`Registry`].
 #[derive(Debug, Default, Clone)]
@@ -103,7 +104,10 @@ impl RegistryBuilder {
                 path: d.path,
             });
         }
-        Ok(Registry { backends })
+        Ok(Registry {
+            routes: Arc::new(RouteCounters::new(backends.len())),
+            backends,
+        })
     }
 }
 
@@ -111,6 +115,8 @@ impl RegistryBuilder {
 #[derive(Debug)]
 pub struct Registry {
     backends: Vec<Entry>,
+    /// Declines, failures and failovers per backend.
+    routes: Arc<RouteCounters>,
 }
 
 #[derive(Debug)]
@@ -132,6 +138,11 @@ impl Registry {
             .iter()
             .map(|e| (e.backend.name(), e.path))
             .collect()
+    }
+
+    /// The declines, failures and failovers counters (a [`crate::Stats`] turns them on).
+    pub fn routes(&self) -> &Arc<RouteCounters> {
+        &self.routes
     }
 
     /// What each backend holds, in offer order.
@@ -172,7 +183,10 @@ impl Registry {
                         reasons,
                     })
                 }
-                Err(decline) => reasons.push(format!("{}: {decline}", e.backend.name())),
+                Err(decline) => {
+                    self.routes.declined(index, &decline);
+                    reasons.push(format!("{}: {decline}", e.backend.name()));
+                }
             }
         }
         Err(Error::new(
@@ -264,13 +278,20 @@ impl Submitted {
                 path: registry.backends[index].path,
             })),
             Err(f) if f.bytes_moved == 0 && f.error.is_failover_eligible() => {
+                registry.routes.failed(index);
                 reasons.push(format!("{name}: failed over after {}", f.error));
                 match registry.submit_from(index + 1, req, how, reasons) {
-                    Ok(next) => Step::Again(next),
+                    Ok(next) => {
+                        registry.routes.failed_over(index, next.index);
+                        Step::Again(next)
+                    }
                     Err(e) => Step::Done(Err(e)),
                 }
             }
-            Err(f) => Step::Done(Err(f.error)),
+            Err(f) => {
+                registry.routes.failed(index);
+                Step::Done(Err(f.error))
+            }
         }
     }
 }
@@ -483,6 +504,7 @@ mod tests {
         };
         Registry {
             backends: vec![entry(a, IoPath::Direct), entry(b, IoPath::Staged)],
+            routes: Arc::new(RouteCounters::new(2)),
         }
     }
 
@@ -561,7 +583,12 @@ mod tests {
             b.submissions().is_empty(),
             "nothing fails over before it fails"
         );
+        let stats = crate::Stats::new(1, &registry.paths(), Arc::clone(registry.routes()), 1);
         let done = submitted.finish(&registry, &req).unwrap();
+        let counts = stats.snapshot();
+        assert_eq!(counts.backend("a").unwrap().failed_over_to("b"), 1);
+        assert_eq!(counts.backend("a").unwrap().errors, 1);
+        assert_eq!(counts.backend("b").unwrap().errors, 0);
         assert!(first.waited());
         assert_eq!(
             done,
@@ -589,8 +616,12 @@ mod tests {
             let a = Scripted::new("a", vec![flags.pending(failure(errno, moved))]);
             let b = Scripted::new("b", vec![Completion::ready(Ok(4096))]);
             let registry = registry(&a, &b);
+            let stats = crate::Stats::new(1, &registry.paths(), Arc::clone(registry.routes()), 1);
             let submitted = registry.submit(&req, Submit::Queue).unwrap();
             let e = submitted.finish(&registry, &req).unwrap_err();
+            let counts = stats.snapshot();
+            assert_eq!(counts.backend("a").unwrap().errors, 1);
+            assert!(counts.backend("a").unwrap().failovers.is_empty());
             assert_eq!(
                 e.errno(),
                 Some(errno.raw_os_error()),
