@@ -41,6 +41,7 @@ mod check;
 mod measure;
 mod report;
 mod scratch;
+mod stats;
 mod stream_phase;
 mod verify;
 
@@ -66,6 +67,9 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Tell whether this machine can do direct (P2P) IO, and why not; exit 0 only if it can.
     Check(check::CheckArgs),
+    /// Live statistics of a running process (`-p PID`), or of a program run under it
+    /// (`-- PROGRAM ARGS`): throughput per path, operations, errors, declines by reason.
+    Stats(stats::StatsArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Check(args) => check::run(&args),
+        Command::Stats(args) => stats::run(&args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

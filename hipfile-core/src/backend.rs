@@ -101,6 +101,12 @@ impl IoRequest<'_> {
         self.memory.device()
     }
 
+    /// The statistics level in force for the request: the higher of `HIPFILE_STATS_LEVEL` and
+    /// the `stats_level` setting, as the driver counts.
+    pub fn stats_level(&self) -> u64 {
+        u64::from(self.env.stats_level.unwrap_or(0)).max(self.settings.stats_level)
+    }
+
     /// The kind of memory, as the runtime reported it when the request was validated.
     pub fn memory_kind(&self) -> MemoryKind {
         self.memory.kind()
@@ -350,6 +356,17 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline>;
     /// Start `req`; see the trait's contract.
     fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Completion;
+    /// What the backend moves bytes through, for statistics: the fastpath names its P2P driver
+    /// (`amd-kfd`, `cufile`, `sim`). Default: nothing to name.
+    fn mechanism(&self) -> Option<&'static str> {
+        None
+    }
+    /// Counters of the backend's own, by name, for statistics (the fallback: bytes it moved
+    /// through the page cache and with O_DIRECT). Kept only for requests whose statistics level
+    /// ([`IoRequest::stats_level`]) is 1 or more. Default: none.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
     /// What the backend holds while the driver is open (default: nothing).
     fn resources(&self) -> Resources {
         Resources::default()

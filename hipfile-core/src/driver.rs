@@ -26,6 +26,7 @@ use crate::file::{FileInFlight, RegisteredFile};
 use crate::io::{FileIo, PosixIo};
 use crate::registry::{Dispatched, Registry, RegistryBuilder};
 use crate::stats::{ApiOp, Channel, Finished, Stats};
+use crate::stats_server::StatsServer;
 use crate::stream::{StreamEngine, StreamTable};
 
 /// Largest transfer of one call, as Linux caps `read(2)`/`write(2)` (`MAX_RW_COUNT`).
@@ -162,9 +163,30 @@ pub struct Session {
     stats: Stats,
     /// The stream engine, made by the first stream-ordered op.
     streams: Mutex<Option<Arc<StreamEngine>>>,
+    /// The statistics socket's listener ([`crate::stats_server`]), while statistics are on.
+    stats_server: Mutex<Option<StatsServer>>,
 }
 
 impl Session {
+    fn stats_server_slot(&self) -> MutexGuard<'_, Option<StatsServer>> {
+        self.stats_server
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stop serving the statistics socket (the driver closed).
+    fn stop_stats_server(&self) {
+        let server = self.stats_server_slot().take();
+        if let Some(server) = server {
+            server.stop();
+        }
+    }
+
+    /// Whether this session serves the statistics socket ([`crate::stats_server`]).
+    pub fn serves_stats(&self) -> bool {
+        self.stats_server_slot().is_some()
+    }
+
     /// The stream engine, made on first use.
     pub(crate) fn stream_engine(&self) -> Result<Arc<StreamEngine>> {
         let mut slot = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
@@ -195,6 +217,10 @@ impl Session {
     /// Counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+    /// The counters now, with each backend's mechanism and own counters.
+    pub fn stats_snapshot(&self) -> crate::StatsSnapshot {
+        self.stats.snapshot_with(&self.registry)
     }
     /// Count a request that reached the backends (`outcome`) or failed before (`Err` with no
     /// request: its memory and alignment unknown), started at `start_us` ([`Stats::now_us`]).
@@ -344,7 +370,8 @@ impl Driver {
             Arc::clone(registry.routes()),
             devices,
         );
-        Ok(Arc::new(Session {
+        let serve = stats.enabled();
+        let session = Arc::new(Session {
             runtime,
             registry,
             settings,
@@ -353,7 +380,12 @@ impl Driver {
             buffers: RwLock::new(HashMap::new()),
             stats,
             streams: Mutex::new(None),
-        }))
+            stats_server: Mutex::new(None),
+        });
+        if serve {
+            *session.stats_server_slot() = StatsServer::start(Arc::downgrade(&session));
+        }
+        Ok(session)
     }
 
     /// Open the session if closed (refcount 1); returns it either way. `bump` adds a reference
@@ -389,7 +421,7 @@ impl Driver {
     /// destroy every batch (cancelling what has not started, waiting for the rest).
     pub fn close(&self) -> Result<()> {
         let mut state = self.lock();
-        let batches = match &mut *state {
+        let (batches, session) = match &mut *state {
             State::Closed { .. } => {
                 return Err(Error::new(
                     ErrorKind::DriverNotInitialized,
@@ -397,18 +429,22 @@ impl Driver {
                 ))
             }
             State::Open {
-                refcount, staged, ..
+                refcount,
+                staged,
+                session,
             } => {
                 *refcount -= 1;
                 if *refcount > 0 {
                     return Ok(());
                 }
+                let session = Arc::clone(session);
                 let staged = std::mem::take(staged);
                 *state = State::Closed { staged };
-                self.batch_table().take_all()
+                (self.batch_table().take_all(), session)
             }
         };
         drop(state);
+        session.stop_stats_server();
         batch::shut_down(batches);
         Ok(())
     }

@@ -231,6 +231,7 @@ mod file;
 mod io;
 mod registry;
 mod stats;
+pub mod stats_server;
 pub mod stream;
 pub mod workers;
 

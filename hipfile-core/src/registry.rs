@@ -111,6 +111,10 @@ impl RegistryBuilder {
     }
 }
 
+/// What one backend reports of its own: its mechanism ([`Backend::mechanism`]) and its named
+/// counters ([`Backend::counters`]).
+pub type BackendOwnCounts = (Option<&'static str>, Vec<(&'static str, u64)>);
+
 /// The backends of an open driver, in the order requests are offered to them.
 #[derive(Debug)]
 pub struct Registry {
@@ -143,6 +147,15 @@ impl Registry {
     /// The declines, failures and failovers counters (a [`crate::Stats`] turns them on).
     pub fn routes(&self) -> &Arc<RouteCounters> {
         &self.routes
+    }
+
+    /// What each backend moves bytes through ([`Backend::mechanism`]) and its own counters
+    /// ([`Backend::counters`]), in offer order.
+    pub fn mechanisms(&self) -> Vec<BackendOwnCounts> {
+        self.backends
+            .iter()
+            .map(|e| (e.backend.mechanism(), e.backend.counters()))
+            .collect()
     }
 
     /// What each backend holds, in offer order.

@@ -229,6 +229,11 @@ pub struct BackendCounts {
     pub declines: Vec<(DeclineReason, u64)>,
     /// Requests it failed that a later backend took over, by that backend's name.
     pub failovers: Vec<(&'static str, u64)>,
+    /// What it moves bytes through ([`crate::Backend::mechanism`]: the fastpath's P2P driver).
+    pub mechanism: Option<&'static str>,
+    /// Its own counters ([`crate::Backend::counters`]: the fallback's page cache and O_DIRECT
+    /// bytes).
+    pub counters: Vec<(&'static str, u64)>,
 }
 
 impl BackendCounts {
@@ -274,7 +279,80 @@ pub struct StatsSnapshot {
     pub backends: Vec<BackendCounts>,
 }
 
+fn op_json(c: OpCount) -> serde_json::Value {
+    serde_json::json!({ "ok": c.ok, "err": c.err })
+}
+
+impl DirectionCounts {
+    /// As JSON (the fields by name; the histogram as `size_kb_hist`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ok": self.ok,
+            "err": self.err,
+            "bytes": self.bytes,
+            "unaligned": self.unaligned,
+            "direct": self.direct,
+            "staged": self.staged,
+            "latency_sum_us": self.latency_sum_us,
+            "window_us": self.window_us,
+            "size_kb_hist": self.size_kb_hist.to_vec(),
+        })
+    }
+}
+
 impl StatsSnapshot {
+    /// The document the statistics socket serves ([`crate::stats_server`]): `version`, the
+    /// process `pid`, and every counter by name.
+    pub fn to_json(&self, pid: u32) -> serde_json::Value {
+        let b = &self.batch;
+        let map = |pairs: Vec<(String, serde_json::Value)>| {
+            serde_json::Value::Object(pairs.into_iter().collect())
+        };
+        serde_json::json!({
+            "version": crate::stats_server::PROTOCOL_VERSION,
+            "pid": pid,
+            "level": self.level,
+            "uptime_us": self.uptime_us,
+            "read": self.read.to_json(),
+            "write": self.write.to_json(),
+            "batch_read": self.batch_read.to_json(),
+            "batch_write": self.batch_write.to_json(),
+            "batch": {
+                "enqueued": op_json(b.enqueued),
+                "staged_enqueued": b.staged_enqueued,
+                "processed": op_json(b.processed),
+                "staged_processed": op_json(b.staged_processed),
+                "direct_submits": b.direct_submits,
+                "staged_submits": b.staged_submits,
+                "mixed_submits": b.mixed_submits,
+                "submit_latency_sum_us": b.submit_latency_sum_us,
+                "completion_latency_sum_us": b.completion_latency_sum_us,
+                "last_read_bytes": b.last_read_bytes,
+                "last_write_bytes": b.last_write_bytes,
+            },
+            "api": map(self.api.iter().map(|(op, c)| (op.name().to_string(), op_json(*c))).collect()),
+            "gpus": self.gpus.iter().map(|g| serde_json::json!({
+                "device": g.device,
+                "read": g.read.to_json(),
+                "write": g.write.to_json(),
+                "buf_register": op_json(g.buf_register),
+                "buf_deregister": g.buf_deregister,
+                "registered_bytes": g.registered_bytes,
+            })).collect::<Vec<_>>(),
+            "backends": self.backends.iter().map(|k| serde_json::json!({
+                "name": k.name,
+                "path": k.path.name(),
+                "mechanism": k.mechanism,
+                "ops": k.ops,
+                "bytes": k.bytes,
+                "errors": k.errors,
+                "declines": map(k.declines.iter().map(|(r, n)| (r.name().to_string(), (*n).into())).collect()),
+                "failovers": map(k.failovers.iter().map(|(to, n)| (to.to_string(), (*n).into())).collect()),
+                "counters": map(k.counters.iter().map(|(name, n)| (name.to_string(), (*n).into())).collect()),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
     /// Requests completed by backends of `path`.
     pub fn ops_by(&self, path: IoPath) -> u64 {
         self.backends
@@ -749,7 +827,18 @@ impl Stats {
             .and_then(|d| self.gpus.get(d))
     }
 
-    /// The counters now.
+    /// The counters now, with what each backend of `registry` reports of its own
+    /// ([`crate::Registry::mechanisms`]).
+    pub fn snapshot_with(&self, registry: &crate::Registry) -> StatsSnapshot {
+        let mut snap = self.snapshot();
+        for (b, (mechanism, counters)) in snap.backends.iter_mut().zip(registry.mechanisms()) {
+            b.mechanism = mechanism;
+            b.counters = counters;
+        }
+        snap
+    }
+
+    /// The counters now (without the backends' own: [`Stats::snapshot_with`]).
     pub fn snapshot(&self) -> StatsSnapshot {
         let b = &self.batch;
         StatsSnapshot {
@@ -819,6 +908,8 @@ impl Stats {
                                 .filter(|(_, n)| *n > 0)
                                 .collect()
                         }),
+                        mechanism: None,
+                        counters: Vec::new(),
                     }
                 })
                 .collect(),

@@ -132,6 +132,7 @@ impl Fallback {
                 io: Arc::clone(&ctx.io),
                 pool,
                 stream_pool,
+                file_paths: Arc::default(),
             },
             workers,
         })
@@ -194,6 +195,10 @@ impl Backend for Fallback {
             }
             _ => Completion::ready(transfer.run(&self.workers)),
         }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.parts.file_paths.counters()
     }
 
     fn resources(&self) -> Resources {

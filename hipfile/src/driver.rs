@@ -211,7 +211,7 @@ impl Driver {
     /// failovers (counting from `HIPFILE_STATS_LEVEL=1`, or `hipFileParamProfileStats`; see
     /// [`hipfile_core::Stats`] for what each level adds).
     pub fn stats(&self) -> Option<StatsSnapshot> {
-        self.core().session().map(|s| s.stats().snapshot())
+        self.core().session().map(|s| s.stats_snapshot())
     }
 }
 

@@ -1,3 +1,4 @@
 //! The `hipfile` binary, run as a user runs it, on the simulated GPU.
 
 mod bench;
+mod stats;

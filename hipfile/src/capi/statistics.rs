@@ -295,6 +295,8 @@ mod tests {
                 errors: 0,
                 declines: Vec::new(),
                 failovers: Vec::new(),
+                mechanism: Some("sim"),
+                counters: Vec::new(),
             }],
         }
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hipfile::{ApiOp, DeclineReason, Driver, DriverOptions, IoPath};
-use hipfile_core::{EnvConfig, PosixIo, Settings};
+use hipfile_core::{DirectIoPolicy, EnvConfig, PosixIo, Settings};
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::GpuRuntime;
 use hipfile_testkit::conformance::pattern;
@@ -15,6 +15,10 @@ const KIB: usize = 1024;
 
 /// A driver on a fresh sim with both built-in backends, at statistics level `level`.
 fn driver(level: u8, env: EnvConfig) -> (Arc<SimRuntime>, Driver) {
+    driver_with(level, env, Settings::default())
+}
+
+fn driver_with(level: u8, env: EnvConfig, settings: Settings) -> (Arc<SimRuntime>, Driver) {
     let sim = Arc::new(SimRuntime::default());
     let gpu: Arc<dyn GpuRuntime> = sim.clone();
     let options = DriverOptions {
@@ -25,7 +29,7 @@ fn driver(level: u8, env: EnvConfig) -> (Arc<SimRuntime>, Driver) {
             stats_level: Some(level),
             ..env
         },
-        settings: Settings::default(),
+        settings,
         ..DriverOptions::with_runtime(gpu)
     };
     (
@@ -89,6 +93,12 @@ fn known_reads_give_exactly_their_counters_histogram_and_gpu_figures() {
     let fallback = s.backend("fallback").unwrap();
     assert_eq!((fallback.ops, fallback.bytes), (3, 3000));
     assert!(fallback.declines.is_empty());
+    assert_eq!(fastpath.mechanism, Some("sim"), "the sim's P2P driver");
+    assert_eq!(
+        fallback.counters,
+        [("page_cache_bytes", 3000), ("o_direct_bytes", 0)],
+        "unaligned pieces go through the page cache"
+    );
     assert_eq!(s.ops_by(IoPath::Direct), 7);
     assert_eq!(s.gpus.len(), 1);
     let gpu = &s.gpus[0];
@@ -174,4 +184,145 @@ fn level_zero_counts_nothing() {
     assert_eq!(s.read, Default::default());
     assert_eq!(s.declined(DeclineReason::Misaligned), 0);
     assert_eq!(s.api(ApiOp::HandleRegister).ok, 0);
+}
+
+#[test]
+fn the_staged_path_counts_page_cache_and_o_direct_bytes() {
+    let forced = EnvConfig {
+        force_compat_mode: Some(true),
+        ..EnvConfig::default()
+    };
+    for (policy, expected) in [
+        (
+            DirectIoPolicy::Never,
+            [("page_cache_bytes", 20480), ("o_direct_bytes", 0)],
+        ),
+        (
+            DirectIoPolicy::Always,
+            [("page_cache_bytes", 0), ("o_direct_bytes", 20480)],
+        ),
+    ] {
+        let settings = Settings {
+            direct_io: policy,
+            ..Settings::default()
+        };
+        let (_sim, driver) = driver_with(1, forced, settings);
+        let dir = scratch_dir();
+        let file = data_file(dir.path(), 64 * KIB);
+        let handle = driver.register_file(&file).unwrap();
+        let mut buf = driver.alloc(4 * KIB).unwrap();
+        for i in 0..5 {
+            handle.read(&mut buf, (i * 4 * KIB) as u64).unwrap();
+        }
+        let s = driver.stats().unwrap();
+        assert_eq!(
+            s.backend("fallback").unwrap().counters,
+            expected,
+            "{policy:?}"
+        );
+    }
+    // Statistics off: nothing counted.
+    let (_sim, driver) = driver_with(0, forced, Settings::default());
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut buf = driver.alloc(4 * KIB).unwrap();
+    handle.read(&mut buf, 0).unwrap();
+    let s = driver.stats().unwrap();
+    assert!(s
+        .backend("fallback")
+        .unwrap()
+        .counters
+        .iter()
+        .all(|(_, n)| *n == 0));
+}
+
+const SERVED: &str = "stats::the_socket_serves_a_running_drivers_counters_until_it_closes";
+
+/// In the child: a driver at level 3 on the sim, three 4 KiB reads and one unaligned read, then
+/// wait (for the parent to read the socket) until stdin closes; close the driver and check that
+/// the socket and its thread are gone.
+fn serve_known_counters() {
+    use std::io::Read;
+    let (_sim, driver) = driver(3, EnvConfig::default());
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut four = driver.alloc(4 * KIB).unwrap();
+    for i in 0..3 {
+        handle.read(&mut four, (i * 4 * KIB) as u64).unwrap();
+    }
+    let mut odd = driver.alloc(100).unwrap();
+    handle.read(&mut odd, 1).unwrap();
+    assert!(driver.core().session().unwrap().serves_stats());
+    println!("[stats-ready]");
+    let mut rest = Vec::new();
+    std::io::stdin().read_to_end(&mut rest).unwrap();
+    drop((handle, four, odd));
+    drop(driver);
+    let address = hipfile_core::stats_server::socket_address(std::process::id()).unwrap();
+    let gone = std::os::unix::net::UnixStream::connect_addr(&address).unwrap_err();
+    assert_eq!(gone.kind(), std::io::ErrorKind::ConnectionRefused);
+    let stats_threads = crate::harness::thread_ids()
+        .into_iter()
+        .filter(|&tid| crate::harness::thread_name(tid) == "hipfile-stats")
+        .count();
+    assert_eq!(
+        stats_threads, 0,
+        "the listener thread ended with the driver"
+    );
+}
+
+#[test]
+fn the_socket_serves_a_running_drivers_counters_until_it_closes() {
+    use std::io::{BufRead, BufReader, Read};
+    if crate::harness::as_child(SERVED, serve_known_counters) {
+        return;
+    }
+    let mut cmd = crate::harness::child_command(SERVED);
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("the child ended before it served: {seen}");
+        }
+        seen.push_str(&line);
+        if line.contains("[stats-ready]") {
+            break;
+        }
+    }
+    let address = hipfile_core::stats_server::socket_address(child.id()).unwrap();
+    let mut stream = std::os::unix::net::UnixStream::connect_addr(&address).unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["pid"], child.id());
+    assert_eq!(doc["level"], 3);
+    assert_eq!(doc["read"]["ok"], 4);
+    assert_eq!(doc["read"]["bytes"], 3 * 4096 + 100);
+    assert_eq!(doc["read"]["size_kb_hist"][2], 3);
+    let backends = doc["backends"].as_array().unwrap();
+    let fastpath = backends.iter().find(|b| b["name"] == "fastpath").unwrap();
+    assert_eq!(fastpath["ops"], 3);
+    assert_eq!(fastpath["mechanism"], "sim");
+    assert_eq!(fastpath["declines"]["misaligned"], 1);
+    assert_eq!(doc["gpus"][0]["read"]["ok"], 4);
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut stderr).unwrap();
+    }
+    assert!(
+        status.success() && rest.contains("[child-done]"),
+        "the child failed ({status}):\n{seen}{rest}\n--- stderr\n{stderr}"
+    );
 }
