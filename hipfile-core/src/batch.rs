@@ -158,12 +158,7 @@ impl Running {
             start_us,
             submission,
         } = self;
-        let staged = session
-            .registry()
-            .paths()
-            .get(submitted.backend_index())
-            .map(|p| p.1)
-            == Some(IoPath::Staged);
+        let staged = session.registry().path_of(submitted.backend_index()) == Some(IoPath::Staged);
         match submitted.poll(session.registry(), &prepared.request.request()) {
             Ok(result) => {
                 let request = prepared.request.request();
@@ -463,7 +458,6 @@ impl Driver {
         let stats = session.stats();
         let submission = stats.batch_submission();
         let start_us = stats.now_us();
-        let backend_paths = session.registry().paths();
         for (entry, mut prepared) in entries.iter().zip(prepared) {
             let seq = state.next;
             state.next += 1;
@@ -487,8 +481,7 @@ impl Driver {
                             submission,
                             prepared,
                             submitted: {
-                                let path =
-                                    backend_paths.get(submitted.backend_index()).map(|p| p.1);
+                                let path = session.registry().path_of(submitted.backend_index());
                                 stats.batch_enqueued(path);
                                 if let Some(paths) = paths.as_deref_mut() {
                                     match path {

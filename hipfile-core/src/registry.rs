@@ -158,6 +158,11 @@ impl Registry {
             .collect()
     }
 
+    /// The path of the backend at `index` ([`Dispatched::backend_index`]).
+    pub fn path_of(&self, index: usize) -> Option<IoPath> {
+        self.backends.get(index).map(|e| e.path)
+    }
+
     /// What each backend holds, in offer order.
     pub fn resources(&self) -> Vec<(&'static str, Resources)> {
         self.backends

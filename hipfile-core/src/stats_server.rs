@@ -82,7 +82,11 @@ impl StatsServer {
         self.stop.store(true, Ordering::SeqCst);
         // Shutting a listening socket down makes a blocked `accept` return at once (Linux).
         let _ = rustix::net::shutdown(self.listener.as_fd(), rustix::net::Shutdown::Both);
-        let _ = thread.join();
+        // The listener thread itself drops the session when its answer held the last
+        // reference (a driver dropped open while it answered): it ends on its own, unjoined.
+        if thread.thread().id() != std::thread::current().id() {
+            let _ = thread.join();
+        }
     }
 }
 
