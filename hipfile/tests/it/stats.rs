@@ -326,3 +326,22 @@ fn the_socket_serves_a_running_drivers_counters_until_it_closes() {
         "the child failed ({status}):\n{seen}{rest}\n--- stderr\n{stderr}"
     );
 }
+
+#[test]
+fn the_stats_level_setting_counts_as_the_environment_does() {
+    // `hipFileParamProfileStats` sets `stats_level`; the higher of it and the environment's wins.
+    let settings = Settings {
+        stats_level: 2,
+        ..Settings::default()
+    };
+    let (_sim, driver) = driver_with(0, EnvConfig::default(), settings);
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut buf = driver.alloc(4 * KIB).unwrap();
+    handle.read(&mut buf, 0).unwrap();
+    let s = driver.stats().unwrap();
+    assert_eq!(s.level, 2);
+    assert_eq!((s.read.ok, s.read.size_kb_hist[2]), (1, 1));
+    assert!(s.gpus.is_empty());
+}
