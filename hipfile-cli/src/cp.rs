@@ -387,7 +387,7 @@ fn progress_bar(size: u64) -> ProgressBar {
 fn driver_options(gpu: Arc<dyn GpuRuntime>, args: &CpArgs) -> DriverOptions {
     let mut options = DriverOptions::with_runtime(gpu);
     // The summary names the backends that moved the bytes, from the driver's counters.
-    options.env.stats_level = Some(true);
+    options.env.stats_level = Some(1);
     if let Some(list) = &args.backend {
         options.selection = Some(list.clone());
     }
@@ -599,6 +599,11 @@ mod tests {
             path,
             ops: 1,
             bytes: 4096,
+            errors: 0,
+            declines: Vec::new(),
+            failovers: Vec::new(),
+            mechanism: None,
+            counters: Vec::new(),
         };
         assert_eq!(path_taken(&[]), "none");
         assert_eq!(path_taken(&[counts("fastpath", IoPath::Direct)]), "direct");

@@ -54,6 +54,7 @@ mod platform;
 mod report;
 mod scratch;
 mod size;
+mod stats;
 mod stream_phase;
 mod verify;
 
@@ -85,6 +86,9 @@ enum Command {
     /// renamed to DST only then: a failure leaves no DST (or the old one, with --force). An
     /// existing DST is replaced only with --force; DST may be a directory to copy into.
     Cp(cp::CpArgs),
+    /// Live statistics of a running process (`-p PID`), or of a program run under it
+    /// (`-- PROGRAM ARGS`): throughput per path, operations, errors, declines by reason.
+    Stats(stats::StatsArgs),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Cp(args) => cp::run(&args),
+        Command::Stats(args) => stats::run(&args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -101,6 +101,12 @@ impl IoRequest<'_> {
         self.memory.device()
     }
 
+    /// The statistics level in force for the request: the higher of `HIPFILE_STATS_LEVEL` and
+    /// the `stats_level` setting, as the driver counts.
+    pub fn stats_level(&self) -> u64 {
+        u64::from(self.env.stats_level.unwrap_or(0)).max(self.settings.stats_level)
+    }
+
     /// The kind of memory, as the runtime reported it when the request was validated.
     pub fn memory_kind(&self) -> MemoryKind {
         self.memory.kind()
@@ -174,6 +180,91 @@ pub enum Decline {
     },
     /// Something else, explained.
     Other(String),
+}
+
+/// A [`Decline`] without its details: what statistics count declines by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeclineReason {
+    /// [`Decline::CompatModeDisallowed`].
+    CompatModeDisallowed,
+    /// [`Decline::CompatModeForced`].
+    CompatModeForced,
+    /// [`Decline::NoP2pDriver`].
+    NoP2pDriver,
+    /// [`Decline::NoDirectIo`].
+    NoDirectIo,
+    /// [`Decline::NotDeviceMemory`].
+    NotDeviceMemory,
+    /// [`Decline::Misaligned`].
+    Misaligned,
+    /// [`Decline::UnsupportedFilesystem`].
+    UnsupportedFilesystem,
+    /// [`Decline::Append`].
+    Append,
+    /// [`Decline::FileSizeLimit`].
+    FileSizeLimit,
+    /// [`Decline::Other`].
+    Other,
+}
+
+impl DeclineReason {
+    /// Every reason.
+    pub const ALL: [DeclineReason; 10] = [
+        DeclineReason::CompatModeDisallowed,
+        DeclineReason::CompatModeForced,
+        DeclineReason::NoP2pDriver,
+        DeclineReason::NoDirectIo,
+        DeclineReason::NotDeviceMemory,
+        DeclineReason::Misaligned,
+        DeclineReason::UnsupportedFilesystem,
+        DeclineReason::Append,
+        DeclineReason::FileSizeLimit,
+        DeclineReason::Other,
+    ];
+
+    /// A short name for reports (`misaligned`, `compat_forced`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DeclineReason::CompatModeDisallowed => "compat_disallowed",
+            DeclineReason::CompatModeForced => "compat_forced",
+            DeclineReason::NoP2pDriver => "no_p2p_driver",
+            DeclineReason::NoDirectIo => "no_direct_io",
+            DeclineReason::NotDeviceMemory => "not_device_memory",
+            DeclineReason::Misaligned => "misaligned",
+            DeclineReason::UnsupportedFilesystem => "unsupported_filesystem",
+            DeclineReason::Append => "append",
+            DeclineReason::FileSizeLimit => "file_size_limit",
+            DeclineReason::Other => "other",
+        }
+    }
+
+    /// The reason named `name` ([`DeclineReason::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Position in [`DeclineReason::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl Decline {
+    /// The kind of decline.
+    pub fn reason(&self) -> DeclineReason {
+        match self {
+            Decline::CompatModeDisallowed => DeclineReason::CompatModeDisallowed,
+            Decline::CompatModeForced => DeclineReason::CompatModeForced,
+            Decline::NoP2pDriver => DeclineReason::NoP2pDriver,
+            Decline::NoDirectIo => DeclineReason::NoDirectIo,
+            Decline::NotDeviceMemory => DeclineReason::NotDeviceMemory,
+            Decline::Misaligned { .. } => DeclineReason::Misaligned,
+            Decline::UnsupportedFilesystem(_) => DeclineReason::UnsupportedFilesystem,
+            Decline::Append => DeclineReason::Append,
+            Decline::FileSizeLimit { .. } => DeclineReason::FileSizeLimit,
+            Decline::Other(_) => DeclineReason::Other,
+        }
+    }
 }
 
 impl fmt::Display for Decline {
@@ -265,6 +356,17 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline>;
     /// Start `req`; see the trait's contract.
     fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Completion;
+    /// What the backend moves bytes through, for statistics: the fastpath names its P2P driver
+    /// (`amd-kfd`, `cufile`, `sim`). Default: nothing to name.
+    fn mechanism(&self) -> Option<&'static str> {
+        None
+    }
+    /// Counters of the backend's own, by name, for statistics (the fallback: bytes it moved
+    /// through the page cache and with O_DIRECT). Kept only for requests whose statistics level
+    /// ([`IoRequest::stats_level`]) is 1 or more. Default: none.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
     /// What the backend holds while the driver is open (default: nothing).
     fn resources(&self) -> Resources {
         Resources::default()

@@ -29,6 +29,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::backend::IoPath;
+use crate::stats::{ApiOp, Channel};
+
 use rustix::io::Errno;
 
 use crate::backend::{Doorbell, Submit};
@@ -110,6 +113,10 @@ struct Running {
     cookie: usize,
     /// When the entry times out (`None`: never).
     deadline: Option<Instant>,
+    /// When it was submitted ([`crate::Stats::now_us`]).
+    start_us: u64,
+    /// The submission it came in ([`crate::Stats::batch_submission`]).
+    submission: u64,
 }
 
 /// How long a waiter sleeps at most between looks at every entry: a backend that does not ring
@@ -151,10 +158,20 @@ impl Running {
             session,
             cookie,
             deadline,
+            start_us,
+            submission,
         } = self;
+        let staged = session.registry().path_of(submitted.backend_index()) == Some(IoPath::Staged);
         match submitted.poll(session.registry(), &prepared.request.request()) {
             Ok(result) => {
-                session.stats().record(prepared.request.op, &result);
+                let request = prepared.request.request();
+                let op = request.op;
+                session.count_io(op, Channel::Batch, Some(&request), start_us, &result);
+                match &result {
+                    Ok(d) => session.stats().batch_entry_bytes(submission, op, d.bytes),
+                    Err(_) if staged => session.stats().batch_staged_failed(),
+                    Err(_) => {}
+                }
                 Polled::Finished(result.map(|d| d.bytes))
             }
             Err(submitted) => Polled::Running(Running {
@@ -163,6 +180,8 @@ impl Running {
                 session,
                 cookie,
                 deadline,
+                start_us,
+                submission,
             }),
         }
     }
@@ -373,6 +392,12 @@ impl Driver {
     /// `hipFileBatchIOSetUp`: a batch for up to `capacity` entries (at most the settings'
     /// `max_batch_io_size`). Needs no open driver and changes no use count.
     pub fn batch_setup(&self, capacity: usize) -> Result<BatchId> {
+        let result = self.batch_setup_counted(capacity);
+        self.count_api(ApiOp::BatchSetup, result.is_ok());
+        result
+    }
+
+    fn batch_setup_counted(&self, capacity: usize) -> Result<BatchId> {
         let limit = usize::try_from(self.settings().max_batch_io_size).unwrap_or(usize::MAX);
         if capacity == 0 || capacity > limit {
             return Err(Error::new(
@@ -392,6 +417,26 @@ impl Driver {
     /// not fit in what the batch has room for is `BatchFull`; an invalid entry is
     /// `InvalidValue` (an unregistered file handle `HandleNotRegistered`) and nothing is queued.
     pub fn batch_submit(&self, id: BatchId, entries: &[BatchEntry]) -> Result<()> {
+        let Some(session) = self.session() else {
+            return self.batch_submit_counted(id, entries, None);
+        };
+        let stats = session.stats();
+        let start = stats.now_us();
+        let mut paths = (0, 0);
+        let result = self.batch_submit_counted(id, entries, Some(&mut paths));
+        let end = stats.now_us();
+        stats.batch_submitted(result.is_ok(), end.saturating_sub(start), paths.0, paths.1);
+        result
+    }
+
+    /// [`Driver::batch_submit`], counting in `paths` the entries handed to direct and staged
+    /// backends.
+    fn batch_submit_counted(
+        &self,
+        id: BatchId,
+        entries: &[BatchEntry],
+        mut paths: Option<&mut (usize, usize)>,
+    ) -> Result<()> {
         let batch = self.batch(id)?;
         let session = self
             .session()
@@ -414,6 +459,9 @@ impl Driver {
             .collect::<Result<Vec<_>>>()?;
         let timeout = Duration::from_millis(session.settings().batch_io_timeout_ms);
         let now = Instant::now();
+        let stats = session.stats();
+        let submission = stats.batch_submission();
+        let start_us = stats.now_us();
         for (entry, mut prepared) in entries.iter().zip(prepared) {
             let seq = state.next;
             state.next += 1;
@@ -428,13 +476,26 @@ impl Driver {
                         // Polled at once: a request that finished inside `submit` is recorded
                         // now, and one that failed there fails over now.
                         Ok(submitted) => match (Running {
-                            submitted,
-                            prepared,
                             session: Arc::clone(&session),
                             cookie: entry.cookie,
                             deadline: (!timeout.is_zero())
                                 .then(|| now.checked_add(timeout))
                                 .flatten(),
+                            start_us,
+                            submission,
+                            prepared,
+                            submitted: {
+                                let path = session.registry().path_of(submitted.backend_index());
+                                stats.batch_enqueued(path);
+                                if let Some(paths) = paths.as_deref_mut() {
+                                    match path {
+                                        Some(IoPath::Direct) => paths.0 += 1,
+                                        Some(IoPath::Staged) => paths.1 += 1,
+                                        None => {}
+                                    }
+                                }
+                                submitted
+                            },
                         })
                         .poll()
                         {
@@ -446,7 +507,16 @@ impl Driver {
                             }
                         },
                         Err(e) => {
-                            session.stats().record(prepared.request.op, &Err(e.clone()));
+                            stats.batch_enqueued(None);
+                            let request = prepared.request.request();
+                            let failed = Err(e.clone());
+                            session.count_io(
+                                request.op,
+                                Channel::Batch,
+                                Some(&request),
+                                start_us,
+                                &failed,
+                            );
                             Err(e)
                         }
                     }
@@ -489,6 +559,18 @@ impl Driver {
         max: usize,
         timeout: Option<Duration>,
     ) -> Result<Vec<BatchEvent>> {
+        let result = self.batch_status_counted(id, min, max, timeout);
+        self.count_api(ApiOp::BatchStatus, result.is_ok());
+        result
+    }
+
+    fn batch_status_counted(
+        &self,
+        id: BatchId,
+        min: usize,
+        max: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<BatchEvent>> {
         if max == 0 || min > max {
             return Err(invalid(
                 "the event count must be at least 1 and at least min_nr",
@@ -504,19 +586,19 @@ impl Driver {
     /// `hipFileBatchIOCancel`: withdraw the entries no thread has started (they report
     /// canceled) and wait until no entry of the batch runs.
     pub fn batch_cancel(&self, id: BatchId) -> Result<()> {
-        self.batch(id)?.cancel();
-        Ok(())
+        let result = self.batch(id).map(|batch| batch.cancel());
+        self.count_api(ApiOp::BatchCancel, result.is_ok());
+        result
     }
 
     /// `hipFileBatchIODestroy`: cancel, wait, forget. An unknown batch is `InvalidValue` (the
     /// C function ignores it).
     pub fn batch_destroy(&self, id: BatchId) -> Result<()> {
-        let batch = self
-            .batch_table()
-            .by_id
-            .remove(&id.0)
-            .ok_or_else(|| invalid("the batch handle is not set up"))?;
-        batch.cancel();
+        let batch = self.batch_table().by_id.remove(&id.0);
+        self.count_api(ApiOp::BatchDestroy, batch.is_some());
+        batch
+            .ok_or_else(|| invalid("the batch handle is not set up"))?
+            .cancel();
         Ok(())
     }
 

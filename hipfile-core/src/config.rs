@@ -69,8 +69,22 @@ pub struct EnvConfig {
     pub force_compat_mode: Option<bool>,
     /// `HIPFILE_UNSUPPORTED_FILE_SYSTEMS`.
     pub unsupported_file_systems: Option<bool>,
-    /// `HIPFILE_STATS_LEVEL` (`true` turns the statistics counters on).
-    pub stats_level: Option<bool>,
+    /// `HIPFILE_STATS_LEVEL`: the statistics level, 0 (off) to 3 ([`parse_stats_level`]).
+    pub stats_level: Option<u8>,
+}
+
+/// Parse `HIPFILE_STATS_LEVEL`: a level `0` to `3` as upstream's `profile.cufile_stats` (a
+/// higher number is level 3, every counter), or the older switch form, `true` (level 1) and
+/// `false` (0) in any case. Anything else is unset.
+pub fn parse_stats_level(value: &str) -> Option<u8> {
+    match parse_switch(value) {
+        Some(on) => Some(u8::from(on)),
+        None => value
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(|n| n.min(limits::MAX_STATS_LEVEL) as u8),
+    }
 }
 
 /// Parse a switch: `true`/`false` in any case; anything else is unset.
@@ -92,7 +106,9 @@ impl EnvConfig {
             allow_compat_mode: switch("HIPFILE_ALLOW_COMPAT_MODE"),
             force_compat_mode: switch("HIPFILE_FORCE_COMPAT_MODE"),
             unsupported_file_systems: switch("HIPFILE_UNSUPPORTED_FILE_SYSTEMS"),
-            stats_level: switch("HIPFILE_STATS_LEVEL"),
+            stats_level: lookup("HIPFILE_STATS_LEVEL")
+                .as_deref()
+                .and_then(parse_stats_level),
         }
     }
 
@@ -544,7 +560,7 @@ mod tests {
         assert_eq!(e.backends.as_deref(), Some("fallback,fastpath"));
         assert_eq!(e.switches, EnvConfig::from_lookup(lookup(&pairs)));
         assert_eq!(e.switches.force_compat_mode, Some(true));
-        assert_eq!(e.switches.stats_level, Some(false));
+        assert_eq!(e.switches.stats_level, Some(0));
         assert_eq!(e.settings, Settings::from_lookup(lookup(&pairs)));
         assert_eq!(e.settings.per_buffer_cache_size_kb, 1024);
         assert_eq!(e.settings.event_wait, EventWait::Runtime);
@@ -571,7 +587,20 @@ mod tests {
             ("HIPFILE_STATS_LEVEL", "tRuE"),
         ]);
         assert_eq!(e.allow_compat_mode, None);
-        assert_eq!(e.stats_level, Some(true));
+        assert_eq!(e.stats_level, Some(1));
+    }
+
+    #[test]
+    fn the_stats_level_is_a_number_up_to_3_or_a_switch() {
+        assert_eq!(parse_stats_level("0"), Some(0));
+        assert_eq!(parse_stats_level("2"), Some(2));
+        assert_eq!(parse_stats_level(" 3 "), Some(3));
+        assert_eq!(parse_stats_level("9"), Some(3));
+        assert_eq!(parse_stats_level("TRUE"), Some(1));
+        assert_eq!(parse_stats_level("false"), Some(0));
+        assert_eq!(parse_stats_level("-1"), None);
+        assert_eq!(parse_stats_level("lots"), None);
+        assert_eq!(env(&[("HIPFILE_STATS_LEVEL", "2")]).stats_level, Some(2));
     }
 
     #[test]

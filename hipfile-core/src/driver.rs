@@ -18,14 +18,15 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use hipfile_hip::{DeviceRange, GpuRuntime, HipErrorCode, MemoryKind, Refusal};
 use rustix::io::Errno;
 
-use crate::backend::{BackendContext, IoOp, LiveSettings, OwnedRequest};
+use crate::backend::{BackendContext, IoOp, IoRequest, LiveSettings, OwnedRequest};
 use crate::batch::{self, BatchTable};
-use crate::config::{EnvConfig, Environment, Settings};
+use crate::config::{limits, EnvConfig, Environment, Settings};
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{FileInFlight, RegisteredFile};
 use crate::io::{FileIo, PosixIo};
-use crate::registry::{Registry, RegistryBuilder};
-use crate::stats::Stats;
+use crate::registry::{Dispatched, Registry, RegistryBuilder};
+use crate::stats::{ApiOp, Channel, Finished, Stats};
+use crate::stats_server::StatsServer;
 use crate::stream::{StreamEngine, StreamTable};
 
 /// Largest transfer of one call, as Linux caps `read(2)`/`write(2)` (`MAX_RW_COUNT`).
@@ -162,9 +163,30 @@ pub struct Session {
     stats: Stats,
     /// The stream engine, made by the first stream-ordered op.
     streams: Mutex<Option<Arc<StreamEngine>>>,
+    /// The statistics socket's listener ([`crate::stats_server`]), while statistics are on.
+    stats_server: Mutex<Option<StatsServer>>,
 }
 
 impl Session {
+    fn stats_server_slot(&self) -> MutexGuard<'_, Option<StatsServer>> {
+        self.stats_server
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stop serving the statistics socket (the driver closed).
+    fn stop_stats_server(&self) {
+        let server = self.stats_server_slot().take();
+        if let Some(server) = server {
+            server.stop();
+        }
+    }
+
+    /// Whether this session serves the statistics socket ([`crate::stats_server`]).
+    pub fn serves_stats(&self) -> bool {
+        self.stats_server_slot().is_some()
+    }
+
     /// The stream engine, made on first use.
     pub(crate) fn stream_engine(&self) -> Result<Arc<StreamEngine>> {
         let mut slot = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
@@ -196,6 +218,38 @@ impl Session {
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
+    /// The counters now, with each backend's mechanism and own counters.
+    pub fn stats_snapshot(&self) -> crate::StatsSnapshot {
+        self.stats.snapshot_with(&self.registry)
+    }
+    /// Count a request that reached the backends (`outcome`) or failed before (`Err` with no
+    /// request: its memory and alignment unknown), started at `start_us` ([`Stats::now_us`]).
+    pub(crate) fn count_io(
+        &self,
+        op: IoOp,
+        channel: Channel,
+        req: Option<&IoRequest<'_>>,
+        start_us: u64,
+        outcome: &Result<Dispatched>,
+    ) {
+        if !self.stats.enabled() {
+            return;
+        }
+        const PAGE: u64 = 4096;
+        self.stats.record(Finished {
+            op,
+            channel,
+            device: req.map(IoRequest::device),
+            size: req.map_or(0, IoRequest::size),
+            unaligned: req.is_some_and(|r| {
+                (r.file_offset | r.size() as u64 | r.memory.ptr() as u64) % PAGE != 0
+            }),
+            start_us,
+            end_us: self.stats.now_us(),
+            outcome,
+        });
+    }
+
     /// The registered file behind `handle`.
     pub fn file(&self, handle: FileHandleId) -> Result<Arc<RegisteredFile>> {
         let files = self.files.read().unwrap_or_else(PoisonError::into_inner);
@@ -304,11 +358,20 @@ impl Driver {
             None => RegistryBuilder::from_inventory()?,
         };
         let registry = builder.build(&ctx, self.options.selection.as_deref())?;
+        let level = u64::from(self.options.env.stats_level.unwrap_or(0)).max(staged.stats_level);
+        let devices = runtime
+            .device_count()
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0);
         let stats = Stats::new(
-            self.options.env.stats_level.unwrap_or(false) || staged.stats_level > 0,
+            level.min(limits::MAX_STATS_LEVEL) as u8,
             &registry.paths(),
+            Arc::clone(registry.routes()),
+            devices,
         );
-        Ok(Arc::new(Session {
+        let serve = stats.enabled();
+        let session = Arc::new(Session {
             runtime,
             registry,
             settings,
@@ -317,7 +380,12 @@ impl Driver {
             buffers: RwLock::new(HashMap::new()),
             stats,
             streams: Mutex::new(None),
-        }))
+            stats_server: Mutex::new(None),
+        });
+        if serve {
+            *session.stats_server_slot() = StatsServer::start(Arc::downgrade(&session));
+        }
+        Ok(session)
     }
 
     /// Open the session if closed (refcount 1); returns it either way. `bump` adds a reference
@@ -357,7 +425,7 @@ impl Driver {
     /// destroy every batch (cancelling what has not started, waiting for the rest).
     pub fn close(&self) -> Result<()> {
         let mut state = self.lock();
-        let batches = match &mut *state {
+        let (batches, session) = match &mut *state {
             State::Closed { .. } => {
                 return Err(Error::new(
                     ErrorKind::DriverNotInitialized,
@@ -365,7 +433,9 @@ impl Driver {
                 ))
             }
             State::Open {
-                refcount, staged, ..
+                refcount,
+                staged,
+                session,
             } => {
                 *refcount -= 1;
                 if *refcount > 0 {
@@ -373,12 +443,14 @@ impl Driver {
                     return Ok(());
                 }
                 log::info!("driver closed");
+                let session = Arc::clone(session);
                 let staged = std::mem::take(staged);
                 *state = State::Closed { staged };
-                self.batch_table().take_all()
+                (self.batch_table().take_all(), session)
             }
         };
         drop(state);
+        session.stop_stats_server();
         batch::shut_down(batches);
         Ok(())
     }
@@ -443,12 +515,21 @@ impl Driver {
 
     /// `hipFileHandleRegister`: checks the descriptor, then opens the driver if needed.
     pub fn handle_register(&self, fd: RawFd) -> Result<FileHandleId> {
-        self.register_handle(fd).inspect_err(|e| {
+        let result = self.handle_register_counted(fd);
+        self.count_api(ApiOp::HandleRegister, result.is_ok());
+        result.inspect_err(|e| {
             log::warn!("registering descriptor {fd} failed: {e}");
         })
     }
 
-    fn register_handle(&self, fd: RawFd) -> Result<FileHandleId> {
+    /// Count `op` with the open driver's counters (none when it is closed).
+    pub(crate) fn count_api(&self, op: ApiOp, ok: bool) {
+        if let Some(session) = self.session() {
+            session.stats.api(op, ok);
+        }
+    }
+
+    fn handle_register_counted(&self, fd: RawFd) -> Result<FileHandleId> {
         let file = RegisteredFile::open(fd)?;
         let mut state = self.lock();
         let session = self.open_with(&mut state, false)?;
@@ -470,6 +551,12 @@ impl Driver {
 
     /// `hipFileHandleDeregister`: forget a file; refused while IO on it is in flight.
     pub fn handle_deregister(&self, handle: FileHandleId) -> Result<()> {
+        let result = self.handle_deregister_counted(handle);
+        self.count_api(ApiOp::HandleDeregister, result.is_ok());
+        result
+    }
+
+    fn handle_deregister_counted(&self, handle: FileHandleId) -> Result<()> {
         let session = self
             .session()
             .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
@@ -505,12 +592,23 @@ impl Driver {
     /// `hipFileBufRegister`: opens the driver first (even if the checks then fail), then checks
     /// that `[ptr, ptr + len)` is device memory inside one allocation and not yet registered.
     pub fn buf_register(&self, ptr: usize, len: usize, flags: i32) -> Result<()> {
-        self.register_buffer(ptr, len, flags).inspect_err(|e| {
+        let mut device = None;
+        let result = self.buf_register_counted(ptr, len, flags, &mut device);
+        if let Some(session) = self.session() {
+            session.stats.buf_registered(device, len, result.is_ok());
+        }
+        result.inspect_err(|e| {
             log::warn!("registering buffer {ptr:#x} of {len} bytes failed: {e}");
         })
     }
 
-    fn register_buffer(&self, ptr: usize, len: usize, flags: i32) -> Result<()> {
+    fn buf_register_counted(
+        &self,
+        ptr: usize,
+        len: usize,
+        flags: i32,
+        device: &mut Option<i32>,
+    ) -> Result<()> {
         let session = {
             let mut state = self.lock();
             self.open_with(&mut state, false)?
@@ -539,6 +637,7 @@ impl Driver {
         if range.kind() != MemoryKind::Device {
             return Err(not_device_memory(ptr, range.kind()));
         }
+        *device = Some(range.device());
         let mut buffers = session
             .buffers
             .write()
@@ -572,6 +671,18 @@ impl Driver {
 
     /// `hipFileBufDeregister`.
     pub fn buf_deregister(&self, ptr: usize) -> Result<()> {
+        let mut freed = None;
+        let result = self.buf_deregister_counted(ptr, &mut freed);
+        if let Some(session) = self.session() {
+            let (device, len) = freed.unzip();
+            session
+                .stats
+                .buf_deregistered(device, len.unwrap_or(0), result.is_ok());
+        }
+        result
+    }
+
+    fn buf_deregister_counted(&self, ptr: usize, freed: &mut Option<(i32, usize)>) -> Result<()> {
         let session = self
             .session()
             .ok_or_else(|| Error::new(ErrorKind::DriverClosing, "the driver is not open"))?;
@@ -588,7 +699,8 @@ impl Driver {
                 ErrorKind::InternalError,
                 format!("{ptr:#x} has IO in flight"),
             )),
-            Some(_) => {
+            Some(b) => {
+                *freed = Some((b.device(), b.len()));
                 buffers.remove(&ptr);
                 Ok(())
             }
@@ -611,12 +723,23 @@ impl Driver {
         let session = self
             .session()
             .ok_or_else(|| Error::os(Errno::INVAL.raw_os_error(), "the driver is not open"))?;
-        let prepared = self.prepare(&session, call)?;
+        let start = session.stats.now_us();
+        let prepared = match self.prepare(&session, call) {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                session.count_io(call.op, Channel::Sync, None, start, &Err(e.clone()));
+                return Err(e);
+            }
+        };
         if let Some(answer) = prepared.answer {
+            if let Err(e) = &answer {
+                session.count_io(call.op, Channel::Sync, None, start, &Err(e.clone()));
+            }
             return answer;
         }
-        let outcome = session.registry.dispatch(&prepared.request.request());
-        session.stats.record(call.op, &outcome);
+        let request = prepared.request.request();
+        let outcome = session.registry.dispatch(&request);
+        session.count_io(call.op, Channel::Sync, Some(&request), start, &outcome);
         outcome.map(|d| d.bytes)
     }
 
@@ -897,7 +1020,7 @@ mod tests {
         });
         let options = DriverOptions::from_environment(&environment);
         assert_eq!(options.selection.as_deref(), Some(" b ,a"));
-        assert_eq!(options.env.stats_level, Some(true));
+        assert_eq!(options.env.stats_level, Some(1));
         assert_eq!(options.settings.max_io_threads, 3);
         assert!(options.backends.is_none());
         let runtime = (options.runtime)().expect("the simulated platform opens");

@@ -235,17 +235,19 @@ mod io;
 pub mod logging;
 mod registry;
 mod stats;
+pub mod stats_server;
 pub mod stream;
 pub mod workers;
 
 pub use backend::{
-    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, Doorbell, IoFailure,
-    IoOp, IoOutcome, IoPath, IoRequest, LiveSettings, OwnedRequest, PendingIo, Resources, Submit,
+    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, DeclineReason,
+    Doorbell, IoFailure, IoOp, IoOutcome, IoPath, IoRequest, LiveSettings, OwnedRequest, PendingIo,
+    Resources, Submit,
 };
 pub use batch::{BatchEntry, BatchEvent, BatchId, BatchStatus};
 pub use config::{
-    limits, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Environment, EventWait, Settings,
-    BACKENDS_ENV, DEFAULT_MAX_IO_WORKERS,
+    limits, parse_stats_level, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Environment,
+    EventWait, Settings, BACKENDS_ENV, DEFAULT_MAX_IO_WORKERS,
 };
 pub use driver::{
     Driver, DriverOptions, FileHandleId, IoCall, RegisteredBuffer, RuntimeSource, Session,
@@ -259,7 +261,10 @@ pub use file::{
 pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, PageCount, PosixIo};
 pub use logging::LogLevel;
 pub use registry::{Dispatched, Registry, RegistryBuilder, Submitted};
-pub use stats::{BackendCounts, Stats, StatsSnapshot};
+pub use stats::{
+    per_sec, size_bucket, ApiOp, BackendCounts, BatchCounts, Channel, DirectionCounts, Finished,
+    GpuCounts, OpCount, RouteCounters, Stats, StatsSnapshot, SIZE_BUCKETS,
+};
 pub use stream::{AsyncCall, AsyncSlots};
 
 /// Re-exported so backend crates submit descriptors with the same `inventory` version.

@@ -6,6 +6,7 @@ use crate::backend::{
     Backend, BackendContext, BackendDescriptor, Completion, IoPath, IoRequest, Resources, Submit,
 };
 use crate::error::{Error, ErrorKind, Result};
+use crate::stats::RouteCounters;
 
 /// Collects backend descriptors; builds a [`Registry`].
 #[derive(Debug, Default, Clone)]
@@ -104,14 +105,23 @@ impl RegistryBuilder {
                 path: d.path,
             });
         }
-        Ok(Registry { backends })
+        Ok(Registry {
+            routes: Arc::new(RouteCounters::new(backends.len())),
+            backends,
+        })
     }
 }
+
+/// What one backend reports of its own: its mechanism ([`Backend::mechanism`]) and its named
+/// counters ([`Backend::counters`]).
+pub type BackendOwnCounts = (Option<&'static str>, Vec<(&'static str, u64)>);
 
 /// The backends of an open driver, in the order requests are offered to them.
 #[derive(Debug)]
 pub struct Registry {
     backends: Vec<Entry>,
+    /// Declines, failures and failovers per backend.
+    routes: Arc<RouteCounters>,
 }
 
 #[derive(Debug)]
@@ -133,6 +143,25 @@ impl Registry {
             .iter()
             .map(|e| (e.backend.name(), e.path))
             .collect()
+    }
+
+    /// The declines, failures and failovers counters (a [`crate::Stats`] turns them on).
+    pub fn routes(&self) -> &Arc<RouteCounters> {
+        &self.routes
+    }
+
+    /// What each backend moves bytes through ([`Backend::mechanism`]) and its own counters
+    /// ([`Backend::counters`]), in offer order.
+    pub fn mechanisms(&self) -> Vec<BackendOwnCounts> {
+        self.backends
+            .iter()
+            .map(|e| (e.backend.mechanism(), e.backend.counters()))
+            .collect()
+    }
+
+    /// The path of the backend at `index` ([`Dispatched::backend_index`]).
+    pub fn path_of(&self, index: usize) -> Option<IoPath> {
+        self.backends.get(index).map(|e| e.path)
     }
 
     /// What each backend holds, in offer order.
@@ -189,6 +218,7 @@ impl Registry {
                         req.file_offset,
                         e.backend.name()
                     );
+                    self.routes.declined(index, &decline);
                     reasons.push(format!("{}: {decline}", e.backend.name()));
                 }
             }
@@ -290,13 +320,20 @@ impl Submitted {
                     req.file_offset,
                     f.error
                 );
+                registry.routes.failed(index);
                 reasons.push(format!("{name}: failed over after {}", f.error));
                 match registry.submit_from(index + 1, req, how, reasons) {
-                    Ok(next) => Step::Again(next),
+                    Ok(next) => {
+                        registry.routes.failed_over(index, next.index);
+                        Step::Again(next)
+                    }
                     Err(e) => Step::Done(Err(e)),
                 }
             }
-            Err(f) => Step::Done(Err(f.error)),
+            Err(f) => {
+                registry.routes.failed(index);
+                Step::Done(Err(f.error))
+            }
         }
     }
 }
@@ -509,6 +546,7 @@ mod tests {
         };
         Registry {
             backends: vec![entry(a, IoPath::Direct), entry(b, IoPath::Staged)],
+            routes: Arc::new(RouteCounters::new(2)),
         }
     }
 
@@ -587,7 +625,12 @@ mod tests {
             b.submissions().is_empty(),
             "nothing fails over before it fails"
         );
+        let stats = crate::Stats::new(1, &registry.paths(), Arc::clone(registry.routes()), 1);
         let done = submitted.finish(&registry, &req).unwrap();
+        let counts = stats.snapshot();
+        assert_eq!(counts.backend("a").unwrap().failed_over_to("b"), 1);
+        assert_eq!(counts.backend("a").unwrap().errors, 1);
+        assert_eq!(counts.backend("b").unwrap().errors, 0);
         assert!(first.waited());
         assert_eq!(
             done,
@@ -615,8 +658,12 @@ mod tests {
             let a = Scripted::new("a", vec![flags.pending(failure(errno, moved))]);
             let b = Scripted::new("b", vec![Completion::ready(Ok(4096))]);
             let registry = registry(&a, &b);
+            let stats = crate::Stats::new(1, &registry.paths(), Arc::clone(registry.routes()), 1);
             let submitted = registry.submit(&req, Submit::Queue).unwrap();
             let e = submitted.finish(&registry, &req).unwrap_err();
+            let counts = stats.snapshot();
+            assert_eq!(counts.backend("a").unwrap().errors, 1);
+            assert!(counts.backend("a").unwrap().failovers.is_empty());
             assert_eq!(
                 e.errno(),
                 Some(errno.raw_os_error()),

@@ -1,15 +1,218 @@
-//! Counters of an open driver: requests, bytes and errors per direction, and which backend ran
-//! each request (by its position in the registry, with its path: direct or staged).
+//! Counters of an open driver: which path each request took and how it went.
 //!
-//! Counting is on when `HIPFILE_STATS_LEVEL=true`; the counters are plain relaxed atomics.
+//! The level (`HIPFILE_STATS_LEVEL` or `hipFileParamProfileStats`, the higher of the two) picks
+//! what is counted, as upstream's `profile.cufile_stats`:
+//!
+//! - 0: nothing.
+//! - 1: per direction (reads, writes; synchronous and stream-ordered requests together, batch
+//!   entries apart) successes, failures, bytes, latency and the time window they ran in; every
+//!   API operation's successes and failures (file and buffer registration, batch calls, stream
+//!   registration); per backend the requests, bytes and failures it ran, the declines of its
+//!   `accepts` by reason and the requests it handed over to a later backend (failovers).
+//! - 2: level 1 and histograms of request sizes.
+//! - 3: level 2 and per-GPU counters.
+//!
+//! Every counter is a relaxed atomic; a level below a counter's costs one branch.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
-use crate::backend::{IoOp, IoPath};
+use crate::backend::{Decline, DeclineReason, IoOp, IoPath};
 use crate::error::Result;
 use crate::registry::Dispatched;
 
-/// Requests and bytes one backend ran.
+/// Buckets of the request size histograms.
+pub const SIZE_BUCKETS: usize = 32;
+
+/// The histogram bucket of a request of `size` bytes: 0 for up to 1 KiB, then bucket `i` for
+/// sizes above `2^(i-1)` KiB up to `2^i` KiB; sizes above 2^30 KiB land in the last bucket.
+pub fn size_bucket(size: u64) -> usize {
+    let kib = size.saturating_sub(1) / 1024;
+    ((u64::BITS - kib.leading_zeros()) as usize).min(SIZE_BUCKETS - 1)
+}
+
+/// How a request reached the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    /// `hipFileRead`/`hipFileWrite`.
+    Sync,
+    /// A stream-ordered op (`hipFileReadAsync`/`hipFileWriteAsync`).
+    Async,
+    /// An entry of a batch.
+    Batch,
+}
+
+/// API operations counted by outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiOp {
+    /// `hipFileHandleRegister`.
+    HandleRegister,
+    /// `hipFileHandleDeregister`.
+    HandleDeregister,
+    /// `hipFileBufRegister`.
+    BufRegister,
+    /// `hipFileBufDeregister`.
+    BufDeregister,
+    /// `hipFileBatchIOSetUp`.
+    BatchSetup,
+    /// `hipFileBatchIOSubmit`.
+    BatchSubmit,
+    /// `hipFileBatchIOGetStatus`.
+    BatchStatus,
+    /// `hipFileBatchIOCancel`.
+    BatchCancel,
+    /// `hipFileBatchIODestroy`.
+    BatchDestroy,
+    /// `hipFileStreamRegister`.
+    StreamRegister,
+    /// `hipFileStreamDeregister`.
+    StreamDeregister,
+}
+
+impl ApiOp {
+    /// Every operation, in the order of [`StatsSnapshot::api`].
+    pub const ALL: [ApiOp; 11] = [
+        ApiOp::HandleRegister,
+        ApiOp::HandleDeregister,
+        ApiOp::BufRegister,
+        ApiOp::BufDeregister,
+        ApiOp::BatchSetup,
+        ApiOp::BatchSubmit,
+        ApiOp::BatchStatus,
+        ApiOp::BatchCancel,
+        ApiOp::BatchDestroy,
+        ApiOp::StreamRegister,
+        ApiOp::StreamDeregister,
+    ];
+
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiOp::HandleRegister => "handle_register",
+            ApiOp::HandleDeregister => "handle_deregister",
+            ApiOp::BufRegister => "buf_register",
+            ApiOp::BufDeregister => "buf_deregister",
+            ApiOp::BatchSetup => "batch_setup",
+            ApiOp::BatchSubmit => "batch_submit",
+            ApiOp::BatchStatus => "batch_status",
+            ApiOp::BatchCancel => "batch_cancel",
+            ApiOp::BatchDestroy => "batch_destroy",
+            ApiOp::StreamRegister => "stream_register",
+            ApiOp::StreamDeregister => "stream_deregister",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Successes and failures of one operation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpCount {
+    /// Successes.
+    pub ok: u64,
+    /// Failures.
+    pub err: u64,
+}
+
+/// Requests of one direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirectionCounts {
+    /// Requests that succeeded.
+    pub ok: u64,
+    /// Requests that failed.
+    pub err: u64,
+    /// Bytes the successful requests moved.
+    pub bytes: u64,
+    /// Requests (successful or not) whose file offset, size or memory address is not a
+    /// multiple of 4 KiB.
+    pub unaligned: u64,
+    /// Successful requests by the direct path.
+    pub direct: u64,
+    /// Successful requests by the staged path.
+    pub staged: u64,
+    /// Microseconds the successful requests took, summed.
+    pub latency_sum_us: u64,
+    /// Microseconds from the start of the first request to the end of the last one (0 before
+    /// any finished).
+    pub window_us: u64,
+    /// Successful requests by size ([`size_bucket`]; level 2).
+    pub size_kb_hist: [u64; SIZE_BUCKETS],
+}
+
+impl DirectionCounts {
+    /// Mean latency of the successful requests, in microseconds.
+    pub fn latency_avg_us(&self) -> u64 {
+        self.latency_sum_us.checked_div(self.ok).unwrap_or(0)
+    }
+
+    /// Bytes per second over [`DirectionCounts::window_us`].
+    pub fn bytes_per_sec(&self) -> u64 {
+        per_sec(self.bytes, self.window_us)
+    }
+
+    /// Successful requests per second over [`DirectionCounts::window_us`].
+    pub fn ops_per_sec(&self) -> u64 {
+        per_sec(self.ok, self.window_us)
+    }
+}
+
+/// `count` per second over `us` microseconds (0 for an empty window).
+pub fn per_sec(count: u64, us: u64) -> u64 {
+    if us == 0 {
+        return 0;
+    }
+    (u128::from(count) * 1_000_000 / u128::from(us)).min(u128::from(u64::MAX)) as u64
+}
+
+/// Batch entries beyond their per-direction counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchCounts {
+    /// Entries handed to a backend (ok) or refused by every backend at submission (err).
+    pub enqueued: OpCount,
+    /// Of `enqueued.ok`, those on the staged path.
+    pub staged_enqueued: u64,
+    /// Entries finished, successfully or not.
+    pub processed: OpCount,
+    /// Of `processed`, those on the staged path.
+    pub staged_processed: OpCount,
+    /// Submissions whose entries all went to direct backends.
+    pub direct_submits: u64,
+    /// Submissions whose entries all went to staged backends.
+    pub staged_submits: u64,
+    /// Submissions whose entries went to both paths.
+    pub mixed_submits: u64,
+    /// Microseconds `hipFileBatchIOSubmit` calls took, summed.
+    pub submit_latency_sum_us: u64,
+    /// Microseconds from each entry's submission to its end, summed over processed entries.
+    pub completion_latency_sum_us: u64,
+    /// Bytes read by the entries of the last submission that read or wrote anything, as far
+    /// as they finished.
+    pub last_read_bytes: u64,
+    /// Bytes written, as `last_read_bytes`.
+    pub last_write_bytes: u64,
+}
+
+/// One GPU's requests and registered buffers (level 3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuCounts {
+    /// The device ordinal.
+    pub device: i32,
+    /// Reads into this GPU's memory, every channel.
+    pub read: DirectionCounts,
+    /// Writes from this GPU's memory, every channel.
+    pub write: DirectionCounts,
+    /// Buffer registrations of this GPU's memory.
+    pub buf_register: OpCount,
+    /// Buffer deregistrations.
+    pub buf_deregister: u64,
+    /// Bytes of this GPU's memory registered now.
+    pub registered_bytes: u64,
+}
+
+/// Requests and bytes one backend ran, and how requests left it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendCounts {
     /// The backend's name.
@@ -20,28 +223,136 @@ pub struct BackendCounts {
     pub ops: u64,
     /// Bytes those requests moved.
     pub bytes: u64,
+    /// Requests it accepted and failed (those it handed over by failover included).
+    pub errors: u64,
+    /// Requests it declined, by reason (zero counts left out), in [`DeclineReason::ALL`] order.
+    pub declines: Vec<(DeclineReason, u64)>,
+    /// Requests it failed that a later backend took over, by that backend's name.
+    pub failovers: Vec<(&'static str, u64)>,
+    /// What it moves bytes through ([`crate::Backend::mechanism`]: the fastpath's P2P driver).
+    pub mechanism: Option<&'static str>,
+    /// Its own counters ([`crate::Backend::counters`]: the fallback's page cache and O_DIRECT
+    /// bytes).
+    pub counters: Vec<(&'static str, u64)>,
+}
+
+impl BackendCounts {
+    /// Declines for `reason`.
+    pub fn declined(&self, reason: DeclineReason) -> u64 {
+        self.declines
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// Failovers from this backend to the backend named `to`.
+    pub fn failed_over_to(&self, to: &str) -> u64 {
+        self.failovers
+            .iter()
+            .find(|(name, _)| *name == to)
+            .map_or(0, |(_, n)| *n)
+    }
 }
 
 /// A snapshot of the counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatsSnapshot {
-    /// Reads that succeeded.
-    pub reads: u64,
-    /// Writes that succeeded.
-    pub writes: u64,
-    /// Bytes read.
-    pub bytes_read: u64,
-    /// Bytes written.
-    pub bytes_written: u64,
-    /// Reads that failed.
-    pub read_errors: u64,
-    /// Writes that failed.
-    pub write_errors: u64,
+    /// The level counting ran at (0: nothing was counted).
+    pub level: u8,
+    /// Microseconds since counting started (the driver opened).
+    pub uptime_us: u64,
+    /// Synchronous and stream-ordered reads.
+    pub read: DirectionCounts,
+    /// Synchronous and stream-ordered writes.
+    pub write: DirectionCounts,
+    /// Batch reads.
+    pub batch_read: DirectionCounts,
+    /// Batch writes.
+    pub batch_write: DirectionCounts,
+    /// Batch entries and submissions.
+    pub batch: BatchCounts,
+    /// API operations by outcome, in [`ApiOp::ALL`] order.
+    pub api: Vec<(ApiOp, OpCount)>,
+    /// Per GPU, by device ordinal (level 3; empty below).
+    pub gpus: Vec<GpuCounts>,
     /// Per backend, in the registry's offer order.
     pub backends: Vec<BackendCounts>,
 }
 
+fn op_json(c: OpCount) -> serde_json::Value {
+    serde_json::json!({ "ok": c.ok, "err": c.err })
+}
+
+impl DirectionCounts {
+    /// As JSON (the fields by name; the histogram as `size_kb_hist`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ok": self.ok,
+            "err": self.err,
+            "bytes": self.bytes,
+            "unaligned": self.unaligned,
+            "direct": self.direct,
+            "staged": self.staged,
+            "latency_sum_us": self.latency_sum_us,
+            "window_us": self.window_us,
+            "size_kb_hist": self.size_kb_hist.to_vec(),
+        })
+    }
+}
+
 impl StatsSnapshot {
+    /// The document the statistics socket serves ([`crate::stats_server`]): `version`, the
+    /// process `pid`, and every counter by name.
+    pub fn to_json(&self, pid: u32) -> serde_json::Value {
+        let b = &self.batch;
+        let map = |pairs: Vec<(String, serde_json::Value)>| {
+            serde_json::Value::Object(pairs.into_iter().collect())
+        };
+        serde_json::json!({
+            "version": crate::stats_server::PROTOCOL_VERSION,
+            "pid": pid,
+            "level": self.level,
+            "uptime_us": self.uptime_us,
+            "read": self.read.to_json(),
+            "write": self.write.to_json(),
+            "batch_read": self.batch_read.to_json(),
+            "batch_write": self.batch_write.to_json(),
+            "batch": {
+                "enqueued": op_json(b.enqueued),
+                "staged_enqueued": b.staged_enqueued,
+                "processed": op_json(b.processed),
+                "staged_processed": op_json(b.staged_processed),
+                "direct_submits": b.direct_submits,
+                "staged_submits": b.staged_submits,
+                "mixed_submits": b.mixed_submits,
+                "submit_latency_sum_us": b.submit_latency_sum_us,
+                "completion_latency_sum_us": b.completion_latency_sum_us,
+                "last_read_bytes": b.last_read_bytes,
+                "last_write_bytes": b.last_write_bytes,
+            },
+            "api": map(self.api.iter().map(|(op, c)| (op.name().to_string(), op_json(*c))).collect()),
+            "gpus": self.gpus.iter().map(|g| serde_json::json!({
+                "device": g.device,
+                "read": g.read.to_json(),
+                "write": g.write.to_json(),
+                "buf_register": op_json(g.buf_register),
+                "buf_deregister": g.buf_deregister,
+                "registered_bytes": g.registered_bytes,
+            })).collect::<Vec<_>>(),
+            "backends": self.backends.iter().map(|k| serde_json::json!({
+                "name": k.name,
+                "path": k.path.name(),
+                "mechanism": k.mechanism,
+                "ops": k.ops,
+                "bytes": k.bytes,
+                "errors": k.errors,
+                "declines": map(k.declines.iter().map(|(r, n)| (r.name().to_string(), (*n).into())).collect()),
+                "failovers": map(k.failovers.iter().map(|(to, n)| (to.to_string(), (*n).into())).collect()),
+                "counters": map(k.counters.iter().map(|(name, n)| (name.to_string(), (*n).into())).collect()),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
     /// Requests completed by backends of `path`.
     pub fn ops_by(&self, path: IoPath) -> u64 {
         self.backends
@@ -55,6 +366,239 @@ impl StatsSnapshot {
     pub fn backend(&self, name: &str) -> Option<&BackendCounts> {
         self.backends.iter().find(|b| b.name == name)
     }
+
+    /// The outcomes of `op`.
+    pub fn api(&self, op: ApiOp) -> OpCount {
+        self.api
+            .iter()
+            .find(|(o, _)| *o == op)
+            .map_or(OpCount::default(), |(_, c)| *c)
+    }
+
+    /// Declines by reason summed over every backend.
+    pub fn declined(&self, reason: DeclineReason) -> u64 {
+        self.backends.iter().map(|b| b.declined(reason)).sum()
+    }
+}
+
+#[derive(Debug)]
+struct Direction {
+    ok: AtomicU64,
+    err: AtomicU64,
+    bytes: AtomicU64,
+    unaligned: AtomicU64,
+    direct: AtomicU64,
+    staged: AtomicU64,
+    latency_sum_us: AtomicU64,
+    /// Microseconds after the epoch the first request started (`u64::MAX`: none yet).
+    first_start_us: AtomicU64,
+    /// Microseconds after the epoch the last request ended.
+    last_end_us: AtomicU64,
+    hist: [AtomicU64; SIZE_BUCKETS],
+}
+
+impl Default for Direction {
+    fn default() -> Self {
+        Direction {
+            ok: AtomicU64::new(0),
+            err: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            unaligned: AtomicU64::new(0),
+            direct: AtomicU64::new(0),
+            staged: AtomicU64::new(0),
+            latency_sum_us: AtomicU64::new(0),
+            first_start_us: AtomicU64::new(u64::MAX),
+            last_end_us: AtomicU64::new(0),
+            hist: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+fn add(a: &AtomicU64, n: u64) {
+    a.fetch_add(n, Ordering::Relaxed);
+}
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+impl Direction {
+    fn record(&self, req: &Finished<'_>, level: u8) {
+        if req.unaligned {
+            add(&self.unaligned, 1);
+        }
+        match req.outcome {
+            Err(_) => add(&self.err, 1),
+            Ok(d) => {
+                add(&self.ok, 1);
+                add(&self.bytes, d.bytes as u64);
+                add(
+                    match d.path {
+                        IoPath::Direct => &self.direct,
+                        IoPath::Staged => &self.staged,
+                    },
+                    1,
+                );
+                add(
+                    &self.latency_sum_us,
+                    req.end_us.saturating_sub(req.start_us),
+                );
+                self.first_start_us
+                    .fetch_min(req.start_us, Ordering::Relaxed);
+                self.last_end_us.fetch_max(req.end_us, Ordering::Relaxed);
+                if level >= 2 {
+                    add(&self.hist[size_bucket(req.size as u64)], 1);
+                }
+            }
+        }
+    }
+
+    fn snapshot(&self) -> DirectionCounts {
+        let first = get(&self.first_start_us);
+        let last = get(&self.last_end_us);
+        DirectionCounts {
+            ok: get(&self.ok),
+            err: get(&self.err),
+            bytes: get(&self.bytes),
+            unaligned: get(&self.unaligned),
+            direct: get(&self.direct),
+            staged: get(&self.staged),
+            latency_sum_us: get(&self.latency_sum_us),
+            window_us: if first == u64::MAX {
+                0
+            } else {
+                last.saturating_sub(first)
+            },
+            size_kb_hist: std::array::from_fn(|i| get(&self.hist[i])),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Gpu {
+    read: Direction,
+    write: Direction,
+    buf_register_ok: AtomicU64,
+    buf_register_err: AtomicU64,
+    buf_deregister: AtomicU64,
+    registered_bytes: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct OpCounter {
+    ok: AtomicU64,
+    err: AtomicU64,
+}
+
+impl OpCounter {
+    fn count(&self, ok: bool) {
+        add(if ok { &self.ok } else { &self.err }, 1);
+    }
+    fn snapshot(&self) -> OpCount {
+        OpCount {
+            ok: get(&self.ok),
+            err: get(&self.err),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Batch {
+    enqueued: OpCounter,
+    staged_enqueued: AtomicU64,
+    processed: OpCounter,
+    staged_processed: OpCounter,
+    direct_submits: AtomicU64,
+    staged_submits: AtomicU64,
+    mixed_submits: AtomicU64,
+    submit_latency_sum_us: AtomicU64,
+    completion_latency_sum_us: AtomicU64,
+    /// Sequence number of the submission the `last_*` bytes belong to.
+    last_submission: AtomicU64,
+    next_submission: AtomicU64,
+    last_read_bytes: AtomicU64,
+    last_write_bytes: AtomicU64,
+}
+
+/// Declines, failures and failovers, counted by the registry as it offers requests.
+#[derive(Debug)]
+pub struct RouteCounters {
+    enabled: AtomicBool,
+    backends: Vec<RouteRow>,
+}
+
+#[derive(Debug)]
+struct RouteRow {
+    declines: [AtomicU64; DeclineReason::ALL.len()],
+    errors: AtomicU64,
+    failovers_to: Vec<AtomicU64>,
+}
+
+impl RouteCounters {
+    /// Counters for `backends` backends, off until a [`Stats`] turns them on.
+    pub fn new(backends: usize) -> Self {
+        RouteCounters {
+            enabled: AtomicBool::new(false),
+            backends: (0..backends)
+                .map(|_| RouteRow {
+                    declines: std::array::from_fn(|_| AtomicU64::new(0)),
+                    errors: AtomicU64::new(0),
+                    failovers_to: (0..backends).map(|_| AtomicU64::new(0)).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn on(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Backend `index` declined a request.
+    pub fn declined(&self, index: usize, decline: &Decline) {
+        if let Some(row) = self.backends.get(index).filter(|_| self.on()) {
+            add(&row.declines[decline.reason().index()], 1);
+        }
+    }
+
+    /// Backend `index` failed a request it accepted.
+    pub fn failed(&self, index: usize) {
+        if let Some(row) = self.backends.get(index).filter(|_| self.on()) {
+            add(&row.errors, 1);
+        }
+    }
+
+    /// Backend `to` took over a request backend `from` failed.
+    pub fn failed_over(&self, from: usize, to: usize) {
+        if let Some(n) = self
+            .backends
+            .get(from)
+            .and_then(|row| row.failovers_to.get(to))
+            .filter(|_| self.on())
+        {
+            add(n, 1);
+        }
+    }
+}
+
+/// One finished request, as [`Stats::record`] counts it.
+#[derive(Clone, Copy, Debug)]
+pub struct Finished<'a> {
+    /// Direction.
+    pub op: IoOp,
+    /// How it reached the driver.
+    pub channel: Channel,
+    /// The device ordinal of its memory (`None`: it failed before its memory was known).
+    pub device: Option<i32>,
+    /// Bytes asked for.
+    pub size: usize,
+    /// Whether its offset, size or address misses 4 KiB alignment.
+    pub unaligned: bool,
+    /// Microseconds after the counters' epoch it started ([`Stats::now_us`]).
+    pub start_us: u64,
+    /// Microseconds after the epoch it ended.
+    pub end_us: u64,
+    /// What became of it.
+    pub outcome: &'a Result<Dispatched>,
 }
 
 #[derive(Debug)]
@@ -66,24 +610,47 @@ struct BackendCounters {
 }
 
 /// Live counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Stats {
-    enabled: bool,
-    reads: AtomicU64,
-    writes: AtomicU64,
-    bytes_read: AtomicU64,
-    bytes_written: AtomicU64,
-    read_errors: AtomicU64,
-    write_errors: AtomicU64,
+    level: u8,
+    epoch: Instant,
+    read: Direction,
+    write: Direction,
+    batch_read: Direction,
+    batch_write: Direction,
+    batch: Batch,
+    api: [OpCounter; ApiOp::ALL.len()],
+    gpus: Vec<Gpu>,
     backends: Vec<BackendCounters>,
+    routes: Arc<RouteCounters>,
 }
 
 impl Stats {
-    /// Counters for the backends `backends` (name and path, in the registry's order), counting
-    /// only when `enabled`.
-    pub fn new(enabled: bool, backends: &[(&'static str, IoPath)]) -> Self {
+    /// Counters at `level` (0 to 3) for the backends `backends` (name and path, in the
+    /// registry's order) whose declines and failovers `routes` counts, on a platform of
+    /// `devices` GPUs.
+    pub fn new(
+        level: u8,
+        backends: &[(&'static str, IoPath)],
+        routes: Arc<RouteCounters>,
+        devices: usize,
+    ) -> Self {
+        let level = level.min(3);
+        routes.enabled.store(level >= 1, Ordering::Relaxed);
         Stats {
-            enabled,
+            level,
+            epoch: Instant::now(),
+            read: Direction::default(),
+            write: Direction::default(),
+            batch_read: Direction::default(),
+            batch_write: Direction::default(),
+            batch: Batch::default(),
+            api: std::array::from_fn(|_| OpCounter::default()),
+            gpus: if level >= 3 {
+                (0..devices).map(|_| Gpu::default()).collect()
+            } else {
+                Vec::new()
+            },
             backends: backends
                 .iter()
                 .map(|&(name, path)| BackendCounters {
@@ -93,61 +660,257 @@ impl Stats {
                     bytes: AtomicU64::new(0),
                 })
                 .collect(),
-            ..Stats::default()
+            routes,
         }
     }
 
-    /// Whether counting is on.
+    /// Whether counting is on (level 1 or more).
     pub fn enabled(&self) -> bool {
-        self.enabled
+        self.level >= 1
+    }
+
+    /// The level.
+    pub fn level(&self) -> u8 {
+        self.level
+    }
+
+    /// Microseconds since the counters' epoch (0 when counting is off, so a caller that does not
+    /// count reads no clock).
+    pub fn now_us(&self) -> u64 {
+        if !self.enabled() {
+            return 0;
+        }
+        self.epoch.elapsed().as_micros().min(u128::from(u64::MAX)) as u64
+    }
+
+    /// Count one API operation.
+    pub fn api(&self, op: ApiOp, ok: bool) {
+        if self.enabled() {
+            self.api[op.index()].count(ok);
+        }
     }
 
     /// Count one finished request.
-    pub fn record(&self, op: IoOp, outcome: &Result<Dispatched>) {
-        if !self.enabled {
+    pub fn record(&self, req: Finished<'_>) {
+        if !self.enabled() {
             return;
         }
-        match outcome {
-            Err(_) => {
-                let errors = match op {
-                    IoOp::Read => &self.read_errors,
-                    IoOp::Write => &self.write_errors,
-                };
-                errors.fetch_add(1, Ordering::Relaxed);
+        let dir = match (req.channel, req.op) {
+            (Channel::Batch, IoOp::Read) => &self.batch_read,
+            (Channel::Batch, IoOp::Write) => &self.batch_write,
+            (_, IoOp::Read) => &self.read,
+            (_, IoOp::Write) => &self.write,
+        };
+        dir.record(&req, self.level);
+        if let Ok(d) = req.outcome {
+            if let Some(b) = self.backends.get(d.backend_index) {
+                add(&b.ops, 1);
+                add(&b.bytes, d.bytes as u64);
             }
-            Ok(d) => {
-                let (count, bytes) = match op {
-                    IoOp::Read => (&self.reads, &self.bytes_read),
-                    IoOp::Write => (&self.writes, &self.bytes_written),
-                };
-                count.fetch_add(1, Ordering::Relaxed);
-                bytes.fetch_add(d.bytes as u64, Ordering::Relaxed);
-                if let Some(b) = self.backends.get(d.backend_index) {
-                    b.ops.fetch_add(1, Ordering::Relaxed);
-                    b.bytes.fetch_add(d.bytes as u64, Ordering::Relaxed);
-                }
+        }
+        if req.channel == Channel::Batch {
+            let staged = matches!(req.outcome, Ok(d) if d.path == IoPath::Staged);
+            self.batch.processed.count(req.outcome.is_ok());
+            if staged {
+                self.batch.staged_processed.count(true);
+            }
+            add(
+                &self.batch.completion_latency_sum_us,
+                req.end_us.saturating_sub(req.start_us),
+            );
+        }
+        if let Some(gpu) = req
+            .device
+            .and_then(|d| usize::try_from(d).ok())
+            .and_then(|d| self.gpus.get(d))
+        {
+            match req.op {
+                IoOp::Read => gpu.read.record(&req, self.level),
+                IoOp::Write => gpu.write.record(&req, self.level),
             }
         }
     }
 
-    /// The counters now.
+    /// A staged-path batch entry failed: [`Stats::record`] cannot tell its path from its error.
+    pub fn batch_staged_failed(&self) {
+        if self.enabled() {
+            self.batch.staged_processed.count(false);
+        }
+    }
+
+    /// A new batch submission starts; its number, for [`Stats::batch_entry_bytes`].
+    pub fn batch_submission(&self) -> u64 {
+        if !self.enabled() {
+            return 0;
+        }
+        let n = self.batch.next_submission.fetch_add(1, Ordering::Relaxed) + 1;
+        self.batch.last_submission.store(n, Ordering::Relaxed);
+        self.batch.last_read_bytes.store(0, Ordering::Relaxed);
+        self.batch.last_write_bytes.store(0, Ordering::Relaxed);
+        n
+    }
+
+    /// An entry of submission `submission` moved `bytes` in direction `op`: counted in the
+    /// last submission's bytes while no later submission started.
+    pub fn batch_entry_bytes(&self, submission: u64, op: IoOp, bytes: usize) {
+        if !self.enabled() || get(&self.batch.last_submission) != submission {
+            return;
+        }
+        add(
+            match op {
+                IoOp::Read => &self.batch.last_read_bytes,
+                IoOp::Write => &self.batch.last_write_bytes,
+            },
+            bytes as u64,
+        );
+    }
+
+    /// A batch entry went to a backend of `path` (`Some`) or was refused by every backend.
+    pub fn batch_enqueued(&self, path: Option<IoPath>) {
+        if !self.enabled() {
+            return;
+        }
+        self.batch.enqueued.count(path.is_some());
+        if path == Some(IoPath::Staged) {
+            add(&self.batch.staged_enqueued, 1);
+        }
+    }
+
+    /// A `hipFileBatchIOSubmit` call ended after `us` microseconds with `direct` entries on the
+    /// direct path and `staged` on the staged path.
+    pub fn batch_submitted(&self, ok: bool, us: u64, direct: usize, staged: usize) {
+        if !self.enabled() {
+            return;
+        }
+        self.api(ApiOp::BatchSubmit, ok);
+        add(&self.batch.submit_latency_sum_us, us);
+        match (direct > 0, staged > 0) {
+            (true, true) => add(&self.batch.mixed_submits, 1),
+            (true, false) => add(&self.batch.direct_submits, 1),
+            (false, true) => add(&self.batch.staged_submits, 1),
+            (false, false) => {}
+        }
+    }
+
+    /// A buffer registration of `len` bytes on `device` (when known) ended.
+    pub fn buf_registered(&self, device: Option<i32>, len: usize, ok: bool) {
+        if !self.enabled() {
+            return;
+        }
+        self.api(ApiOp::BufRegister, ok);
+        if let Some(gpu) = self.gpu(device) {
+            if ok {
+                add(&gpu.buf_register_ok, 1);
+                add(&gpu.registered_bytes, len as u64);
+            } else {
+                add(&gpu.buf_register_err, 1);
+            }
+        }
+    }
+
+    /// A buffer of `len` bytes on `device` (when known) was deregistered (`ok`) or not.
+    pub fn buf_deregistered(&self, device: Option<i32>, len: usize, ok: bool) {
+        if !self.enabled() {
+            return;
+        }
+        self.api(ApiOp::BufDeregister, ok);
+        if let Some(gpu) = self.gpu(device).filter(|_| ok) {
+            add(&gpu.buf_deregister, 1);
+            gpu.registered_bytes
+                .fetch_sub(len as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn gpu(&self, device: Option<i32>) -> Option<&Gpu> {
+        device
+            .and_then(|d| usize::try_from(d).ok())
+            .and_then(|d| self.gpus.get(d))
+    }
+
+    /// The counters now, with what each backend of `registry` reports of its own
+    /// ([`crate::Registry::mechanisms`]).
+    pub fn snapshot_with(&self, registry: &crate::Registry) -> StatsSnapshot {
+        let mut snap = self.snapshot();
+        for (b, (mechanism, counters)) in snap.backends.iter_mut().zip(registry.mechanisms()) {
+            b.mechanism = mechanism;
+            b.counters = counters;
+        }
+        snap
+    }
+
+    /// The counters now (without the backends' own: [`Stats::snapshot_with`]).
     pub fn snapshot(&self) -> StatsSnapshot {
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let b = &self.batch;
         StatsSnapshot {
-            reads: get(&self.reads),
-            writes: get(&self.writes),
-            bytes_read: get(&self.bytes_read),
-            bytes_written: get(&self.bytes_written),
-            read_errors: get(&self.read_errors),
-            write_errors: get(&self.write_errors),
+            level: self.level,
+            uptime_us: self.epoch.elapsed().as_micros().min(u128::from(u64::MAX)) as u64,
+            read: self.read.snapshot(),
+            write: self.write.snapshot(),
+            batch_read: self.batch_read.snapshot(),
+            batch_write: self.batch_write.snapshot(),
+            batch: BatchCounts {
+                enqueued: b.enqueued.snapshot(),
+                staged_enqueued: get(&b.staged_enqueued),
+                processed: b.processed.snapshot(),
+                staged_processed: b.staged_processed.snapshot(),
+                direct_submits: get(&b.direct_submits),
+                staged_submits: get(&b.staged_submits),
+                mixed_submits: get(&b.mixed_submits),
+                submit_latency_sum_us: get(&b.submit_latency_sum_us),
+                completion_latency_sum_us: get(&b.completion_latency_sum_us),
+                last_read_bytes: get(&b.last_read_bytes),
+                last_write_bytes: get(&b.last_write_bytes),
+            },
+            api: ApiOp::ALL
+                .iter()
+                .map(|&op| (op, self.api[op.index()].snapshot()))
+                .collect(),
+            gpus: self
+                .gpus
+                .iter()
+                .enumerate()
+                .map(|(i, g)| GpuCounts {
+                    device: i as i32,
+                    read: g.read.snapshot(),
+                    write: g.write.snapshot(),
+                    buf_register: OpCount {
+                        ok: get(&g.buf_register_ok),
+                        err: get(&g.buf_register_err),
+                    },
+                    buf_deregister: get(&g.buf_deregister),
+                    registered_bytes: get(&g.registered_bytes),
+                })
+                .collect(),
             backends: self
                 .backends
                 .iter()
-                .map(|b| BackendCounts {
-                    name: b.name,
-                    path: b.path,
-                    ops: get(&b.ops),
-                    bytes: get(&b.bytes),
+                .enumerate()
+                .map(|(i, b)| {
+                    let row = self.routes.backends.get(i);
+                    BackendCounts {
+                        name: b.name,
+                        path: b.path,
+                        ops: get(&b.ops),
+                        bytes: get(&b.bytes),
+                        errors: row.map_or(0, |r| get(&r.errors)),
+                        declines: row.map_or_else(Vec::new, |r| {
+                            DeclineReason::ALL
+                                .iter()
+                                .map(|&reason| (reason, get(&r.declines[reason.index()])))
+                                .filter(|(_, n)| *n > 0)
+                                .collect()
+                        }),
+                        failovers: row.map_or_else(Vec::new, |r| {
+                            r.failovers_to
+                                .iter()
+                                .zip(&self.backends)
+                                .map(|(n, to)| (to.name, get(n)))
+                                .filter(|(_, n)| *n > 0)
+                                .collect()
+                        }),
+                        mechanism: None,
+                        counters: Vec::new(),
+                    }
                 })
                 .collect(),
         }
@@ -159,35 +922,166 @@ mod tests {
     use super::*;
     use crate::error::{Error, ErrorKind};
 
+    fn ran(backend_index: usize, bytes: usize, path: IoPath) -> Result<Dispatched> {
+        Ok(Dispatched {
+            bytes,
+            backend: "",
+            backend_index,
+            path,
+        })
+    }
+
+    fn finished(
+        op: IoOp,
+        channel: Channel,
+        size: usize,
+        start_us: u64,
+        end_us: u64,
+        outcome: &Result<Dispatched>,
+    ) -> Finished<'_> {
+        Finished {
+            op,
+            channel,
+            device: Some(1),
+            size,
+            unaligned: size % 4096 != 0,
+            start_us,
+            end_us,
+            outcome,
+        }
+    }
+
+    fn stats(level: u8) -> Stats {
+        let paths = [
+            ("direct-one", IoPath::Direct),
+            ("staged-one", IoPath::Staged),
+        ];
+        Stats::new(level, &paths, Arc::new(RouteCounters::new(2)), 2)
+    }
+
     #[test]
-    fn requests_are_counted_per_backend_and_path() {
-        let stats = Stats::new(
-            true,
-            &[
-                ("direct-one", IoPath::Direct),
-                ("staged-one", IoPath::Staged),
-            ],
-        );
-        let ran = |backend_index, bytes| {
-            Ok(Dispatched {
-                bytes,
-                backend: "",
-                backend_index,
-                path: IoPath::Staged,
-            })
-        };
-        stats.record(IoOp::Read, &ran(0, 4096));
-        stats.record(IoOp::Write, &ran(1, 100));
-        stats.record(IoOp::Read, &ran(1, 7));
-        stats.record(IoOp::Read, &Err(Error::new(ErrorKind::InternalError, "x")));
+    fn size_buckets_double_from_one_kib() {
+        let buckets: Vec<usize> = [0, 1, 1024, 1025, 2048, 4096, 4097, 1 << 20, u64::MAX]
+            .iter()
+            .map(|&n| size_bucket(n))
+            .collect();
+        assert_eq!(buckets, [0, 0, 0, 1, 1, 2, 3, 10, 31]);
+    }
+
+    #[test]
+    fn requests_are_counted_per_direction_backend_path_size_and_gpu() {
+        let stats = stats(3);
+        let direct = ran(0, 4096, IoPath::Direct);
+        let staged_write = ran(1, 100, IoPath::Staged);
+        let staged_read = ran(1, 7, IoPath::Staged);
+        let failed = Err(Error::new(ErrorKind::InternalError, "x"));
+        stats.record(finished(IoOp::Read, Channel::Sync, 4096, 10, 30, &direct));
+        stats.record(finished(
+            IoOp::Write,
+            Channel::Async,
+            100,
+            5,
+            6,
+            &staged_write,
+        ));
+        stats.record(finished(IoOp::Read, Channel::Sync, 7, 40, 50, &staged_read));
+        stats.record(finished(IoOp::Read, Channel::Sync, 9, 60, 70, &failed));
+        stats.record(finished(IoOp::Read, Channel::Batch, 4096, 0, 100, &direct));
         let s = stats.snapshot();
-        assert_eq!((s.reads, s.writes, s.read_errors), (2, 1, 1));
-        assert_eq!((s.bytes_read, s.bytes_written), (4103, 100));
-        assert_eq!((s.ops_by(IoPath::Direct), s.ops_by(IoPath::Staged)), (1, 2));
+        assert_eq!((s.read.ok, s.read.err, s.write.ok), (2, 1, 1));
+        assert_eq!((s.read.bytes, s.write.bytes), (4103, 100));
+        assert_eq!((s.read.direct, s.read.staged, s.read.unaligned), (1, 1, 2));
+        assert_eq!((s.read.latency_sum_us, s.read.latency_avg_us()), (30, 15));
+        assert_eq!(s.read.window_us, 40);
+        assert_eq!(s.read.bytes_per_sec(), 4103 * 25_000);
+        assert_eq!(s.read.size_kb_hist[2], 1);
+        assert_eq!(s.read.size_kb_hist[0], 1);
+        assert_eq!(s.read.size_kb_hist.iter().sum::<u64>(), 2);
+        assert_eq!((s.batch_read.ok, s.batch_read.bytes), (1, 4096));
+        assert_eq!(s.batch.processed, OpCount { ok: 1, err: 0 });
+        assert_eq!(s.batch.completion_latency_sum_us, 100);
+        assert_eq!((s.ops_by(IoPath::Direct), s.ops_by(IoPath::Staged)), (2, 2));
         assert_eq!(s.backend("staged-one").unwrap().bytes, 107);
-        assert_eq!(s.backend("direct-one").unwrap().ops, 1);
-        let off = Stats::new(false, &[("a", IoPath::Staged)]);
-        off.record(IoOp::Read, &ran(0, 1));
-        assert_eq!(off.snapshot().backend("a").unwrap().ops, 0);
+        assert_eq!(s.gpus.len(), 2);
+        assert_eq!(s.gpus[0].read, DirectionCounts::default());
+        assert_eq!((s.gpus[1].read.ok, s.gpus[1].read.err), (3, 1));
+        assert_eq!(s.gpus[1].write.bytes, 100);
+    }
+
+    #[test]
+    fn each_level_keeps_only_its_counters() {
+        let direct = ran(0, 4096, IoPath::Direct);
+        for level in 0..=3u8 {
+            let stats = stats(level);
+            stats.record(finished(IoOp::Read, Channel::Sync, 4096, 0, 1, &direct));
+            stats.api(ApiOp::HandleRegister, true);
+            stats.routes.declined(1, &Decline::CompatModeForced);
+            let s = stats.snapshot();
+            assert_eq!(s.level, level);
+            assert_eq!(s.read.ok, u64::from(level >= 1));
+            assert_eq!(s.api(ApiOp::HandleRegister).ok, u64::from(level >= 1));
+            assert_eq!(
+                s.declined(DeclineReason::CompatModeForced),
+                u64::from(level >= 1)
+            );
+            assert_eq!(s.read.size_kb_hist[2], u64::from(level >= 2));
+            assert_eq!(s.gpus.len(), if level >= 3 { 2 } else { 0 });
+        }
+    }
+
+    #[test]
+    fn declines_failures_and_failovers_are_counted_per_backend() {
+        let stats = stats(1);
+        stats
+            .routes
+            .declined(0, &Decline::Misaligned { required: 512 });
+        stats
+            .routes
+            .declined(0, &Decline::Misaligned { required: 4096 });
+        stats.routes.declined(0, &Decline::NoP2pDriver);
+        stats.routes.failed(0);
+        stats.routes.failed_over(0, 1);
+        stats.routes.failed(1);
+        let s = stats.snapshot();
+        let first = s.backend("direct-one").unwrap();
+        assert_eq!(first.declined(DeclineReason::Misaligned), 2);
+        assert_eq!(first.declined(DeclineReason::NoP2pDriver), 1);
+        assert_eq!(first.declines.len(), 2);
+        assert_eq!((first.errors, first.failed_over_to("staged-one")), (1, 1));
+        let second = s.backend("staged-one").unwrap();
+        assert_eq!((second.errors, second.failovers.len()), (1, 0));
+    }
+
+    #[test]
+    fn buffers_and_last_batch_bytes_are_counted() {
+        let stats = stats(3);
+        stats.buf_registered(Some(0), 8192, true);
+        stats.buf_registered(Some(0), 4096, true);
+        stats.buf_registered(None, 4096, false);
+        stats.buf_deregistered(Some(0), 4096, true);
+        let first = stats.batch_submission();
+        stats.batch_entry_bytes(first, IoOp::Read, 10);
+        let second = stats.batch_submission();
+        stats.batch_entry_bytes(first, IoOp::Read, 1000);
+        stats.batch_entry_bytes(second, IoOp::Write, 20);
+        stats.batch_submitted(true, 7, 1, 1);
+        stats.batch_enqueued(Some(IoPath::Staged));
+        stats.batch_enqueued(None);
+        let s = stats.snapshot();
+        assert_eq!(s.api(ApiOp::BufRegister), OpCount { ok: 2, err: 1 });
+        assert_eq!(s.api(ApiOp::BufDeregister).ok, 1);
+        assert_eq!(s.gpus[0].buf_register, OpCount { ok: 2, err: 0 });
+        assert_eq!(
+            (s.gpus[0].buf_deregister, s.gpus[0].registered_bytes),
+            (1, 8192)
+        );
+        assert_eq!((s.batch.last_read_bytes, s.batch.last_write_bytes), (0, 20));
+        assert_eq!(s.api(ApiOp::BatchSubmit).ok, 1);
+        assert_eq!(
+            (s.batch.mixed_submits, s.batch.submit_latency_sum_us),
+            (1, 7)
+        );
+        assert_eq!(s.batch.enqueued, OpCount { ok: 1, err: 1 });
+        assert_eq!(s.batch.staged_enqueued, 1);
     }
 }

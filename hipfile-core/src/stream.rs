@@ -44,6 +44,7 @@ use hipfile_hip::{GpuRuntime, Hold, HostFlags, OwnedEvent, StreamRef};
 use crate::backend::IoOp;
 use crate::driver::{Driver, FileHandleId, IoCall, Prepared, Session};
 use crate::error::{Error, ErrorKind, Result};
+use crate::stats::{ApiOp, Channel};
 use crate::MAX_RW_COUNT;
 
 /// `HIPFILE_STREAM_FIXED_BUF_OFFSET`: the buffer offset is read at submission.
@@ -177,6 +178,12 @@ impl Driver {
     /// `hipFileStreamRegister`: remember `flags` for the stream whose raw handle is `stream`.
     /// Flags outside [`FLAGS_MASK`] and a stream already registered are invalid values.
     pub fn stream_register(&self, stream: usize, flags: u32) -> Result<()> {
+        let result = self.stream_register_counted(stream, flags);
+        self.count_api(ApiOp::StreamRegister, result.is_ok());
+        result
+    }
+
+    fn stream_register_counted(&self, stream: usize, flags: u32) -> Result<()> {
         if flags & !FLAGS_MASK != 0 {
             return Err(invalid("unknown stream flags"));
         }
@@ -191,10 +198,12 @@ impl Driver {
     /// `hipFileStreamDeregister`: forget the stream. Ops already queued on it keep the flags
     /// they were submitted with. An unknown stream is an invalid value.
     pub fn stream_deregister(&self, stream: usize) -> Result<()> {
-        match self.stream_table().0.remove(&stream) {
+        let result = match self.stream_table().0.remove(&stream) {
             Some(_) => Ok(()),
             None => Err(invalid("the stream is not registered")),
-        }
+        };
+        self.count_api(ApiOp::StreamDeregister, result.is_ok());
+        result
     }
 
     /// The flags of a stream: its registration's, or 0 for a stream never registered (upstream
@@ -323,11 +332,11 @@ impl AsyncOp {
             return answer;
         }
         prepared.request.stream_ordered = true;
-        let outcome = self
-            .session
-            .registry()
-            .dispatch(&prepared.request.request());
-        self.session.stats().record(self.op, &outcome);
+        let start = self.session.stats().now_us();
+        let request = prepared.request.request();
+        let outcome = self.session.registry().dispatch(&request);
+        self.session
+            .count_io(self.op, Channel::Async, Some(&request), start, &outcome);
         outcome.map(|d| d.bytes)
     }
 }

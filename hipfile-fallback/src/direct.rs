@@ -20,6 +20,7 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hipfile_core::{
@@ -36,6 +37,27 @@ pub fn direct_aligned(offset: u64, len: usize, address: usize, align: DioAlign) 
         && address % align.memory.max(1) as usize == 0
 }
 
+/// Bytes the staged engine moved through the page cache (the buffered descriptor) and with
+/// O_DIRECT, for statistics ([`hipfile_core::Backend::counters`]).
+#[derive(Debug, Default)]
+pub struct FilePaths {
+    page_cache_bytes: AtomicU64,
+    direct_bytes: AtomicU64,
+}
+
+impl FilePaths {
+    /// The counters by name.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            (
+                "page_cache_bytes",
+                self.page_cache_bytes.load(Ordering::Relaxed),
+            ),
+            ("o_direct_bytes", self.direct_bytes.load(Ordering::Relaxed)),
+        ]
+    }
+}
+
 /// The file side of one transfer: the registered file's descriptors, the IO primitives and the
 /// policy in force when the request started.
 #[derive(Debug)]
@@ -44,6 +66,8 @@ pub struct PieceIo {
     file: Arc<RegisteredFile>,
     policy: DirectIoPolicy,
     append: bool,
+    /// Where the bytes moved are counted (`None`: statistics are off).
+    counted: Option<Arc<FilePaths>>,
 }
 
 impl PieceIo {
@@ -60,7 +84,32 @@ impl PieceIo {
             file,
             policy,
             append,
+            counted: None,
         }
+    }
+
+    /// Count the bytes moved in `paths`.
+    pub fn counted_in(mut self, paths: Arc<FilePaths>) -> Self {
+        self.counted = Some(paths);
+        self
+    }
+
+    /// Count `result`'s bytes as moved through O_DIRECT (`direct`) or the page cache.
+    fn count<T>(
+        &self,
+        direct: bool,
+        bytes: impl FnOnce(&T) -> usize,
+        result: Result<T, Error>,
+    ) -> Result<T, Error> {
+        if let (Some(paths), Ok(value)) = (&self.counted, &result) {
+            let counter = if direct {
+                &paths.direct_bytes
+            } else {
+                &paths.page_cache_bytes
+            };
+            counter.fetch_add(bytes(value) as u64, Ordering::Relaxed);
+        }
+        result
     }
 
     /// Read `buf.len()` bytes at `offset` into `buf`: the bytes read, fewer only at end of file.
@@ -74,7 +123,8 @@ impl PieceIo {
             _ => self.direct_fd_for(offset, buf),
         };
         let Some(direct) = direct else {
-            return pread_full(io, self.buffered(), buf, offset).map_err(&context);
+            let result = pread_full(io, self.buffered(), buf, offset).map_err(&context);
+            return self.count(false, |n| *n, result);
         };
         if self.policy == DirectIoPolicy::Auto {
             let buffered = match io.cached_pages(self.buffered(), offset, len as u64) {
@@ -87,10 +137,11 @@ impl PieceIo {
                 },
             };
             if buffered {
-                return pread_full(io, self.buffered(), buf, offset).map_err(&context);
+                let result = pread_full(io, self.buffered(), buf, offset).map_err(&context);
+                return self.count(false, |n| *n, result);
             }
         }
-        read_direct(
+        let result = read_direct(
             io,
             direct,
             self.buffered(),
@@ -98,30 +149,30 @@ impl PieceIo {
             offset,
             self.offset_align(),
         )
-        .map_err(context)
+        .map_err(context);
+        self.count(true, |n| *n, result)
     }
 
     /// Write all of `buf` at `offset` (or at the end of the file, for an appending transfer).
     pub fn write(&self, buf: &[u8], offset: u64) -> Result<(), Error> {
         let io = &*self.io;
+        let len = buf.len();
         if self.append {
-            return pwrite_append_full(io, self.buffered(), buf)
-                .map_err(|e| Error::from_io(&e, format!("appending {} bytes", buf.len())));
+            let result = pwrite_append_full(io, self.buffered(), buf)
+                .map_err(|e| Error::from_io(&e, format!("appending {len} bytes")));
+            return self.count(false, |_| len, result);
         }
         let direct = match self.policy {
             DirectIoPolicy::Always => self.direct_fd_for(offset, buf),
             _ => None,
         };
-        match direct {
+        let is_direct = direct.is_some();
+        let result = match direct {
             Some(fd) => write_direct(io, fd, self.buffered(), buf, offset, self.offset_align()),
             None => pwrite_full(io, self.buffered(), buf, offset),
         }
-        .map_err(|e| {
-            Error::from_io(
-                &e,
-                format!("writing {} bytes at offset {offset}", buf.len()),
-            )
-        })
+        .map_err(|e| Error::from_io(&e, format!("writing {len} bytes at offset {offset}")));
+        self.count(is_direct, |_| len, result)
     }
 
     fn buffered(&self) -> BorrowedFd<'_> {

@@ -29,7 +29,7 @@ use hipfile_core::{
 };
 use hipfile_hip::{DeviceRange, StagingLane};
 
-use crate::direct::PieceIo;
+use crate::direct::{FilePaths, PieceIo};
 use crate::plan::Plan;
 use crate::staging::StagingPool;
 
@@ -48,6 +48,9 @@ pub struct EngineParts {
     /// request never waits for a lane held by a synchronous request that waits behind the
     /// application's stream.
     pub stream_pool: Arc<StagingPool>,
+    /// Bytes moved through the page cache and with O_DIRECT (counted for requests whose
+    /// statistics level is 1 or more).
+    pub file_paths: Arc<FilePaths>,
 }
 
 /// The lanes a transfer's threads take from the pool.
@@ -141,12 +144,19 @@ impl Transfer {
                 eof_at: AtomicU64::new(u64::MAX),
                 crew: Mutex::new(Crew {
                     active: 0,
-                    file: Some(Arc::new(PieceIo::new(
-                        Arc::clone(&parts.io),
-                        Arc::clone(req.file),
-                        s.direct_io,
-                        req.append,
-                    ))),
+                    file: Some(Arc::new({
+                        let file = PieceIo::new(
+                            Arc::clone(&parts.io),
+                            Arc::clone(req.file),
+                            s.direct_io,
+                            req.append,
+                        );
+                        if req.stats_level() >= 1 {
+                            file.counted_in(Arc::clone(&parts.file_paths))
+                        } else {
+                            file
+                        }
+                    })),
                 }),
                 ..Progress::default()
             },

@@ -144,6 +144,7 @@ impl Fallback {
                 io: Arc::clone(&ctx.io),
                 pool,
                 stream_pool,
+                file_paths: Arc::default(),
             },
             workers,
         })
@@ -206,6 +207,10 @@ impl Backend for Fallback {
             }
             _ => Completion::ready(transfer.run(&self.workers)),
         }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.parts.file_paths.counters()
     }
 
     fn resources(&self) -> Resources {

@@ -306,6 +306,10 @@ impl Backend for Fastpath {
         }
     }
 
+    fn mechanism(&self) -> Option<&'static str> {
+        self.p2p.as_ref().map(|p2p| p2p.name())
+    }
+
     fn resources(&self) -> Resources {
         Resources {
             pinned_bytes: 0,

@@ -207,9 +207,11 @@ impl Driver {
         self.core().stream_deregister(stream.raw())
     }
 
-    /// Counters of the open driver (counting only with `HIPFILE_STATS_LEVEL=true`).
+    /// Counters of the open driver: which backend and path ran each request, declines by reason,
+    /// failovers (counting from `HIPFILE_STATS_LEVEL=1`, or `hipFileParamProfileStats`; see
+    /// [`hipfile_core::Stats`] for what each level adds).
     pub fn stats(&self) -> Option<StatsSnapshot> {
-        self.core().session().map(|s| s.stats().snapshot())
+        self.core().session().map(|s| s.stats_snapshot())
     }
 }
 

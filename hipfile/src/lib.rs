@@ -80,6 +80,9 @@ use std::sync::{Arc, OnceLock};
 pub use batch::{Batch, BatchRequest, Completions};
 pub use driver::{Driver, FileHandle};
 pub use hipfile_core::{
+    ApiOp, BackendCounts, BatchCounts, DeclineReason, DirectionCounts, GpuCounts, IoPath, OpCount,
+};
+pub use hipfile_core::{
     BatchEvent, BatchStatus, DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, LogLevel,
     Result, Settings, StatsSnapshot,
 };

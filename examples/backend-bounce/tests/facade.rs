@@ -40,7 +40,7 @@ fn driver(selection: Option<&str>) -> hipfile::Driver {
     hipfile::Driver::with_options(DriverOptions {
         selection: selection.map(String::from),
         env: EnvConfig {
-            stats_level: Some(true),
+            stats_level: Some(1),
             ..EnvConfig::default()
         },
         ..DriverOptions::with_runtime(Arc::new(SimRuntime::default()))

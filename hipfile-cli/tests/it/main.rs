@@ -3,3 +3,4 @@
 mod bench;
 mod check;
 mod cp;
+mod stats;

@@ -17,7 +17,7 @@ use tempfile::TempDir;
 /// Switches with the statistics on (they tell which backend served a request).
 pub fn env() -> EnvConfig {
     EnvConfig {
-        stats_level: Some(true),
+        stats_level: Some(1),
         ..EnvConfig::default()
     }
 }

@@ -191,7 +191,7 @@ impl Fixture {
             backends: Some(backends),
             selection: None,
             env: EnvConfig {
-                stats_level: Some(true),
+                stats_level: Some(3),
                 ..EnvConfig::cached()
             },
             ..DriverOptions::with_runtime(runtime.clone())

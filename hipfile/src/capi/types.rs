@@ -504,7 +504,8 @@ pub struct hipFileOpCounter_t {
     pub err: u64,
 }
 
-/// `hipFileStatsLevel1_t`: operation counters, bytes and latency. Untracked fields stay 0.
+/// `hipFileStatsLevel1_t`: operation counters, bytes and latency. `capi::statistics` says how
+/// each field is counted and why the few that cannot apply stay 0.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct hipFileStatsLevel1_t {
@@ -612,7 +613,8 @@ pub struct hipFileStatsLevel2_t {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct hipFilePerGpuStats_t {
-    /// GPU UUID.
+    /// GPU UUID: zeros, the runtime boundary has no UUID query (the entry's index is the
+    /// device ordinal).
     pub uuid: [c_char; HIPFILE_GPU_UUID_LEN],
     /// Bytes read.
     pub read_bytes: u64,
@@ -624,15 +626,16 @@ pub struct hipFilePerGpuStats_t {
     pub read_duration_us: u64,
     /// Reads, all paths.
     pub n_total_reads: u64,
-    /// Reads by P2P DMA.
+    /// Reads by the direct path (P2P DMA: the fastpath).
     pub n_p2p_reads: u64,
-    /// Reads by the direct path (fastpath).
+    /// Reads through the nvidia-fs kernel module: 0, there is no such path (the direct path is
+    /// counted in `n_p2p_reads`).
     pub n_nvfs_reads: u64,
     /// Reads by the staged path (fallback).
     pub n_posix_reads: u64,
     /// Unaligned reads.
     pub n_unaligned_reads: u64,
-    /// Dynamic-routing reads.
+    /// Dynamic-routing reads: 0, no request is routed through another GPU.
     pub n_dr_reads: u64,
     /// Sparse regions.
     pub n_sparse_regions: u64,
@@ -650,15 +653,16 @@ pub struct hipFilePerGpuStats_t {
     pub write_duration_us: u64,
     /// Writes, all paths.
     pub n_total_writes: u64,
-    /// Writes by P2P DMA.
+    /// Writes by the direct path (P2P DMA: the fastpath).
     pub n_p2p_writes: u64,
-    /// Writes by the direct path (fastpath).
+    /// Writes through the nvidia-fs kernel module: 0, there is no such path (the direct path is
+    /// counted in `n_p2p_writes`).
     pub n_nvfs_writes: u64,
     /// Writes by the staged path (fallback).
     pub n_posix_writes: u64,
     /// Unaligned writes.
     pub n_unaligned_writes: u64,
-    /// Dynamic-routing writes.
+    /// Dynamic-routing writes: 0, no request is routed through another GPU.
     pub n_dr_writes: u64,
     /// Failed writes.
     pub n_writes_err: u64,

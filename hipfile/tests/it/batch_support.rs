@@ -400,7 +400,7 @@ pub fn sim_driver(
         selection: None,
         io,
         env: EnvConfig {
-            stats_level: Some(true),
+            stats_level: Some(1),
             ..EnvConfig::default()
         },
         ..DriverOptions::with_runtime(gpu)

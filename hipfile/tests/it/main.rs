@@ -22,6 +22,8 @@ mod multi_device;
 mod registration;
 #[cfg(feature = "fallback")]
 mod signals;
+#[cfg(all(feature = "fastpath", feature = "fallback"))]
+mod stats;
 mod stream;
 mod stream_stress;
 #[cfg(feature = "fallback")]

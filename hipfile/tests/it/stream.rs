@@ -93,7 +93,7 @@ pub fn rig(config: SimConfig, backends: RegistryBuilder, tune: impl FnOnce(&mut 
         backends: Some(backends),
         selection: None,
         env: EnvConfig {
-            stats_level: Some(true),
+            stats_level: Some(1),
             ..EnvConfig::default()
         },
         ..DriverOptions::with_runtime(Arc::clone(&gpu))

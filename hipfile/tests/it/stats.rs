@@ -1,0 +1,347 @@
+//! Statistics on the sim with known workloads: per-direction counters, size histograms, per-GPU
+//! figures, declines by reason, failovers between backends, and the levels.
+
+use std::sync::Arc;
+
+use hipfile::{ApiOp, DeclineReason, Driver, DriverOptions, IoPath};
+use hipfile_core::{DirectIoPolicy, EnvConfig, PosixIo, Settings};
+use hipfile_hip::sim::SimRuntime;
+use hipfile_hip::GpuRuntime;
+use hipfile_testkit::conformance::pattern;
+
+use crate::harness::scratch_dir;
+
+const KIB: usize = 1024;
+
+/// A driver on a fresh sim with both built-in backends, at statistics level `level`.
+fn driver(level: u8, env: EnvConfig) -> (Arc<SimRuntime>, Driver) {
+    driver_with(level, env, Settings::default())
+}
+
+fn driver_with(level: u8, env: EnvConfig, settings: Settings) -> (Arc<SimRuntime>, Driver) {
+    let sim = Arc::new(SimRuntime::default());
+    let gpu: Arc<dyn GpuRuntime> = sim.clone();
+    let options = DriverOptions {
+        backends: Some(hipfile::backends()),
+        selection: None,
+        io: Arc::new(PosixIo),
+        env: EnvConfig {
+            stats_level: Some(level),
+            ..env
+        },
+        settings,
+        ..DriverOptions::with_runtime(gpu)
+    };
+    (
+        sim,
+        Driver::with_options(options).expect("a driver on the sim"),
+    )
+}
+
+fn data_file(dir: &std::path::Path, len: usize) -> std::fs::File {
+    let path = dir.join("data");
+    std::fs::write(&path, pattern(3, 0, len)).unwrap();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+#[test]
+fn known_reads_give_exactly_their_counters_histogram_and_gpu_figures() {
+    let (_sim, driver) = driver(3, EnvConfig::default());
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 256 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut four = driver.alloc(4 * KIB).unwrap();
+    let mut sixty_four = driver.alloc(64 * KIB).unwrap();
+    let mut odd = driver.alloc(1000).unwrap();
+    for i in 0..4 {
+        assert_eq!(
+            handle.read(&mut four, (i * 4 * KIB) as u64).unwrap(),
+            4 * KIB
+        );
+    }
+    for i in 0..2 {
+        assert_eq!(
+            handle.read(&mut sixty_four, (i * 64 * KIB) as u64).unwrap(),
+            64 * KIB
+        );
+    }
+    // Unaligned: the direct path declines, the staged path runs them.
+    for i in 0..3 {
+        assert_eq!(handle.read(&mut odd, 1 + (i * 1000) as u64).unwrap(), 1000);
+    }
+    assert_eq!(handle.write(&four, 0).unwrap(), 4 * KIB);
+    let s = driver.stats().unwrap();
+    assert_eq!(s.level, 3);
+    assert_eq!((s.read.ok, s.read.err), (9, 0));
+    assert_eq!(s.read.bytes, (4 * 4 + 2 * 64) as u64 * 1024 + 3000);
+    assert_eq!((s.read.direct, s.read.staged, s.read.unaligned), (6, 3, 3));
+    assert_eq!((s.write.ok, s.write.bytes, s.write.direct), (1, 4096, 1));
+    let mut hist = [0u64; 32];
+    hist[0] = 3; // 1000 bytes
+    hist[2] = 4; // 4 KiB
+    hist[6] = 2; // 64 KiB
+    assert_eq!(s.read.size_kb_hist, hist);
+    assert!(s.read.latency_sum_us >= s.read.latency_avg_us() * 9);
+    assert!(s.read.window_us >= s.read.latency_avg_us());
+    let fastpath = s.backend("fastpath").unwrap();
+    assert_eq!((fastpath.ops, fastpath.errors), (7, 0));
+    assert_eq!(fastpath.declined(DeclineReason::Misaligned), 3);
+    let fallback = s.backend("fallback").unwrap();
+    assert_eq!((fallback.ops, fallback.bytes), (3, 3000));
+    assert!(fallback.declines.is_empty());
+    assert_eq!(fastpath.mechanism, Some("sim"), "the sim's P2P driver");
+    assert_eq!(
+        fallback.counters,
+        [("page_cache_bytes", 3000), ("o_direct_bytes", 0)],
+        "unaligned pieces go through the page cache"
+    );
+    assert_eq!(s.ops_by(IoPath::Direct), 7);
+    assert_eq!(s.gpus.len(), 1);
+    let gpu = &s.gpus[0];
+    assert_eq!(gpu.read, s.read, "one GPU ran every read");
+    assert_eq!(gpu.write.bytes, 4096);
+    assert_eq!(s.api(ApiOp::HandleRegister).ok, 1);
+}
+
+#[test]
+fn buffer_registrations_are_counted_per_gpu() {
+    let (_sim, driver) = driver(3, EnvConfig::default());
+    let buf = driver.alloc(64 * KIB).unwrap();
+    {
+        let _registered = driver.register_buffer(&buf).unwrap();
+        assert!(driver.register_buffer(&buf).is_err());
+        let s = driver.stats().unwrap();
+        assert_eq!(s.gpus[0].registered_bytes, 64 * KIB as u64);
+        assert_eq!(s.api(ApiOp::BufRegister).ok, 1);
+        assert_eq!(s.api(ApiOp::BufRegister).err, 1);
+        assert_eq!(s.gpus[0].buf_register.err, 1);
+    }
+    let s = driver.stats().unwrap();
+    assert_eq!(s.api(ApiOp::BufDeregister).ok, 1);
+    assert_eq!(
+        (s.gpus[0].buf_deregister, s.gpus[0].registered_bytes),
+        (1, 0)
+    );
+}
+
+#[test]
+fn forced_compat_mode_is_counted_as_the_direct_paths_decline() {
+    let forced = EnvConfig {
+        force_compat_mode: Some(true),
+        ..EnvConfig::default()
+    };
+    let (_sim, driver) = driver(1, forced);
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut buf = driver.alloc(4 * KIB).unwrap();
+    for i in 0..5 {
+        handle.read(&mut buf, (i * 4 * KIB) as u64).unwrap();
+    }
+    let s = driver.stats().unwrap();
+    let fastpath = s.backend("fastpath").unwrap();
+    assert_eq!(fastpath.declined(DeclineReason::CompatModeForced), 5);
+    assert_eq!(fastpath.declines.len(), 1);
+    assert_eq!((fastpath.ops, s.backend("fallback").unwrap().ops), (0, 5));
+    assert_eq!(s.declined(DeclineReason::CompatModeForced), 5);
+    assert_eq!((s.read.staged, s.read.direct), (5, 0));
+    assert!(s.gpus.is_empty(), "per-GPU counters are level 3");
+    assert_eq!(s.read.size_kb_hist, [0; 32], "histograms are level 2");
+}
+
+#[test]
+fn a_direct_failure_taken_over_by_the_staged_path_is_a_failover() {
+    let (sim, driver) = driver(1, EnvConfig::default());
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut buf = driver.alloc(16 * KIB).unwrap();
+    sim.p2p_faults().fail_call(1, libc::ENODEV);
+    assert_eq!(handle.read(&mut buf, 0).unwrap(), 16 * KIB);
+    assert_eq!(handle.read(&mut buf, 16 * KIB as u64).unwrap(), 16 * KIB);
+    let s = driver.stats().unwrap();
+    let fastpath = s.backend("fastpath").unwrap();
+    assert_eq!((fastpath.errors, fastpath.ops), (1, 1));
+    assert_eq!(fastpath.failed_over_to("fallback"), 1);
+    assert_eq!(s.backend("fallback").unwrap().ops, 1);
+    assert_eq!((s.read.ok, s.read.err), (2, 0));
+}
+
+#[test]
+fn level_zero_counts_nothing() {
+    let (_sim, driver) = driver(0, EnvConfig::default());
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut buf = driver.alloc(1000).unwrap();
+    handle.read(&mut buf, 1).unwrap();
+    let s = driver.stats().unwrap();
+    assert_eq!(s.level, 0);
+    assert_eq!(s.read, Default::default());
+    assert_eq!(s.declined(DeclineReason::Misaligned), 0);
+    assert_eq!(s.api(ApiOp::HandleRegister).ok, 0);
+}
+
+#[test]
+fn the_staged_path_counts_page_cache_and_o_direct_bytes() {
+    let forced = EnvConfig {
+        force_compat_mode: Some(true),
+        ..EnvConfig::default()
+    };
+    for (policy, expected) in [
+        (
+            DirectIoPolicy::Never,
+            [("page_cache_bytes", 20480), ("o_direct_bytes", 0)],
+        ),
+        (
+            DirectIoPolicy::Always,
+            [("page_cache_bytes", 0), ("o_direct_bytes", 20480)],
+        ),
+    ] {
+        let settings = Settings {
+            direct_io: policy,
+            ..Settings::default()
+        };
+        let (_sim, driver) = driver_with(1, forced, settings);
+        let dir = scratch_dir();
+        let file = data_file(dir.path(), 64 * KIB);
+        let handle = driver.register_file(&file).unwrap();
+        let mut buf = driver.alloc(4 * KIB).unwrap();
+        for i in 0..5 {
+            handle.read(&mut buf, (i * 4 * KIB) as u64).unwrap();
+        }
+        let s = driver.stats().unwrap();
+        assert_eq!(
+            s.backend("fallback").unwrap().counters,
+            expected,
+            "{policy:?}"
+        );
+    }
+    // Statistics off: nothing counted.
+    let (_sim, driver) = driver_with(0, forced, Settings::default());
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut buf = driver.alloc(4 * KIB).unwrap();
+    handle.read(&mut buf, 0).unwrap();
+    let s = driver.stats().unwrap();
+    assert!(s
+        .backend("fallback")
+        .unwrap()
+        .counters
+        .iter()
+        .all(|(_, n)| *n == 0));
+}
+
+const SERVED: &str = "stats::the_socket_serves_a_running_drivers_counters_until_it_closes";
+
+/// In the child: a driver at level 3 on the sim, three 4 KiB reads and one unaligned read, then
+/// wait (for the parent to read the socket) until stdin closes; close the driver and check that
+/// the socket and its thread are gone.
+fn serve_known_counters() {
+    use std::io::Read;
+    let (_sim, driver) = driver(3, EnvConfig::default());
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut four = driver.alloc(4 * KIB).unwrap();
+    for i in 0..3 {
+        handle.read(&mut four, (i * 4 * KIB) as u64).unwrap();
+    }
+    let mut odd = driver.alloc(100).unwrap();
+    handle.read(&mut odd, 1).unwrap();
+    assert!(driver.core().session().unwrap().serves_stats());
+    println!("[stats-ready]");
+    let mut rest = Vec::new();
+    std::io::stdin().read_to_end(&mut rest).unwrap();
+    drop((handle, four, odd));
+    drop(driver);
+    let address = hipfile_core::stats_server::socket_address(std::process::id()).unwrap();
+    let gone = std::os::unix::net::UnixStream::connect_addr(&address).unwrap_err();
+    assert_eq!(gone.kind(), std::io::ErrorKind::ConnectionRefused);
+    let stats_threads = crate::harness::thread_ids()
+        .into_iter()
+        .filter(|&tid| crate::harness::thread_name(tid) == "hipfile-stats")
+        .count();
+    assert_eq!(
+        stats_threads, 0,
+        "the listener thread ended with the driver"
+    );
+}
+
+#[test]
+fn the_socket_serves_a_running_drivers_counters_until_it_closes() {
+    use std::io::{BufRead, BufReader, Read};
+    if crate::harness::as_child(SERVED, serve_known_counters) {
+        return;
+    }
+    let mut cmd = crate::harness::child_command(SERVED);
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("the child ended before it served: {seen}");
+        }
+        seen.push_str(&line);
+        if line.contains("[stats-ready]") {
+            break;
+        }
+    }
+    let address = hipfile_core::stats_server::socket_address(child.id()).unwrap();
+    let mut stream = std::os::unix::net::UnixStream::connect_addr(&address).unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["pid"], child.id());
+    assert_eq!(doc["level"], 3);
+    assert_eq!(doc["read"]["ok"], 4);
+    assert_eq!(doc["read"]["bytes"], 3 * 4096 + 100);
+    assert_eq!(doc["read"]["size_kb_hist"][2], 3);
+    let backends = doc["backends"].as_array().unwrap();
+    let fastpath = backends.iter().find(|b| b["name"] == "fastpath").unwrap();
+    assert_eq!(fastpath["ops"], 3);
+    assert_eq!(fastpath["mechanism"], "sim");
+    assert_eq!(fastpath["declines"]["misaligned"], 1);
+    assert_eq!(doc["gpus"][0]["read"]["ok"], 4);
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut stderr).unwrap();
+    }
+    assert!(
+        status.success() && rest.contains("[child-done]"),
+        "the child failed ({status}):\n{seen}{rest}\n--- stderr\n{stderr}"
+    );
+}
+
+#[test]
+fn the_stats_level_setting_counts_as_the_environment_does() {
+    // `hipFileParamProfileStats` sets `stats_level`; the higher of it and the environment's wins.
+    let settings = Settings {
+        stats_level: 2,
+        ..Settings::default()
+    };
+    let (_sim, driver) = driver_with(0, EnvConfig::default(), settings);
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut buf = driver.alloc(4 * KIB).unwrap();
+    handle.read(&mut buf, 0).unwrap();
+    let s = driver.stats().unwrap();
+    assert_eq!(s.level, 2);
+    assert_eq!((s.read.ok, s.read.size_kb_hist[2]), (1, 1));
+    assert!(s.gpus.is_empty());
+}
