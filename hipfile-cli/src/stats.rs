@@ -7,12 +7,14 @@
 //! cache or O_DIRECT), operations, errors, declines by reason and failovers; `--once` reads once,
 //! `--json` prints each document as it came, one per line. `hipfile stats -- PROGRAM ARGS` runs
 //! the program (with `HIPFILE_STATS_LEVEL=3` unless it is set), reads its socket every 100 ms
-//! while it runs, and prints the last counters read when it exits: a summary of everything the
-//! program did up to at most 100 ms before its driver closed.
+//! while it runs, and prints a summary when it exits: the counters its driver sent when it
+//! closed (to the socket `HIPFILE_STATS_REPORT` names, which this command listens on), or, for a
+//! program that exited with its driver open, the last counters read.
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -130,8 +132,10 @@ fn run_program(args: &StatsArgs, out: &mut dyn Write) -> Result<bool, String> {
         .program
         .split_first()
         .ok_or("name a program after `--`")?;
+    let reports = FinalReports::listen()?;
     let mut cmd = Command::new(program);
-    cmd.args(rest);
+    cmd.args(rest)
+        .env(hipfile_core::stats_server::REPORT_ENV, &reports.name);
     if std::env::var_os("HIPFILE_STATS_LEVEL").is_none() {
         cmd.env("HIPFILE_STATS_LEVEL", "3");
     }
@@ -150,6 +154,10 @@ fn run_program(args: &StatsArgs, out: &mut dyn Write) -> Result<bool, String> {
             Err(e) => return Err(format!("waiting for {program}: {e}")),
         }
     };
+    // A driver that closed sent its final counters: they hold everything, the last poll may not.
+    if let Some(doc) = reports.collect().pop() {
+        last = Some(doc);
+    }
     let text = match (&last, args.json) {
         (Some(doc), true) => format!("{doc}\n"),
         (Some(doc), false) => format!(
@@ -163,6 +171,49 @@ fn run_program(args: &StatsArgs, out: &mut dyn Write) -> Result<bool, String> {
     };
     write_out(out, &text)?;
     Ok(status.success())
+}
+
+/// The socket a program's closing drivers send their final counters to.
+struct FinalReports {
+    /// Its abstract name, for the program's environment.
+    name: String,
+    listener: UnixListener,
+}
+
+impl FinalReports {
+    fn listen() -> Result<FinalReports, String> {
+        let name = format!("hipfile-stats-report-{}", std::process::id());
+        let listener = SocketAddr::from_abstract_name(name.as_bytes())
+            .and_then(|address| UnixListener::bind_addr(&address))
+            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+            .map_err(|e| format!("listening for the program's final counters on {name}: {e}"))?;
+        Ok(FinalReports { name, listener })
+    }
+
+    /// The documents the program (or a process it started: they inherit the environment) sent,
+    /// in the order their drivers closed. The program has exited: what it sent waits in the
+    /// socket's queue.
+    fn collect(&self) -> Vec<Value> {
+        let own_uid = rustix::process::geteuid().as_raw();
+        let mut docs = Vec::new();
+        while let Ok((mut stream, _)) = self.listener.accept() {
+            let allowed = rustix::net::sockopt::socket_peercred(&stream)
+                .is_ok_and(|c| hipfile_core::stats_server::peer_allowed(c.uid.as_raw(), own_uid));
+            let mut text = String::new();
+            let read = stream
+                .set_nonblocking(false)
+                .and_then(|()| stream.set_read_timeout(Some(Duration::from_secs(1))))
+                .and_then(|()| stream.read_to_string(&mut text));
+            let doc = serde_json::from_str::<Value>(text.trim()).ok();
+            match doc {
+                Some(doc) if allowed && read.is_ok() && doc.get("error").is_none() => {
+                    docs.push(doc)
+                }
+                _ => {}
+            }
+        }
+        docs
+    }
 }
 
 fn u(v: &Value, path: &[&str]) -> u64 {

@@ -174,12 +174,10 @@ impl Session {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Stop serving the statistics socket (the driver closed).
-    fn stop_stats_server(&self) {
+    /// Stop serving the statistics socket (the driver closed); whether it was served.
+    fn stop_stats_server(&self) -> bool {
         let server = self.stats_server_slot().take();
-        if let Some(server) = server {
-            server.stop();
-        }
+        server.map(StatsServer::stop).is_some()
     }
 
     /// Whether this session serves the statistics socket ([`crate::stats_server`]).
@@ -450,8 +448,11 @@ impl Driver {
             }
         };
         drop(state);
-        session.stop_stats_server();
+        let served = session.stop_stats_server();
         batch::shut_down(batches);
+        if served {
+            crate::stats_server::report_final(&session);
+        }
         Ok(())
     }
 

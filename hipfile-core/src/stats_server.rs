@@ -9,6 +9,12 @@
 //! One thread per driver accepts connections; it is started when the driver opens and stopped,
 //! its descriptor closed, when the driver closes. A process that opens several drivers serves
 //! the first one's counters: the others find the name taken and serve nothing.
+//!
+//! A driver that served the socket also sends its final counters, the same document, when it
+//! closes, to the abstract socket named by [`REPORT_ENV`] if the environment sets it:
+//! `hipfile stats -- PROGRAM` listens there, so its summary holds everything the program did,
+//! however soon after its last request the program closed the driver. (A process that exits
+//! with its driver still open sends nothing; the summary then holds the last document read.)
 
 use std::io::Write;
 use std::os::fd::AsFd;
@@ -23,6 +29,10 @@ use crate::driver::Session;
 
 /// The version of the JSON document the socket serves.
 pub const PROTOCOL_VERSION: u64 = 1;
+
+/// The environment variable naming the abstract socket a closing driver sends its final
+/// counters to (without the leading NUL).
+pub const REPORT_ENV: &str = "HIPFILE_STATS_REPORT";
 
 /// The abstract socket name of process `pid`'s counters (without the leading NUL).
 pub fn socket_name(pid: u32) -> String {
@@ -129,6 +139,28 @@ fn answer(mut stream: UnixStream, own_uid: u32, session: &Weak<Session>) {
         Err(e) => refusal(&format!("the peer's credentials are unknown: {e}")),
     };
     let mut line = document.to_string();
+    line.push('\n');
+    let _ = stream.write_all(line.as_bytes());
+}
+
+/// Send `session`'s counters, as a closing driver's last word, to the socket [`REPORT_ENV`]
+/// names; nothing when it is unset or nobody listens there.
+pub(crate) fn report_final(session: &Session) {
+    let Some(name) = std::env::var_os(REPORT_ENV) else {
+        return;
+    };
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(address) = SocketAddr::from_abstract_name(name.as_bytes()) else {
+        return;
+    };
+    let Ok(mut stream) = UnixStream::connect_addr(&address) else {
+        return;
+    };
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let mut line = session
+        .stats_snapshot()
+        .to_json(std::process::id())
+        .to_string();
     line.push('\n');
     let _ = stream.write_all(line.as_bytes());
 }

@@ -167,6 +167,22 @@ fn running_a_program_prints_its_summary_and_keeps_its_exit_status() {
     assert!(view.contains("exited"), "{view}");
     assert!(view.contains("fallback (staged): 2 ops"), "{view}");
 
+    // A program that closes its driver right after its last request and exits, sooner than
+    // the next read of its socket: the summary still holds all it did (the driver's last word).
+    let out = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+        .args(["stats", "--json", "--"])
+        .arg(&program)
+        .args(args)
+        .env(ROLE, "0")
+        .env("HIPFILE_PLATFORM", "sim")
+        .env_remove("HIPFILE_STATS_LEVEL")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let doc: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_workload(&doc);
+
     let out = hipfile(&["stats", "--", "false"]);
     assert!(
         !out.status.success(),
