@@ -84,18 +84,19 @@ impl LogLevel {
         })
     }
 
+    /// Every level, from silent to most verbose: level `n` is the number `n`.
+    pub const ALL: [LogLevel; 6] = [
+        LogLevel::Off,
+        LogLevel::Error,
+        LogLevel::Warn,
+        LogLevel::Info,
+        LogLevel::Debug,
+        LogLevel::Trace,
+    ];
+
     /// The level of a number: 0 off, 1 error, 2 warn, 3 info, 4 debug, 5 trace.
     pub fn from_number(n: u8) -> Option<LogLevel> {
-        [
-            LogLevel::Off,
-            LogLevel::Error,
-            LogLevel::Warn,
-            LogLevel::Info,
-            LogLevel::Debug,
-            LogLevel::Trace,
-        ]
-        .get(usize::from(n))
-        .copied()
+        LogLevel::ALL.get(usize::from(n)).copied()
     }
 
     /// The upper-case name (what `hipFileGetParameterString` reports).
@@ -314,14 +315,7 @@ mod tests {
 
     #[test]
     fn names_parse_back_and_order_from_silent_to_verbose() {
-        let all = [
-            LogLevel::Off,
-            LogLevel::Error,
-            LogLevel::Warn,
-            LogLevel::Info,
-            LogLevel::Debug,
-            LogLevel::Trace,
-        ];
+        let all = LogLevel::ALL;
         for (n, level) in all.iter().enumerate() {
             assert_eq!(LogLevel::parse(level.name()), Some(*level));
             assert_eq!(LogLevel::from_number(n as u8), Some(*level));

@@ -8,6 +8,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::support::{names_in, splitmix_bytes};
+
 /// Run `hipfile bench --platform sim --json` with `extra` arguments on `file`; returns the
 /// measurement objects and the summary.
 fn bench_json(file: &Path, extra: &[&str]) -> (Vec<Value>, Value) {
@@ -384,25 +386,7 @@ fn the_table_is_readable() {
 
 /// Bytes no pattern of the bench makes (SplitMix64 of a fixed seed).
 fn foreign_bytes(len: usize) -> Vec<u8> {
-    let mut x = 0x1234_5678_9abc_def0u64;
-    (0..len)
-        .map(|_| {
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            (z ^ (z >> 31)) as u8
-        })
-        .collect()
-}
-
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
+    splitmix_bytes(len, 0x1234_5678_9abc_def0)
 }
 
 #[test]

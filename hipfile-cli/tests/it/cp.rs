@@ -9,6 +9,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::{names_in, splitmix_bytes};
+
 /// `hipfile cp --platform sim ARGS`.
 fn cp<S: AsRef<OsStr>>(args: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hipfile"))
@@ -22,28 +24,9 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// Bytes no two files of a test share by accident (SplitMix64 of `seed`).
+/// Bytes no two files of a test share by accident.
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed;
-    (0..len)
-        .map(|_| {
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            (z ^ (z >> 31)) as u8
-        })
-        .collect()
-}
-
-/// The names in `dir`, sorted.
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    splitmix_bytes(len, seed)
 }
 
 /// Copy `src` to `dst` with `--verify --json` and `extra`; the summary object.

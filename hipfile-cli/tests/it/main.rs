@@ -4,3 +4,4 @@ mod bench;
 mod check;
 mod cp;
 mod stats;
+mod support;
