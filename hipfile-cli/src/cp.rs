@@ -383,11 +383,17 @@ fn progress_bar(size: u64) -> ProgressBar {
     bar
 }
 
+/// The statistics level a copy runs at: what the environment set, and at least 1.
+fn counting_level(from_env: Option<u8>) -> u8 {
+    from_env.unwrap_or(0).max(1)
+}
+
 /// The options of the driver that copies on `gpu`.
 fn driver_options(gpu: Arc<dyn GpuRuntime>, args: &CpArgs) -> DriverOptions {
     let mut options = DriverOptions::with_runtime(gpu);
-    // The summary names the backends that moved the bytes, from the driver's counters.
-    options.env.stats_level = Some(1);
+    // The summary names the backends that moved the bytes, from the driver's counters: level 1
+    // at least, more when the environment asks for it (`hipfile stats -- hipfile cp` sets 3).
+    options.env.stats_level = Some(counting_level(options.env.stats_level));
     if let Some(list) = &args.backend {
         options.selection = Some(list.clone());
     }
@@ -590,6 +596,13 @@ mod tests {
         assert_eq!(chunk_bytes(MAX_CALL_BYTES), Ok(MAX_CALL_BYTES));
         let e = chunk_bytes(2 << 30).unwrap_err();
         assert!(e.contains("too large"), "{e}");
+    }
+
+    #[test]
+    fn a_copy_counts_at_level_1_or_what_the_environment_asks_for() {
+        assert_eq!(counting_level(None), 1);
+        assert_eq!(counting_level(Some(0)), 1);
+        assert_eq!(counting_level(Some(3)), 3);
     }
 
     #[test]
