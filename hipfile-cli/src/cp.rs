@@ -32,7 +32,7 @@
 //!   timed apart. Failures print one message and exit non-zero.
 
 use std::fs::{File, Metadata, Permissions};
-use std::io::{IsTerminal, Seek, SeekFrom};
+use std::io::{IsTerminal, Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -575,11 +575,18 @@ pub fn run(args: &CpArgs) -> Result<bool, String> {
     }
     let platform = pick.gpu.info().platform.to_string();
     let done = copy(&plan, driver_options(pick.gpu, args), args, chunk)?;
-    if args.json {
-        println!("{}", summary_json(&plan, &done, chunk, &platform));
+    let summary = if args.json {
+        summary_json(&plan, &done, chunk, &platform).to_string()
     } else {
-        println!("{}", summary_line(&plan, &done));
-    }
+        summary_line(&plan, &done)
+    };
+    // A closed or full stdout is an error to report, not a panic; the copy is in place.
+    writeln!(std::io::stdout().lock(), "{summary}").map_err(|e| {
+        format!(
+            "the copy is in place at {}, but its summary could not be written: {e}",
+            shown(&plan.dst)
+        )
+    })?;
     Ok(true)
 }
 

@@ -282,3 +282,29 @@ fn refusals_exit_non_zero_and_leave_no_destination() {
     }
     assert_eq!(std::fs::read(&src).unwrap(), pattern(10_000, 5));
 }
+
+#[test]
+fn a_summary_that_cannot_be_written_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, dst) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::write(&src, pattern(10_000, 9)).unwrap();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+        .args(["cp", "--platform", "sim"])
+        .args([&src, &dst])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("summary could not be written"),
+        "{}",
+        stderr(&out)
+    );
+    // The copy itself is complete and in place.
+    assert_eq!(std::fs::read(&dst).unwrap(), pattern(10_000, 9));
+}
