@@ -261,6 +261,7 @@ impl Driver {
                 session: Arc::clone(session),
                 _held: prepared,
                 gate: Gate::default(),
+                queued_at: Instant::now(),
             },
         )
     }
@@ -293,6 +294,8 @@ struct AsyncOp {
     /// The file and buffer of the submission, counted as in flight until the op ends.
     _held: Prepared,
     gate: Gate,
+    /// When it was queued.
+    queued_at: Instant,
 }
 
 impl AsyncOp {
@@ -350,6 +353,14 @@ struct Release<'a> {
 
 impl Drop for Release<'_> {
     fn drop(&mut self) {
+        if log::log_enabled!(log::Level::Debug) {
+            if let Some(line) = lock(&self.engine.words)
+                .by_stream
+                .get_mut(&self.gate.stream)
+            {
+                line.ended_at = Some(Instant::now());
+            }
+        }
         // The result was written before: the stream's later work must see it.
         fence(Ordering::SeqCst);
         // The word is one the engine handed out, inside the flags: the store cannot fail.
@@ -366,6 +377,9 @@ struct Line {
     in_flight: usize,
     /// The last value handed out for the word.
     last: u32,
+    /// When the stream's last op ended, while DEBUG logging is on: the next op's wait for its
+    /// stream is timed from there.
+    ended_at: Option<Instant>,
 }
 
 /// The flag words: held by streams, free, or never handed out.
@@ -475,6 +489,7 @@ impl StreamEngine {
                     word,
                     in_flight: 0,
                     last,
+                    ended_at: None,
                 });
             }
         }
@@ -606,7 +621,8 @@ impl StreamEngine {
                         Ok(false) => break,
                         Ok(true) => {
                             let op = queue.pop_front().expect("the head is there");
-                            self.start(op, Ok(()));
+                            let waited = self.waited(&op);
+                            self.start(op, Ok(waited));
                             last_news = Instant::now();
                         }
                         Err(e) => {
@@ -621,19 +637,37 @@ impl StreamEngine {
         }
     }
 
+    /// While DEBUG logging is on, how long the watcher took to see that `op`'s stream reached
+    /// it: from the end of the stream's previous op, or from its queueing if that came later.
+    fn waited(&self, op: &AsyncOp) -> Option<Duration> {
+        if !log::log_enabled!(log::Level::Debug) {
+            return None;
+        }
+        let ended = lock(&self.words)
+            .by_stream
+            .get(&op.gate.stream)
+            .and_then(|line| line.ended_at);
+        let since = ended.filter(|&t| t > op.queued_at).unwrap_or(op.queued_at);
+        Some(since.elapsed())
+    }
+
     /// Run an op whose stream reached it (or whose stream failed: then the failure is its
-    /// result) on a runner.
-    fn start(self: &Arc<Self>, mut op: Box<AsyncOp>, reached: Result<()>) {
+    /// result) on a runner; `reached` holds, while DEBUG logging is on, how long seeing that
+    /// took ([`StreamEngine::waited`]).
+    fn start(self: &Arc<Self>, mut op: Box<AsyncOp>, reached: Result<Option<Duration>>) {
         let engine = Arc::clone(self);
         let gate = std::mem::take(&mut op.gate);
+        let seen = Instant::now();
         self.runners.run(Box::new(move || {
+            let started = Instant::now();
             let release = Release {
                 engine: &engine,
                 gate,
             };
             // A panic in the engines must still end the op with a result (a Rust waiter would
             // otherwise wait for it forever); `release` lets the stream go either way.
-            let outcome = reached.and_then(|()| {
+            let waited = reached.as_ref().ok().copied().flatten();
+            let outcome = reached.and_then(|_| {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.run())).unwrap_or_else(
                     |_| {
                         Err(Error::new(
@@ -643,6 +677,18 @@ impl StreamEngine {
                     },
                 )
             });
+            if let (Some(waited), Ok(bytes)) = (waited, &outcome) {
+                log::debug!(
+                    "stream-ordered {} of {bytes} bytes on stream {:#x}: seen {} us after \
+                     the stream's previous op ended (or it was queued), started {} us later, \
+                     ran {} us",
+                    crate::driver::op_name(op.op),
+                    release.gate.stream,
+                    waited.as_micros(),
+                    started.saturating_duration_since(seen).as_micros(),
+                    started.elapsed().as_micros()
+                );
+            }
             if let Err(e) = &outcome {
                 log::warn!(
                     "stream-ordered {} on stream {:#x} failed: {e}",

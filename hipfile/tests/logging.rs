@@ -120,6 +120,21 @@ fn the_log_says_what_the_driver_did_at_the_level_asked_and_nothing_by_default() 
     let gpu = sim(false);
     let d = driver(&gpu, LogLevel::Debug, &debug);
     roundtrip(&gpu, &d, dir.path());
+    // Two stream-ordered reads on one stream: each is timed through the stream engine.
+    {
+        let data = std::fs::File::open(dir.path().join("data")).unwrap();
+        let data = d.register_file(&data).unwrap();
+        let runtime: Arc<dyn GpuRuntime> = gpu.clone();
+        let stream = OwnedStream::new_independent(runtime.clone()).unwrap();
+        let mut a = DeviceBuffer::new(runtime.clone(), 4096).unwrap();
+        let mut b = DeviceBuffer::new(runtime, 4096).unwrap();
+        let done = d.on_stream(&StreamRef::of(&stream), |io| {
+            let first = io.read(&data, &mut a, 0).unwrap();
+            let second = io.read(&data, &mut b, 0).unwrap();
+            (first.wait().unwrap(), second.wait().unwrap())
+        });
+        assert_eq!(done, (4096, 4096));
+    }
     drop(d);
     let text = std::fs::read_to_string(&debug).unwrap();
     let info = lines_at(&text, "INFO");
@@ -147,6 +162,17 @@ fn the_log_says_what_the_driver_did_at_the_level_asked_and_nothing_by_default() 
             "read of 4096 bytes at file offset 0: fastpath declines: the platform has no P2P driver"
         ) && has(&dbg, "read of 4096 bytes at file offset 0: fallback runs it (staged)")
             && has(&dbg, "write of 4096 bytes at file offset 0: fallback runs it"),
+        "{text}"
+    );
+    let timed: Vec<&String> = dbg
+        .iter()
+        .filter(|l| l.contains("stream-ordered read of 4096 bytes on stream"))
+        .collect();
+    assert_eq!(timed.len(), 2, "{text}");
+    assert!(
+        timed
+            .iter()
+            .all(|l| l.contains("us after the stream's previous op ended") && l.ends_with(" us")),
         "{text}"
     );
     assert!(lines_at(&text, "WARN").is_empty(), "{text}");
