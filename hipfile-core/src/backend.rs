@@ -101,10 +101,10 @@ impl IoRequest<'_> {
         self.memory.device()
     }
 
-    /// The statistics level in force for the request: the higher of `HIPFILE_STATS_LEVEL` and
-    /// the `stats_level` setting, as the driver counts.
-    pub fn stats_level(&self) -> u64 {
-        u64::from(self.env.stats_level.unwrap_or(0)).max(self.settings.stats_level)
+    /// The statistics level in force for the request, as the driver counts
+    /// ([`Settings::effective_stats_level`]).
+    pub fn stats_level(&self) -> u8 {
+        self.settings.effective_stats_level(self.env)
     }
 
     /// The kind of memory, as the runtime reported it when the request was validated.

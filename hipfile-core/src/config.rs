@@ -289,6 +289,14 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The statistics level a driver counts at: the higher of `HIPFILE_STATS_LEVEL` (`env`)
+    /// and this `stats_level` setting, at most [`limits::MAX_STATS_LEVEL`].
+    pub fn effective_stats_level(&self, env: &EnvConfig) -> u8 {
+        u64::from(env.stats_level.unwrap_or(0))
+            .max(self.stats_level)
+            .min(limits::MAX_STATS_LEVEL) as u8
+    }
+
     /// Refuse settings no engine can run with. Below the floor (a pinned bound below one lane of
     /// two 4 KiB halves, a transfer or chunk below one 4 KiB page) is `InvalidValue`; above a
     /// ceiling in [`limits`] is `DriverUnsupportedLimit`, cuFile's answer to a property value it

@@ -20,7 +20,7 @@ use rustix::io::Errno;
 
 use crate::backend::{BackendContext, IoOp, IoRequest, LiveSettings, OwnedRequest};
 use crate::batch::{self, BatchTable};
-use crate::config::{limits, EnvConfig, Environment, Settings};
+use crate::config::{EnvConfig, Environment, Settings};
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::{FileInFlight, RegisteredFile};
 use crate::io::{FileIo, PosixIo};
@@ -356,14 +356,13 @@ impl Driver {
             None => RegistryBuilder::from_inventory()?,
         };
         let registry = builder.build(&ctx, self.options.selection.as_deref())?;
-        let level = u64::from(self.options.env.stats_level.unwrap_or(0)).max(staged.stats_level);
         let devices = runtime
             .device_count()
             .ok()
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(0);
         let stats = Stats::new(
-            level.min(limits::MAX_STATS_LEVEL) as u8,
+            staged.effective_stats_level(&self.options.env),
             &registry.paths(),
             Arc::clone(registry.routes()),
             devices,

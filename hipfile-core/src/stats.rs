@@ -680,6 +680,11 @@ impl Stats {
         if !self.enabled() {
             return 0;
         }
+        self.uptime_us()
+    }
+
+    /// Microseconds since the counters started.
+    fn uptime_us(&self) -> u64 {
         self.epoch.elapsed().as_micros().min(u128::from(u64::MAX)) as u64
     }
 
@@ -843,7 +848,7 @@ impl Stats {
         let b = &self.batch;
         StatsSnapshot {
             level: self.level,
-            uptime_us: self.epoch.elapsed().as_micros().min(u128::from(u64::MAX)) as u64,
+            uptime_us: self.uptime_us(),
             read: self.read.snapshot(),
             write: self.write.snapshot(),
             batch_read: self.batch_read.snapshot(),

@@ -56,6 +56,35 @@ pub fn runtime_under_test() -> Result<RuntimeUnderTest, String> {
     Ok(RuntimeUnderTest { runtime, sim: None })
 }
 
+/// The runtime of a test of the C ABI, whose process-wide driver opens its platform from the
+/// environment: the machine's GPU under `HIPFILE_GPU_TESTS=1` ([`runtime_under_test`]), else the
+/// simulated HIP runtime library (`libamdhip64.so` of `hipfile-simhip`, a dev-dependency built
+/// next to the test binary in `target/<profile>/deps`). For the latter it points the driver at
+/// that library (`HIPFILE_PLATFORM=amd`, its path, every filesystem allowed on the direct path),
+/// so the driver and the test share one simulated GPU: call it before the driver first reads
+/// the environment.
+pub fn c_abi_runtime() -> Result<Arc<dyn GpuRuntime>, String> {
+    if real_gpu_requested() {
+        return runtime_under_test().map(|r| r.runtime);
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("the test binary's path: {e}"))?;
+    let lib = exe
+        .parent()
+        .ok_or("the test binary lives in target/<profile>/deps")?
+        .join("libamdhip64.so");
+    if !lib.is_file() {
+        return Err(format!(
+            "{} is missing: hipfile-simhip (a dev-dependency) builds it",
+            lib.display()
+        ));
+    }
+    std::env::set_var("HIPFILE_PLATFORM", "amd");
+    std::env::set_var(hipfile_hip::amd::LIBRARY_ENV, &lib);
+    std::env::set_var("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "true");
+    hipfile_hip::amd_open_library(&lib.to_string_lossy())
+        .map_err(|e| format!("the simulated HIP library {}: {e:?}", lib.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

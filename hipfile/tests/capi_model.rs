@@ -116,21 +116,6 @@ impl Memories {
     }
 }
 
-/// `target/<profile>/deps/libamdhip64.so`, next to this test binary.
-fn simulated_hip_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary knows its path");
-    let lib = exe
-        .parent()
-        .expect("the test binary lives in target/<profile>/deps")
-        .join("libamdhip64.so");
-    assert!(
-        lib.is_file(),
-        "{} is missing: hipfile-simhip (a dev-dependency) builds it",
-        lib.display()
-    );
-    lib
-}
-
 /// Set the environment up before the driver first reads it, and allocate the memories.
 fn memories() -> &'static Mutex<Memories> {
     static MEMORIES: OnceLock<Mutex<Memories>> = OnceLock::new();
@@ -143,19 +128,9 @@ fn memories() -> &'static Mutex<Memories> {
         for (name, value) in SETTINGS {
             std::env::set_var(name, value);
         }
-        let runtime: Arc<dyn GpuRuntime> = if hipfile_testkit::target::real_gpu_requested() {
-            hipfile_testkit::target::runtime_under_test()
-                .expect("the GPU runtime opens")
-                .runtime
-        } else {
-            let lib = simulated_hip_library();
-            std::env::set_var("HIPFILE_PLATFORM", "amd");
-            std::env::set_var(hipfile_hip::amd::LIBRARY_ENV, &lib);
-            // Wherever TMPDIR is, let the direct path serve what is aligned.
-            std::env::set_var("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "true");
-            hipfile_hip::amd_open_library(&lib.to_string_lossy())
-                .expect("the simulated HIP library loads")
-        };
+        // On the sim, wherever TMPDIR is, the direct path serves what is aligned.
+        let runtime: Arc<dyn GpuRuntime> =
+            hipfile_testkit::target::c_abi_runtime().expect("the runtime under test opens");
         Mutex::new(Memories {
             device: (0..ALLOCATIONS)
                 .map(|_| DeviceBuffer::new(runtime.clone(), ALLOCATION_LEN).expect("hipMalloc"))

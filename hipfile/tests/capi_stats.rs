@@ -9,7 +9,6 @@
 
 use std::ffi::c_void;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 use std::ptr;
 
 use hipfile::capi::{
@@ -23,14 +22,6 @@ use hipfile::capi::{
     hipFileStatsLevel3_t, hipFileSuccess,
 };
 use hipfile_hip::DeviceBuffer;
-
-/// `target/<profile>/deps/libamdhip64.so`, next to this test binary.
-fn simulated_hip_library() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary knows its path");
-    exe.parent()
-        .expect("the test binary lives in target/<profile>/deps")
-        .join("libamdhip64.so")
-}
 
 fn ok(ok: u64) -> hipFileOpCounter_t {
     hipFileOpCounter_t { ok, err: 0 }
@@ -49,17 +40,7 @@ fn every_level_counts_a_known_workload() {
     }
     std::env::set_var("HIPFILE_STATS_LEVEL", "3");
     let on_gpu = hipfile_testkit::target::real_gpu_requested();
-    let runtime = if on_gpu {
-        hipfile_testkit::target::runtime_under_test()
-            .expect("the GPU runtime opens")
-            .runtime
-    } else {
-        let lib = simulated_hip_library();
-        std::env::set_var("HIPFILE_PLATFORM", "amd");
-        std::env::set_var(hipfile_hip::amd::LIBRARY_ENV, &lib);
-        std::env::set_var("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "true");
-        hipfile_hip::amd_open_library(&lib.to_string_lossy()).expect("the simulated HIP library")
-    };
+    let runtime = hipfile_testkit::target::c_abi_runtime().expect("the runtime under test opens");
     const LEN: usize = 64 << 10;
     let buffer = DeviceBuffer::new(runtime, LEN).expect("hipMalloc");
     let dir = tempfile::tempdir().unwrap();
