@@ -392,9 +392,7 @@ impl Driver {
     /// `hipFileBatchIOSetUp`: a batch for up to `capacity` entries (at most the settings'
     /// `max_batch_io_size`). Needs no open driver and changes no use count.
     pub fn batch_setup(&self, capacity: usize) -> Result<BatchId> {
-        let result = self.batch_setup_counted(capacity);
-        self.count_api(ApiOp::BatchSetup, result.is_ok());
-        result
+        self.counted(ApiOp::BatchSetup, self.batch_setup_counted(capacity))
     }
 
     fn batch_setup_counted(&self, capacity: usize) -> Result<BatchId> {
@@ -560,8 +558,7 @@ impl Driver {
         timeout: Option<Duration>,
     ) -> Result<Vec<BatchEvent>> {
         let result = self.batch_status_counted(id, min, max, timeout);
-        self.count_api(ApiOp::BatchStatus, result.is_ok());
-        result
+        self.counted(ApiOp::BatchStatus, result)
     }
 
     fn batch_status_counted(
@@ -587,18 +584,16 @@ impl Driver {
     /// canceled) and wait until no entry of the batch runs.
     pub fn batch_cancel(&self, id: BatchId) -> Result<()> {
         let result = self.batch(id).map(|batch| batch.cancel());
-        self.count_api(ApiOp::BatchCancel, result.is_ok());
-        result
+        self.counted(ApiOp::BatchCancel, result)
     }
 
     /// `hipFileBatchIODestroy`: cancel, wait, forget. An unknown batch is `InvalidValue` (the
     /// C function ignores it).
     pub fn batch_destroy(&self, id: BatchId) -> Result<()> {
-        let batch = self.batch_table().by_id.remove(&id.0);
-        self.count_api(ApiOp::BatchDestroy, batch.is_some());
-        batch
-            .ok_or_else(|| invalid("the batch handle is not set up"))?
-            .cancel();
+        // The table's lock goes before the count takes the driver's.
+        let removed = self.batch_table().by_id.remove(&id.0);
+        let batch = removed.ok_or_else(|| invalid("the batch handle is not set up"));
+        self.counted(ApiOp::BatchDestroy, batch)?.cancel();
         Ok(())
     }
 

@@ -515,18 +515,19 @@ impl Driver {
 
     /// `hipFileHandleRegister`: checks the descriptor, then opens the driver if needed.
     pub fn handle_register(&self, fd: RawFd) -> Result<FileHandleId> {
-        let result = self.handle_register_counted(fd);
-        self.count_api(ApiOp::HandleRegister, result.is_ok());
-        result.inspect_err(|e| {
-            log::warn!("registering descriptor {fd} failed: {e}");
-        })
+        self.counted(ApiOp::HandleRegister, self.handle_register_counted(fd))
+            .inspect_err(|e| {
+                log::warn!("registering descriptor {fd} failed: {e}");
+            })
     }
 
-    /// Count `op` with the open driver's counters (none when it is closed).
-    pub(crate) fn count_api(&self, op: ApiOp, ok: bool) {
+    /// Count API call `op` and its `result` with the open driver's counters (none when it is
+    /// closed); the result passes through.
+    pub(crate) fn counted<T>(&self, op: ApiOp, result: Result<T>) -> Result<T> {
         if let Some(session) = self.session() {
-            session.stats.api(op, ok);
+            session.stats.api(op, result.is_ok());
         }
+        result
     }
 
     fn handle_register_counted(&self, fd: RawFd) -> Result<FileHandleId> {
@@ -551,9 +552,10 @@ impl Driver {
 
     /// `hipFileHandleDeregister`: forget a file; refused while IO on it is in flight.
     pub fn handle_deregister(&self, handle: FileHandleId) -> Result<()> {
-        let result = self.handle_deregister_counted(handle);
-        self.count_api(ApiOp::HandleDeregister, result.is_ok());
-        result
+        self.counted(
+            ApiOp::HandleDeregister,
+            self.handle_deregister_counted(handle),
+        )
     }
 
     fn handle_deregister_counted(&self, handle: FileHandleId) -> Result<()> {

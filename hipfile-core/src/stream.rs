@@ -178,9 +178,10 @@ impl Driver {
     /// `hipFileStreamRegister`: remember `flags` for the stream whose raw handle is `stream`.
     /// Flags outside [`FLAGS_MASK`] and a stream already registered are invalid values.
     pub fn stream_register(&self, stream: usize, flags: u32) -> Result<()> {
-        let result = self.stream_register_counted(stream, flags);
-        self.count_api(ApiOp::StreamRegister, result.is_ok());
-        result
+        self.counted(
+            ApiOp::StreamRegister,
+            self.stream_register_counted(stream, flags),
+        )
     }
 
     fn stream_register_counted(&self, stream: usize, flags: u32) -> Result<()> {
@@ -202,8 +203,7 @@ impl Driver {
             Some(_) => Ok(()),
             None => Err(invalid("the stream is not registered")),
         };
-        self.count_api(ApiOp::StreamDeregister, result.is_ok());
-        result
+        self.counted(ApiOp::StreamDeregister, result)
     }
 
     /// The flags of a stream: its registration's, or 0 for a stream never registered (upstream
