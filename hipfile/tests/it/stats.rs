@@ -48,6 +48,17 @@ fn data_file(dir: &std::path::Path, len: usize) -> std::fs::File {
         .unwrap()
 }
 
+/// `n` reads of 4 KiB, one after the other from offset 0, of a 64 KiB file through `driver`.
+fn read_4k_pieces(driver: &Driver, n: usize) {
+    let dir = scratch_dir();
+    let file = data_file(dir.path(), 64 * KIB);
+    let handle = driver.register_file(&file).unwrap();
+    let mut buf = driver.alloc(4 * KIB).unwrap();
+    for i in 0..n {
+        handle.read(&mut buf, (i * 4 * KIB) as u64).unwrap();
+    }
+}
+
 #[test]
 fn known_reads_give_exactly_their_counters_histogram_and_gpu_figures() {
     let (_sim, driver) = driver(3, EnvConfig::default());
@@ -135,13 +146,7 @@ fn forced_compat_mode_is_counted_as_the_direct_paths_decline() {
         ..EnvConfig::default()
     };
     let (_sim, driver) = driver(1, forced);
-    let dir = scratch_dir();
-    let file = data_file(dir.path(), 64 * KIB);
-    let handle = driver.register_file(&file).unwrap();
-    let mut buf = driver.alloc(4 * KIB).unwrap();
-    for i in 0..5 {
-        handle.read(&mut buf, (i * 4 * KIB) as u64).unwrap();
-    }
+    read_4k_pieces(&driver, 5);
     let s = driver.stats().unwrap();
     let fastpath = s.backend("fastpath").unwrap();
     assert_eq!(fastpath.declined(DeclineReason::CompatModeForced), 5);
@@ -207,13 +212,7 @@ fn the_staged_path_counts_page_cache_and_o_direct_bytes() {
             ..Settings::default()
         };
         let (_sim, driver) = driver_with(1, forced, settings);
-        let dir = scratch_dir();
-        let file = data_file(dir.path(), 64 * KIB);
-        let handle = driver.register_file(&file).unwrap();
-        let mut buf = driver.alloc(4 * KIB).unwrap();
-        for i in 0..5 {
-            handle.read(&mut buf, (i * 4 * KIB) as u64).unwrap();
-        }
+        read_4k_pieces(&driver, 5);
         let s = driver.stats().unwrap();
         assert_eq!(
             s.backend("fallback").unwrap().counters,
@@ -223,11 +222,7 @@ fn the_staged_path_counts_page_cache_and_o_direct_bytes() {
     }
     // Statistics off: nothing counted.
     let (_sim, driver) = driver_with(0, forced, Settings::default());
-    let dir = scratch_dir();
-    let file = data_file(dir.path(), 64 * KIB);
-    let handle = driver.register_file(&file).unwrap();
-    let mut buf = driver.alloc(4 * KIB).unwrap();
-    handle.read(&mut buf, 0).unwrap();
+    read_4k_pieces(&driver, 1);
     let s = driver.stats().unwrap();
     assert!(s
         .backend("fallback")
@@ -335,11 +330,7 @@ fn the_stats_level_setting_counts_as_the_environment_does() {
         ..Settings::default()
     };
     let (_sim, driver) = driver_with(0, EnvConfig::default(), settings);
-    let dir = scratch_dir();
-    let file = data_file(dir.path(), 64 * KIB);
-    let handle = driver.register_file(&file).unwrap();
-    let mut buf = driver.alloc(4 * KIB).unwrap();
-    handle.read(&mut buf, 0).unwrap();
+    read_4k_pieces(&driver, 1);
     let s = driver.stats().unwrap();
     assert_eq!(s.level, 2);
     assert_eq!((s.read.ok, s.read.size_kb_hist[2]), (1, 1));
