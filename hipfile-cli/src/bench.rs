@@ -17,7 +17,9 @@
 //! Stream-ordered IO ([`crate::stream_phase`]) is read against figures of the same run too: the
 //! whole file as reads of `--async-op-size` queued on 1 and on 4 streams (dealt round robin)
 //! against the hot read, and against upstream's design replayed on the same streams (a `pread`
-//! in a host function into pinned memory, then an async copy); the time of each submission; and
+//! in a host function into pinned memory, then an async copy); one stream also against the same
+//! reads made as synchronous calls one after another (the stream's own cost); the time of each
+//! submission; and
 //! a GPU workload (fills of a buffer of up to 1 GiB on an independent stream, as many as take
 //! about as long as the reads on 1 stream) alone, the reads alone, and both queued at once, the
 //! last read against the sum of the first two (the overlap: below 1, they overlapped).
@@ -466,7 +468,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     let mut workload_fills: Option<usize> = None;
 
     let steps_per_rep = phases.len()
-        + 2 * usize::from(phases.contains(&Phase::Async))
+        + 3 * usize::from(phases.contains(&Phase::Async))
         + 2 * usize::from(phases.contains(&Phase::Batch))
         + usize::from(phases.contains(&Phase::Write))
         + 2 * usize::from(phases.contains(&Phase::Ceilings))
@@ -759,6 +761,23 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     run.timed,
                 );
             }
+            step("async: the same reads, synchronous");
+            stream_phase::arm(&file, &mut dst)?;
+            let timed = stream_phase::sync_ops(&handle, &mut dst, &async_ops)?;
+            for (bytes, difference) in stream_phase::check(&file, &dst, &mut comparer, &async_ops)?
+            {
+                ledger.record("async_sync_ops", bytes, difference);
+            }
+            rows.throughput(
+                "async_sync_ops",
+                &format!(
+                    "async: the same reads of {} as synchronous calls, one after another, {engine}",
+                    human_bytes(async_op_bytes)
+                ),
+                0,
+                size,
+                timed,
+            );
             progress.inc(1);
             step("async: upstream's design replayed");
             make_hot()?;
@@ -984,11 +1003,15 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         pairs.push((format!("async_s{k}"), "read_hot".into()));
         pairs.push((format!("replay_s{k}"), "read_hot".into()));
     }
+    pairs.push(("async_sync_ops".into(), "read_hot".into()));
     compare(&mut measurements, &pairs);
-    let replays: Vec<(String, String)> = ASYNC_STREAMS
+    // Each stream count against the replay of upstream's design; one stream also against the
+    // same reads made synchronously, one after another.
+    let mut replays: Vec<(String, String)> = ASYNC_STREAMS
         .iter()
         .map(|k| (format!("async_s{k}"), format!("replay_s{k}")))
         .collect();
+    replays.push(("async_s1".into(), "async_sync_ops".into()));
     compare_also(&mut measurements, &replays);
     let overlap = overlap_versus(&mut measurements);
     if !anchor_tally.is_empty() {
@@ -1745,8 +1768,9 @@ mod tests {
     }
 
     /// The keys of the async phase whose bytes are checked, with what they are read against.
-    const ASYNC_ROWS: [&str; 9] = [
+    const ASYNC_ROWS: [&str; 10] = [
         "async_s1",
+        "async_sync_ops",
         "async_s4",
         "async_submit_s1",
         "async_submit_s4",
@@ -1787,6 +1811,9 @@ mod tests {
                 ours["versus_also"][0]["ratio"].as_f64().unwrap() > 0.0,
                 "{ours}"
             );
+            if k == 1 {
+                assert_eq!(ours["versus_also"][1]["key"], "async_sync_ops", "{ours}");
+            }
             let submit = measurement(&objects, &format!("async_submit_s{k}"));
             assert_eq!(submit["ops"], 2 * 8, "{submit}");
             assert!(submit["p99_us"].as_f64().unwrap() > 0.0, "{submit}");
@@ -1811,6 +1838,7 @@ mod tests {
             "async_s4",
             "async_submit_s1",
             "async_submit_s4",
+            "async_sync_ops",
             "async_overlap_reads",
         ] {
             let m = measurement(&objects, key);

@@ -156,6 +156,29 @@ pub fn ours(
     Ok(StreamRun { timed, submit_us })
 }
 
+/// Read the file as the same `ops` through synchronous calls (`hipFileRead`), one after another
+/// on this thread, op `i` into its own region of `dst`: what the stream-ordered ops on one stream
+/// cost without the stream, so the stream's own share of their time shows.
+pub fn sync_ops(
+    handle: &FileHandle,
+    dst: &mut RegisteredBuffer,
+    ops: &[(u64, usize)],
+) -> Result<Timed, String> {
+    let op_bytes = ops.first().map_or(1, |(_, len)| *len);
+    let mut regions = dst.as_device_mut().chunks_mut(op_bytes);
+    let span = Span::start();
+    for (at, len) in ops {
+        let region = regions
+            .next()
+            .ok_or_else(|| format!("no region of the buffer left for the read at {at}"))?;
+        match handle.read(region, *at) {
+            Ok(n) if n == *len => {}
+            other => return Err(format!("the read of {len} bytes at {at} ended {other:?}")),
+        }
+    }
+    Ok(span.finish())
+}
+
 /// Read the file as `ops` reads in upstream's design through `reader`, dealt round robin to
 /// `streams`, op `i` into its own region of `dst`.
 pub fn replay(
