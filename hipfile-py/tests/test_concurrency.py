@@ -1,0 +1,107 @@
+"""Many requests in flight: futures from one Python thread, and several Python threads at once
+(the GIL is released during IO and while waiting)."""
+
+import errno
+import threading
+
+import numpy as np
+import pytest
+
+import hipfile
+from conftest import pattern
+
+CHUNK = 64 * 1024
+
+
+def test_many_futures_from_one_thread(make_file):
+    data = pattern(64 * CHUNK, seed=11)
+    buf = hipfile.empty(len(data))
+    host = np.zeros(len(data), np.uint8)
+    with hipfile.open(make_file(data), "r") as f:
+        futures = [f.pread(buf, CHUNK, i * CHUNK, i * CHUNK) for i in range(64)]
+        futures += [f.pread(host, CHUNK, i * CHUNK, i * CHUNK) for i in range(64)]
+        assert [fut.get() for fut in futures] == [CHUNK] * 128
+        assert all(fut.done() for fut in futures)
+        # Asking again gives the same answer.
+        assert futures[0].get() == CHUNK
+    assert buf.tobytes() == data
+    assert host.tobytes() == data
+
+
+def test_write_futures(tmp_path):
+    data = pattern(32 * CHUNK, seed=2)
+    src = hipfile.to_device(data)
+    path = str(tmp_path / "out")
+    with hipfile.open(path, "w") as f:
+        futures = [f.pwrite(src, CHUNK, i * CHUNK, i * CHUNK) for i in reversed(range(32))]
+        assert sum(fut.get() for fut in futures) == len(data)
+    with open(path, "rb") as f:
+        assert f.read() == data
+
+
+def test_futures_past_the_end_of_the_file(make_file):
+    with hipfile.open(make_file(pattern(4096)), "r") as f:
+        assert f.pread(hipfile.empty(4096), file_offset=1 << 40).get() == 0
+        assert f.pread(bytearray(4096), file_offset=4096).get() == 0
+        # A range past the largest file offset fails as pread(2) does, when the future is asked.
+        fut = f.pread(hipfile.empty(4096), file_offset=(1 << 63) - 1)
+        with pytest.raises(OSError) as e:
+            fut.get()
+        assert e.value.errno == errno.EINVAL
+        assert fut.done()
+
+
+def test_python_threads_read_concurrently(make_file):
+    data = pattern(8 * 256 * 1024, seed=4)
+    path = make_file(data)
+    errors = []
+    start = threading.Barrier(8)
+
+    def reader(i):
+        try:
+            part = 256 * 1024
+            buf = hipfile.empty(part)
+            host = bytearray(part)
+            with hipfile.open(path, "r") as f:
+                start.wait()
+                for _ in range(4):
+                    assert f.read(buf, part, i * part) == part
+                    assert f.raw_read(host, part, i * part) == part
+                    assert buf.tobytes() == data[i * part : (i + 1) * part]
+                    assert bytes(host) == data[i * part : (i + 1) * part]
+        except BaseException as e:  # reported below, from the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+
+
+def test_gil_is_released_while_waiting(make_file):
+    """A thread that spins in Python makes progress while another waits on many futures."""
+    data = pattern(128 * CHUNK)
+    buf = hipfile.empty(len(data))
+    ticks = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        with hipfile.open(make_file(data), "r") as f:
+            for _ in range(4):
+                futures = [f.pread(buf, CHUNK, i * CHUNK, i * CHUNK) for i in range(128)]
+                before = ticks[0]
+                assert sum(fut.get() for fut in futures) == len(data)
+    finally:
+        stop.set()
+        spinner.join()
+    assert ticks[0] > before
+    assert buf.tobytes() == data
