@@ -170,9 +170,31 @@ impl DeviceBuffer {
         Ok(PyBytes::new(py, &bytes))
     }
 
-    /// Same as `tobytes`.
-    fn copy_to_host<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        self.tobytes(py)
+    /// `size` bytes (default: to the end) of the buffer from `offset`, copied to host memory,
+    /// as `bytes`.
+    #[pyo3(signature = (offset = 0, size = None))]
+    fn copy_to_host<'py>(
+        &self,
+        py: Python<'py>,
+        offset: usize,
+        size: Option<usize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let size = size.unwrap_or(self.len.saturating_sub(offset));
+        if offset.checked_add(size).map_or(true, |end| end > self.len) {
+            return Err(PyValueError::new_err(format!(
+                "{size} bytes at offset {offset} do not fit in the {}-byte buffer",
+                self.len
+            )));
+        }
+        let mut out = vec![0u8; size];
+        py.detach(|| {
+            self.buffer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .read_at(offset, &mut out)
+        })
+        .map_err(|e| hip(&e, "copying the buffer to the host"))?;
+        Ok(PyBytes::new(py, &out))
     }
 
     /// Copy the bytes of `data` (anything `bytes()` takes) into the buffer at `offset`.

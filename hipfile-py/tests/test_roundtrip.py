@@ -211,6 +211,11 @@ def test_device_buffer_interfaces():
     assert len(buf) == buf.nbytes == 3
     buf.copy_from_host(b"Z", 1)
     assert buf.copy_to_host() == b"aZc"
+    assert buf.copy_to_host(1) == b"Zc"
+    assert buf.copy_to_host(1, 1) == b"Z"
+    assert buf.copy_to_host(3) == b""
+    with pytest.raises(ValueError):
+        buf.copy_to_host(2, 2)
     with pytest.raises(ValueError):
         buf.copy_from_host(b"abcd")
     with pytest.raises(ValueError):
