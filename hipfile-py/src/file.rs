@@ -125,6 +125,12 @@ impl Request {
             file_offset,
         } = self;
         let range = offset..offset + size;
+        if let Memory::Device {
+            stream: Some(raw), ..
+        } = memory
+        {
+            wait_for_stream(&file, raw).map_err(Failure::Core)?;
+        }
         match memory {
             Memory::Device { ptr, len, .. } if read => {
                 let mut whole = foreign::device_mut(ptr, len);
@@ -142,6 +148,20 @@ impl Request {
             .map_err(Failure::Py),
         }
     }
+}
+
+/// Wait until the work queued on the array's stream (`__cuda_array_interface__`'s `stream`)
+/// ended, as the interface asks of a consumer before it touches the array.
+fn wait_for_stream(file: &OpenFile, raw: usize) -> Result<(), Error> {
+    let session = file
+        .driver
+        .core()
+        .session()
+        .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
+    let runtime = Arc::clone(session.runtime());
+    foreign::stream(&runtime, raw)
+        .synchronize()
+        .map_err(|e| Error::hip(&e, "waiting for the array's stream"))
 }
 
 /// Positioned IO between the file and `size` bytes of a byte `memoryview` at `offset`: a read

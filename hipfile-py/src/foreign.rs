@@ -20,7 +20,8 @@
 //! - Nobody else writes the memory while a read lands in it: as with any Python IO into a
 //!   buffer (`readinto`), that is the program's business.
 //! - A stream handle is live until the op queued on it ended: the request holds the Python
-//!   object the handle came from.
+//!   object the handle came from (for the stream of `__cuda_array_interface__`, the array whose
+//!   producer names it).
 
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::Arc;

@@ -17,11 +17,14 @@ const DLPACK_DEVICE_TYPES: [i64; 3] = [2, 10, 13];
 /// The memory of a Python object, and the object that keeps it alive.
 pub(crate) enum Memory {
     /// Device memory at `ptr`; `owner` (the array, or a DLPack capsule) keeps it allocated.
+    /// `stream`: the stream whose work on the array must end before the array is used (the CUDA
+    /// Array Interface's `stream`, version 3).
     Device {
         ptr: usize,
         len: usize,
         readonly: bool,
         owner: Py<PyAny>,
+        stream: Option<usize>,
     },
     /// Host memory: a one-dimensional byte `memoryview` of it.
     Host {
@@ -103,11 +106,16 @@ fn cuda_array_interface(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
         _ => None,
     };
     let len = contiguous_len(&shape, strides.as_deref(), itemsize)?;
+    let stream = match cai.get_item("stream")? {
+        Some(s) if !s.is_none() => Some(s.extract::<usize>()?),
+        _ => None,
+    };
     Ok(Memory::Device {
         ptr,
         len,
         readonly,
         owner: obj.clone().unbind(),
+        stream,
     })
 }
 
@@ -122,6 +130,9 @@ fn dlpack(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
         // `max_version`, which not every producer takes): the producer's memory is writable.
         readonly: false,
         owner: capsule.unbind(),
+        // `__dlpack__()` without a stream argument: the producer made the tensor ready for any
+        // stream before answering.
+        stream: None,
     })
 }
 

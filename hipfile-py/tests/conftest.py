@@ -7,6 +7,10 @@ os.environ.setdefault("HIPFILE_PLATFORM", "sim")
 
 import pytest  # noqa: E402
 
+#: Whether the tests run on the simulated GPU, where a bogus stream handle is an error rather
+#: than undefined behaviour, and CuPy and PyTorch have no device.
+ON_SIM = os.environ["HIPFILE_PLATFORM"].strip().lower() == "sim"
+
 
 def pattern(n: int, seed: int = 0) -> bytes:
     """``n`` bytes that differ at every offset within 251 and between seeds, so misplaced

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import hipfile
-from conftest import pattern
+from conftest import ON_SIM, pattern
 
 
 class CudaArrayOnly:
@@ -236,3 +236,26 @@ def test_version_properties_and_driver_reference_counting():
         assert d.platform() in ("sim", "amd", "nvidia")
     assert d.closed
     assert hipfile.use_count() == base
+
+
+def test_cuda_array_interface_stream_is_waited_for(make_file):
+    """A version-3 array names the stream its producer's work is queued on; hipfile waits for it
+    before using the array (here the stream has an ended read queued, and must be known to the
+    runtime: an unknown handle fails)."""
+    data = pattern(8192, seed=14)
+    buf = hipfile.empty(8192)
+    stream = hipfile.Stream()
+    array = CudaArrayOnly(buf)
+    array.__cuda_array_interface__ = dict(array.__cuda_array_interface__, stream=stream.ptr)
+    with hipfile.open(make_file(data), "r") as f:
+        f.read_async(buf, 4096, 0, 0, stream)
+        assert f.read(array, 4096, 4096, 4096) == 4096
+        assert buf.tobytes() == data
+        if not ON_SIM:
+            return  # a bogus handle is undefined behaviour on a real runtime
+        bad = CudaArrayOnly(buf)
+        bad.__cuda_array_interface__ = dict(bad.__cuda_array_interface__, stream=0xDEAD0)
+        with pytest.raises(hipfile.HipFileError) as e:
+            f.read(bad)
+        assert e.value.hipfile_name == "hipFileHipDriverError"
+        assert e.value.runtime_code is not None
