@@ -124,6 +124,13 @@ impl Request {
             size,
             file_offset,
         } = self;
+        if let Memory::Device { ptr: 0, .. } = memory {
+            // An empty array of a framework may have no memory at all (CuPy's is at address
+            // 0): nothing to move, as `readinto` of an empty buffer.
+            if size == 0 {
+                return Ok(0);
+            }
+        }
         let range = offset..offset + size;
         if let Memory::Device {
             stream: Some(raw), ..
@@ -521,8 +528,13 @@ impl CuFile {
             (Some(f), fd)
         };
         let (file, fd) = owned;
-        let driver = hipfile::Driver::open().py()?;
-        let handle = py.detach(|| driver.register_fd(fd)).py()?;
+        let (driver, handle) = py
+            .detach(|| {
+                let driver = hipfile::Driver::open()?;
+                let handle = driver.register_fd(fd)?;
+                Ok::<_, Error>((driver, handle))
+            })
+            .py()?;
         Ok(CuFile {
             open: Mutex::new(Some(Arc::new(OpenFile {
                 handle,

@@ -102,6 +102,12 @@ def test_empty_requests(make_file):
         assert f.write(buf, 0) == 0
         assert f.read(bytearray(), None) == 0
         assert f.pread(buf, 0).get() == 0
+        # An empty framework array may sit at address 0.
+        nowhere = CudaArrayOnly(buf)
+        nowhere.__cuda_array_interface__ = dict(
+            nowhere.__cuda_array_interface__, shape=(0,), data=(0, False)
+        )
+        assert f.read(nowhere) == 0 and f.write(nowhere) == 0
         assert buf.tobytes() == b"\x01" * 4096
         assert f.nbytes() == 4096
 
