@@ -105,3 +105,29 @@ def test_gil_is_released_while_waiting(make_file):
         spinner.join()
     assert ticks[0] > before
     assert buf.tobytes() == data
+
+
+def test_pool_size_follows_the_environment(make_file):
+    """HIPFILE_PY_THREADS sizes the pool, which starts at the first request."""
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "import glob, hipfile, sys\n"
+        "def pool():\n"
+        "    names = [open(p).read().strip() for p in glob.glob('/proc/self/task/*/comm')]\n"
+        "    return sum(n.startswith('hipfile-py-') and n != 'hipfile-py-stre' for n in names)\n"
+        "before = pool()\n"
+        "with hipfile.open(sys.argv[1], 'r') as f:\n"
+        "    buf = hipfile.empty(4096)\n"
+        "    assert sum(f.pread(buf, 256, 256 * i, 0).get() for i in range(16)) == 4096\n"
+        "print(hipfile.num_threads(), before, pool())\n"
+    )
+    path = make_file(pattern(4096))
+    for threads, expected in (("3", 3), ("1", 1), ("", 4), ("zero", 4)):
+        env = dict(os.environ, HIPFILE_PY_THREADS=threads)
+        out = subprocess.run(
+            [sys.executable, "-c", program, path], env=env, capture_output=True, text=True
+        )
+        assert out.stdout.split() == [str(expected), "0", str(expected)], out.stderr

@@ -3,6 +3,7 @@
 import ctypes
 import errno
 import io
+import os
 
 import numpy as np
 import pytest
@@ -164,3 +165,26 @@ def test_closed_file(make_file):
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         hipfile.open(str(tmp_path / "absent"), "r")
+
+
+def test_platform_is_picked_as_by_the_c_library():
+    """HIPFILE_PLATFORM names the platform; a name that is none is hipFileDeviceNotFound, and
+    the failed open leaves no reference behind."""
+    import subprocess
+    import sys
+
+    program = (
+        "import hipfile\n"
+        "try:\n"
+        "    hipfile.Driver()\n"
+        "except hipfile.HipFileError as e:\n"
+        "    print(e.hipfile_name, hipfile.use_count())\n"
+        "else:\n"
+        "    print('opened', hipfile.Driver().platform())\n"
+    )
+    env = dict(os.environ, HIPFILE_PLATFORM="quantum")
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["hipFileDeviceNotFound", "0"], out.stderr
+    env = dict(os.environ, HIPFILE_PLATFORM="sim")
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["opened", "sim"], out.stderr
