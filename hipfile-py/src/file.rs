@@ -6,8 +6,10 @@
 //! the same descriptor: reads are short only at the end of the file, writes write everything.
 //!
 //! `read`/`write` and the futures of `pread`/`pwrite` run on a small pool of Rust threads, so
-//! one Python thread keeps many requests in flight; `raw_read`/`raw_write` run on the calling
-//! thread. Each request holds the file and the memory's owner until it ended, so closing the
+//! one Python thread keeps many requests in flight; a call larger than the task size (by default
+//! the library's limit of one call, 2 GiB less 4 KiB) is split into parts that run side by side,
+//! so a read is short only at the end of the file whatever its size. `raw_read`/`raw_write`
+//! run on the calling thread as one request to the library, capped as `hipFileRead` is. Each request holds the file and the memory's owner until it ended, so closing the
 //! file or dropping the array while a future is pending is safe.
 
 use std::os::fd::{AsRawFd, RawFd};
@@ -113,6 +115,24 @@ struct Request {
 }
 
 impl Request {
+    /// The request as parts of at most `task` bytes each (one part when it fits), in order.
+    fn split(self, py: Python<'_>, task: usize) -> Vec<Request> {
+        if self.size <= task {
+            return vec![self];
+        }
+        (0..self.size)
+            .step_by(task)
+            .map(|start| Request {
+                file: Arc::clone(&self.file),
+                memory: self.memory.clone_ref(py),
+                read: self.read,
+                offset: self.offset + start,
+                size: task.min(self.size - start),
+                file_offset: self.file_offset.saturating_add(start as u64),
+            })
+            .collect()
+    }
+
     /// Run the request on this thread. Device memory goes through the facade without the GIL;
     /// host memory through `os.preadv`/`os.pwrite`, which release the GIL while in the kernel.
     fn run(self) -> Result<usize, Failure> {
@@ -206,6 +226,22 @@ fn host_io(
     Ok(done)
 }
 
+/// The largest part of a `read`, `write`, `pread` or `pwrite` that one request to the library
+/// moves (KvikIO's task size): `HIPFILE_PY_TASK_SIZE` bytes, else (and at most) the library's
+/// limit of one call, `MAX_RW_COUNT` (2 GiB less 4 KiB, as Linux caps `read(2)`). Larger calls
+/// are split into parts that run side by side on the pool; the library spreads each part over
+/// its own IO workers, so the default splits only what one call cannot carry.
+#[pyfunction]
+pub(crate) fn task_size() -> usize {
+    std::env::var("HIPFILE_PY_TASK_SIZE")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .map_or(hipfile_core::MAX_RW_COUNT, |n| {
+            n.min(hipfile_core::MAX_RW_COUNT)
+        })
+}
+
 /// The pool that runs `read`, `write`, `pread` and `pwrite`: `HIPFILE_PY_THREADS` threads
 /// (default 4), started at the first request.
 fn pool() -> &'static crossbeam_channel::Sender<Box<dyn FnOnce() + Send>> {
@@ -244,66 +280,76 @@ struct Completion {
     ended: Condvar,
 }
 
-/// A read or write running on hipfile's thread pool (`CuFile.pread` / `CuFile.pwrite`).
+/// A read or write running on hipfile's thread pool (`CuFile.pread` / `CuFile.pwrite`), as one
+/// or more parts (see `task_size`).
 #[pyclass(module = "hipfile._hipfile", frozen)]
 pub(crate) struct IOFuture {
-    state: Arc<Completion>,
+    parts: Vec<Arc<Completion>>,
+}
+
+impl Completion {
+    fn wait(&self) {
+        let mut slot = self.result.lock().unwrap_or_else(PoisonError::into_inner);
+        while slot.is_none() {
+            slot = self
+                .ended
+                .wait(slot)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
 }
 
 #[pymethods]
 impl IOFuture {
-    /// Wait (with the GIL released) until the request ended; answer the bytes moved, or raise
-    /// its error (`OSError` or `HipFileError`). May be called again: same answer.
+    /// Wait (with the GIL released) until the request ended; answer the bytes moved (the sum
+    /// of its parts), or raise its error (`OSError` or `HipFileError`; the first part's that
+    /// failed). May be called again: same answer.
     fn get(&self, py: Python<'_>) -> PyResult<usize> {
-        py.detach(|| {
-            let mut slot = self
-                .state
-                .result
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            while slot.is_none() {
-                slot = self
-                    .state
-                    .ended
-                    .wait(slot)
-                    .unwrap_or_else(PoisonError::into_inner);
+        py.detach(|| self.parts.iter().for_each(|part| part.wait()));
+        let mut total = 0;
+        for part in &self.parts {
+            let slot = part.result.lock().unwrap_or_else(PoisonError::into_inner);
+            match slot.as_ref() {
+                Some(Ok(n)) => total += n,
+                Some(Err(failure)) => return Err(failure.clone_py(py)),
+                None => return Err(PyOSError::new_err("the request vanished")),
             }
-        });
-        let slot = self
-            .state
-            .result
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match slot.as_ref() {
-            Some(Ok(n)) => Ok(*n),
-            Some(Err(failure)) => Err(failure.clone_py(py)),
-            None => Err(PyOSError::new_err("the request vanished")),
         }
+        Ok(total)
     }
 
     /// Whether the request ended (`get` would not wait).
     fn done(&self) -> bool {
-        self.state
-            .result
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
+        self.parts.iter().all(|part| {
+            part.result
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+        })
     }
 }
 
-fn submit(request: Request) -> IOFuture {
-    let state = Arc::new(Completion::default());
-    let slot = Arc::clone(&state);
-    let job = Box::new(move || {
-        let result = request.run();
-        *slot.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
-        slot.ended.notify_all();
-    });
-    if let Err(crossbeam_channel::SendError(job)) = pool().send(job) {
-        // No pool thread could be started: run it here rather than never.
-        job();
-    }
-    IOFuture { state }
+/// Run `request` on the pool, split into parts of at most `task_size()` bytes.
+fn submit(py: Python<'_>, request: Request) -> IOFuture {
+    let parts = request
+        .split(py, task_size())
+        .into_iter()
+        .map(|part| {
+            let state = Arc::new(Completion::default());
+            let slot = Arc::clone(&state);
+            let job = Box::new(move || {
+                let result = part.run();
+                *slot.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+                slot.ended.notify_all();
+            });
+            if let Err(crossbeam_channel::SendError(job)) = pool().send(job) {
+                // No pool thread could be started: run it here rather than never.
+                job();
+            }
+            state
+        })
+        .collect();
+    IOFuture { parts }
 }
 
 /// An op queued on a GPU stream (`CuFile.read_async` / `write_async`): it runs when the stream
@@ -588,7 +634,7 @@ impl CuFile {
         dev_offset: usize,
     ) -> PyResult<IOFuture> {
         let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
-        Ok(submit(request))
+        Ok(submit(py, request))
     }
 
     /// `write` as a future.
@@ -602,10 +648,11 @@ impl CuFile {
         dev_offset: usize,
     ) -> PyResult<IOFuture> {
         let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
-        Ok(submit(request))
+        Ok(submit(py, request))
     }
 
-    /// `read` on the calling thread (GIL released), as one request to the library.
+    /// `read` on the calling thread (GIL released), as one request to the library: at most
+    /// `MAX_RW_COUNT` bytes (2 GiB less 4 KiB) move, as `hipFileRead` and `read(2)` cap a call.
     #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0))]
     fn raw_read(
         &self,
@@ -619,7 +666,8 @@ impl CuFile {
         py.detach(|| request.run()).map_err(Failure::into_py)
     }
 
-    /// `write` on the calling thread (GIL released), as one request to the library.
+    /// `write` on the calling thread (GIL released), as one request to the library (at most
+    /// `MAX_RW_COUNT` bytes move, as `hipFileWrite` caps a call).
     #[pyo3(signature = (buf, size = None, file_offset = None, dev_offset = 0))]
     fn raw_write(
         &self,

@@ -63,5 +63,6 @@ fn _hipfile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::empty, m)?)?;
     m.add_function(wrap_pyfunction!(device::to_device, m)?)?;
     m.add_function(wrap_pyfunction!(file::num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(file::task_size, m)?)?;
     Ok(())
 }

@@ -42,6 +42,34 @@ impl Memory {
         }
     }
 
+    /// Another reference to the same memory, for one part of a split request.
+    pub(crate) fn clone_ref(&self, py: Python<'_>) -> Memory {
+        match self {
+            Memory::Device {
+                ptr,
+                len,
+                readonly,
+                owner,
+                stream,
+            } => Memory::Device {
+                ptr: *ptr,
+                len: *len,
+                readonly: *readonly,
+                owner: owner.clone_ref(py),
+                stream: *stream,
+            },
+            Memory::Host {
+                view,
+                len,
+                readonly,
+            } => Memory::Host {
+                view: view.clone_ref(py),
+                len: *len,
+                readonly: *readonly,
+            },
+        }
+    }
+
     fn readonly(&self) -> bool {
         match self {
             Memory::Device { readonly, .. } | Memory::Host { readonly, .. } => *readonly,

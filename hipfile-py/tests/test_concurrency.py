@@ -131,3 +131,78 @@ def test_pool_size_follows_the_environment(make_file):
             [sys.executable, "-c", program, path], env=env, capture_output=True, text=True
         )
         assert out.stdout.split() == [str(expected), "0", str(expected)], out.stderr
+
+
+def test_calls_larger_than_one_request_are_split(tmp_path):
+    """One call moves more than the library's limit of one request (2 GiB less 4 KiB): read
+    and pread are split into parts and are short only at the end of the file; raw_read is one
+    request, capped as hipFileRead is. A sparse file keeps the disk out of it."""
+    import os
+
+    with open("/proc/meminfo") as f:
+        available = next(int(line.split()[1]) << 10 for line in f if line.startswith("MemAvailable"))
+    size = (1 << 31) + 8192
+    if available < 4 * size:
+        pytest.skip(f"needs {4 * size} bytes of available memory, has {available}")
+    path = str(tmp_path / "sparse")
+    marks = {size - 5: b"tail!", hipfile.task_size() - 3: b"edge", 12345: b"head"}
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for offset, mark in marks.items():
+            os.pwrite(f.fileno(), mark, offset)
+    buf = hipfile.empty(size + 4096)
+    with hipfile.open(path, "r") as f:
+        assert hipfile.task_size() == (1 << 31) - 4096
+        assert f.read(buf) == size
+        for offset, mark in marks.items():
+            assert buf.copy_to_host(offset, len(mark)) == mark
+        assert f.raw_read(buf) == (1 << 31) - 4096
+    del buf
+
+
+def test_task_size_splits_calls_into_parts(make_file, tmp_path):
+    """HIPFILE_PY_TASK_SIZE splits calls into parts that run side by side: bytes land where
+    they belong, a read is short only at the end of the file, and an error of any part is the
+    call's."""
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "import hipfile, sys\n"
+        "data = open(sys.argv[1], 'rb').read()\n"
+        "assert hipfile.task_size() == 4096, hipfile.task_size()\n"
+        "buf = hipfile.empty(1 << 20)\n"
+        "with hipfile.open(sys.argv[1], 'r') as f:\n"
+        "    assert f.read(buf, dev_offset=100) == len(data)\n"
+        "    assert buf.copy_to_host(100, len(data)) == data\n"
+        "    host = bytearray(1 << 20)\n"
+        "    assert f.pread(host, 50000, 7, 3).get() == 50000\n"
+        "    assert host[3:50003] == data[7:50007]\n"
+        "    fut = f.pread(buf, 40960, (1 << 63) - 20480)\n"
+        "    try:\n"
+        "        fut.get()\n"
+        "    except OSError as e:\n"
+        "        assert e.errno == 22\n"
+        "    else:\n"
+        "        raise AssertionError('a part past the largest offset must fail')\n"
+        "with hipfile.open(sys.argv[2], 'w') as f:\n"
+        "    assert f.write(buf, len(data), 0, 100) == len(data)\n"
+        "assert open(sys.argv[2], 'rb').read() == data\n"
+        "print('ok')\n"
+    )
+    src = make_file(pattern(300001, seed=21))
+    dst = str(tmp_path / "copy")
+    env = dict(os.environ, HIPFILE_PY_TASK_SIZE="4096")
+    out = subprocess.run(
+        [sys.executable, "-c", program, src, dst], env=env, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "ok", out.stderr
+    env = dict(os.environ, HIPFILE_PY_TASK_SIZE="lots")
+    out = subprocess.run(
+        [sys.executable, "-c", "import hipfile; print(hipfile.task_size())"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.strip() == str((1 << 31) - 4096), out.stderr

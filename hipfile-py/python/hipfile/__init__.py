@@ -46,6 +46,7 @@ from ._hipfile import (
     empty,
     get_version,
     num_threads,
+    task_size,
     to_device,
     use_count,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "get_version",
     "num_threads",
     "open",
+    "task_size",
     "to_device",
     "use_count",
 ]

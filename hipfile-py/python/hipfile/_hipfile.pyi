@@ -192,3 +192,7 @@ def to_device(data: Any) -> DeviceBuffer:
 
 def num_threads() -> int:
     """Threads of the pool behind ``read``/``write``/``pread``/``pwrite`` (``HIPFILE_PY_THREADS``)."""
+
+def task_size() -> int:
+    """Largest part of one ``read``/``write``/``pread``/``pwrite`` sent as one request
+    (``HIPFILE_PY_TASK_SIZE``, at most and by default 2 GiB less 4 KiB); larger calls are split."""
