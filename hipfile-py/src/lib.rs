@@ -48,7 +48,12 @@ use pyo3::prelude::*;
 /// The native module `hipfile._hipfile`.
 #[pymodule]
 fn _hipfile(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("HipFileError", m.py().get_type::<errors::HipFileError>())?;
+    let error = m.py().get_type::<errors::HipFileError>();
+    // Class-level defaults, so an instance made by hand still answers every attribute.
+    for attribute in ["hipfile_code", "hipfile_name", "runtime_code"] {
+        error.setattr(attribute, m.py().None())?;
+    }
+    m.add("HipFileError", error)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<driver::PyDriver>()?;
     m.add_class::<driver::Buffer>()?;

@@ -25,6 +25,13 @@ class ForeignArray:
         }
 
 
+def test_hip_file_error_made_by_hand_answers_every_attribute():
+    e = hipfile.HipFileError("by hand")
+    assert (e.hipfile_code, e.hipfile_name, e.runtime_code) == (None, None, None)
+    assert issubclass(hipfile.HipFileError, Exception)
+    assert hipfile.HipFileError.__module__ == "hipfile"
+
+
 def test_closed_driver():
     d = hipfile.Driver()
     d.close()
