@@ -5,10 +5,12 @@
 //! [`hipfile::FileHandle`]; host memory is plain positioned IO (`os.preadv` / `os.pwrite`) on
 //! the same descriptor: reads are short only at the end of the file, writes write everything.
 //!
-//! `read`/`write` and the futures of `pread`/`pwrite` run on a small pool of Rust threads, so
-//! one Python thread keeps many requests in flight; a call larger than the task size (by default
-//! the library's limit of one call, 2 GiB less 4 KiB) is split into parts that run side by side,
-//! so a read is short only at the end of the file whatever its size. `raw_read`/`raw_write`
+//! The futures of `pread`/`pwrite` run on a small pool of Rust threads, so one Python thread
+//! keeps many requests in flight; a call larger than the task size (by default the library's
+//! limit of one call, 2 GiB less 4 KiB) is split into parts that run side by side, so a read is
+//! short only at the end of the file whatever its size. `read`/`write` wait for the same parts,
+//! and run a call of one part on the calling thread (no hand-off: small requests are
+//! latency-bound). `raw_read`/`raw_write`
 //! run on the calling thread as one request to the library, capped as `hipFileRead` is. Each request holds the file and the memory's owner until it ended, so closing the
 //! file or dropping the array while a future is pending is safe.
 
@@ -242,7 +244,8 @@ pub(crate) fn task_size() -> usize {
         })
 }
 
-/// The pool that runs `read`, `write`, `pread` and `pwrite`: `HIPFILE_PY_THREADS` threads
+/// The pool that runs `pread`, `pwrite` and the parts of a split `read`/`write`:
+/// `HIPFILE_PY_THREADS` threads
 /// (default 4), started at the first request.
 fn pool() -> &'static crossbeam_channel::Sender<Box<dyn FnOnce() + Send>> {
     static POOL: OnceLock<crossbeam_channel::Sender<Box<dyn FnOnce() + Send>>> = OnceLock::new();
@@ -262,7 +265,8 @@ fn pool() -> &'static crossbeam_channel::Sender<Box<dyn FnOnce() + Send>> {
     })
 }
 
-/// Threads of the pool that runs `read`, `write`, `pread` and `pwrite`: `HIPFILE_PY_THREADS`,
+/// Threads of the pool that runs `pread`, `pwrite` and the parts of a split `read`/`write`:
+/// `HIPFILE_PY_THREADS`,
 /// else 4.
 #[pyfunction]
 pub(crate) fn num_threads() -> usize {
@@ -331,25 +335,43 @@ impl IOFuture {
 
 /// Run `request` on the pool, split into parts of at most `task_size()` bytes.
 fn submit(py: Python<'_>, request: Request) -> IOFuture {
-    let parts = request
-        .split(py, task_size())
-        .into_iter()
-        .map(|part| {
-            let state = Arc::new(Completion::default());
-            let slot = Arc::clone(&state);
-            let job = Box::new(move || {
-                let result = part.run();
-                *slot.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
-                slot.ended.notify_all();
-            });
-            if let Err(crossbeam_channel::SendError(job)) = pool().send(job) {
-                // No pool thread could be started: run it here rather than never.
-                job();
-            }
-            state
-        })
-        .collect();
-    IOFuture { parts }
+    IOFuture {
+        parts: request
+            .split(py, task_size())
+            .into_iter()
+            .map(spawn)
+            .collect(),
+    }
+}
+
+/// Run one part on the pool; its result lands in the answered slot.
+fn spawn(part: Request) -> Arc<Completion> {
+    let state = Arc::new(Completion::default());
+    let slot = Arc::clone(&state);
+    let job = Box::new(move || {
+        let result = part.run();
+        *slot.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+        slot.ended.notify_all();
+    });
+    if let Err(crossbeam_channel::SendError(job)) = pool().send(job) {
+        // No pool thread could be started: run it here rather than never.
+        job();
+    }
+    state
+}
+
+/// Run `request` and wait for it (GIL released): on the calling thread when it is one part (no
+/// hand-off for the small requests whose latency matters), else its parts on the pool.
+fn blocking(py: Python<'_>, request: Request) -> PyResult<usize> {
+    let mut parts = request.split(py, task_size());
+    if parts.len() == 1 {
+        let part = parts.remove(0);
+        return py.detach(|| part.run()).map_err(Failure::into_py);
+    }
+    let future = IOFuture {
+        parts: parts.into_iter().map(spawn).collect(),
+    };
+    future.get(py)
 }
 
 /// An op queued on a GPU stream (`CuFile.read_async` / `write_async`): it runs when the stream
@@ -595,7 +617,8 @@ impl CuFile {
 
     /// Read `size` bytes (default: to the end of `buf` from `dev_offset`) of the file at
     /// `file_offset` into `buf` at `dev_offset`; answer the bytes read (fewer only at the end
-    /// of the file). Runs on the thread pool; the GIL is released while waiting.
+    /// of the file). A call larger than the task size runs as parts on the thread pool, a
+    /// smaller one on the calling thread; the GIL is released either way.
     #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0))]
     fn read(
         &self,
@@ -605,7 +628,8 @@ impl CuFile {
         file_offset: i64,
         dev_offset: usize,
     ) -> PyResult<usize> {
-        self.pread(py, buf, size, file_offset, dev_offset)?.get(py)
+        let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
+        blocking(py, request)
     }
 
     /// Write `size` bytes (default: to the end of `buf`) of `buf` at `dev_offset` to the file at
@@ -620,7 +644,8 @@ impl CuFile {
         file_offset: Option<i64>,
         dev_offset: usize,
     ) -> PyResult<usize> {
-        self.pwrite(py, buf, size, file_offset, dev_offset)?.get(py)
+        let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
+        blocking(py, request)
     }
 
     /// `read` as a future: the request runs on the thread pool; `.get()` answers its bytes.

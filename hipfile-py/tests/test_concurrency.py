@@ -108,7 +108,8 @@ def test_gil_is_released_while_waiting(make_file):
 
 
 def test_pool_size_follows_the_environment(make_file):
-    """HIPFILE_PY_THREADS sizes the pool, which starts at the first request."""
+    """HIPFILE_PY_THREADS sizes the pool, which starts at the first request it runs: a read of
+    one part runs on the calling thread and starts none."""
     import os
     import subprocess
     import sys
@@ -121,8 +122,10 @@ def test_pool_size_follows_the_environment(make_file):
         "before = pool()\n"
         "with hipfile.open(sys.argv[1], 'r') as f:\n"
         "    buf = hipfile.empty(4096)\n"
+        "    assert f.read(buf) == 4096\n"
+        "    inline = pool()\n"
         "    assert sum(f.pread(buf, 256, 256 * i, 0).get() for i in range(16)) == 4096\n"
-        "print(hipfile.num_threads(), before, pool())\n"
+        "print(hipfile.num_threads(), before, inline, pool())\n"
     )
     path = make_file(pattern(4096))
     for threads, expected in (("3", 3), ("1", 1), ("", 4), ("zero", 4)):
@@ -130,7 +133,7 @@ def test_pool_size_follows_the_environment(make_file):
         out = subprocess.run(
             [sys.executable, "-c", program, path], env=env, capture_output=True, text=True
         )
-        assert out.stdout.split() == [str(expected), "0", str(expected)], out.stderr
+        assert out.stdout.split() == [str(expected), "0", "0", str(expected)], out.stderr
 
 
 def test_calls_larger_than_one_request_are_split(tmp_path):

@@ -191,7 +191,7 @@ def to_device(data: Any) -> DeviceBuffer:
     """A new device buffer holding the bytes of ``data``."""
 
 def num_threads() -> int:
-    """Threads of the pool behind ``read``/``write``/``pread``/``pwrite`` (``HIPFILE_PY_THREADS``)."""
+    """Threads of the pool behind ``pread``/``pwrite`` and split calls (``HIPFILE_PY_THREADS``)."""
 
 def task_size() -> int:
     """Largest part of one ``read``/``write``/``pread``/``pwrite`` sent as one request
