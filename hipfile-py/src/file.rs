@@ -10,9 +10,9 @@
 //! limit of one call, 2 GiB less 4 KiB) is split into parts that run side by side, so a read is
 //! short only at the end of the file whatever its size. `read`/`write` wait for the same parts,
 //! and run a call of one part on the calling thread (no hand-off: small requests are
-//! latency-bound). `raw_read`/`raw_write`
-//! run on the calling thread as one request to the library, capped as `hipFileRead` is. Each request holds the file and the memory's owner until it ended, so closing the
-//! file or dropping the array while a future is pending is safe.
+//! latency-bound). `raw_read`/`raw_write` run on the calling thread as one request to the
+//! library, capped as `hipFileRead` is. Each request holds the file and the memory's owner until
+//! it ended, so closing the file or dropping the array while a future is pending is safe.
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
