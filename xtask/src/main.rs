@@ -11,7 +11,7 @@
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
 //! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime; `c-tests FILTER` runs the programs whose file name contains FILTER |
 //! | `python`      | the `hipfile` Python package: a venv under the target directory with pinned maturin, pytest and NumPy, the wheel built by maturin and installed, pytest on the sim (see [`python`]) |
-//! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
+//! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs, the Python wheel with its tests and benchmark, and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
 //! | `fuzz`        | a longer fuzzing run: the C ABI call sequences against the model, then the `fuzz/` targets under cargo-fuzz (nightly) or their stable corpus runners, reporting executions (see [`fuzz`]) |
 //! | `sanitize`    | the Rust tests of core, fallback and the facade under AddressSanitizer and ThreadSanitizer, and the C ABI tests with `-fsanitize=address`; needs nightly, not part of CI (see [`sanitize`]) |
 //!
@@ -51,9 +51,9 @@ commands:
                with pinned maturin, pytest and numpy from PyPI), install it and run its pytest
                suite on the simulated GPU
   gpu-bundle [--out DIR]
-               build the release test binaries, libhipfile.so, the hipfile CLI, the C programs
-               and run.sh into DIR (default target/gpu-bundle) for the GPU machine, which has no
-               cargo. Carry it with the device tool and run it there:
+               build the release test binaries, libhipfile.so, the hipfile CLI, the C programs,
+               the hipfile Python wheel with its tests and bench.py, and run.sh into DIR (default
+               target/gpu-bundle) for the GPU machine, which has no cargo. Carry it with the device tool and run it there:
                  run  carry: [\"target/gpu-bundle\"]
                       command: \"cd target/gpu-bundle && ./run.sh\"
                run.sh ends with `G passed on the GPU, M on the sim, S skipped, F failed`; its logs come back from $OUT
