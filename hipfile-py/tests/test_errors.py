@@ -137,7 +137,8 @@ def test_read_into_read_only_memory(make_file):
     buf = hipfile.empty(16)
     readonly = ForeignArray(buf.ptr, 16)
     readonly.__cuda_array_interface__["data"] = (buf.ptr, True)
-    with hipfile.open(make_file(pattern(64)), "r") as f:
+    path = make_file(pattern(64))
+    with hipfile.open(path, "r+") as f:
         with pytest.raises(TypeError, match="read-only"):
             f.read(b"0123456789abcdef")
         a = np.zeros(16, np.uint8)
@@ -146,6 +147,12 @@ def test_read_into_read_only_memory(make_file):
             f.read(a)
         with pytest.raises(TypeError, match="read-only"):
             f.read(readonly)
+        # Read-only memory may be written from, host or device.
+        buf.copy_from_host(b"D" * 16)
+        assert f.write(b"host", file_offset=0) == 4
+        assert f.write(readonly, 4, 4) == 4
+    with open(path, "rb") as f:
+        assert f.read() == b"hostDDDD" + pattern(64)[8:]
 
 
 def test_not_memory(make_file):
