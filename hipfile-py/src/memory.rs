@@ -166,17 +166,11 @@ fn dlpack(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
 
 fn host(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
     let py = obj.py();
-    let view =
-        py.import("builtins")?
-            .getattr("memoryview")?
-            .call1((obj,))
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
-                "a {} is neither device memory (__cuda_array_interface__, __dlpack__) nor host \
-                 memory (the buffer protocol)",
-                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-            ))
-            })?;
+    let view = py
+        .import("builtins")?
+        .getattr("memoryview")?
+        .call1((obj,))
+        .map_err(|_| not_memory(obj))?;
     if !view.getattr("c_contiguous")?.extract::<bool>()? {
         return Err(not_contiguous());
     }
@@ -194,6 +188,26 @@ fn host(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
         len,
         readonly,
     })
+}
+
+/// The `TypeError` for an object that names no memory hipfile reads: with a hint for host
+/// tensors that speak DLPack but not the buffer protocol (a PyTorch CPU tensor).
+fn not_memory(obj: &Bound<'_, PyAny>) -> PyErr {
+    let name = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default();
+    let hint = if obj.hasattr("__dlpack__").unwrap_or(false) {
+        ": a host tensor without the buffer protocol is read through a NumPy view of it \
+         (tensor.numpy())"
+    } else {
+        ""
+    };
+    PyTypeError::new_err(format!(
+        "a {name} is neither device memory (__cuda_array_interface__, __dlpack__) nor host \
+         memory (the buffer protocol){hint}"
+    ))
 }
 
 fn not_contiguous() -> PyErr {

@@ -159,6 +159,18 @@ def test_not_memory(make_file):
     with hipfile.open(make_file(pattern(64)), "r") as f:
         with pytest.raises(TypeError, match="neither device memory"):
             f.read(12345)
+
+        class HostTensor:
+            """Host memory through DLPack only, as a PyTorch CPU tensor."""
+
+            def __dlpack__(self, **kwargs):
+                return np.zeros(8, np.uint8).__dlpack__(**kwargs)
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+        with pytest.raises(TypeError, match=r"tensor\.numpy\(\)"):
+            f.read(HostTensor())
         with pytest.raises(TypeError):
             f.read_async(bytearray(10))
         with pytest.raises(TypeError):
