@@ -99,3 +99,16 @@ def test_size_larger_than_queued_fails_the_op(make_file):
         else:
             # The stream reached the op before the size changed.
             assert n == 1024
+
+
+def test_many_ops_in_flight_on_one_stream(make_file):
+    """Hundreds of ops queued at once on one stream all end, in order, byte-exact."""
+    data = pattern(256 * 4096, seed=17)
+    buf = hipfile.empty(len(data))
+    stream = hipfile.Stream()
+    with hipfile.open(make_file(data), "r") as f:
+        ops = [f.read_async(buf, 4096, i * 4096, i * 4096, stream) for i in range(256)]
+        assert ops[-1].get() == 4096
+        assert all(op.done() for op in ops)
+        assert sum(op.get() for op in ops) == len(data)
+    assert buf.tobytes() == data
