@@ -97,6 +97,13 @@ pub(crate) fn global() -> &'static Arc<hipfile_core::Driver> {
     GLOBAL.get_or_init(|| Arc::new(hipfile_core::Driver::new(default_options())))
 }
 
+/// The process-wide core driver, shared by the C ABI and [`Driver::open`], for reading its state
+/// (use count, settings, session) without taking a reference on it: what the Python binding
+/// reports as `use_count()` and `driver_get_properties()`.
+pub fn process_driver() -> Arc<hipfile_core::Driver> {
+    Arc::clone(global())
+}
+
 /// The options of the process-wide driver: the defaults of [`DriverOptions`], with the backends
 /// of [`backends`].
 pub fn default_options() -> DriverOptions {

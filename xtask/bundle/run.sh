@@ -11,6 +11,10 @@
 #      (a `*_cases.c` program runs once per case, each case in its own process)
 #   3. py/frameworks.py: the C ABI from Python on CuPy and PyTorch memory (with the C programs)
 #   4. bin/hipfile bench --size 1G (one check; --no-bench skips it)
+#   5. python/: the hipfile wheel installed with `pip install --no-index --no-deps --target`, its
+#      pytest suite (python/tests) with PYTHONPATH pointing there, on the GPU (pytest's passes
+#      count on the GPU, its skips as skipped), then python/bench/bench.py --size 8G (one check:
+#      it ran and every line says verified; --no-bench skips it)
 #
 # Scratch files live in ./scratch (TMPDIR points there: /tmp may be a tmpfs without O_DIRECT).
 # Logs go to $OUT when it is set (the device tool brings $OUT back), else ./logs:
@@ -42,7 +46,7 @@ for arg in "$@"; do
         --no-c) RUN_C=0 ;;
         --no-tests) RUN_TESTS=0 ;;
         -h | --help)
-            sed -n '2,24p' "$0"
+            sed -n '2,28p' "$0"
             exit 0
             ;;
         *)
@@ -401,6 +405,57 @@ run_bench() {
     fi
 }
 
+# The Python package: the wheel into a private site folder, pytest on the GPU, then the benchmark.
+run_python() {
+    echo
+    echo "==== python/ (the hipfile wheel and its pytest suite) ===="
+    local site=$BUILD/python-site log=$FULL_LOGS/python-pytest.log status last passed skipped failed
+    rm -rf "$site"
+    mkdir -p "$site"
+    if ! python3 -m pip install -q --no-index --no-deps --target "$site" python/*.whl \
+        >"$FULL_LOGS/python-install.log" 2>&1; then
+        cat "$FULL_LOGS/python-install.log"
+        note_fail "python: the wheel did not install"
+        summary "python: the wheel did not install"
+        return
+    fi
+    (cd python && export PYTHONPATH="$site" &&
+        with_timeout "$TEST_TIMEOUT" python3 -m pytest -q -rs -p no:cacheprovider tests) >"$log" 2>&1
+    status=$?
+    tail -n 60 "$log"
+    last=$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$log" | tail -n 1)
+    passed=$(echo "$last" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+')
+    skipped=$(echo "$last" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+')
+    failed=$(($(echo "$last" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 0) + \
+        $(echo "$last" | grep -oE '[0-9]+ errors?' | grep -oE '[0-9]+' || echo 0)))
+    PASSED=$((PASSED + ${passed:-0}))
+    SKIPPED=$((SKIPPED + ${skipped:-0}))
+    FAILED=$((FAILED + failed))
+    if [ "$failed" -gt 0 ]; then
+        FAILURES+=("python/tests: $failed test(s) failed")
+    elif [ "$status" -ne 0 ] || [ "${passed:-0}" -eq 0 ]; then
+        note_fail "python/tests: exit $status, ${passed:-0} passed"
+    fi
+    summary "python/tests: ${passed:-0} passed on the GPU, ${skipped:-0} skipped, $failed failed, exit $status"
+
+    [ "$RUN_BENCH" = 1 ] || return 0
+    echo
+    echo "==== python/bench/bench.py --size 8G ===="
+    log=$FULL_LOGS/python-bench.log
+    (export PYTHONPATH="$site" &&
+        with_timeout 900 python3 python/bench/bench.py "$SCRATCH/pybench.bin" --size 8G) >"$log" 2>&1
+    status=$?
+    cat "$log"
+    rm -f "$SCRATCH/pybench.bin"
+    if [ "$status" -eq 0 ] && grep -q '"verified": true' "$log" && ! grep -q '"verified": false' "$log"; then
+        note_pass
+        summary "python/bench: ok"
+    else
+        note_fail "python/bench: exit $status or unverified reads"
+        summary "python/bench: exit $status"
+    fi
+}
+
 # Test binaries know hipfile.h by the build machine's path (env!("CARGO_MANIFEST_DIR")); where
 # that path is missing here, point it at the bundle's copy.
 link_build_include() {
@@ -433,6 +488,7 @@ main() {
     [ "$RUN_C" = 1 ] && run_c_programs
     [ "$RUN_C" = 1 ] && run_frameworks
     [ "$RUN_BENCH" = 1 ] && run_bench
+    run_python
 
     echo
     if [ "${#FAILURES[@]}" -gt 0 ]; then

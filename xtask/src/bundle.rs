@@ -17,6 +17,9 @@
 //!   c/hip/*.c            the C ABI tests (hipfile/tests/c), built through hip_on_cuda.h
 //!   c/examples/*.c       the C examples (examples/c), built through hip_on_cuda.h
 //!   py/frameworks.py     the C ABI from Python on CuPy and PyTorch allocations
+//!   python/hipfile-*.whl the `hipfile` Python package (release wheel, built by maturin)
+//!   python/tests/*.py    its pytest suite (hipfile-py/tests)
+//!   python/bench/bench.py its benchmark (hipfile-py/bench), run beside shared/bench/kvikio_anchor.py
 //! ```
 //!
 //! The test binaries are those of the packages that run GPU code: `hipfile-hip`, `hipfile-core`,
@@ -132,6 +135,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     check_out_dir(&out)?;
     let tests = build_tests(&packages)?;
     build_artifacts()?;
+    let wheel = build_python_wheel(&ws)?;
 
     prepare_out_dir(&out)?;
     let release = ws.target_dir.join("release");
@@ -152,6 +156,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     for (file, place) in SHIPPED {
         copy(&root.join("xtask/bundle").join(file), &out.join(place))?;
     }
+    let python_files = install_python(&root, &wheel, &out)?;
     let mut c_programs = Vec::new();
     for (from, to) in C_SOURCES {
         for source in c_files(&root.join(from))? {
@@ -161,7 +166,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
             c_programs.push(place);
         }
     }
-    write_manifest(&out, &packages, &tests, &c_programs)?;
+    write_manifest(&out, &packages, &tests, &c_programs, &python_files)?;
 
     let (files, bytes) = measure(&out)?;
     println!(
@@ -270,6 +275,41 @@ fn build_artifacts() -> Result<(), String> {
     }
 }
 
+/// The release wheel of the Python package, built by maturin from the venv of
+/// `cargo xtask python`.
+fn build_python_wheel(ws: &Workspace) -> Result<PathBuf, String> {
+    let base = ws.target_dir.join("python");
+    let python = crate::python::venv(&base.join("venv"))?;
+    crate::python::build_wheel(&python, &base.join("release-wheels"), "release")
+}
+
+/// Puts the wheel, the pytest files and the benchmark under `out/python/`; returns their
+/// places in the bundle.
+fn install_python(root: &Path, wheel: &Path, out: &Path) -> Result<Vec<String>, String> {
+    let mut placed = Vec::new();
+    let name = wheel.file_name().unwrap_or_default().to_string_lossy();
+    let place = format!("python/{name}");
+    copy(wheel, &out.join(&place))?;
+    placed.push(place);
+    let package = root.join(crate::python::PACKAGE_DIR);
+    let mut tests: Vec<PathBuf> = std::fs::read_dir(package.join("tests"))
+        .map_err(|e| format!("{}: {e}", package.join("tests").display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "py"))
+        .collect();
+    tests.sort();
+    for test in tests {
+        let name = test.file_name().unwrap_or_default().to_string_lossy();
+        let place = format!("python/tests/{name}");
+        copy(&test, &out.join(&place))?;
+        placed.push(place);
+    }
+    let place = "python/bench/bench.py".to_string();
+    copy(&package.join("bench/bench.py"), &out.join(&place))?;
+    placed.push(place);
+    Ok(placed)
+}
+
 /// Refuses a non-empty folder that is not an earlier bundle: `--out` must never empty one.
 fn check_out_dir(out: &Path) -> Result<(), String> {
     if !out.exists() {
@@ -345,6 +385,7 @@ fn write_manifest(
     packages: &[&str],
     tests: &[TestBinary],
     c_programs: &[String],
+    python_files: &[String],
 ) -> Result<(), String> {
     let commit = Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=40"])
@@ -366,6 +407,10 @@ fn write_manifest(
     text.push_str("\nC programs:\n");
     for program in c_programs {
         text.push_str(&format!("  {program}\n"));
+    }
+    text.push_str("\nPython:\n");
+    for file in python_files {
+        text.push_str(&format!("  {file}\n"));
     }
     let path = out.join(MANIFEST);
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))

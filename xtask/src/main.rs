@@ -6,11 +6,12 @@
 //!
 //! | command       | what it does |
 //! |---------------|--------------|
-//! | `test`        | everything CI runs: fmt check, clippy `-D warnings`, tidy, test-matrix, c-tests; every step runs, then a summary and a last line `N passed, M failed` |
+//! | `test`        | everything CI runs: fmt check, clippy `-D warnings`, tidy, test-matrix, c-tests, python; every step runs, then a summary and a last line `N passed, M failed` |
 //! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)` in the safe crates and every backend crate, `unsafe` only in hipfile-hip, the C ABI and the simulated runtimes, no unfinished code, no vague names, no panic across the C ABI) |
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
 //! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime; `c-tests FILTER` runs the programs whose file name contains FILTER |
-//! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
+//! | `python`      | the `hipfile` Python package: a venv under the target directory with pinned maturin, pytest and NumPy, the wheel built by maturin and installed, pytest on the sim (see [`python`]) |
+//! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs, the Python wheel with its tests and benchmark, and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
 //! | `fuzz`        | a longer fuzzing run: the C ABI call sequences against the model, then the `fuzz/` targets under cargo-fuzz (nightly) or their stable corpus runners, reporting executions (see [`fuzz`]) |
 //! | `sanitize`    | the Rust tests of core, fallback and the facade under AddressSanitizer and ThreadSanitizer, and the C ABI tests with `-fsanitize=address`; needs nightly, not part of CI (see [`sanitize`]) |
 //!
@@ -29,6 +30,7 @@ mod ctests;
 mod fuzz;
 mod json;
 mod matrix;
+mod python;
 mod sanitize;
 mod tidy;
 mod workspace;
@@ -39,16 +41,19 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test         fmt check, clippy, tidy, test-matrix and c-tests (what CI runs)
+  test         fmt check, clippy, tidy, test-matrix, c-tests and python (what CI runs)
   tidy         check the house rules
   test-matrix  test each package with each feature set of the matrix
   c-tests [FILTER]
                compile and run the C ABI tests on the simulated HIP runtime (only the programs
                whose file name contains FILTER, when given)
+  python       build the hipfile Python wheel (maturin, in a venv under the target directory
+               with pinned maturin, pytest and numpy from PyPI), install it and run its pytest
+               suite on the simulated GPU
   gpu-bundle [--out DIR]
-               build the release test binaries, libhipfile.so, the hipfile CLI, the C programs
-               and run.sh into DIR (default target/gpu-bundle) for the GPU machine, which has no
-               cargo. Carry it with the device tool and run it there:
+               build the release test binaries, libhipfile.so, the hipfile CLI, the C programs,
+               the hipfile Python wheel with its tests and bench.py, and run.sh into DIR (default
+               target/gpu-bundle) for the GPU machine, which has no cargo. Carry it with the device tool and run it there:
                  run  carry: [\"target/gpu-bundle\"]
                       command: \"cd target/gpu-bundle && ./run.sh\"
                run.sh ends with `G passed on the GPU, M on the sim, S skipped, F failed`; its logs come back from $OUT
@@ -80,6 +85,7 @@ fn main() -> ExitCode {
         ["test-matrix"] => matrix::run(),
         ["c-tests"] => ctests::run(),
         ["c-tests", filter] => ctests::run_matching(Some(filter)),
+        ["python"] => python::run(),
         ["gpu-bundle", rest @ ..] => bundle::run(rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["sanitize", rest @ ..] => sanitize::run(rest),
@@ -137,6 +143,10 @@ const TEST_STEPS: &[Step] = &[
     Step {
         name: "c-tests",
         run: ctests::run,
+    },
+    Step {
+        name: "python",
+        run: python::run,
     },
 ];
 

@@ -53,9 +53,10 @@ fn bit(flag: c_int) -> c_uint {
     1u32 << flag
 }
 
-/// Whether the open driver serves requests by direct IO: a backend of the direct path is
-/// registered and the platform offers a P2P driver. A closed driver has no platform yet: false.
-fn direct_io_available() -> bool {
+/// Whether the open process-wide driver serves requests by direct IO: a backend of the direct
+/// path is registered and the platform offers a P2P driver. A closed driver has no platform yet:
+/// false. (What `driver_status_flags` reports; the Python binding asks it too.)
+pub fn direct_io_available() -> bool {
     driver().session().is_some_and(|s| {
         s.runtime().p2p().is_some()
             && s.registry()

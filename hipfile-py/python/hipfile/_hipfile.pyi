@@ -1,0 +1,198 @@
+"""Type stubs of the native module ``hipfile._hipfile`` (see ``hipfile`` for the overview)."""
+
+import os
+from types import TracebackType
+from typing import Any, Dict, List, Optional, Tuple, Type, Union
+
+__version__: str
+
+_Stream = Union[None, int, Any]  # an int handle, or an object with .ptr / .cuda_stream
+
+class HipFileError(Exception):
+    """A hipFile failure that is not an OS error."""
+
+    hipfile_code: Optional[int]
+    """The ``hipFileOpError_t`` number (5001...)."""
+    hipfile_name: Optional[str]
+    """Its upstream name, e.g. ``"hipFileInvalidValue"``."""
+    runtime_code: Optional[int]
+    """The GPU runtime's ``hipError_t`` when the runtime caused the failure."""
+
+class Driver:
+    """One reference on the process-wide driver (``hipFileDriverOpen``/``Close``)."""
+
+    def __init__(self) -> None: ...
+    def close(self) -> None:
+        """Give the reference back; twice does nothing."""
+    @property
+    def closed(self) -> bool: ...
+    def backends(self) -> List[str]:
+        """Backends requests are offered to, in order; ``HipFileError`` once closed."""
+    def platform(self) -> str:
+        """``"amd"``, ``"nvidia"`` or ``"sim"``."""
+    def __enter__(self) -> "Driver": ...
+    def __exit__(
+        self,
+        ty: Optional[Type[BaseException]],
+        value: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class Buffer:
+    """Device memory registered with the driver (``hipFileBufRegister``)."""
+
+    def __init__(self, array: Any) -> None: ...
+    @property
+    def ptr(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def array(self) -> Any: ...
+    @property
+    def registered(self) -> bool: ...
+    def deregister(self) -> None:
+        """``hipFileBufDeregister``; twice does nothing."""
+    def __enter__(self) -> "Buffer": ...
+    def __exit__(
+        self,
+        ty: Optional[Type[BaseException]],
+        value: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class IOFuture:
+    """A read or write running on hipfile's thread pool."""
+
+    def get(self) -> int:
+        """Wait (GIL released); the bytes moved, or raise the request's error."""
+    def done(self) -> bool: ...
+
+class StreamFuture:
+    """An op queued on a GPU stream."""
+
+    def get(self) -> int:
+        """Wait until the stream reached the op and it ended; the bytes moved."""
+    def done(self) -> bool: ...
+    def set_size(self, size: int) -> None:
+        """Late-bind a smaller size before the stream reaches the op."""
+    def set_file_offset(self, file_offset: int) -> None:
+        """Late-bind the file offset before the stream reaches the op."""
+
+class CuFile:
+    """A file registered with hipfile (KvikIO's ``CuFile``); see ``hipfile.open``."""
+
+    def __init__(self, file: Union[str, "os.PathLike[str]", int], mode: str = "r") -> None: ...
+    def read(
+        self, buf: Any, size: Optional[int] = None, file_offset: int = 0, dev_offset: int = 0
+    ) -> int: ...
+    def write(
+        self,
+        buf: Any,
+        size: Optional[int] = None,
+        file_offset: Optional[int] = None,
+        dev_offset: int = 0,
+    ) -> int: ...
+    def pread(
+        self, buf: Any, size: Optional[int] = None, file_offset: int = 0, dev_offset: int = 0
+    ) -> IOFuture: ...
+    def pwrite(
+        self,
+        buf: Any,
+        size: Optional[int] = None,
+        file_offset: Optional[int] = None,
+        dev_offset: int = 0,
+    ) -> IOFuture: ...
+    def raw_read(
+        self, buf: Any, size: Optional[int] = None, file_offset: int = 0, dev_offset: int = 0
+    ) -> int: ...
+    def raw_write(
+        self,
+        buf: Any,
+        size: Optional[int] = None,
+        file_offset: Optional[int] = None,
+        dev_offset: int = 0,
+    ) -> int: ...
+    def read_async(
+        self,
+        buf: Any,
+        size: Optional[int] = None,
+        file_offset: int = 0,
+        dev_offset: int = 0,
+        stream: _Stream = None,
+    ) -> StreamFuture: ...
+    def write_async(
+        self,
+        buf: Any,
+        size: Optional[int] = None,
+        file_offset: int = 0,
+        dev_offset: int = 0,
+        stream: _Stream = None,
+    ) -> StreamFuture: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def mode(self) -> str: ...
+    def fileno(self) -> int: ...
+    def nbytes(self) -> int: ...
+    def __enter__(self) -> "CuFile": ...
+    def __exit__(
+        self,
+        ty: Optional[Type[BaseException]],
+        value: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class DeviceBuffer:
+    """Device memory allocated through the driver: a 1-D ``uint8`` device array."""
+
+    @property
+    def ptr(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def __len__(self) -> int: ...
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    def tobytes(self) -> bytes: ...
+    def copy_to_host(self, offset: int = 0, size: Optional[int] = None) -> bytes: ...
+    def copy_from_host(self, data: Any, offset: int = 0) -> None: ...
+    def fill(self, value: int) -> None: ...
+
+class Stream:
+    """A GPU stream of the driver's runtime."""
+
+    def __init__(self) -> None: ...
+    @property
+    def ptr(self) -> int: ...
+    def synchronize(self) -> None: ...
+
+def use_count() -> int:
+    """References held on the process-wide driver (``hipFileUseCount``)."""
+
+def get_version() -> Tuple[int, int, int]:
+    """``hipFileGetVersion``: ``(major, minor, patch)``."""
+
+def driver_get_properties() -> Dict[str, int]:
+    """``hipFileDriverGetProperties`` as a dict (sizes in KiB)."""
+
+def empty(nbytes: int) -> DeviceBuffer:
+    """A new device buffer of ``nbytes`` bytes (contents undefined)."""
+
+def to_device(data: Any) -> DeviceBuffer:
+    """A new device buffer holding the bytes of ``data``."""
+
+def num_threads() -> int:
+    """Threads of the pool behind ``pread``/``pwrite`` and split calls (``HIPFILE_PY_THREADS``)."""
+
+def task_size() -> int:
+    """Largest part of one ``read``/``write``/``pread``/``pwrite`` sent as one request
+    (``HIPFILE_PY_TASK_SIZE``, at most and by default 2 GiB less 4 KiB); larger calls are split."""

@@ -1,0 +1,789 @@
+//! Files: the KvikIO-like `CuFile` (`hipfile.open`), its futures, and the stream-ordered ops.
+//!
+//! A `CuFile` is a file opened by path (or an fd the caller keeps open) and registered with the
+//! process-wide driver. Every IO call releases the GIL. Device memory goes through the facade's
+//! [`hipfile::FileHandle`]; host memory is plain positioned IO (`os.preadv` / `os.pwrite`) on
+//! the same descriptor: reads are short only at the end of the file, writes write everything.
+//!
+//! The futures of `pread`/`pwrite` run on a small pool of Rust threads, so one Python thread
+//! keeps many requests in flight; a call larger than the task size (by default the library's
+//! limit of one call, 2 GiB less 4 KiB) is split into parts that run side by side, so a read is
+//! short only at the end of the file whatever its size. `read`/`write` wait for the same parts,
+//! and run a call of one part on the calling thread (no hand-off: small requests are
+//! latency-bound). `raw_read`/`raw_write` run on the calling thread as one request to the
+//! library, capped as `hipFileRead` is. Each request holds the file and the memory's owner until
+//! it ended, so closing the file or dropping the array while a future is pending is safe.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+
+use hipfile::{AsDevice, AsDeviceMut, Error, ErrorKind, StreamOp};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PySlice};
+
+use crate::errors::{to_py, IntoPyResult};
+use crate::foreign;
+use crate::memory::{memory_of, region, Memory};
+
+/// What the mode string allows.
+#[derive(Clone, Copy, Debug)]
+struct Mode {
+    read: bool,
+    write: bool,
+    append: bool,
+}
+
+/// Python's `open` modes: `r`, `w`, `a`, `x`, each with an optional `+`; `b` is accepted and
+/// changes nothing (the file is always bytes).
+fn parse_mode(mode: &str) -> PyResult<(Mode, std::fs::OpenOptions)> {
+    let bad = || PyValueError::new_err(format!("invalid mode: {mode:?}"));
+    let mut kind = None;
+    let mut plus = false;
+    for c in mode.chars() {
+        match c {
+            'r' | 'w' | 'a' | 'x' if kind.is_none() => kind = Some(c),
+            '+' if !plus => plus = true,
+            'b' => {}
+            _ => return Err(bad()),
+        }
+    }
+    let kind = kind.ok_or_else(bad)?;
+    let mut options = std::fs::OpenOptions::new();
+    let m = Mode {
+        read: kind == 'r' || plus,
+        write: kind != 'r' || plus,
+        append: kind == 'a',
+    };
+    options.read(m.read).write(m.write);
+    match kind {
+        'w' => {
+            options.create(true).truncate(true);
+        }
+        'a' => {
+            options.create(true);
+        }
+        'x' => {
+            options.create_new(true);
+        }
+        _ => {}
+    }
+    Ok((m, options))
+}
+
+/// A registered file and what keeps it usable; dropped (deregistered, then closed) when the
+/// `CuFile` is closed and no request holds it.
+struct OpenFile {
+    // Declared first: deregistered before the descriptor closes.
+    handle: hipfile::FileHandle,
+    driver: hipfile::Driver,
+    /// The file when opened by path; `None` for an fd the caller keeps open.
+    _file: Option<std::fs::File>,
+    fd: RawFd,
+    mode: Mode,
+}
+
+/// A failed request: the library's error, or a Python exception (host IO).
+enum Failure {
+    Core(Error),
+    Py(PyErr),
+}
+
+impl Failure {
+    fn into_py(self) -> PyErr {
+        match self {
+            Failure::Core(e) => to_py(&e),
+            Failure::Py(e) => e,
+        }
+    }
+
+    fn clone_py(&self, py: Python<'_>) -> PyErr {
+        match self {
+            Failure::Core(e) => to_py(e),
+            Failure::Py(e) => e.clone_ref(py),
+        }
+    }
+}
+
+/// One read or write, with everything it needs held until it ended.
+struct Request {
+    file: Arc<OpenFile>,
+    memory: Memory,
+    read: bool,
+    offset: usize,
+    size: usize,
+    file_offset: u64,
+}
+
+impl Request {
+    /// The request as parts of at most `task` bytes each (one part when it fits), in order.
+    fn split(self, py: Python<'_>, task: usize) -> Vec<Request> {
+        if self.size <= task {
+            return vec![self];
+        }
+        (0..self.size)
+            .step_by(task)
+            .map(|start| Request {
+                file: Arc::clone(&self.file),
+                memory: self.memory.clone_ref(py),
+                read: self.read,
+                offset: self.offset + start,
+                size: task.min(self.size - start),
+                file_offset: self.file_offset.saturating_add(start as u64),
+            })
+            .collect()
+    }
+
+    /// Run the request on this thread. Device memory goes through the facade without the GIL;
+    /// host memory through `os.preadv`/`os.pwrite`, which release the GIL while in the kernel.
+    fn run(self) -> Result<usize, Failure> {
+        let Request {
+            file,
+            memory,
+            read,
+            offset,
+            size,
+            file_offset,
+        } = self;
+        if let Memory::Device { ptr: 0, .. } = memory {
+            // An empty array of a framework may have no memory at all (CuPy's is at address
+            // 0): nothing to move, as `readinto` of an empty buffer.
+            if size == 0 {
+                return Ok(0);
+            }
+        }
+        let range = offset..offset + size;
+        if let Memory::Device {
+            stream: Some(raw), ..
+        } = memory
+        {
+            wait_for_stream(&file, raw).map_err(Failure::Core)?;
+        }
+        match memory {
+            Memory::Device { ptr, len, .. } if read => {
+                let mut whole = foreign::device_mut(ptr, len);
+                let part = whole.slice_mut(range).map_err(Failure::Core)?;
+                file.handle.read(part, file_offset).map_err(Failure::Core)
+            }
+            Memory::Device { ptr, len, .. } => {
+                let whole = foreign::device(ptr, len);
+                let part = whole.slice(range).map_err(Failure::Core)?;
+                file.handle.write(part, file_offset).map_err(Failure::Core)
+            }
+            Memory::Host { view, .. } => Python::attach(|py| {
+                host_io(py, file.fd, view.bind(py), read, offset, size, file_offset)
+            })
+            .map_err(Failure::Py),
+        }
+    }
+}
+
+/// Wait until the work queued on the array's stream (`__cuda_array_interface__`'s `stream`)
+/// ended, as the interface asks of a consumer before it touches the array.
+fn wait_for_stream(file: &OpenFile, raw: usize) -> Result<(), Error> {
+    let session = file
+        .driver
+        .core()
+        .session()
+        .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
+    let runtime = Arc::clone(session.runtime());
+    foreign::stream(&runtime, raw)
+        .synchronize()
+        .map_err(|e| Error::hip(&e, "waiting for the array's stream"))
+}
+
+/// Positioned IO between the file and `size` bytes of a byte `memoryview` at `offset`: a read
+/// stops early only at the end of the file; a write writes everything.
+fn host_io(
+    py: Python<'_>,
+    fd: RawFd,
+    view: &Bound<'_, PyAny>,
+    read: bool,
+    offset: usize,
+    size: usize,
+    file_offset: u64,
+) -> PyResult<usize> {
+    let os = py.import("os")?;
+    let mut done = 0;
+    while done < size {
+        let part = view.get_item(PySlice::new(
+            py,
+            (offset + done) as isize,
+            (offset + size) as isize,
+            1,
+        ))?;
+        let at = file_offset + done as u64;
+        let n: usize = if read {
+            os.call_method1("preadv", (fd, PyList::new(py, [part])?, at))?
+                .extract()?
+        } else {
+            os.call_method1("pwrite", (fd, part, at))?.extract()?
+        };
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
+}
+
+/// The largest part of a `read`, `write`, `pread` or `pwrite` that one request to the library
+/// moves (KvikIO's task size): `HIPFILE_PY_TASK_SIZE` bytes, else (and at most) the library's
+/// limit of one call, `MAX_RW_COUNT` (2 GiB less 4 KiB, as Linux caps `read(2)`). Larger calls
+/// are split into parts that run side by side on the pool; the library spreads each part over
+/// its own IO workers, so the default splits only what one call cannot carry.
+#[pyfunction]
+pub(crate) fn task_size() -> usize {
+    std::env::var("HIPFILE_PY_TASK_SIZE")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .map_or(hipfile_core::MAX_RW_COUNT, |n| {
+            n.min(hipfile_core::MAX_RW_COUNT)
+        })
+}
+
+/// The pool that runs `pread`, `pwrite` and the parts of a split `read`/`write`:
+/// `HIPFILE_PY_THREADS` threads
+/// (default 4), started at the first request.
+fn pool() -> &'static crossbeam_channel::Sender<Box<dyn FnOnce() + Send>> {
+    static POOL: OnceLock<crossbeam_channel::Sender<Box<dyn FnOnce() + Send>>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let (tx, rx) = crossbeam_channel::unbounded::<Box<dyn FnOnce() + Send>>();
+        for i in 0..num_threads() {
+            let rx = rx.clone();
+            let _ = std::thread::Builder::new()
+                .name(format!("hipfile-py-{i}"))
+                .spawn(move || {
+                    for job in rx {
+                        job();
+                    }
+                });
+        }
+        tx
+    })
+}
+
+/// Threads of the pool that runs `pread`, `pwrite` and the parts of a split `read`/`write`:
+/// `HIPFILE_PY_THREADS`,
+/// else 4.
+#[pyfunction]
+pub(crate) fn num_threads() -> usize {
+    std::env::var("HIPFILE_PY_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(4)
+}
+
+/// The result slot of a request running on the pool.
+#[derive(Default)]
+struct Completion {
+    result: Mutex<Option<Result<usize, Failure>>>,
+    ended: Condvar,
+}
+
+/// A read or write running on hipfile's thread pool (`CuFile.pread` / `CuFile.pwrite`), as one
+/// or more parts (see `task_size`).
+#[pyclass(module = "hipfile._hipfile", frozen)]
+pub(crate) struct IOFuture {
+    parts: Vec<Arc<Completion>>,
+}
+
+impl Completion {
+    fn wait(&self) {
+        let mut slot = self.result.lock().unwrap_or_else(PoisonError::into_inner);
+        while slot.is_none() {
+            slot = self
+                .ended
+                .wait(slot)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+#[pymethods]
+impl IOFuture {
+    /// Wait (with the GIL released) until the request ended; answer the bytes moved (the sum
+    /// of its parts), or raise its error (`OSError` or `HipFileError`; the first part's that
+    /// failed). May be called again: same answer.
+    fn get(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| self.parts.iter().for_each(|part| part.wait()));
+        let mut total = 0;
+        for part in &self.parts {
+            let slot = part.result.lock().unwrap_or_else(PoisonError::into_inner);
+            match slot.as_ref() {
+                Some(Ok(n)) => total += n,
+                Some(Err(failure)) => return Err(failure.clone_py(py)),
+                None => return Err(PyOSError::new_err("the request vanished")),
+            }
+        }
+        Ok(total)
+    }
+
+    /// Whether the request ended (`get` would not wait).
+    fn done(&self) -> bool {
+        self.parts.iter().all(|part| {
+            part.result
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+        })
+    }
+}
+
+/// Run `request` on the pool, split into parts of at most `task_size()` bytes.
+fn submit(py: Python<'_>, request: Request) -> IOFuture {
+    IOFuture {
+        parts: request
+            .split(py, task_size())
+            .into_iter()
+            .map(spawn)
+            .collect(),
+    }
+}
+
+/// Run one part on the pool; its result lands in the answered slot.
+fn spawn(part: Request) -> Arc<Completion> {
+    let state = Arc::new(Completion::default());
+    let slot = Arc::clone(&state);
+    let job = Box::new(move || {
+        let result = part.run();
+        *slot.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+        slot.ended.notify_all();
+    });
+    if let Err(crossbeam_channel::SendError(job)) = pool().send(job) {
+        // No pool thread could be started: run it here rather than never.
+        job();
+    }
+    state
+}
+
+/// Run `request` and wait for it (GIL released): on the calling thread when it is one part (no
+/// hand-off for the small requests whose latency matters), else its parts on the pool.
+fn blocking(py: Python<'_>, request: Request) -> PyResult<usize> {
+    let mut parts = request.split(py, task_size());
+    if parts.len() == 1 {
+        let part = parts.remove(0);
+        return py.detach(|| part.run()).map_err(Failure::into_py);
+    }
+    let future = IOFuture {
+        parts: parts.into_iter().map(spawn).collect(),
+    };
+    future.get(py)
+}
+
+/// An op queued on a GPU stream (`CuFile.read_async` / `write_async`): it runs when the stream
+/// reaches it, and the stream's later work waits for it.
+#[pyclass(module = "hipfile._hipfile", frozen)]
+pub(crate) struct StreamFuture {
+    op: StreamOp,
+}
+
+#[pymethods]
+impl StreamFuture {
+    /// Wait (GIL released) until the stream reached the op and it ended; answer the bytes moved
+    /// (short only at the end of the file for a read), or raise its error.
+    fn get(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| self.op.wait()).py()
+    }
+
+    /// Whether the op ended.
+    fn done(&self) -> bool {
+        self.op.result().is_some()
+    }
+
+    /// Move fewer bytes than queued, if the stream has not reached the op yet (late binding, as
+    /// `hipFileReadAsync`'s size pointer). Larger than queued fails the op with
+    /// `hipFileInvalidValue`.
+    fn set_size(&self, size: usize) {
+        self.op.set_size(size);
+    }
+
+    /// Move the op's file offset, if the stream has not reached it yet.
+    fn set_file_offset(&self, file_offset: u64) -> PyResult<()> {
+        self.op.set_file_offset(file_offset).py()
+    }
+}
+
+/// The raw handle of `stream`: `None` or 0 is the null stream; an int is a handle; an object
+/// names its handle as `.ptr` (CuPy, `hipfile.Stream`) or `.cuda_stream` (PyTorch).
+fn stream_handle(stream: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    let Some(stream) = stream.filter(|s| !s.is_none()) else {
+        return Ok(0);
+    };
+    if let Ok(raw) = stream.extract::<usize>() {
+        return Ok(raw);
+    }
+    for attribute in ["ptr", "cuda_stream"] {
+        if stream.hasattr(attribute)? {
+            return stream.getattr(attribute)?.extract();
+        }
+    }
+    Err(PyTypeError::new_err(
+        "a stream is an int handle or an object with .ptr (CuPy) or .cuda_stream (PyTorch)",
+    ))
+}
+
+fn os_error(errno: i32, what: &str) -> PyErr {
+    PyOSError::new_err((errno, what.to_string()))
+}
+
+/// A file registered with hipfile, read and written at offsets from device or host memory
+/// (KvikIO's `CuFile`); made by `hipfile.open(path, mode)`.
+#[pyclass(module = "hipfile._hipfile")]
+pub(crate) struct CuFile {
+    open: Mutex<Option<Arc<OpenFile>>>,
+    mode_text: String,
+}
+
+impl CuFile {
+    fn file(&self) -> PyResult<Arc<OpenFile>> {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("I/O operation on closed file"))
+    }
+
+    /// The request `buf`, `size`, `file_offset`, `dev_offset` make, checked against the mode
+    /// and the memory. A write's `file_offset` of `None` is 0, or the end of the file in mode
+    /// `a`.
+    #[allow(clippy::too_many_arguments)]
+    fn request(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: Option<i64>,
+        dev_offset: usize,
+        read: bool,
+    ) -> PyResult<Request> {
+        let file = self.file()?;
+        let unsupported = py.import("io")?.getattr("UnsupportedOperation")?;
+        if read && !file.mode.read {
+            return Err(PyErr::from_value(
+                unsupported.call1(("File not open for reading",))?,
+            ));
+        }
+        if !read && !file.mode.write {
+            return Err(PyErr::from_value(
+                unsupported.call1(("File not open for writing",))?,
+            ));
+        }
+        let memory = memory_of(buf)?;
+        let (offset, size) = region(&memory, size, dev_offset, read)?;
+        let file_offset = match file_offset {
+            Some(o) => o,
+            None if file.mode.append && !read => file_size(py, file.fd)?,
+            None => 0,
+        };
+        let file_offset = u64::try_from(file_offset)
+            .map_err(|_| os_error(libc::EINVAL, "negative file offset"))?;
+        Ok(Request {
+            file,
+            memory,
+            read,
+            offset,
+            size,
+            file_offset,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_stream(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: i64,
+        dev_offset: usize,
+        stream: Option<&Bound<'_, PyAny>>,
+        read: bool,
+    ) -> PyResult<StreamFuture> {
+        let raw = stream_handle(stream)?;
+        let request = self.request(py, buf, size, Some(file_offset), dev_offset, read)?;
+        let Memory::Device { ptr, len, .. } = request.memory else {
+            return Err(PyTypeError::new_err(
+                "stream-ordered IO needs device memory (__cuda_array_interface__ or DLPack)",
+            ));
+        };
+        let stream_owner = stream.map(|s| s.clone().unbind());
+        let (tx, rx) = crossbeam_channel::bounded::<hipfile::Result<StreamOp>>(1);
+        // The op borrows the file and the memory until it ended: a thread of its own holds them
+        // (and the stream's object) for the facade's scope, which returns once the op ended.
+        std::thread::Builder::new()
+            .name("hipfile-py-stream".into())
+            .spawn(move || {
+                let _stream_owner = stream_owner;
+                let Request {
+                    file,
+                    memory,
+                    offset,
+                    size,
+                    file_offset,
+                    ..
+                } = request;
+                let Some(session) = file.driver.core().session() else {
+                    let _ = tx.send(Err(Error::new(
+                        ErrorKind::DriverNotInitialized,
+                        "the driver is not open",
+                    )));
+                    return;
+                };
+                let runtime = Arc::clone(session.runtime());
+                let stream = foreign::stream(&runtime, raw);
+                let range = offset..offset + size;
+                if read {
+                    let mut whole = foreign::device_mut(ptr, len);
+                    let mut part = match whole.slice_mut(range) {
+                        Ok(part) => part,
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    file.driver.on_stream(&stream, |io| {
+                        let _ = tx.send(io.read(&file.handle, &mut part, file_offset));
+                    });
+                } else {
+                    let whole = foreign::device(ptr, len);
+                    let part = match whole.slice(range) {
+                        Ok(part) => part,
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    file.driver.on_stream(&stream, |io| {
+                        let _ = tx.send(io.write(&file.handle, &part, file_offset));
+                    });
+                }
+                drop(memory);
+            })
+            .map_err(|e| os_error(e.raw_os_error().unwrap_or(0), "cannot start a thread"))?;
+        let queued = py
+            .detach(|| rx.recv())
+            .map_err(|_| PyOSError::new_err("the stream op was not queued"))?;
+        Ok(StreamFuture { op: queued.py()? })
+    }
+}
+
+fn file_size(py: Python<'_>, fd: RawFd) -> PyResult<i64> {
+    py.import("os")?
+        .call_method1("fstat", (fd,))?
+        .getattr("st_size")?
+        .extract()
+}
+
+#[pymethods]
+impl CuFile {
+    /// Open `file` (a path, or an int descriptor that the caller keeps open until `close`) with
+    /// Python's `mode` (`"r"`, `"r+"`, `"w"`, `"w+"`, `"a"`, `"a+"`, `"x"`, `"x+"`; `b` allowed)
+    /// and register it with the process-wide driver (opening it, as `hipFileHandleRegister`
+    /// does).
+    #[new]
+    #[pyo3(signature = (file, mode = "r"))]
+    fn new(py: Python<'_>, file: &Bound<'_, PyAny>, mode: &str) -> PyResult<Self> {
+        let (m, options) = parse_mode(mode)?;
+        let owned = if let Ok(fd) = file.extract::<RawFd>() {
+            (None, fd)
+        } else {
+            let path: PathBuf = file.extract()?;
+            let f = py.detach(|| options.open(&path)).map_err(PyErr::from)?;
+            let fd = f.as_raw_fd();
+            (Some(f), fd)
+        };
+        let (file, fd) = owned;
+        let (driver, handle) = py
+            .detach(|| {
+                let driver = hipfile::Driver::open()?;
+                let handle = driver.register_fd(fd)?;
+                Ok::<_, Error>((driver, handle))
+            })
+            .py()?;
+        Ok(CuFile {
+            open: Mutex::new(Some(Arc::new(OpenFile {
+                handle,
+                driver,
+                _file: file,
+                fd,
+                mode: m,
+            }))),
+            mode_text: mode.to_string(),
+        })
+    }
+
+    /// Read `size` bytes (default: to the end of `buf` from `dev_offset`) of the file at
+    /// `file_offset` into `buf` at `dev_offset`; answer the bytes read (fewer only at the end
+    /// of the file). A call larger than the task size runs as parts on the thread pool, a
+    /// smaller one on the calling thread; the GIL is released either way.
+    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0))]
+    fn read(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: i64,
+        dev_offset: usize,
+    ) -> PyResult<usize> {
+        let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
+        blocking(py, request)
+    }
+
+    /// Write `size` bytes (default: to the end of `buf`) of `buf` at `dev_offset` to the file at
+    /// `file_offset` (default 0; the end of the file in mode `a`); answer the bytes written
+    /// (all, or an error).
+    #[pyo3(signature = (buf, size = None, file_offset = None, dev_offset = 0))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: Option<i64>,
+        dev_offset: usize,
+    ) -> PyResult<usize> {
+        let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
+        blocking(py, request)
+    }
+
+    /// `read` as a future: the request runs on the thread pool; `.get()` answers its bytes.
+    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0))]
+    fn pread(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: i64,
+        dev_offset: usize,
+    ) -> PyResult<IOFuture> {
+        let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
+        Ok(submit(py, request))
+    }
+
+    /// `write` as a future.
+    #[pyo3(signature = (buf, size = None, file_offset = None, dev_offset = 0))]
+    fn pwrite(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: Option<i64>,
+        dev_offset: usize,
+    ) -> PyResult<IOFuture> {
+        let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
+        Ok(submit(py, request))
+    }
+
+    /// `read` on the calling thread (GIL released), as one request to the library: at most
+    /// `MAX_RW_COUNT` bytes (2 GiB less 4 KiB) move, as `hipFileRead` and `read(2)` cap a call.
+    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0))]
+    fn raw_read(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: i64,
+        dev_offset: usize,
+    ) -> PyResult<usize> {
+        let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
+        py.detach(|| request.run()).map_err(Failure::into_py)
+    }
+
+    /// `write` on the calling thread (GIL released), as one request to the library (at most
+    /// `MAX_RW_COUNT` bytes move, as `hipFileWrite` caps a call).
+    #[pyo3(signature = (buf, size = None, file_offset = None, dev_offset = 0))]
+    fn raw_write(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: Option<i64>,
+        dev_offset: usize,
+    ) -> PyResult<usize> {
+        let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
+        py.detach(|| request.run()).map_err(Failure::into_py)
+    }
+
+    /// Queue a read on `stream` (an int handle, an object with `.ptr` or `.cuda_stream`, or
+    /// `None` for the null stream): it runs when the stream reaches it, and the stream's later
+    /// work waits for it (`hipFileReadAsync`). Device memory only. Answers a `StreamFuture`.
+    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0, stream = None))]
+    fn read_async(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: i64,
+        dev_offset: usize,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<StreamFuture> {
+        self.on_stream(py, buf, size, file_offset, dev_offset, stream, true)
+    }
+
+    /// Queue a write on `stream` (`hipFileWriteAsync`); see `read_async`.
+    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0, stream = None))]
+    fn write_async(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        size: Option<usize>,
+        file_offset: i64,
+        dev_offset: usize,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<StreamFuture> {
+        self.on_stream(py, buf, size, file_offset, dev_offset, stream, false)
+    }
+
+    /// Deregister and close the file (the descriptor of a file opened by path). Requests still
+    /// running keep it open until they end. Closing twice does nothing.
+    fn close(&self, py: Python<'_>) {
+        let open = self
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        py.detach(|| drop(open));
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
+
+    /// The mode the file was opened with.
+    #[getter]
+    fn mode(&self) -> String {
+        self.mode_text.clone()
+    }
+
+    /// The file's descriptor.
+    fn fileno(&self) -> PyResult<RawFd> {
+        Ok(self.file()?.fd)
+    }
+
+    /// The file's size in bytes.
+    fn nbytes(&self, py: Python<'_>) -> PyResult<i64> {
+        file_size(py, self.file()?.fd)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _ty: Option<&Bound<'_, PyAny>>,
+        _value: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> bool {
+        self.close(py);
+        false
+    }
+}

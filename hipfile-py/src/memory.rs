@@ -1,0 +1,277 @@
+//! What a Python object's memory is: device memory named by `__cuda_array_interface__` or DLPack,
+//! or host memory through the buffer protocol.
+//!
+//! Checked here, before any request: the memory is contiguous (row-major; a strided view is a
+//! `ValueError`), a read does not land in read-only memory (`TypeError`, as `readinto` says for
+//! `bytes`), and the requested `size` and device offset lie within it (`ValueError`).
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::foreign;
+
+/// DLPack device types whose memory is device memory: `kDLCUDA`, `kDLROCM`, `kDLCUDAManaged`.
+const DLPACK_DEVICE_TYPES: [i64; 3] = [2, 10, 13];
+
+/// The memory of a Python object, and the object that keeps it alive.
+pub(crate) enum Memory {
+    /// Device memory at `ptr`; `owner` (the array, or a DLPack capsule) keeps it allocated.
+    /// `stream`: the stream whose work on the array must end before the array is used (the CUDA
+    /// Array Interface's `stream`, version 3).
+    Device {
+        ptr: usize,
+        len: usize,
+        readonly: bool,
+        owner: Py<PyAny>,
+        stream: Option<usize>,
+    },
+    /// Host memory: a one-dimensional byte `memoryview` of it.
+    Host {
+        view: Py<PyAny>,
+        len: usize,
+        readonly: bool,
+    },
+}
+
+impl Memory {
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Memory::Device { len, .. } | Memory::Host { len, .. } => *len,
+        }
+    }
+
+    /// Another reference to the same memory, for one part of a split request.
+    pub(crate) fn clone_ref(&self, py: Python<'_>) -> Memory {
+        match self {
+            Memory::Device {
+                ptr,
+                len,
+                readonly,
+                owner,
+                stream,
+            } => Memory::Device {
+                ptr: *ptr,
+                len: *len,
+                readonly: *readonly,
+                owner: owner.clone_ref(py),
+                stream: *stream,
+            },
+            Memory::Host {
+                view,
+                len,
+                readonly,
+            } => Memory::Host {
+                view: view.clone_ref(py),
+                len: *len,
+                readonly: *readonly,
+            },
+        }
+    }
+
+    fn readonly(&self) -> bool {
+        match self {
+            Memory::Device { readonly, .. } | Memory::Host { readonly, .. } => *readonly,
+        }
+    }
+}
+
+/// The memory of `obj`: `__cuda_array_interface__` first (CuPy, Numba, PyTorch CUDA tensors,
+/// `hipfile.DeviceBuffer`), then DLPack for device tensors, then the buffer protocol (NumPy,
+/// `bytearray`, `memoryview`, `mmap`...).
+pub(crate) fn memory_of(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
+    if obj.hasattr("__cuda_array_interface__")? {
+        return cuda_array_interface(obj);
+    }
+    if obj.hasattr("__dlpack__")? && obj.hasattr("__dlpack_device__")? {
+        let (device_type, _id): (i64, i64) = obj.call_method0("__dlpack_device__")?.extract()?;
+        if DLPACK_DEVICE_TYPES.contains(&device_type) {
+            return dlpack(obj);
+        }
+    }
+    host(obj)
+}
+
+fn cuda_array_interface(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
+    let cai = obj.getattr("__cuda_array_interface__")?;
+    let cai = cai
+        .cast::<PyDict>()
+        .map_err(|_| PyTypeError::new_err("__cuda_array_interface__ is not a dict"))?;
+    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+        cai.get_item(key)?
+            .ok_or_else(|| PyTypeError::new_err(format!("__cuda_array_interface__ lacks '{key}'")))
+    };
+    let shape: Vec<i64> = item("shape")?.extract()?;
+    let typestr: String = item("typestr")?.extract()?;
+    let (ptr, readonly): (usize, bool) = item("data")?.extract()?;
+    if let Some(mask) = cai.get_item("mask")? {
+        if !mask.is_none() {
+            return Err(PyValueError::new_err("masked arrays are not supported"));
+        }
+    }
+    let itemsize: usize = typestr
+        .get(2..)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| PyValueError::new_err(format!("unknown typestr {typestr:?}")))?;
+    let strides = match cai.get_item("strides")? {
+        Some(s) if !s.is_none() => {
+            let strides: Vec<i64> = s.extract()?;
+            // In bytes; in items below, so both interfaces share one check.
+            Some(
+                strides
+                    .iter()
+                    .map(|&b| {
+                        if b % itemsize as i64 == 0 {
+                            b / itemsize as i64
+                        } else {
+                            i64::MAX
+                        }
+                    })
+                    .collect::<Vec<i64>>(),
+            )
+        }
+        _ => None,
+    };
+    let len = contiguous_len(&shape, strides.as_deref(), itemsize)?;
+    let stream = match cai.get_item("stream")? {
+        Some(s) if !s.is_none() => Some(s.extract::<usize>()?),
+        _ => None,
+    };
+    Ok(Memory::Device {
+        ptr,
+        len,
+        readonly,
+        owner: obj.clone().unbind(),
+        stream,
+    })
+}
+
+fn dlpack(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
+    let capsule = obj.call_method0("__dlpack__")?;
+    let view = foreign::dlpack_view(&capsule)?;
+    let len = contiguous_len(&view.shape, view.strides.as_deref(), view.itemsize)?;
+    Ok(Memory::Device {
+        ptr: view.ptr,
+        len,
+        // DLPack exports carry no read-only flag (the versioned capsule's flag needs
+        // `max_version`, which not every producer takes): the producer's memory is writable.
+        readonly: false,
+        owner: capsule.unbind(),
+        // `__dlpack__()` without a stream argument: the producer made the tensor ready for any
+        // stream before answering.
+        stream: None,
+    })
+}
+
+fn host(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
+    let py = obj.py();
+    let view = py
+        .import("builtins")?
+        .getattr("memoryview")?
+        .call1((obj,))
+        .map_err(|_| not_memory(obj))?;
+    if !view.getattr("c_contiguous")?.extract::<bool>()? {
+        return Err(not_contiguous());
+    }
+    let readonly: bool = view.getattr("readonly")?.extract()?;
+    let bytes = if view.getattr("ndim")?.extract::<usize>()? == 1
+        && view.getattr("format")?.extract::<String>()? == "B"
+    {
+        view
+    } else {
+        view.call_method1("cast", ("B",))?
+    };
+    let len: usize = bytes.getattr("nbytes")?.extract()?;
+    Ok(Memory::Host {
+        view: bytes.unbind(),
+        len,
+        readonly,
+    })
+}
+
+/// The `TypeError` for an object that names no memory hipfile reads: with a hint for host
+/// tensors that speak DLPack but not the buffer protocol (a PyTorch CPU tensor).
+fn not_memory(obj: &Bound<'_, PyAny>) -> PyErr {
+    let name = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default();
+    let hint = if obj.hasattr("__dlpack__").unwrap_or(false) {
+        ": a host tensor without the buffer protocol is read through a NumPy view of it \
+         (tensor.numpy())"
+    } else {
+        ""
+    };
+    PyTypeError::new_err(format!(
+        "a {name} is neither device memory (__cuda_array_interface__, __dlpack__) nor host \
+         memory (the buffer protocol){hint}"
+    ))
+}
+
+fn not_contiguous() -> PyErr {
+    PyValueError::new_err(
+        "the array is not contiguous: pass a C-contiguous array (e.g. ascontiguousarray(a))",
+    )
+}
+
+/// Bytes of a row-major contiguous array of `shape` (strides in items, `None` for compact);
+/// `ValueError` when it is not contiguous.
+fn contiguous_len(shape: &[i64], strides: Option<&[i64]>, itemsize: usize) -> PyResult<usize> {
+    let mut items: usize = 1;
+    for &dim in shape {
+        let dim = usize::try_from(dim).map_err(|_| PyValueError::new_err("negative dimension"))?;
+        items = items
+            .checked_mul(dim)
+            .ok_or_else(|| PyValueError::new_err("array too large"))?;
+    }
+    if let (Some(strides), true) = (strides, items > 0) {
+        if strides.len() != shape.len() {
+            return Err(PyValueError::new_err("strides and shape differ in length"));
+        }
+        let mut expected: i64 = 1;
+        for (&dim, &stride) in shape.iter().zip(strides).rev() {
+            if dim != 1 && stride != expected {
+                return Err(not_contiguous());
+            }
+            expected = expected.saturating_mul(dim);
+        }
+    }
+    items
+        .checked_mul(itemsize)
+        .ok_or_else(|| PyValueError::new_err("array too large"))
+}
+
+/// A request's part of the memory: `size` bytes (all from `offset` to the end when `None`) at
+/// `offset`, checked to lie within it; a read refuses read-only memory.
+pub(crate) fn region(
+    memory: &Memory,
+    size: Option<usize>,
+    offset: usize,
+    for_read: bool,
+) -> PyResult<(usize, usize)> {
+    if for_read && memory.readonly() {
+        return Err(PyTypeError::new_err(
+            "cannot read into read-only memory: pass a writable array",
+        ));
+    }
+    let len = memory.len();
+    let available = len.checked_sub(offset).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "the device offset {offset} lies past the end of the {len}-byte array"
+        ))
+    })?;
+    let size = size.unwrap_or(available);
+    if size > available {
+        return Err(PyValueError::new_err(format!(
+            "{size} bytes at offset {offset} do not fit in the {len}-byte array"
+        )));
+    }
+    Ok((offset, size))
+}
+
+/// The `PyTuple` of `values` (for building `__cuda_array_interface__`).
+pub(crate) fn tuple<'py>(py: Python<'py>, values: &[usize]) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, values)
+}

@@ -1,0 +1,216 @@
+"""Bad input: the errors Python programs can rely on, raised before any byte moves."""
+
+import ctypes
+import errno
+import io
+import os
+
+import numpy as np
+import pytest
+
+import hipfile
+from conftest import pattern
+
+
+class ForeignArray:
+    """An array whose ``__cuda_array_interface__`` names memory the GPU runtime does not know."""
+
+    def __init__(self, ptr, n, strides=None):
+        self.__cuda_array_interface__ = {
+            "shape": (n,),
+            "typestr": "|u1",
+            "data": (ptr, False),
+            "version": 3,
+            "strides": strides,
+        }
+
+
+def test_hip_file_error_made_by_hand_answers_every_attribute():
+    e = hipfile.HipFileError("by hand")
+    assert (e.hipfile_code, e.hipfile_name, e.runtime_code) == (None, None, None)
+    assert issubclass(hipfile.HipFileError, Exception)
+    assert hipfile.HipFileError.__module__ == "hipfile"
+
+
+def test_closed_driver():
+    d = hipfile.Driver()
+    d.close()
+    d.close()
+    with pytest.raises(hipfile.HipFileError) as e:
+        d.backends()
+    assert e.value.hipfile_code == 5001
+    assert e.value.hipfile_name == "hipFileDriverNotInitialized"
+    assert e.value.runtime_code is None
+
+
+def test_memory_the_runtime_does_not_know(make_file):
+    host = ctypes.create_string_buffer(8192)
+    with hipfile.open(make_file(pattern(8192)), "r+") as f:
+        for array in (ForeignArray(ctypes.addressof(host), 4096), ForeignArray(0x1000, 4096)):
+            with pytest.raises(hipfile.HipFileError) as e:
+                f.read(array)
+            assert e.value.hipfile_code == 5013
+            assert e.value.hipfile_name == "hipFileHipMemoryTypeInvalid"
+            with pytest.raises(hipfile.HipFileError) as e:
+                f.pwrite(array).get()
+            assert e.value.hipfile_code == 5013
+    with pytest.raises(hipfile.HipFileError) as e:
+        hipfile.Buffer(ForeignArray(ctypes.addressof(host), 4096))
+    assert e.value.hipfile_code == 5013
+    assert host.raw == bytes(8192)
+
+
+def test_array_larger_than_its_allocation(make_file):
+    buf = hipfile.empty(4096)
+    with hipfile.open(make_file(pattern(16384)), "r") as f:
+        with pytest.raises(hipfile.HipFileError) as e:
+            f.read(ForeignArray(buf.ptr, 8192))
+    assert e.value.hipfile_name == "hipFileInvalidValue"
+
+
+def test_registration_errors():
+    buf = hipfile.empty(4096)
+    with hipfile.Buffer(buf):
+        with pytest.raises(hipfile.HipFileError) as e:
+            hipfile.Buffer(buf)
+        assert e.value.hipfile_code == 5023
+    with pytest.raises(TypeError):
+        hipfile.Buffer(bytearray(10))
+
+
+@pytest.mark.parametrize("mode", ["", "q", "rw", "rr", "r++", "+", "ab+x", "rt"])
+def test_bad_mode(tmp_path, mode):
+    with pytest.raises(ValueError, match="invalid mode"):
+        hipfile.open(str(tmp_path / "f"), mode)
+
+
+def test_direction_the_mode_refuses(make_file, tmp_path):
+    buf = hipfile.to_device(b"abcd")
+    path = make_file(b"wxyz")
+    with hipfile.open(path, "r") as f:
+        with pytest.raises(io.UnsupportedOperation, match="not open for writing"):
+            f.write(buf)
+        with pytest.raises(io.UnsupportedOperation):
+            f.pwrite(buf)
+        with pytest.raises(io.UnsupportedOperation):
+            f.write_async(buf)
+    with hipfile.open(str(tmp_path / "w"), "w") as f:
+        with pytest.raises(io.UnsupportedOperation, match="not open for reading"):
+            f.read(buf)
+    with open(path, "rb") as f:
+        assert f.read() == b"wxyz"
+
+
+def test_out_of_range_offsets(make_file):
+    buf = hipfile.empty(4096)
+    with hipfile.open(make_file(pattern(8192)), "r+") as f:
+        with pytest.raises(OSError) as e:
+            f.read(buf, file_offset=-1)
+        assert e.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as e:
+            f.write(buf, file_offset=-4096)
+        assert e.value.errno == errno.EINVAL
+        with pytest.raises(ValueError, match="past the end"):
+            f.read(buf, dev_offset=4097)
+        with pytest.raises(ValueError, match="do not fit"):
+            f.read(buf, 4000, 0, 100)
+        with pytest.raises(ValueError):
+            f.read(bytearray(10), 11)
+        with pytest.raises(OverflowError):
+            f.read(buf, -1)
+
+
+def test_non_contiguous_arrays(make_file):
+    with hipfile.open(make_file(pattern(8192)), "r") as f:
+        with pytest.raises(ValueError, match="not contiguous"):
+            f.read(np.zeros((64, 64), np.uint8)[:, ::2])
+        with pytest.raises(ValueError, match="not contiguous"):
+            f.read(np.zeros((64, 64), np.uint8).T)
+        buf = hipfile.empty(4096)
+        with pytest.raises(ValueError, match="not contiguous"):
+            f.read(ForeignArray(buf.ptr, 2048, strides=(2,)))
+        # Compact strides are contiguous.
+        assert f.read(ForeignArray(buf.ptr, 2048, strides=(1,))) == 2048
+
+
+def test_read_into_read_only_memory(make_file):
+    buf = hipfile.empty(16)
+    readonly = ForeignArray(buf.ptr, 16)
+    readonly.__cuda_array_interface__["data"] = (buf.ptr, True)
+    path = make_file(pattern(64))
+    with hipfile.open(path, "r+") as f:
+        with pytest.raises(TypeError, match="read-only"):
+            f.read(b"0123456789abcdef")
+        a = np.zeros(16, np.uint8)
+        a.flags.writeable = False
+        with pytest.raises(TypeError, match="read-only"):
+            f.read(a)
+        with pytest.raises(TypeError, match="read-only"):
+            f.read(readonly)
+        # Read-only memory may be written from, host or device.
+        buf.copy_from_host(b"D" * 16)
+        assert f.write(b"host", file_offset=0) == 4
+        assert f.write(readonly, 4, 4) == 4
+    with open(path, "rb") as f:
+        assert f.read() == b"hostDDDD" + pattern(64)[8:]
+
+
+def test_not_memory(make_file):
+    with hipfile.open(make_file(pattern(64)), "r") as f:
+        with pytest.raises(TypeError, match="neither device memory"):
+            f.read(12345)
+
+        class HostTensor:
+            """Host memory through DLPack only, as a PyTorch CPU tensor."""
+
+            def __dlpack__(self, **kwargs):
+                return np.zeros(8, np.uint8).__dlpack__(**kwargs)
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+        with pytest.raises(TypeError, match=r"tensor\.numpy\(\)"):
+            f.read(HostTensor())
+        with pytest.raises(TypeError):
+            f.read_async(bytearray(10))
+        with pytest.raises(TypeError):
+            f.read_async(hipfile.empty(10), stream="default")
+
+
+def test_closed_file(make_file):
+    f = hipfile.open(make_file(pattern(64)), "r")
+    f.close()
+    f.close()
+    assert f.closed
+    with pytest.raises(ValueError, match="closed file"):
+        f.read(hipfile.empty(8))
+    with pytest.raises(ValueError, match="closed file"):
+        f.fileno()
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        hipfile.open(str(tmp_path / "absent"), "r")
+
+
+def test_platform_is_picked_as_by_the_c_library():
+    """HIPFILE_PLATFORM names the platform; a name that is none is hipFileDeviceNotFound, and
+    the failed open leaves no reference behind."""
+    import subprocess
+    import sys
+
+    program = (
+        "import hipfile\n"
+        "try:\n"
+        "    hipfile.Driver()\n"
+        "except hipfile.HipFileError as e:\n"
+        "    print(e.hipfile_name, hipfile.use_count())\n"
+        "else:\n"
+        "    print('opened', hipfile.Driver().platform())\n"
+    )
+    env = dict(os.environ, HIPFILE_PLATFORM="quantum")
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["hipFileDeviceNotFound", "0"], out.stderr
+    env = dict(os.environ, HIPFILE_PLATFORM="sim")
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["opened", "sim"], out.stderr
