@@ -461,16 +461,15 @@ impl CuFile {
         read: bool,
     ) -> PyResult<Request> {
         let file = self.file()?;
-        let unsupported = py.import("io")?.getattr("UnsupportedOperation")?;
+        let unsupported = |why: &str| -> PyResult<PyErr> {
+            let class = py.import("io")?.getattr("UnsupportedOperation")?;
+            Ok(PyErr::from_value(class.call1((why,))?))
+        };
         if read && !file.mode.read {
-            return Err(PyErr::from_value(
-                unsupported.call1(("File not open for reading",))?,
-            ));
+            return Err(unsupported("File not open for reading")?);
         }
         if !read && !file.mode.write {
-            return Err(PyErr::from_value(
-                unsupported.call1(("File not open for writing",))?,
-            ));
+            return Err(unsupported("File not open for writing")?);
         }
         let memory = memory_of(buf)?;
         let (offset, size) = region(&memory, size, dev_offset, read)?;

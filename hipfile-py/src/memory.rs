@@ -81,8 +81,12 @@ impl Memory {
 /// `hipfile.DeviceBuffer`), then DLPack for device tensors, then the buffer protocol (NumPy,
 /// `bytearray`, `memoryview`, `mmap`...).
 pub(crate) fn memory_of(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
-    if obj.hasattr("__cuda_array_interface__")? {
-        return cuda_array_interface(obj);
+    // One lookup: a framework builds the interface's dict anew at each access (CuPy does), and
+    // `hasattr` followed by `getattr` would build it twice per request.
+    match obj.getattr(pyo3::intern!(obj.py(), "__cuda_array_interface__")) {
+        Ok(cai) => return cuda_array_interface(obj, &cai),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(obj.py()) => {}
+        Err(e) => return Err(e),
     }
     if obj.hasattr("__dlpack__")? && obj.hasattr("__dlpack_device__")? {
         let (device_type, _id): (i64, i64) = obj.call_method0("__dlpack_device__")?.extract()?;
@@ -93,8 +97,9 @@ pub(crate) fn memory_of(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
     host(obj)
 }
 
-fn cuda_array_interface(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
-    let cai = obj.getattr("__cuda_array_interface__")?;
+/// The memory that `cai`, the `__cuda_array_interface__` of `obj`, describes; `obj` is held as
+/// its owner.
+fn cuda_array_interface(obj: &Bound<'_, PyAny>, cai: &Bound<'_, PyAny>) -> PyResult<Memory> {
     let cai = cai
         .cast::<PyDict>()
         .map_err(|_| PyTypeError::new_err("__cuda_array_interface__ is not a dict"))?;
