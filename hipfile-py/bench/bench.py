@@ -19,8 +19,10 @@ Usage: bench.py [FILE] [--size 8G] [--latency-ops 2000] [--array auto|cupy|hipfi
   in this process); each timed read is checked: 16 random 4 KiB windows of the device buffer
   against the file. "cores" = process CPU seconds / wall seconds during the timed call.
 - "read_latency": --latency-ops reads of each size at random 4 KiB-aligned offsets of the hot
-  file into one 1 MiB device array, each timed alone from Python (CuFile.read), then each
-  checked against the file outside the timing; mean, median and p99 in microseconds.
+  file, each timed alone from Python (CuFile.read), op i into slot i % 64 of one device array;
+  after every 64 ops the 64 slots are compared with the file, outside the timed reads (a check
+  between every two reads would add its copies' traces to the next read's time); mean, median
+  and p99 in microseconds.
 """
 
 import argparse
@@ -42,13 +44,19 @@ def parse_size(text):
 
 
 def make_file(path, size):
+    """Random bytes, 4 MiB blocks of one random block each rotated by a different odd amount, so
+    no two offsets of the file less than 2^22 blocks apart hold the same 4 MiB: a read that lands
+    at the wrong offset does not compare equal."""
     block = random.Random(3).randbytes(4 << 20)
     with open(path, "wb") as f:
-        left = size
+        left, k = size, 0
         while left > 0:
-            n = min(left, len(block))
-            f.write(block[:n])
+            rot = (k * 4099) % len(block)
+            data = block[rot:] + block[:rot]
+            n = min(left, len(data))
+            f.write(data[:n])
             left -= n
+            k += 1
 
 
 def warm(path, size):
@@ -142,23 +150,35 @@ def bench_read(arrays, path, size):
     del buf
 
 
+#: Device slots of the latency phase: op i reads into slot i % SLOTS of one array, and the slots are
+#: compared with the file after every SLOTS ops, outside the timed reads, so every op is checked
+#: while a check (a device-to-host copy and a pread) runs between two timed reads only once per
+#: SLOTS ops.
+SLOTS = 64
+
+
 def bench_latency(arrays, path, size, ops):
     warm(path, size)
-    small = arrays.empty(1 << 20)
     with open(path, "rb") as plain, hipfile.open(path, "r") as f:
         for sz in (4096, 65536, 1 << 20):
             if size < sz:
                 continue
+            slots = arrays.empty(SLOTS * sz)
             rng = random.Random(sz)
             offs = [rng.randrange(0, size - sz + 1) // 4096 * 4096 for _ in range(ops)]
             lat = []
             verified = True
-            for o in offs:
-                t = time.perf_counter()
-                n = f.read(small, sz, o)
-                lat.append(time.perf_counter() - t)
-                verified = verified and n == sz
-                verified = verified and arrays.window(small, 0, sz) == os.pread(plain.fileno(), sz, o)
+            for first in range(0, len(offs), SLOTS):
+                batch = offs[first : first + SLOTS]
+                for k, o in enumerate(batch):
+                    t = time.perf_counter()
+                    n = f.read(slots, sz, o, k * sz)
+                    lat.append(time.perf_counter() - t)
+                    verified = verified and n == sz
+                for k, o in enumerate(batch):
+                    want = os.pread(plain.fileno(), sz, o)
+                    verified = verified and arrays.window(slots, k * sz, sz) == want
+            del slots
             lat.sort()
             print(
                 json.dumps(

@@ -11,7 +11,7 @@ BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", 
 def test_bench_runs_and_verifies(tmp_path):
     path = str(tmp_path / "bench-data")
     out = subprocess.run(
-        [sys.executable, BENCH, path, "--size", "64M", "--latency-ops", "40"],
+        [sys.executable, BENCH, path, "--size", "64M", "--latency-ops", "100"],
         check=True,
         capture_output=True,
         text=True,
