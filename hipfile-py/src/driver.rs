@@ -11,6 +11,7 @@ use pyo3::types::PyDict;
 use crate::errors::{to_py, IntoPyResult};
 use crate::foreign;
 use crate::memory::{memory_of, Memory};
+use crate::slot;
 
 /// One reference on the process-wide driver (`hipFileDriverOpen`), shared with C callers of
 /// `libhipfile.so` in the same process; `close()` (or leaving the `with` block) gives it back
@@ -49,21 +50,13 @@ impl PyDriver {
 
     /// Give this reference back. Closing twice does nothing.
     fn close(&self, py: Python<'_>) {
-        let driver = self
-            .driver
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        py.detach(|| drop(driver));
+        slot::release(py, &self.driver);
     }
 
     /// Whether `close` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.driver
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        slot::is_released(&self.driver)
     }
 
     /// The backends requests are offered to, in order (`HipFileError` once closed).
@@ -215,20 +208,12 @@ impl Buffer {
     /// Whether the memory is still registered.
     #[getter]
     fn registered(&self) -> bool {
-        self.registration
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
+        !slot::is_released(&self.registration)
     }
 
     /// Deregister (`hipFileBufDeregister`). Twice does nothing.
     fn deregister(&self, py: Python<'_>) {
-        let registration = self
-            .registration
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        py.detach(|| drop(registration));
+        slot::release(py, &self.registration);
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -26,6 +26,7 @@ use pyo3::types::{PyList, PySlice};
 use crate::errors::{to_py, IntoPyResult};
 use crate::foreign;
 use crate::memory::{memory_of, region, Memory};
+use crate::slot;
 
 /// What the mode string allows.
 #[derive(Clone, Copy, Debug)]
@@ -738,21 +739,13 @@ impl CuFile {
     /// Deregister and close the file (the descriptor of a file opened by path). Requests still
     /// running keep it open until they end. Closing twice does nothing.
     fn close(&self, py: Python<'_>) {
-        let open = self
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        py.detach(|| drop(open));
+        slot::release(py, &self.open);
     }
 
     /// Whether `close` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        slot::is_released(&self.open)
     }
 
     /// The mode the file was opened with.

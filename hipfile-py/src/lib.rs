@@ -42,6 +42,7 @@ mod errors;
 mod file;
 mod foreign;
 mod memory;
+mod slot;
 
 use pyo3::prelude::*;
 
