@@ -185,12 +185,16 @@ impl Registry {
         self.submit_from(0, req, how, Vec::new())
     }
 
+    /// Offer `req` to the backends from `first` on. `failovers` holds, by backend position, why
+    /// each backend that already took the request gave it up. Declines are counted and logged,
+    /// not kept: a request that some backend accepts (nearly every one) formats nothing, and
+    /// the error of one that none accepts asks each backend again for its decline.
     fn submit_from(
         &self,
         first: usize,
         req: &IoRequest<'_>,
         how: Submit,
-        mut reasons: Vec<String>,
+        failovers: Vec<(usize, String)>,
     ) -> Result<Submitted> {
         for (index, e) in self.backends.iter().enumerate().skip(first) {
             match e.backend.accepts(req) {
@@ -207,7 +211,7 @@ impl Registry {
                         index,
                         how,
                         completion: e.backend.submit(req, how),
-                        reasons,
+                        failovers,
                     });
                 }
                 Err(decline) => {
@@ -219,18 +223,37 @@ impl Registry {
                         e.backend.name()
                     );
                     self.routes.declined(index, &decline);
-                    reasons.push(format!("{}: {decline}", e.backend.name()));
                 }
             }
         }
         Err(Error::new(
             ErrorKind::InternalError,
-            if reasons.is_empty() {
+            if self.backends.is_empty() {
                 "no backend is registered".to_string()
             } else {
-                format!("no backend ran the request ({})", reasons.join("; "))
+                format!(
+                    "no backend ran the request ({})",
+                    self.why_none_ran(req, &failovers)
+                )
             },
         ))
+    }
+
+    /// Why no backend ran `req`, backend by backend in registry order: why the ones that took it
+    /// gave it up (`failovers`), and the decline of each other one.
+    fn why_none_ran(&self, req: &IoRequest<'_>, failovers: &[(usize, String)]) -> String {
+        let mut reasons = Vec::new();
+        for (index, e) in self.backends.iter().enumerate() {
+            match failovers.iter().find(|(i, _)| *i == index) {
+                Some((_, why)) => reasons.push(why.clone()),
+                None => {
+                    if let Err(decline) = e.backend.accepts(req) {
+                        reasons.push(format!("{}: {decline}", e.backend.name()));
+                    }
+                }
+            }
+        }
+        reasons.join("; ")
     }
 }
 
@@ -240,7 +263,8 @@ pub struct Submitted {
     index: usize,
     how: Submit,
     completion: Completion,
-    reasons: Vec<String>,
+    /// Why each backend that took the request before gave it up, by position.
+    failovers: Vec<(usize, String)>,
 }
 
 impl Submitted {
@@ -301,7 +325,7 @@ impl Submitted {
             index,
             how,
             completion,
-            mut reasons,
+            mut failovers,
         } = self;
         let name = registry.backends[index].backend.name();
         match completion.wait() {
@@ -321,8 +345,8 @@ impl Submitted {
                     f.error
                 );
                 registry.routes.failed(index);
-                reasons.push(format!("{name}: failed over after {}", f.error));
-                match registry.submit_from(index + 1, req, how, reasons) {
+                failovers.push((index, format!("{name}: failed over after {}", f.error)));
+                match registry.submit_from(index + 1, req, how, failovers) {
                     Ok(next) => {
                         registry.routes.failed_over(index, next.index);
                         Step::Again(next)
@@ -675,6 +699,43 @@ mod tests {
                 "{errno:?} after {moved} failed over"
             );
         }
+    }
+
+    #[test]
+    fn a_request_no_backend_runs_names_each_decline_and_each_failover_in_order() {
+        let world = World::new();
+        let req = world.request();
+        let entry = |backend: Arc<dyn Backend>| Entry {
+            backend,
+            path: IoPath::Staged,
+        };
+        let idle = |name| -> Arc<dyn Backend> { Arc::new(Idle(name)) };
+        let none = Registry {
+            backends: vec![entry(idle("a")), entry(idle("b"))],
+            routes: Arc::new(RouteCounters::new(2)),
+        };
+        let e = none.submit(&req, Submit::Wait).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InternalError);
+        assert_eq!(e.context(), "no backend ran the request (a: idle; b: idle)");
+        // The first declines, the second takes the request and gives it up, the third declines.
+        let failing = Scripted::new("failing", vec![Completion::ready(failure(Errno::NODEV, 0))]);
+        let chain = Registry {
+            backends: vec![
+                entry(idle("a")),
+                entry(Arc::clone(&failing) as Arc<dyn Backend>),
+                entry(idle("c")),
+            ],
+            routes: Arc::new(RouteCounters::new(3)),
+        };
+        let submitted = chain.submit(&req, Submit::Wait).unwrap();
+        let e = submitted.finish(&chain, &req).unwrap_err();
+        let why = e.context();
+        assert!(
+            why.starts_with("no backend ran the request (a: idle; failing: failed over after "),
+            "{why}"
+        );
+        assert!(why.ends_with("; c: idle)"), "{why}");
+        assert_eq!(failing.submissions(), [Submit::Wait]);
     }
 
     #[test]
