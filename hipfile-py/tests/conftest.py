@@ -33,3 +33,16 @@ def make_file(tmp_path):
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+class DlpackOnly:
+    """Device memory seen only through DLPack."""
+
+    def __init__(self, buf):
+        self.buf = buf
+
+    def __dlpack__(self, **kwargs):
+        return self.buf.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.buf.__dlpack_device__()

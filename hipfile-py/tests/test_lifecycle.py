@@ -4,7 +4,7 @@ keep what they use alive."""
 import gc
 
 import hipfile
-from conftest import open_fds, pattern
+from conftest import DlpackOnly, open_fds, pattern
 
 
 def test_no_leaked_descriptors_or_references(make_file):
@@ -49,7 +49,7 @@ def test_futures_outlive_close_and_their_array(make_file):
     f.close()
     dlpack_futures = []
     g = hipfile.open(path, "r")
-    dlpack_futures.append(g.pread(_DlpackOnly(hipfile.empty(4096))))
+    dlpack_futures.append(g.pread(DlpackOnly(hipfile.empty(4096))))
     g.close()
     assert sum(fut.get() for fut in futures) == len(data)
     assert dlpack_futures[0].get() == 4096
@@ -72,14 +72,3 @@ def test_device_buffer_and_stream_hold_the_driver():
     del capsule
     gc.collect()
     assert hipfile.use_count() == refs
-
-
-class _DlpackOnly:
-    def __init__(self, buf):
-        self.buf = buf
-
-    def __dlpack__(self, **kwargs):
-        return self.buf.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.buf.__dlpack_device__()

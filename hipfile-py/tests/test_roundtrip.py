@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import hipfile
-from conftest import ON_SIM, pattern
+from conftest import ON_SIM, DlpackOnly, pattern
 
 
 class CudaArrayOnly:
@@ -16,19 +16,6 @@ class CudaArrayOnly:
     def __init__(self, buf):
         self.buf = buf
         self.__cuda_array_interface__ = buf.__cuda_array_interface__
-
-
-class DlpackOnly:
-    """Device memory seen only through DLPack."""
-
-    def __init__(self, buf):
-        self.buf = buf
-
-    def __dlpack__(self, **kwargs):
-        return self.buf.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.buf.__dlpack_device__()
 
 
 DEVICE_VIEWS = [lambda b: b, CudaArrayOnly, DlpackOnly]

@@ -28,17 +28,10 @@ pub fn run() -> Result<(), String> {
     let base = ws.target_dir.join("python");
     let python = venv(&base.join("venv"))?;
     let wheel = build_wheel(&python, &base.join("wheels"), "dev")?;
-    run_command(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--force-reinstall",
-                "--no-deps",
-            ])
-            .arg(&wheel),
+    pip_install(
+        &python,
+        &["--force-reinstall", "--no-deps"],
+        &[wheel.as_os_str()],
     )?;
     run_command(
         Command::new(&python)
@@ -59,17 +52,8 @@ pub fn venv(dir: &Path) -> Result<PathBuf, String> {
             )
         })?;
     }
-    run_command(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(TOOLS),
-    )?;
+    let tools: Vec<&std::ffi::OsStr> = TOOLS.iter().map(std::ffi::OsStr::new).collect();
+    pip_install(&python, &["--disable-pip-version-check"], &tools)?;
     Ok(python)
 }
 
@@ -101,6 +85,16 @@ pub fn build_wheel(python: &Path, out: &Path, profile: &str) -> Result<PathBuf, 
             out.display()
         )),
     }
+}
+
+/// `python -m pip install --quiet` with `flags`, of `what`.
+fn pip_install(python: &Path, flags: &[&str], what: &[&std::ffi::OsStr]) -> Result<(), String> {
+    run_command(
+        Command::new(python)
+            .args(["-m", "pip", "install", "--quiet"])
+            .args(flags)
+            .args(what),
+    )
 }
 
 fn run_command(command: &mut Command) -> Result<(), String> {
