@@ -229,25 +229,32 @@ fn host_io(
     Ok(done)
 }
 
+/// A positive whole number from the environment variable `name`, if it holds one.
+fn env_count(name: &str) -> Option<usize> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+}
+
 /// The largest part of a `read`, `write`, `pread` or `pwrite` that one request to the library
 /// moves (KvikIO's task size): `HIPFILE_PY_TASK_SIZE` bytes, else (and at most) the library's
 /// limit of one call, `MAX_RW_COUNT` (2 GiB less 4 KiB, as Linux caps `read(2)`). Larger calls
 /// are split into parts that run side by side on the pool; the library spreads each part over
-/// its own IO workers, so the default splits only what one call cannot carry.
+/// its own IO workers, so the default splits only what one call cannot carry. Read from the
+/// environment once, at the first request.
 #[pyfunction]
 pub(crate) fn task_size() -> usize {
-    std::env::var("HIPFILE_PY_TASK_SIZE")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .map_or(hipfile_core::MAX_RW_COUNT, |n| {
+    static TASK_SIZE: OnceLock<usize> = OnceLock::new();
+    *TASK_SIZE.get_or_init(|| {
+        env_count("HIPFILE_PY_TASK_SIZE").map_or(hipfile_core::MAX_RW_COUNT, |n| {
             n.min(hipfile_core::MAX_RW_COUNT)
         })
+    })
 }
 
 /// The pool that runs `pread`, `pwrite` and the parts of a split `read`/`write`:
-/// `HIPFILE_PY_THREADS` threads
-/// (default 4), started at the first request.
+/// [`num_threads`] threads, started at the first request.
 fn pool() -> &'static crossbeam_channel::Sender<Box<dyn FnOnce() + Send>> {
     static POOL: OnceLock<crossbeam_channel::Sender<Box<dyn FnOnce() + Send>>> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -267,15 +274,12 @@ fn pool() -> &'static crossbeam_channel::Sender<Box<dyn FnOnce() + Send>> {
 }
 
 /// Threads of the pool that runs `pread`, `pwrite` and the parts of a split `read`/`write`:
-/// `HIPFILE_PY_THREADS`,
-/// else 4.
+/// `HIPFILE_PY_THREADS`, else 4; read from the environment once, as the pool's size is fixed
+/// when it starts.
 #[pyfunction]
 pub(crate) fn num_threads() -> usize {
-    std::env::var("HIPFILE_PY_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(4)
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| env_count("HIPFILE_PY_THREADS").unwrap_or(4))
 }
 
 /// The result slot of a request running on the pool.
