@@ -199,6 +199,15 @@ impl Drop for LaneLease {
             // not find them in flight; a lane that cannot be drained is dropped, not reused.
             if lane.finish().is_ok() {
                 self.pool.give_back(lane);
+            } else {
+                // Its pinned memory is freed with it: the pool no longer holds those bytes, and
+                // a take waiting for room must see them gone.
+                let bytes = lane.bytes();
+                drop(lane);
+                let mut state = self.pool.lock();
+                state.held -= bytes;
+                drop(state);
+                self.pool.returned.notify_all();
             }
         }
     }
@@ -209,6 +218,7 @@ mod tests {
     use super::*;
     use hipfile_hip::sim::SimRuntime;
     use hipfile_hip::MemoryKind;
+    use hipfile_testkit::faults::ScriptedRuntime;
 
     #[test]
     fn lanes_are_reused_and_the_bound_holds() {
@@ -253,5 +263,35 @@ mod tests {
         assert!(!waiter.is_finished());
         drop(held);
         assert!(waiter.join().unwrap().unwrap());
+    }
+
+    #[test]
+    fn a_lane_that_cannot_be_drained_is_freed_and_no_longer_counted() {
+        let sim = Arc::new(SimRuntime::default());
+        // The first stream synchronisation fails, as when a staged copy failed on the device.
+        let rt: Arc<dyn GpuRuntime> = Arc::new(
+            ScriptedRuntime::new(sim.clone())
+                .fail_stream_synchronize(1, HipErrorCode::ILLEGAL_ADDRESS),
+        );
+        let pool = Arc::new(StagingPool::new(
+            Arc::clone(&rt),
+            EventWait::Yield,
+            StreamOrder::WithDefaultStream,
+        ));
+        let dev = hipfile_hip::DeviceBuffer::new(Arc::clone(&rt), 4096).unwrap();
+        let range = hipfile_hip::DeviceRange::query(&rt, dev.ptr(), 4096).unwrap();
+        let mut lane = pool.take(0, 4096, 8192, true).unwrap().unwrap();
+        lane.upload(0, &range).unwrap();
+        drop(lane);
+        assert_eq!(
+            sim.live_allocations(MemoryKind::Host),
+            0,
+            "the lane was freed"
+        );
+        assert_eq!(pool.held_bytes(), 0);
+        assert!(
+            pool.take(0, 4096, 8192, false).unwrap().is_some(),
+            "the bound has room for a new lane"
+        );
     }
 }

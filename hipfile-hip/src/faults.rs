@@ -27,6 +27,8 @@ pub enum RuntimeOp {
     CopyFromDevice,
     /// `host_alloc` and `host_alloc_mapped` (pinned host memory).
     HostAlloc,
+    /// `stream_synchronize` (a failure stands for queued work that failed on the device).
+    StreamSynchronize,
 }
 
 /// One fault that fired.
@@ -57,6 +59,7 @@ pub struct ScriptedRuntime {
     to_device: AtomicU64,
     from_device: AtomicU64,
     host_allocs: AtomicU64,
+    stream_syncs: AtomicU64,
     fired: Mutex<Vec<FiredRuntimeFault>>,
 }
 
@@ -78,6 +81,7 @@ impl ScriptedRuntime {
             to_device: AtomicU64::new(0),
             from_device: AtomicU64::new(0),
             host_allocs: AtomicU64::new(0),
+            stream_syncs: AtomicU64::new(0),
             fired: Mutex::new(Vec::new()),
         }
     }
@@ -116,6 +120,12 @@ impl ScriptedRuntime {
         )
     }
 
+    /// The `n`th stream synchronisation (1-based) fails with `code`, as when work queued on the
+    /// stream failed on the device.
+    pub fn fail_stream_synchronize(self, n: u64, code: HipErrorCode) -> Self {
+        self.rule(RuntimeOp::StreamSynchronize, Trigger::Nth(n), code)
+    }
+
     /// Calls of kind `op` made so far (failed ones included).
     pub fn calls(&self, op: RuntimeOp) -> u64 {
         self.counter(op).load(Ordering::Acquire)
@@ -139,6 +149,7 @@ impl ScriptedRuntime {
             RuntimeOp::CopyToDevice => &self.to_device,
             RuntimeOp::CopyFromDevice => &self.from_device,
             RuntimeOp::HostAlloc => &self.host_allocs,
+            RuntimeOp::StreamSynchronize => &self.stream_syncs,
         }
     }
 
@@ -314,6 +325,7 @@ impl GpuRuntime for ScriptedRuntime {
     }
 
     unsafe fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
+        self.check(RuntimeOp::StreamSynchronize, "hipStreamSynchronize")?;
         // SAFETY: the caller's contract, passed on unchanged.
         unsafe { self.inner.stream_synchronize(stream) }
     }
