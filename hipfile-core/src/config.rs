@@ -234,7 +234,10 @@ pub struct Settings {
     pub event_wait: EventWait,
     /// Skip topology detection. Stored and reported: hipfile-rs probes no topology.
     pub skip_topology_detection: bool,
-    /// Stream memops bypass. Stored and reported: stream IO is not supported yet.
+    /// Stream memops bypass (`HIPFILE_STREAM_MEMOPS_BYPASS`, cuFile's
+    /// `properties.stream_memops_bypass`): stream-ordered ops hold the application's stream with
+    /// a host function that waits for the op's flag word instead of a stream memory operation
+    /// (`hipStreamWaitValue32`), as on devices without stream memory operations.
     pub stream_memops_bypass: bool,
     /// How much the library logs (`HIPFILE_LOG_LEVEL`, `hipFileParamLoggingLevel`; default
     /// off). Applied when the driver opens ([`crate::logging::configure`]).
