@@ -14,9 +14,9 @@
 //! and what a path costs above it is the library's.
 //!
 //! The test fails when a read allocates more than [`MOST_ALLOCATIONS_PER_READ`] times above the
-//! floor on the same runtime. It prints its
-//! figures; in a release build (`cargo test --release -p hipfile --test small_reads --
-//! --nocapture`) the CPU times are the library's per-request cost on this machine.
+//! floor on the same runtime. It prints its figures; in a release build (`cargo test --release
+//! -p hipfile --test small_reads -- --nocapture`, `HIPFILE_SMALL_READS=N` reads per size and
+//! path) the times are the library's per-request cost on this machine.
 //!
 //! A test binary of its own with one test: the allocator counts the whole process, and the C
 //! ABI has one process-wide driver.
