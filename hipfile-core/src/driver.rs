@@ -11,6 +11,7 @@
 //! closing to zero forgets every file and buffer.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -145,9 +146,53 @@ impl RegisteredBuffer {
     }
 }
 
+/// Hashes the integer keys of the driver's tables (file handle ids, buffer addresses): one
+/// multiplication by the golden ratio, its high half folded into the low one so that addresses
+/// aligned to pages still spread over the buckets. Every request looks up its file and its buffer;
+/// the standard library's SipHash is made to withstand keys chosen by an attacker, which handle
+/// ids the driver issues and addresses the runtime allocated are not, and costs more than the
+/// table's probe itself.
+#[derive(Clone, Copy, Debug, Default)]
+struct IntegerKeys;
+
+impl BuildHasher for IntegerKeys {
+    type Hasher = IntegerHasher;
+
+    fn build_hasher(&self) -> IntegerHasher {
+        IntegerHasher(0)
+    }
+}
+
+/// The hasher of [`IntegerKeys`].
+struct IntegerHasher(u64);
+
+impl IntegerHasher {
+    const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+}
+
+impl Hasher for IntegerHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(Self::GOLDEN);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
 #[derive(Debug, Default)]
 struct FileTable {
-    by_id: HashMap<u64, Arc<RegisteredFile>>,
+    by_id: HashMap<u64, Arc<RegisteredFile>, IntegerKeys>,
     by_fd: HashMap<RawFd, u64>,
 }
 
@@ -159,7 +204,7 @@ pub struct Session {
     settings: Arc<LiveSettings>,
     env: EnvConfig,
     files: RwLock<FileTable>,
-    buffers: RwLock<HashMap<usize, Arc<RegisteredBuffer>>>,
+    buffers: RwLock<HashMap<usize, Arc<RegisteredBuffer>, IntegerKeys>>,
     stats: Stats,
     /// The stream engine, made by the first stream-ordered op.
     streams: Mutex<Option<Arc<StreamEngine>>>,
@@ -374,7 +419,7 @@ impl Driver {
             settings,
             env: self.options.env,
             files: RwLock::new(FileTable::default()),
-            buffers: RwLock::new(HashMap::new()),
+            buffers: RwLock::new(HashMap::default()),
             stats,
             streams: Mutex::new(None),
             stats_server: Mutex::new(None),
@@ -1004,6 +1049,34 @@ impl Drop for BufferGuard {
 mod tests {
     use super::*;
     use hipfile_hip::Platform;
+
+    #[test]
+    fn integer_keys_spread_page_aligned_addresses_and_sequential_ids_over_buckets() {
+        let hash = |n: u64| IntegerKeys.hash_one(n);
+        // hashbrown picks the bucket from the low bits and a tag from the top 7.
+        for keys in [
+            (0..1024u64)
+                .map(|i| 0x7f00_0000_0000 + i * 4096)
+                .collect::<Vec<_>>(),
+            (0..1024u64)
+                .map(|i| 0x7f00_0000_0000 + i * (2 << 20))
+                .collect(),
+            (1..=1024u64).collect(),
+        ] {
+            let buckets: std::collections::HashSet<u64> =
+                keys.iter().map(|&k| hash(k) & 1023).collect();
+            let tags: std::collections::HashSet<u64> =
+                keys.iter().map(|&k| hash(k) >> 57).collect();
+            assert!(buckets.len() >= 600, "{} buckets of 1024", buckets.len());
+            assert_eq!(tags.len(), 128, "every tag is used");
+        }
+        let mut table: HashMap<usize, usize, IntegerKeys> = HashMap::default();
+        for i in 0..10_000usize {
+            table.insert(i * 4096, i);
+        }
+        assert!((0..10_000usize).all(|i| table.get(&(i * 4096)) == Some(&i)));
+        assert_eq!(table.get(&1), None);
+    }
 
     #[test]
     fn driver_options_take_every_default_from_one_environment() {

@@ -7,6 +7,7 @@ use std::sync::{Mutex, PoisonError};
 
 use hipfile_hip::{OwnedStream, Platform};
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -112,13 +113,15 @@ impl DeviceBuffer {
     /// stream to wait for (the buffer's own copies are synchronous).
     #[getter]
     fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // Interned keys and typestr: made once per process, not at every access (a consumer
+        // reads the interface at every request).
         let dict = PyDict::new(py);
-        dict.set_item("shape", tuple(py, &[self.len])?)?;
-        dict.set_item("typestr", "|u1")?;
-        dict.set_item("data", (self.ptr, false))?;
-        dict.set_item("version", 3)?;
-        dict.set_item("strides", py.None())?;
-        dict.set_item("stream", py.None())?;
+        dict.set_item(intern!(py, "shape"), tuple(py, &[self.len])?)?;
+        dict.set_item(intern!(py, "typestr"), intern!(py, "|u1"))?;
+        dict.set_item(intern!(py, "data"), (self.ptr, false))?;
+        dict.set_item(intern!(py, "version"), 3)?;
+        dict.set_item(intern!(py, "strides"), py.None())?;
+        dict.set_item(intern!(py, "stream"), py.None())?;
         Ok(dict)
     }
 

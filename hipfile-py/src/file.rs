@@ -368,13 +368,13 @@ fn spawn(part: Request) -> Arc<Completion> {
 /// Run `request` and wait for it (GIL released): on the calling thread when it is one part (no
 /// hand-off for the small requests whose latency matters), else its parts on the pool.
 fn blocking(py: Python<'_>, request: Request) -> PyResult<usize> {
-    let mut parts = request.split(py, task_size());
-    if parts.len() == 1 {
-        let part = parts.remove(0);
-        return py.detach(|| part.run()).map_err(Failure::into_py);
+    let task = task_size();
+    // One part (every small request): run here, with no list of parts to build.
+    if request.size <= task {
+        return py.detach(|| request.run()).map_err(Failure::into_py);
     }
     let future = IOFuture {
-        parts: parts.into_iter().map(spawn).collect(),
+        parts: request.split(py, task).into_iter().map(spawn).collect(),
     };
     future.get(py)
 }

@@ -6,8 +6,9 @@
 //! `bytes`), and the requested `size` and device offset lie within it (`ValueError`).
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
 use crate::foreign;
 
@@ -83,7 +84,7 @@ impl Memory {
 pub(crate) fn memory_of(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
     // One lookup: a framework builds the interface's dict anew at each access (CuPy does), and
     // `hasattr` followed by `getattr` would build it twice per request.
-    match obj.getattr(pyo3::intern!(obj.py(), "__cuda_array_interface__")) {
+    match obj.getattr(intern!(obj.py(), "__cuda_array_interface__")) {
         Ok(cai) => return cuda_array_interface(obj, &cai),
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(obj.py()) => {}
         Err(e) => return Err(e),
@@ -99,18 +100,21 @@ pub(crate) fn memory_of(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
 
 /// The memory that `cai`, the `__cuda_array_interface__` of `obj`, describes; `obj` is held as
 /// its owner.
-fn cuda_array_interface(obj: &Bound<'_, PyAny>, cai: &Bound<'_, PyAny>) -> PyResult<Memory> {
+fn cuda_array_interface<'py>(obj: &Bound<'py, PyAny>, cai: &Bound<'py, PyAny>) -> PyResult<Memory> {
+    let py = obj.py();
     let cai = cai
         .cast::<PyDict>()
         .map_err(|_| PyTypeError::new_err("__cuda_array_interface__ is not a dict"))?;
-    let item = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+    // The keys are interned: a Python string made and hashed once per process, not once per
+    // key per request (the producer's keys are interned too, so a lookup compares pointers).
+    let item = |key: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyAny>> {
         cai.get_item(key)?
             .ok_or_else(|| PyTypeError::new_err(format!("__cuda_array_interface__ lacks '{key}'")))
     };
-    let shape: Vec<i64> = item("shape")?.extract()?;
-    let typestr: String = item("typestr")?.extract()?;
-    let (ptr, readonly): (usize, bool) = item("data")?.extract()?;
-    if let Some(mask) = cai.get_item("mask")? {
+    let shape: Vec<i64> = item(intern!(py, "shape"))?.extract()?;
+    let typestr: String = item(intern!(py, "typestr"))?.extract()?;
+    let (ptr, readonly): (usize, bool) = item(intern!(py, "data"))?.extract()?;
+    if let Some(mask) = cai.get_item(intern!(py, "mask"))? {
         if !mask.is_none() {
             return Err(PyValueError::new_err("masked arrays are not supported"));
         }
@@ -119,7 +123,7 @@ fn cuda_array_interface(obj: &Bound<'_, PyAny>, cai: &Bound<'_, PyAny>) -> PyRes
         .get(2..)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| PyValueError::new_err(format!("unknown typestr {typestr:?}")))?;
-    let strides = match cai.get_item("strides")? {
+    let strides = match cai.get_item(intern!(py, "strides"))? {
         Some(s) if !s.is_none() => {
             let strides: Vec<i64> = s.extract()?;
             // In bytes; in items below, so both interfaces share one check.
@@ -139,7 +143,7 @@ fn cuda_array_interface(obj: &Bound<'_, PyAny>, cai: &Bound<'_, PyAny>) -> PyRes
         _ => None,
     };
     let len = contiguous_len(&shape, strides.as_deref(), itemsize)?;
-    let stream = match cai.get_item("stream")? {
+    let stream = match cai.get_item(intern!(py, "stream"))? {
         Some(s) if !s.is_none() => Some(s.extract::<usize>()?),
         _ => None,
     };

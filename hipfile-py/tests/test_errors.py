@@ -133,6 +133,39 @@ def test_non_contiguous_arrays(make_file):
         assert f.read(ForeignArray(buf.ptr, 2048, strides=(1,))) == 2048
 
 
+def test_cuda_array_interface_keys_are_read_by_name(make_file):
+    """Every key the interface is read by: a missing required one and a mask are refused, a
+    stream of None is no stream, and the dict a ``DeviceBuffer`` makes is read as the one a
+    framework makes."""
+    buf = hipfile.empty(4096)
+    cai = buf.__cuda_array_interface__
+    assert cai == {
+        "shape": (4096,),
+        "typestr": "|u1",
+        "data": (buf.ptr, False),
+        "version": 3,
+        "strides": None,
+        "stream": None,
+    }
+    with hipfile.open(make_file(pattern(8192)), "r") as f:
+        for key in ["shape", "typestr", "data"]:
+            partial = ForeignArray(buf.ptr, 16)
+            del partial.__cuda_array_interface__[key]
+            with pytest.raises(TypeError, match=f"lacks '{key}'"):
+                f.read(partial)
+        masked = ForeignArray(buf.ptr, 16)
+        masked.__cuda_array_interface__["mask"] = object()
+        with pytest.raises(ValueError, match="masked"):
+            f.read(masked)
+        unmasked = ForeignArray(buf.ptr, 16)
+        unmasked.__cuda_array_interface__["mask"] = None
+        unmasked.__cuda_array_interface__["stream"] = None
+        # The foreign pointer is the buffer's: it reads as the buffer itself does.
+        assert f.read(unmasked, 16, 4096) == 16
+        assert f.read(buf, 4096, 4096) == 4096
+        assert buf.copy_to_host(0, 16) == pattern(8192)[4096:4112]
+
+
 def test_read_into_read_only_memory(make_file):
     buf = hipfile.empty(16)
     readonly = ForeignArray(buf.ptr, 16)
