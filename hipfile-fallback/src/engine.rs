@@ -87,6 +87,9 @@ struct Progress {
 struct Crew {
     /// Threads working on the transfer now.
     active: usize,
+    /// Waiters asleep on `idle` until `active` is 0: the last thread out wakes them only when
+    /// there are some (a wake-up is a system call even when nobody waits).
+    sleeping: usize,
     /// The file side, for as long as a piece may still move. The last thread out of a finished
     /// transfer lets it go under the lock the waiter reads `active` under, so once a waiter
     /// sees the transfer finished, no thread of the engine holds the file's descriptors: a
@@ -144,6 +147,7 @@ impl Transfer {
                 eof_at: AtomicU64::new(u64::MAX),
                 crew: Mutex::new(Crew {
                     active: 0,
+                    sleeping: 0,
                     file: Some(Arc::new({
                         let file = PieceIo::new(
                             Arc::clone(&parts.io),
@@ -241,6 +245,7 @@ impl Transfer {
             }
             if since.elapsed() >= STAY_AWAKE {
                 let mut crew = crew;
+                crew.sleeping += 1;
                 while crew.active > 0 {
                     crew = self
                         .progress
@@ -248,6 +253,7 @@ impl Transfer {
                         .wait(crew)
                         .unwrap_or_else(PoisonError::into_inner);
                 }
+                crew.sleeping -= 1;
                 return;
             }
             drop(crew);
@@ -286,7 +292,9 @@ impl Transfer {
             if finished {
                 crew.file = None;
             }
-            self.progress.idle.notify_all();
+            if crew.sleeping > 0 {
+                self.progress.idle.notify_all();
+            }
             drop(crew);
             if finished {
                 self.ring();

@@ -37,6 +37,9 @@ struct PoolState {
     free: HashMap<i32, Vec<StagingLane>>,
     /// Pinned bytes held by all lanes, free or leased.
     held: usize,
+    /// Threads waiting in `take` for a lane to come back: a lane given back wakes them only
+    /// when there are some (a wake-up is a system call even when nobody waits).
+    waiting: usize,
 }
 
 /// A bounded pool of staging lanes.
@@ -111,7 +114,9 @@ impl StagingPool {
         let mut state = self.lock();
         loop {
             if let Some(list) = state.free.get_mut(&device) {
-                if let Some(i) = list.iter().position(|l| l.chunk() >= chunk) {
+                // The lane given back last first: one request after another reuses one lane
+                // (its stream, its events and its pinned halves warm) instead of rotating.
+                if let Some(i) = list.iter().rposition(|l| l.chunk() >= chunk) {
                     let lane = list.swap_remove(i);
                     return Ok(Some(LaneLease {
                         pool: Arc::clone(self),
@@ -150,20 +155,25 @@ impl StagingPool {
             if !wait {
                 return Ok(None);
             }
+            state.waiting += 1;
             state = self
                 .returned
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
+            state.waiting -= 1;
         }
     }
 
     fn give_back(&self, lane: StagingLane) {
-        self.lock()
-            .free
-            .entry(lane.device())
-            .or_default()
-            .push(lane);
-        self.returned.notify_all();
+        let mut state = self.lock();
+        state.free.entry(lane.device()).or_default().push(lane);
+        // A waiter counts itself under the lock before it waits, so one that is not counted
+        // here finds this lane when it looks.
+        let waiting = state.waiting > 0;
+        drop(state);
+        if waiting {
+            self.returned.notify_all();
+        }
     }
 }
 
@@ -293,5 +303,29 @@ mod tests {
             pool.take(0, 4096, 8192, false).unwrap().is_some(),
             "the bound has room for a new lane"
         );
+    }
+
+    #[test]
+    fn the_lane_given_back_last_is_taken_first() {
+        let sim = Arc::new(SimRuntime::default());
+        let pool = Arc::new(StagingPool::new(
+            sim,
+            EventWait::Yield,
+            StreamOrder::WithDefaultStream,
+        ));
+        let address = |lane: &mut LaneLease| lane.half(0).unwrap().as_ptr() as usize;
+        let mut a = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
+        let mut b = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
+        let (at_a, at_b) = (address(&mut a), address(&mut b));
+        drop(a);
+        drop(b);
+        // One request after another keeps reusing one lane rather than rotating through them.
+        for _ in 0..3 {
+            let mut lane = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
+            assert_eq!(address(&mut lane), at_b);
+        }
+        let mut first = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
+        let mut second = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
+        assert_eq!((address(&mut first), address(&mut second)), (at_b, at_a));
     }
 }
