@@ -7,6 +7,9 @@
 //! test allocates. With `HIPFILE_GPU_TESTS=1` both use the machine's GPU instead.
 #![cfg(all(feature = "fallback", feature = "fastpath"))]
 
+#[path = "support/capi_handle.rs"]
+mod capi_handle;
+
 use std::ffi::c_void;
 use std::os::fd::AsRawFd;
 use std::ptr;
@@ -14,12 +17,10 @@ use std::ptr;
 use hipfile::capi::{
     hipFileBatch, hipFileBatchHandle_t, hipFileBatchIODestroy, hipFileBatchIOGetStatus,
     hipFileBatchIOSetUp, hipFileBatchIOSubmit, hipFileBatchRead, hipFileBufDeregister,
-    hipFileBufRegister, hipFileDescr_handle_t, hipFileDescr_t, hipFileDriverClose,
-    hipFileDriverOpen, hipFileGetStatsL1, hipFileGetStatsL2, hipFileGetStatsL3,
-    hipFileHandleDeregister, hipFileHandleRegister, hipFileHandleTypeOpaqueFD, hipFileHandle_t,
-    hipFileIOEvents_t, hipFileIOParams_batch_t, hipFileIOParams_t, hipFileIOParams_u,
-    hipFileOpCounter_t, hipFileRead, hipFileStatsLevel1_t, hipFileStatsLevel2_t,
-    hipFileStatsLevel3_t, hipFileSuccess,
+    hipFileBufRegister, hipFileDriverClose, hipFileDriverOpen, hipFileGetStatsL1,
+    hipFileGetStatsL2, hipFileGetStatsL3, hipFileHandleDeregister, hipFileIOEvents_t,
+    hipFileIOParams_batch_t, hipFileIOParams_t, hipFileIOParams_u, hipFileOpCounter_t, hipFileRead,
+    hipFileStatsLevel1_t, hipFileStatsLevel2_t, hipFileStatsLevel3_t, hipFileSuccess,
 };
 use hipfile_hip::DeviceBuffer;
 
@@ -49,16 +50,7 @@ fn every_level_counts_a_known_workload() {
     let file = std::fs::File::open(&path).unwrap();
 
     assert_eq!(hipFileDriverOpen().err, hipFileSuccess);
-    let mut descr = hipFileDescr_t {
-        type_: hipFileHandleTypeOpaqueFD,
-        handle: hipFileDescr_handle_t {
-            fd: file.as_raw_fd(),
-        },
-        fs_ops: ptr::null(),
-    };
-    let mut fh: hipFileHandle_t = ptr::null_mut();
-    // SAFETY: both pointers are live locals of the right types.
-    let registered = unsafe { hipFileHandleRegister(&mut fh, &mut descr) };
+    let (fh, registered) = capi_handle::register_fd(file.as_raw_fd());
     assert_eq!(registered.err, hipFileSuccess);
     let base = buffer.ptr() as *mut c_void;
     assert_eq!(hipFileBufRegister(base, LEN, 0).err, hipFileSuccess);

@@ -22,21 +22,22 @@
 //! ABI has one process-wide driver.
 #![cfg(feature = "fallback")]
 
+#[path = "support/capi_handle.rs"]
+mod capi_handle;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::c_void;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use hipfile::capi::{
-    hipFileBufDeregister, hipFileBufRegister, hipFileDescr_handle_t, hipFileDescr_t,
-    hipFileDriverClose, hipFileDriverOpen, hipFileHandleDeregister, hipFileHandleRegister,
-    hipFileHandleTypeOpaqueFD, hipFileHandle_t, hipFileRead, hipFileSuccess,
+    hipFileBufDeregister, hipFileBufRegister, hipFileDriverClose, hipFileDriverOpen,
+    hipFileHandleDeregister, hipFileRead, hipFileSuccess,
 };
 use hipfile::{AsDeviceMut, Driver, DriverOptions};
 use hipfile_hip::{
@@ -246,16 +247,7 @@ fn c_abi(runtime: Arc<dyn GpuRuntime>, file: &File, path: &str) -> Vec<(usize, C
     assert_eq!(hipFileDriverOpen().err, hipFileSuccess);
     let buffer = DeviceBuffer::new(runtime, 64 << 10).expect("hipMalloc");
     let base = buffer.ptr() as *mut c_void;
-    let mut descr = hipFileDescr_t {
-        type_: hipFileHandleTypeOpaqueFD,
-        handle: hipFileDescr_handle_t {
-            fd: file.as_raw_fd(),
-        },
-        fs_ops: ptr::null(),
-    };
-    let mut fh: hipFileHandle_t = ptr::null_mut();
-    // SAFETY: both pointers are live locals of the right types.
-    let registered = unsafe { hipFileHandleRegister(&mut fh, &mut descr) };
+    let (fh, registered) = capi_handle::register_fd(file.as_raw_fd());
     assert_eq!(registered.err, hipFileSuccess);
     assert_eq!(
         hipFileBufRegister(base, buffer.len(), 0).err,
