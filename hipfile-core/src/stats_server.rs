@@ -2,7 +2,7 @@
 //!
 //! While statistics are on (level 1 or more), an open driver listens on the abstract Unix
 //! socket named [`socket_name`] (`hipfile-stats-<pid>`, no file on disk). Each connection gets
-//! one JSON document ([`StatsSnapshot::to_json`], `"version": 1`) on one line, and is closed.
+//! one JSON document ([`crate::StatsSnapshot::to_json`], `"version": 1`) on one line, and is closed.
 //! Only a peer of the same user, or root, is answered: the listener reads the peer's
 //! credentials (`SO_PEERCRED`) and sends others `{"version": 1, "error": "..."}` instead.
 //!

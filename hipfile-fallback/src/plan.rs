@@ -21,7 +21,7 @@ impl Plan {
     /// Cut `size` bytes: requests up to `inline` bytes, or when only one thread may work, run on
     /// the caller alone in pieces of `chunk`; larger ones are spread over up to `threads` threads
     /// (caller included) in pieces between `min_piece` and `chunk`, each thread's share cut in
-    /// [`PIECES_PER_SHARE`] pieces or more.
+    /// `PIECES_PER_SHARE` (4) pieces or more.
     pub fn new(size: usize, chunk: usize, min_piece: usize, inline: usize, threads: usize) -> Plan {
         let chunk = chunk.max(4096);
         let min_piece = min_piece.clamp(4096, chunk);

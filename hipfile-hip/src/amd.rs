@@ -4,7 +4,7 @@
 //! `HIPFILE_HIP_LIBRARY`), else the first of `libamdhip64.so.7`, `.6`, `.5` and `libamdhip64.so`
 //! that the dynamic loader accepts; [`open_library`] loads an explicit path or soname. Every symbol this module calls is resolved at
 //! load into a table of function pointers, so a runtime that lacks one is refused with
-//! [`HipError::MissingSymbol`] at open instead of failing (or crashing) in the middle of IO.
+//! [`crate::HipError::MissingSymbol`] at open instead of failing (or crashing) in the middle of IO.
 //!
 //! Optional symbols, resolved at load too but absent without an error: `hipStreamWaitValue32`
 //! (without it [`GpuRuntime::stream_memops`] is false and a stream wait is
@@ -16,7 +16,7 @@
 //! ABI notes:
 //! - `hipPointerAttribute_t` is 32 bytes on every ROCm, but ROCm 6 renumbered `hipMemoryType`.
 //!   Answers are decoded by the generation `hipRuntimeGetVersion` reports (>= 60000000 is ROCm 6+),
-//!   with a `match`: an unknown number is [`HipError::Unexpected`], never a transmuted enum.
+//!   with a `match`: an unknown number is [`crate::HipError::Unexpected`], never a transmuted enum.
 //! - ROCm 5 answers `hipErrorInvalidValue` for host memory it does not know; that is pageable host
 //!   memory ([`MemoryKind::Unregistered`]), not a failure.
 //! - Host functions cross the C boundary through one `extern "C"` trampoline that owns the boxed

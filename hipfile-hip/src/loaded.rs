@@ -5,7 +5,7 @@
 //!
 //! - [`dlopen`] and [`symbol`]: loading a library `RTLD_NODELETE` (a GPU runtime runs threads and
 //!   exit handlers that outlive any handle, so its code stays mapped for the life of the process)
-//!   and resolving one entry point, a missing one being [`HipError::MissingSymbol`].
+//!   and resolving one entry point, a missing one being [`crate::HipError::MissingSymbol`].
 //! - [`CommonApi`]: the entry points both runtimes export with one C signature, resolved at load
 //!   by the names of the platform's [`Dialect`] (which also carries the flag values that differ).
 //! - [`LoadedRuntime`]: the hooks a platform gives, through which it is a [`GpuRuntime`] by one

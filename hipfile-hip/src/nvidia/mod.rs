@@ -5,7 +5,7 @@
 //! `HIPFILE_CUDART_LIBRARY`), else the first of `libcudart.so.13` and `libcudart.so.12` that the
 //! dynamic loader accepts, and the driver they name (from `HIPFILE_CUDA_LIBRARY`), else
 //! `libcuda.so.1`; [`open_libraries`] loads explicit paths or sonames. Every symbol is resolved at load into tables of function pointers, so a library that
-//! lacks one is refused with [`HipError::MissingSymbol`] at open, never mid-IO and never by a panic.
+//! lacks one is refused with [`crate::HipError::MissingSymbol`] at open, never mid-IO and never by a panic.
 //!
 //! HIP-on-NVIDIA semantics:
 //! - Errors are HIP's: every `cudaError_t` and `CUresult` goes through one table, [`hip_code`].
@@ -23,7 +23,7 @@
 //! ABI notes (CUDA 11 and later): `cudaPointerAttributes` is `{ int type; int device;
 //! void* devicePointer; void* hostPointer; }`, 24 bytes; `cudaMemoryType` is Unregistered=0,
 //! Host=1, Device=2, Managed=3, decoded with a `match` (an unknown value is
-//! [`HipError::Unexpected`]); CUDA 11+ answers success with `Unregistered` for pageable memory.
+//! [`crate::HipError::Unexpected`]); CUDA 11+ answers success with `Unregistered` for pageable memory.
 //!
 //! Both libraries are opened `RTLD_NODELETE`: the CUDA runtime runs threads and exit handlers that
 //! outlive any handle, so its code stays mapped for the life of the process.
