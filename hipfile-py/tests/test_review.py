@@ -103,3 +103,29 @@ def test_a_stream_ordered_write_in_append_mode_does_not_overwrite_the_start(tmp_
     got = path.read_bytes()
     assert got[:100] == b"H" * 100, f"the head of the file was overwritten: {got[:12]!r}"
     assert got == b"H" * 100 + b"A" * 10
+
+
+def test_a_negative_offset_of_a_stream_ordered_op_is_the_c_apis_invalid_value(make_file):
+    """The package's rule: OSError only where the C API answers -1/errno, else HipFileError.
+    ``hipFileReadAsync`` answers a negative file offset with ``hipFileInvalidValue`` (as it
+    answers an offset past the largest one, which ``read_async`` does raise as HipFileError);
+    ``read_async(file_offset=-5)`` raises OSError(EINVAL) instead."""
+    buf = hipfile.empty(4096)
+    with hipfile.open(make_file(pattern(4096)), "r") as f:
+        with pytest.raises(hipfile.HipFileError) as past:
+            f.read_async(buf, 16, 2**63 - 1).get()
+        assert past.value.hipfile_name == "hipFileInvalidValue"
+        with pytest.raises(hipfile.HipFileError) as negative:
+            f.read_async(buf, 16, -5).get()
+        assert negative.value.hipfile_name == "hipFileInvalidValue"
+
+
+def test_a_buffer_registered_through_dlpack_answers_its_array():
+    """``Buffer.array``: "The array this registration holds". Registered through DLPack, it
+    answers the DLPack capsule instead of the array."""
+    from conftest import DlpackOnly
+
+    buf = hipfile.empty(4096)
+    array = DlpackOnly(buf)
+    with hipfile.Buffer(array) as registered:
+        assert registered.array is array, f"answered {type(registered.array).__name__}"
