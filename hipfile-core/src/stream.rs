@@ -267,6 +267,32 @@ impl Driver {
     }
 }
 
+/// The stream an op is ordered on, as the engine tells streams apart. A raw handle names one
+/// stream, except the special handles, which name one stream per device: 0 (the null stream),
+/// 1 (the legacy default stream) and 2 (the per-thread default stream, one per thread as well,
+/// as is the null stream where it means the per-thread stream). Ops on two streams that share a
+/// key would share a flag word: an op ending on one could then store a smaller value than the
+/// other stream waits for after it stored the larger one, holding that stream for ever, and an
+/// op could not start before another stream's op. Two keys for one stream cost nothing: the
+/// stream itself orders the ops of both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+struct StreamKey {
+    raw: usize,
+    device: i32,
+    thread: Option<std::thread::ThreadId>,
+}
+
+impl StreamKey {
+    /// The key of the stream with raw handle `raw` on `device`, as the calling thread names it.
+    fn of(raw: usize, device: i32) -> Self {
+        StreamKey {
+            raw,
+            device,
+            thread: (raw <= 2).then(|| std::thread::current().id()),
+        }
+    }
+}
+
 /// Where an op stands on its stream: the event that tells the stream reached it, and the flag
 /// word and value that let the stream go on.
 #[derive(Debug, Default)]
@@ -274,7 +300,7 @@ struct Gate {
     /// The op's place among all ops queued on the engine: the watcher keeps each stream's ops in
     /// this order (the order the stream holds them), whatever order they reach it in.
     seq: u64,
-    stream: usize,
+    stream: StreamKey,
     event: Option<OwnedEvent>,
     device: i32,
     word: usize,
@@ -385,7 +411,7 @@ struct Line {
 /// The flag words: held by streams, free, or never handed out.
 #[derive(Debug, Default)]
 struct Words {
-    by_stream: HashMap<usize, Line>,
+    by_stream: HashMap<StreamKey, Line>,
     free: Vec<usize>,
     /// Words never handed out start here.
     fresh: usize,
@@ -463,7 +489,7 @@ impl StreamEngine {
 
     /// The line of `stream`: the one it holds, or a free or fresh word, which starts from the
     /// value the word holds (every op that used it has ended).
-    fn line(&self, words: &mut Words, stream: usize) -> Result<Line> {
+    fn line(&self, words: &mut Words, stream: StreamKey) -> Result<Line> {
         if let Some(line) = words.by_stream.get(&stream) {
             if line.last < RETIRE_AT {
                 return Ok(*line);
@@ -508,7 +534,8 @@ impl StreamEngine {
         let how = self.hold(session, device);
         let event = self.event(device)?;
         let mut words = lock(&self.words);
-        let mut line = self.line(&mut words, stream.raw())?;
+        let key = StreamKey::of(stream.raw(), device);
+        let mut line = self.line(&mut words, key)?;
         let value = line.last + 1;
         let queued = stream
             .record(&event)
@@ -525,13 +552,13 @@ impl StreamEngine {
         // end; the retired word is never freed (see `settle`).
         line.in_flight += 1;
         line.last = value;
-        words.by_stream.insert(stream.raw(), line);
+        words.by_stream.insert(key, line);
         let seq = words.next_seq;
         words.next_seq += 1;
         drop(words);
         op.gate = Gate {
             seq,
-            stream: stream.raw(),
+            stream: key,
             event: Some(event),
             device,
             word: line.word,
@@ -577,7 +604,7 @@ impl StreamEngine {
     /// The watcher: polls the event of each stream's oldest op and starts the op once its stream
     /// reached it.
     fn watcher_loop(self: Arc<Self>, rx: Receiver<Message>) {
-        let mut streams: HashMap<usize, VecDeque<Box<AsyncOp>>> = HashMap::new();
+        let mut streams: HashMap<StreamKey, VecDeque<Box<AsyncOp>>> = HashMap::new();
         let mut last_news = Instant::now();
         loop {
             let quiet = last_news.elapsed();
@@ -683,7 +710,7 @@ impl StreamEngine {
                      the stream's previous op ended (or it was queued), started {} us later, \
                      ran {} us",
                     crate::driver::op_name(op.op),
-                    release.gate.stream,
+                    release.gate.stream.raw,
                     waited.as_micros(),
                     started.saturating_duration_since(seen).as_micros(),
                     started.elapsed().as_micros()
@@ -693,7 +720,7 @@ impl StreamEngine {
                 log::warn!(
                     "stream-ordered {} on stream {:#x} failed: {e}",
                     crate::driver::op_name(op.op),
-                    release.gate.stream
+                    release.gate.stream.raw
                 );
             }
             // The op lets its file and buffer go before anyone can see it ended: an application

@@ -153,7 +153,10 @@ pub(crate) fn driver_get_properties(py: Python<'_>) -> PyResult<Bound<'_, PyDict
 pub(crate) struct Buffer {
     // Declared first: deregistered before the array is let go.
     registration: Mutex<Option<RegisteredBuffer<DeviceSliceMut<'static>>>>,
-    owner: Py<PyAny>,
+    /// What keeps the memory allocated: the array, or the DLPack capsule of it.
+    _owner: Py<PyAny>,
+    /// The array registered.
+    array: Py<PyAny>,
     ptr: usize,
     len: usize,
 }
@@ -181,7 +184,8 @@ impl Buffer {
             .py()?;
         Ok(Buffer {
             registration: Mutex::new(Some(registration)),
-            owner,
+            _owner: owner,
+            array: array.clone().unbind(),
             ptr,
             len,
         })
@@ -202,7 +206,7 @@ impl Buffer {
     /// The array this registration holds.
     #[getter]
     fn array(&self, py: Python<'_>) -> Py<PyAny> {
-        self.owner.clone_ref(py)
+        self.array.clone_ref(py)
     }
 
     /// Whether the memory is still registered.

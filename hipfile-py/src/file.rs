@@ -83,6 +83,9 @@ struct OpenFile {
     _file: Option<std::fs::File>,
     fd: RawFd,
     mode: Mode,
+    /// Mode `a`: where the next write without a file offset goes, at least (the end of the
+    /// file, or past the writes already sent there if it is further).
+    append_end: Mutex<u64>,
 }
 
 /// A failed request: the library's error, or a Python exception (host IO).
@@ -480,7 +483,19 @@ impl CuFile {
         let (offset, size) = region(&memory, size, dev_offset, read)?;
         let file_offset = match file_offset {
             Some(o) => o,
-            None if file.mode.append && !read => file_size(py, file.fd)?,
+            // Each write without an offset takes the bytes past the end of the file and past
+            // the writes sent there before it (which may still be in flight): two appends in
+            // flight at once never land at the same offset.
+            None if file.mode.append && !read => {
+                let end = u64::try_from(file_size(py, file.fd)?).unwrap_or(0);
+                let mut next = file
+                    .append_end
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let at = (*next).max(end);
+                *next = at.saturating_add(size as u64);
+                i64::try_from(at).map_err(|_| os_error(libc::EFBIG, "the file is too large"))?
+            }
             None => 0,
         };
         let file_offset = u64::try_from(file_offset)
@@ -501,18 +516,38 @@ impl CuFile {
         py: Python<'_>,
         buf: &Bound<'_, PyAny>,
         size: Option<usize>,
-        file_offset: i64,
+        file_offset: Option<i64>,
         dev_offset: usize,
         stream: Option<&Bound<'_, PyAny>>,
         read: bool,
     ) -> PyResult<StreamFuture> {
         let raw = stream_handle(stream)?;
-        let request = self.request(py, buf, size, Some(file_offset), dev_offset, read)?;
-        let Memory::Device { ptr, len, .. } = request.memory else {
+        if file_offset.is_some_and(|o| o < 0) {
+            // `hipFileReadAsync`'s answer to a negative offset.
+            return Err(to_py(&Error::new(
+                ErrorKind::InvalidValue,
+                "a negative file offset",
+            )));
+        }
+        let request = self.request(py, buf, size, file_offset, dev_offset, read)?;
+        let Memory::Device {
+            ptr,
+            len,
+            stream: array_stream,
+            ..
+        } = request.memory
+        else {
             return Err(PyTypeError::new_err(
                 "stream-ordered IO needs device memory (__cuda_array_interface__ or DLPack)",
             ));
         };
+        // The work the array's producer queued on its stream (`__cuda_array_interface__`'s
+        // `stream`) ends before the op is queued on another stream, which could otherwise
+        // overtake it.
+        if let Some(array_stream) = array_stream {
+            let file = Arc::clone(&request.file);
+            py.detach(|| wait_for_stream(&file, array_stream)).py()?;
+        }
         let stream_owner = stream.map(|s| s.clone().unbind());
         let (tx, rx) = crossbeam_channel::bounded::<hipfile::Result<StreamOp>>(1);
         // The op borrows the file and the memory until it ended: a thread of its own holds them
@@ -614,6 +649,7 @@ impl CuFile {
                 _file: file,
                 fd,
                 mode: m,
+                append_end: Mutex::new(0),
             }))),
             mode_text: mode.to_string(),
         })
@@ -723,17 +759,18 @@ impl CuFile {
         dev_offset: usize,
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<StreamFuture> {
-        self.on_stream(py, buf, size, file_offset, dev_offset, stream, true)
+        self.on_stream(py, buf, size, Some(file_offset), dev_offset, stream, true)
     }
 
-    /// Queue a write on `stream` (`hipFileWriteAsync`); see `read_async`.
-    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0, stream = None))]
+    /// Queue a write on `stream` (`hipFileWriteAsync`); see `read_async`. A `file_offset` of
+    /// `None` is 0, or the end of the file in mode `a` (as for `write`).
+    #[pyo3(signature = (buf, size = None, file_offset = None, dev_offset = 0, stream = None))]
     fn write_async(
         &self,
         py: Python<'_>,
         buf: &Bound<'_, PyAny>,
         size: Option<usize>,
-        file_offset: i64,
+        file_offset: Option<i64>,
         dev_offset: usize,
         stream: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<StreamFuture> {

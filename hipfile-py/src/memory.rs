@@ -123,20 +123,16 @@ fn cuda_array_interface<'py>(obj: &Bound<'py, PyAny>, cai: &Bound<'py, PyAny>) -
         .get(2..)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| PyValueError::new_err(format!("unknown typestr {typestr:?}")))?;
+    let item = i64::try_from(itemsize).map_err(|_| PyValueError::new_err("array too large"))?;
     let strides = match cai.get_item(intern!(py, "strides"))? {
-        Some(s) if !s.is_none() => {
+        // Items of 0 bytes: the array holds no bytes, whatever its strides.
+        Some(s) if !s.is_none() && item > 0 => {
             let strides: Vec<i64> = s.extract()?;
             // In bytes; in items below, so both interfaces share one check.
             Some(
                 strides
                     .iter()
-                    .map(|&b| {
-                        if b % itemsize as i64 == 0 {
-                            b / itemsize as i64
-                        } else {
-                            i64::MAX
-                        }
-                    })
+                    .map(|&b| if b % item == 0 { b / item } else { i64::MAX })
                     .collect::<Vec<i64>>(),
             )
         }

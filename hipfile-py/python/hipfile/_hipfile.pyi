@@ -124,7 +124,7 @@ class CuFile:
         self,
         buf: Any,
         size: Optional[int] = None,
-        file_offset: int = 0,
+        file_offset: Optional[int] = None,
         dev_offset: int = 0,
         stream: _Stream = None,
     ) -> StreamFuture: ...

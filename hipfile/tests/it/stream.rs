@@ -1252,3 +1252,119 @@ fn a_file_and_buffer_deregister_as_soon_as_the_stream_passed_their_op() {
         assert!(dst.to_vec().unwrap() == content, "the bytes read");
     });
 }
+
+/// The null stream is one per device (handle 0 on each): an op on device 1's null stream must
+/// not wait for an op held on device 0's null stream, as ops on two streams run side by side.
+#[test]
+fn the_null_streams_of_two_devices_are_two_streams() {
+    within(TEST_LIMIT, "two null streams", || {
+        let rig = rig(
+            SimConfig {
+                devices: 2,
+                ..SimConfig::default()
+            },
+            build_and_host_copy(),
+            |_| {},
+        );
+        let driver = &rig.driver;
+        let dir = scratch_dir();
+        let content = pattern(31, 0, 16 * KIB);
+        let (_, file) = data_file(dir.path(), "data", &content);
+        let handle = driver.register_file(&file).unwrap();
+        rig.gpu.set_device(1).unwrap();
+        let mut on_one = sentinel_buffer(driver, 4 * KIB);
+        rig.gpu.set_device(0).unwrap();
+        let mut on_zero = sentinel_buffer(driver, 4 * KIB);
+        let null = StreamRef::null(&rig.gpu);
+        let hold = StreamHold::on(&null);
+        let (a, b, b_while_held) = driver.on_stream(&null, |io_zero| {
+            let a = io_zero.read(&handle, &mut on_zero, 0).unwrap();
+            hold.wait_reached();
+            rig.gpu.set_device(1).unwrap();
+            let (b, b_while_held) = driver.on_stream(&null, |io_one| {
+                let b = io_one.read(&handle, &mut on_one, 4096).unwrap();
+                let since = Instant::now();
+                while b.result().is_none() && since.elapsed() < Duration::from_secs(2) {
+                    thread::sleep(Duration::from_millis(1));
+                }
+                let while_held = b.result().map(|r| outcome(&r));
+                // Let device 0's null stream go whatever happened, so the scopes can end.
+                hold.release();
+                (outcome(&ended(&b)), while_held)
+            });
+            rig.gpu.set_device(0).unwrap();
+            (outcome(&ended(&a)), b, b_while_held)
+        });
+        assert_eq!((a, b), (Ok(4 * KIB), Ok(4 * KIB)));
+        assert_eq!(
+            b_while_held,
+            Some(Ok(4 * KIB)),
+            "the op on device 1's null stream waited for the op held on device 0's"
+        );
+        assert_eq!(on_one.to_vec().unwrap(), content[4 * KIB..8 * KIB]);
+    });
+}
+
+/// Ops on the null streams of two devices must never leave either stream waiting forever: each
+/// stream's flag word may only grow while a stream waits on it. Ops on device 0's and device
+/// 1's null streams (both handle 0) share a word and values; when the op on device 1 (the later
+/// value) ends first and the op on device 0 stores its smaller value right after, device 1's
+/// null stream can miss the larger one and wait for ever. Tried a number of times, since which
+/// op ends last is up to the scheduler.
+#[test]
+fn the_null_streams_of_two_devices_never_wait_for_ever() {
+    let hung = within(Duration::from_secs(120), "null stream hang", || {
+        let rig = rig(
+            SimConfig {
+                devices: 2,
+                ..SimConfig::default()
+            },
+            build_and_host_copy(),
+            |_| {},
+        );
+        let driver = &rig.driver;
+        let dir = scratch_dir();
+        let content = pattern(32, 0, 8 * KIB);
+        let (_, file) = data_file(dir.path(), "data", &content);
+        let handle = driver.register_file(&file).unwrap();
+        rig.gpu.set_device(1).unwrap();
+        let mut on_one = sentinel_buffer(driver, 4 * KIB);
+        rig.gpu.set_device(0).unwrap();
+        let mut on_zero = sentinel_buffer(driver, 4 * KIB);
+        let mut hung = None;
+        for attempt in 0..30 {
+            let null = StreamRef::null(&rig.gpu);
+            let hold = StreamHold::on(&null);
+            driver.on_stream(&null, |io_zero| {
+                let _a = io_zero.read(&handle, &mut on_zero, 0).unwrap();
+                hold.wait_reached();
+                rig.gpu.set_device(1).unwrap();
+                driver.on_stream(&null, |io_one| {
+                    let _b = io_one.read(&handle, &mut on_one, 4096).unwrap();
+                    hold.release();
+                });
+                rig.gpu.set_device(0).unwrap();
+            });
+            // Both ops ended: device 1's null stream must drain.
+            let (tx, rx) = mpsc::channel();
+            let gpu = Arc::clone(&rig.gpu);
+            thread::spawn(move || {
+                gpu.set_device(1).unwrap();
+                let _ = tx.send(StreamRef::null(&gpu).synchronize());
+            });
+            if rx.recv_timeout(Duration::from_secs(5)).is_err() {
+                hung = Some(attempt);
+                break;
+            }
+        }
+        if hung.is_some() {
+            // The stuck stream would hang their teardown (freeing synchronizes the device).
+            std::mem::forget((on_one, on_zero, handle, file, dir, rig));
+        }
+        hung
+    });
+    assert_eq!(
+        hung, None,
+        "device 1's null stream waited for ever on its flag word after attempt {hung:?}"
+    );
+}

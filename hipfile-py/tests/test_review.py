@@ -1,0 +1,131 @@
+"""Defects found by review: each test states the behaviour the package promises and fails on
+the code that breaks it."""
+
+import sys
+
+import pytest
+
+import hipfile
+from conftest import pattern
+
+
+class Cai:
+    """Device memory named only by ``__cuda_array_interface__`` (version 3)."""
+
+    def __init__(self, ptr, nbytes, typestr="|u1", strides=None, stream=None):
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": typestr,
+            "data": (ptr, False),
+            "version": 3,
+            "strides": strides,
+            "stream": stream,
+        }
+
+
+@pytest.mark.parametrize(
+    "typestr, strides",
+    [("<f0", (4,)), ("|V18446744073709551615", (-(2**63),))],
+    ids=["itemsize-0", "itemsize-usize-max"],
+)
+def test_a_bad_item_size_with_strides_is_a_value_error_not_a_panic(make_file, typestr, strides):
+    """A typestr whose item size is 0 (or wraps to -1 as a signed number) with strides: the
+    contract says bad arguments are ValueError/TypeError before any IO. A Rust panic surfaces
+    as pyo3's PanicException, a BaseException that `except Exception` does not catch."""
+    buf = hipfile.empty(4096)
+    with hipfile.open(make_file(pattern(4096)), "r") as f:
+        try:
+            f.read(Cai(buf.ptr, 4, typestr=typestr, strides=strides))
+        except (ValueError, TypeError):
+            pass
+        except BaseException as e:  # noqa: BLE001 - the defect is which class arrives
+            pytest.fail(f"{type(e).__module__}.{type(e).__name__}: {e}")
+
+
+def test_a_stream_ordered_write_waits_for_the_arrays_stream(tmp_path):
+    """``__cuda_array_interface__``'s ``stream`` names work that must end before the array is
+    used (memory.rs: "the stream whose work on the array must end before the array is used").
+    ``write``/``read`` synchronize it; ``write_async`` on another stream must not overtake it.
+    Here stream A still has a read into the array queued (behind a large read) when the write
+    is queued on stream B: the write must take the bytes that read lands, not the fill."""
+    data = pattern(4096)
+    big = 64 << 20
+    src_path = tmp_path / "src"
+    with open(src_path, "wb") as fh:
+        fh.write(data)
+        fh.truncate(big)
+    out_path = tmp_path / "out"
+    stream_a, stream_b = hipfile.Stream(), hipfile.Stream()
+    big_buf = hipfile.empty(big)
+    buf = hipfile.empty(4096)
+    buf.fill(0xEE)
+    with hipfile.open(str(src_path), "r") as src, hipfile.open(str(out_path), "w+") as out:
+        first = src.read_async(big_buf, stream=stream_a)
+        second = src.read_async(buf, stream=stream_a)
+        written = out.write_async(
+            Cai(buf.ptr, 4096, stream=stream_a.ptr), 4096, 0, 0, stream_b
+        ).get()
+        assert (first.get(), second.get(), written) == (big, 4096, 4096)
+    with open(out_path, "rb") as fh:
+        got = fh.read()
+    assert got == data, f"the write took stale bytes (first byte {got[0]:#x})"
+
+
+def test_appends_in_flight_at_once_do_not_overwrite_each_other(tmp_path):
+    """Mode ``a``: a write without ``file_offset`` goes to the end of the file. Two ``pwrite``
+    futures in flight at once must both land (as two appends through Python's ``open(..., 'a')``
+    do), not both at the size the file had when they were submitted."""
+    path = tmp_path / "log"
+    path.write_bytes(b"H" * 100)
+    first, second = bytearray(b"A" * 4096), bytearray(b"B" * 4096)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(10)  # both submitted before a pool thread takes the GIL
+    try:
+        with hipfile.open(str(path), "a") as f:
+            a = f.pwrite(first)
+            b = f.pwrite(second)
+            assert (a.get(), b.get()) == (4096, 4096)
+    finally:
+        sys.setswitchinterval(old)
+    got = path.read_bytes()
+    assert len(got) == 100 + 2 * 4096, f"{len(got)} bytes: one append overwrote the other"
+
+
+def test_a_stream_ordered_write_in_append_mode_does_not_overwrite_the_start(tmp_path):
+    """Mode ``a`` (hipfile.open's docs): "a write without file_offset goes to the current end
+    of the file". ``write_async`` without ``file_offset`` writes at offset 0 instead,
+    overwriting the file's first bytes."""
+    path = tmp_path / "log"
+    path.write_bytes(b"H" * 100)
+    buf = hipfile.to_device(b"A" * 10)
+    with hipfile.open(str(path), "a") as f:
+        assert f.write_async(buf).get() == 10
+    got = path.read_bytes()
+    assert got[:100] == b"H" * 100, f"the head of the file was overwritten: {got[:12]!r}"
+    assert got == b"H" * 100 + b"A" * 10
+
+
+def test_a_negative_offset_of_a_stream_ordered_op_is_the_c_apis_invalid_value(make_file):
+    """The package's rule: OSError only where the C API answers -1/errno, else HipFileError.
+    ``hipFileReadAsync`` answers a negative file offset with ``hipFileInvalidValue`` (as it
+    answers an offset past the largest one, which ``read_async`` does raise as HipFileError);
+    ``read_async(file_offset=-5)`` raises OSError(EINVAL) instead."""
+    buf = hipfile.empty(4096)
+    with hipfile.open(make_file(pattern(4096)), "r") as f:
+        with pytest.raises(hipfile.HipFileError) as past:
+            f.read_async(buf, 16, 2**63 - 1).get()
+        assert past.value.hipfile_name == "hipFileInvalidValue"
+        with pytest.raises(hipfile.HipFileError) as negative:
+            f.read_async(buf, 16, -5).get()
+        assert negative.value.hipfile_name == "hipFileInvalidValue"
+
+
+def test_a_buffer_registered_through_dlpack_answers_its_array():
+    """``Buffer.array``: "The array this registration holds". Registered through DLPack, it
+    answers the DLPack capsule instead of the array."""
+    from conftest import DlpackOnly
+
+    buf = hipfile.empty(4096)
+    array = DlpackOnly(buf)
+    with hipfile.Buffer(array) as registered:
+        assert registered.array is array, f"answered {type(registered.array).__name__}"
