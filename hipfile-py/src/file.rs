@@ -543,8 +543,9 @@ impl CuFile {
         };
         // The work the array's producer queued on its stream (`__cuda_array_interface__`'s
         // `stream`) ends before the op is queued on another stream, which could otherwise
-        // overtake it.
-        if let Some(array_stream) = array_stream {
+        // overtake it. On the producer's own stream the stream orders them: the caller does not
+        // wait.
+        if let Some(array_stream) = array_stream.filter(|&s| s != raw) {
             let file = Arc::clone(&request.file);
             py.detach(|| wait_for_stream(&file, array_stream)).py()?;
         }

@@ -1,5 +1,5 @@
-"""Defects found by review: each test states the behaviour the package promises and fails on
-the code that breaks it."""
+"""Edges of the package's promises: odd array interfaces, stream-ordered ops and the array's own
+stream, appends in flight, and what a registration answers."""
 
 import sys
 
@@ -29,25 +29,24 @@ class Cai:
     ids=["itemsize-0", "itemsize-usize-max"],
 )
 def test_a_bad_item_size_with_strides_is_a_value_error_not_a_panic(make_file, typestr, strides):
-    """A typestr whose item size is 0 (or wraps to -1 as a signed number) with strides: the
-    contract says bad arguments are ValueError/TypeError before any IO. A Rust panic surfaces
-    as pyo3's PanicException, a BaseException that `except Exception` does not catch."""
+    """A typestr whose item size is 0 (or wraps to -1 as a signed number) with strides is a
+    ValueError or TypeError before any IO, as every bad argument is; never pyo3's
+    PanicException, a BaseException that `except Exception` does not catch."""
     buf = hipfile.empty(4096)
     with hipfile.open(make_file(pattern(4096)), "r") as f:
         try:
             f.read(Cai(buf.ptr, 4, typestr=typestr, strides=strides))
         except (ValueError, TypeError):
             pass
-        except BaseException as e:  # noqa: BLE001 - the defect is which class arrives
+        except BaseException as e:  # noqa: BLE001 - which class arrives is what is tested
             pytest.fail(f"{type(e).__module__}.{type(e).__name__}: {e}")
 
 
 def test_a_stream_ordered_write_waits_for_the_arrays_stream(tmp_path):
     """``__cuda_array_interface__``'s ``stream`` names work that must end before the array is
-    used (memory.rs: "the stream whose work on the array must end before the array is used").
-    ``write``/``read`` synchronize it; ``write_async`` on another stream must not overtake it.
-    Here stream A still has a read into the array queued (behind a large read) when the write
-    is queued on stream B: the write must take the bytes that read lands, not the fill."""
+    used: ``write_async`` on another stream does not overtake it. Stream A still has a read into
+    the array queued (behind a large read) when the write is queued on stream B: the write takes
+    the bytes that read lands, not the fill."""
     data = pattern(4096)
     big = 64 << 20
     src_path = tmp_path / "src"
@@ -73,8 +72,8 @@ def test_a_stream_ordered_write_waits_for_the_arrays_stream(tmp_path):
 
 def test_appends_in_flight_at_once_do_not_overwrite_each_other(tmp_path):
     """Mode ``a``: a write without ``file_offset`` goes to the end of the file. Two ``pwrite``
-    futures in flight at once must both land (as two appends through Python's ``open(..., 'a')``
-    do), not both at the size the file had when they were submitted."""
+    futures in flight at once both land (as two appends through Python's ``open(..., 'a')``
+    do), one after the other, not both at the size the file had when they were submitted."""
     path = tmp_path / "log"
     path.write_bytes(b"H" * 100)
     first, second = bytearray(b"A" * 4096), bytearray(b"B" * 4096)
@@ -92,9 +91,8 @@ def test_appends_in_flight_at_once_do_not_overwrite_each_other(tmp_path):
 
 
 def test_a_stream_ordered_write_in_append_mode_does_not_overwrite_the_start(tmp_path):
-    """Mode ``a`` (hipfile.open's docs): "a write without file_offset goes to the current end
-    of the file". ``write_async`` without ``file_offset`` writes at offset 0 instead,
-    overwriting the file's first bytes."""
+    """Mode ``a``: ``write_async`` without ``file_offset`` goes to the current end of the file,
+    as ``write`` does, and leaves the file's first bytes alone."""
     path = tmp_path / "log"
     path.write_bytes(b"H" * 100)
     buf = hipfile.to_device(b"A" * 10)
@@ -106,10 +104,8 @@ def test_a_stream_ordered_write_in_append_mode_does_not_overwrite_the_start(tmp_
 
 
 def test_a_negative_offset_of_a_stream_ordered_op_is_the_c_apis_invalid_value(make_file):
-    """The package's rule: OSError only where the C API answers -1/errno, else HipFileError.
-    ``hipFileReadAsync`` answers a negative file offset with ``hipFileInvalidValue`` (as it
-    answers an offset past the largest one, which ``read_async`` does raise as HipFileError);
-    ``read_async(file_offset=-5)`` raises OSError(EINVAL) instead."""
+    """OSError only where the C API answers -1/errno, else HipFileError: ``hipFileReadAsync``
+    answers a negative file offset, like one past the largest, with ``hipFileInvalidValue``."""
     buf = hipfile.empty(4096)
     with hipfile.open(make_file(pattern(4096)), "r") as f:
         with pytest.raises(hipfile.HipFileError) as past:
@@ -121,11 +117,35 @@ def test_a_negative_offset_of_a_stream_ordered_op_is_the_c_apis_invalid_value(ma
 
 
 def test_a_buffer_registered_through_dlpack_answers_its_array():
-    """``Buffer.array``: "The array this registration holds". Registered through DLPack, it
-    answers the DLPack capsule instead of the array."""
+    """``Buffer.array`` is the array registered, also when it was registered through DLPack
+    (whose capsule is what keeps the memory)."""
     from conftest import DlpackOnly
 
     buf = hipfile.empty(4096)
     array = DlpackOnly(buf)
     with hipfile.Buffer(array) as registered:
         assert registered.array is array, f"answered {type(registered.array).__name__}"
+
+
+def test_a_stream_ordered_op_on_its_arrays_own_stream_is_ordered_by_that_stream(tmp_path):
+    """An array whose ``__cuda_array_interface__`` names the stream the op goes on: the stream
+    orders the op after the array's earlier work (the caller is not made to wait for it), and
+    the op takes the bytes that work lands."""
+    data = pattern(4096)
+    big = 64 << 20
+    src_path = tmp_path / "src"
+    with open(src_path, "wb") as fh:
+        fh.write(data)
+        fh.truncate(big)
+    out_path = tmp_path / "out"
+    stream = hipfile.Stream()
+    big_buf = hipfile.empty(big)
+    buf = hipfile.empty(4096)
+    buf.fill(0xEE)
+    with hipfile.open(str(src_path), "r") as src, hipfile.open(str(out_path), "w+") as out:
+        first = src.read_async(big_buf, stream=stream)
+        second = src.read_async(buf, stream=stream)
+        written = out.write_async(Cai(buf.ptr, 4096, stream=stream.ptr), 4096, 0, 0, stream)
+        assert (first.get(), second.get(), written.get()) == (big, 4096, 4096)
+    with open(out_path, "rb") as fh:
+        assert fh.read() == data
