@@ -124,7 +124,7 @@ def test_pool_size_follows_the_environment(make_file):
     import sys
 
     program = (
-        "import glob, hipfile, sys\n"
+        "import glob, hipfile, sys, time\n"
         "def pool():\n"
         "    names = [open(p).read().strip() for p in glob.glob('/proc/self/task/*/comm')]\n"
         "    return sum(n.startswith('hipfile-py-') and n != 'hipfile-py-stre' for n in names)\n"
@@ -134,6 +134,10 @@ def test_pool_size_follows_the_environment(make_file):
         "    assert f.read(buf) == 4096\n"
         "    inline = pool()\n"
         "    assert sum(f.pread(buf, 256, 256 * i, 0).get() for i in range(16)) == 4096\n"
+        "# A pool thread names itself once it runs: one not scheduled yet has no name.\n"
+        "deadline = time.monotonic() + 10\n"
+        "while pool() < hipfile.num_threads() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.01)\n"
         "print(hipfile.num_threads(), before, inline, pool())\n"
     )
     path = make_file(pattern(4096))
