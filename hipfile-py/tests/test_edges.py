@@ -42,11 +42,11 @@ def test_a_bad_item_size_with_strides_is_a_value_error_not_a_panic(make_file, ty
             pytest.fail(f"{type(e).__module__}.{type(e).__name__}: {e}")
 
 
-def test_a_stream_ordered_write_waits_for_the_arrays_stream(tmp_path):
-    """``__cuda_array_interface__``'s ``stream`` names work that must end before the array is
-    used: ``write_async`` on another stream does not overtake it. Stream A still has a read into
-    the array queued (behind a large read) when the write is queued on stream B: the write takes
-    the bytes that read lands, not the fill."""
+def write_after_a_queued_read(tmp_path, read_stream, write_stream):
+    """Queue on ``read_stream`` a large read, then a 4 KiB read into a filled array; queue on
+    ``write_stream`` a write of that array, named with ``read_stream`` as its
+    ``__cuda_array_interface__`` stream. Answers the bytes the write put in the file and the
+    bytes the second read took from the source."""
     data = pattern(4096)
     big = 64 << 20
     src_path = tmp_path / "src"
@@ -54,19 +54,25 @@ def test_a_stream_ordered_write_waits_for_the_arrays_stream(tmp_path):
         fh.write(data)
         fh.truncate(big)
     out_path = tmp_path / "out"
-    stream_a, stream_b = hipfile.Stream(), hipfile.Stream()
     big_buf = hipfile.empty(big)
     buf = hipfile.empty(4096)
     buf.fill(0xEE)
     with hipfile.open(str(src_path), "r") as src, hipfile.open(str(out_path), "w+") as out:
-        first = src.read_async(big_buf, stream=stream_a)
-        second = src.read_async(buf, stream=stream_a)
-        written = out.write_async(
-            Cai(buf.ptr, 4096, stream=stream_a.ptr), 4096, 0, 0, stream_b
-        ).get()
-        assert (first.get(), second.get(), written) == (big, 4096, 4096)
+        first = src.read_async(big_buf, stream=read_stream)
+        second = src.read_async(buf, stream=read_stream)
+        array = Cai(buf.ptr, 4096, stream=read_stream.ptr)
+        written = out.write_async(array, 4096, 0, 0, write_stream)
+        assert (first.get(), second.get(), written.get()) == (big, 4096, 4096)
     with open(out_path, "rb") as fh:
-        got = fh.read()
+        return fh.read(), data
+
+
+def test_a_stream_ordered_write_waits_for_the_arrays_stream(tmp_path):
+    """``__cuda_array_interface__``'s ``stream`` names work that must end before the array is
+    used: ``write_async`` on another stream does not overtake it. Stream A still has a read into
+    the array queued (behind a large read) when the write is queued on stream B: the write takes
+    the bytes that read lands, not the fill."""
+    got, data = write_after_a_queued_read(tmp_path, hipfile.Stream(), hipfile.Stream())
     assert got == data, f"the write took stale bytes (first byte {got[0]:#x})"
 
 
@@ -131,21 +137,6 @@ def test_a_stream_ordered_op_on_its_arrays_own_stream_is_ordered_by_that_stream(
     """An array whose ``__cuda_array_interface__`` names the stream the op goes on: the stream
     orders the op after the array's earlier work (the caller is not made to wait for it), and
     the op takes the bytes that work lands."""
-    data = pattern(4096)
-    big = 64 << 20
-    src_path = tmp_path / "src"
-    with open(src_path, "wb") as fh:
-        fh.write(data)
-        fh.truncate(big)
-    out_path = tmp_path / "out"
     stream = hipfile.Stream()
-    big_buf = hipfile.empty(big)
-    buf = hipfile.empty(4096)
-    buf.fill(0xEE)
-    with hipfile.open(str(src_path), "r") as src, hipfile.open(str(out_path), "w+") as out:
-        first = src.read_async(big_buf, stream=stream)
-        second = src.read_async(buf, stream=stream)
-        written = out.write_async(Cai(buf.ptr, 4096, stream=stream.ptr), 4096, 0, 0, stream)
-        assert (first.get(), second.get(), written.get()) == (big, 4096, 4096)
-    with open(out_path, "rb") as fh:
-        assert fh.read() == data
+    got, data = write_after_a_queued_read(tmp_path, stream, stream)
+    assert got == data

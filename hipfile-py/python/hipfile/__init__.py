@@ -80,9 +80,9 @@ def open(file: Union[str, "_os.PathLike[str]", int], mode: str = "r") -> CuFile:
     Modes, as Python's ``open``: ``"r"`` reads (writes raise ``io.UnsupportedOperation``);
     ``"w"`` creates or truncates, write-only; ``"a"`` creates, never truncates, write-only, and a
     write without ``file_offset`` (``write_async`` included) goes to the end of the file, past
-    the writes without one sent before it, so appends in flight at once never overlap; ``"x"`` creates a new file
-    (``FileExistsError`` if it exists); ``+`` adds the missing direction; ``b`` changes nothing.
-    Anything else is ``ValueError``.
+    the writes without one sent before it, so appends in flight at once never overlap; ``"x"``
+    creates a new file (``FileExistsError`` if it exists); ``+`` adds the missing direction;
+    ``b`` changes nothing. Anything else is ``ValueError``.
     """
     return CuFile(file, mode)
 

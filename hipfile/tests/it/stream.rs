@@ -1253,6 +1253,45 @@ fn a_file_and_buffer_deregister_as_soon_as_the_stream_passed_their_op() {
     });
 }
 
+/// A sim of two devices with a file of `content` (kept open) registered on its driver, and a 4 KiB sentinel
+/// buffer on device 1 and one on device 0 (the current device afterwards).
+#[cfg(any(feature = "fallback", feature = "fastpath"))]
+struct TwoDevices {
+    rig: Rig,
+    _dir: tempfile::TempDir,
+    _file: File,
+    handle: hipfile::FileHandle,
+    on_one: DeviceBuffer,
+    on_zero: DeviceBuffer,
+}
+
+#[cfg(any(feature = "fallback", feature = "fastpath"))]
+fn two_devices(content: &[u8]) -> TwoDevices {
+    let rig = rig(
+        SimConfig {
+            devices: 2,
+            ..SimConfig::default()
+        },
+        build_and_host_copy(),
+        |_| {},
+    );
+    let dir = scratch_dir();
+    let (_, file) = data_file(dir.path(), "data", content);
+    let handle = rig.driver.register_file(&file).unwrap();
+    rig.gpu.set_device(1).unwrap();
+    let on_one = sentinel_buffer(&rig.driver, 4 * KIB);
+    rig.gpu.set_device(0).unwrap();
+    let on_zero = sentinel_buffer(&rig.driver, 4 * KIB);
+    TwoDevices {
+        rig,
+        _dir: dir,
+        _file: file,
+        handle,
+        on_one,
+        on_zero,
+    }
+}
+
 /// The null stream is one per device (handle 0 on each): an op on device 1's null stream must
 /// not wait for an op held on device 0's null stream, as ops on two streams run side by side.
 // With no engine built in, the rig's host-copy backend copies synchronously, ordered with the
@@ -1261,23 +1300,16 @@ fn a_file_and_buffer_deregister_as_soon_as_the_stream_passed_their_op() {
 #[test]
 fn the_null_streams_of_two_devices_are_two_streams() {
     within(TEST_LIMIT, "two null streams", || {
-        let rig = rig(
-            SimConfig {
-                devices: 2,
-                ..SimConfig::default()
-            },
-            build_and_host_copy(),
-            |_| {},
-        );
-        let driver = &rig.driver;
-        let dir = scratch_dir();
         let content = pattern(31, 0, 16 * KIB);
-        let (_, file) = data_file(dir.path(), "data", &content);
-        let handle = driver.register_file(&file).unwrap();
-        rig.gpu.set_device(1).unwrap();
-        let mut on_one = sentinel_buffer(driver, 4 * KIB);
-        rig.gpu.set_device(0).unwrap();
-        let mut on_zero = sentinel_buffer(driver, 4 * KIB);
+        let TwoDevices {
+            rig,
+            _dir,
+            _file,
+            handle,
+            mut on_one,
+            mut on_zero,
+        } = two_devices(&content);
+        let driver = &rig.driver;
         let null = StreamRef::null(&rig.gpu);
         let hold = StreamHold::on(&null);
         let (a, b, b_while_held) = driver.on_stream(&null, |io_zero| {
@@ -1320,23 +1352,16 @@ fn the_null_streams_of_two_devices_are_two_streams() {
 #[test]
 fn the_null_streams_of_two_devices_never_wait_for_ever() {
     let hung = within(Duration::from_secs(120), "null stream hang", || {
-        let rig = rig(
-            SimConfig {
-                devices: 2,
-                ..SimConfig::default()
-            },
-            build_and_host_copy(),
-            |_| {},
-        );
-        let driver = &rig.driver;
-        let dir = scratch_dir();
         let content = pattern(32, 0, 8 * KIB);
-        let (_, file) = data_file(dir.path(), "data", &content);
-        let handle = driver.register_file(&file).unwrap();
-        rig.gpu.set_device(1).unwrap();
-        let mut on_one = sentinel_buffer(driver, 4 * KIB);
-        rig.gpu.set_device(0).unwrap();
-        let mut on_zero = sentinel_buffer(driver, 4 * KIB);
+        let TwoDevices {
+            rig,
+            _dir,
+            _file,
+            handle,
+            mut on_one,
+            mut on_zero,
+        } = two_devices(&content);
+        let driver = &rig.driver;
         let mut hung = None;
         for attempt in 0..30 {
             let null = StreamRef::null(&rig.gpu);
@@ -1365,7 +1390,7 @@ fn the_null_streams_of_two_devices_never_wait_for_ever() {
         }
         if hung.is_some() {
             // The stuck stream would hang their teardown (freeing synchronizes the device).
-            std::mem::forget((on_one, on_zero, handle, file, dir, rig));
+            std::mem::forget((on_one, on_zero, handle, _file, _dir, rig));
         }
         hung
     });
