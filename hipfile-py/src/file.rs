@@ -546,8 +546,8 @@ impl CuFile {
         // overtake it. On the producer's own stream the stream orders them: the caller does not
         // wait.
         if let Some(array_stream) = array_stream.filter(|&s| s != raw) {
-            let file = Arc::clone(&request.file);
-            py.detach(|| wait_for_stream(&file, array_stream)).py()?;
+            let file = &request.file;
+            py.detach(|| wait_for_stream(file, array_stream)).py()?;
         }
         let stream_owner = stream.map(|s| s.clone().unbind());
         let (tx, rx) = crossbeam_channel::bounded::<hipfile::Result<StreamOp>>(1);

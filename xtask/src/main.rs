@@ -53,7 +53,8 @@ commands:
   gpu-bundle [--out DIR]
                build the release test binaries, libhipfile.so, the hipfile CLI, the C programs,
                the hipfile Python wheel with its tests and bench.py, and run.sh into DIR (default
-               target/gpu-bundle) for the GPU machine, which has no cargo. Carry it with the device tool and run it there:
+               target/gpu-bundle) for the GPU machine, which has no cargo. Carry it with the
+               device tool and run it there:
                  run  carry: [\"target/gpu-bundle\"]
                       command: \"cd target/gpu-bundle && ./run.sh\"
                run.sh ends with `G passed on the GPU, M on the sim, S skipped, F failed`; its logs come back from $OUT

@@ -1253,8 +1253,10 @@ fn a_file_and_buffer_deregister_as_soon_as_the_stream_passed_their_op() {
     });
 }
 
-/// A sim of two devices with a file of `content` (kept open) registered on its driver, and a 4 KiB sentinel
-/// buffer on device 1 and one on device 0 (the current device afterwards).
+/// A sim of two devices with a file of `content` (kept open) registered on its driver, and a 4 KiB
+/// sentinel buffer on device 1 and one on device 0 (the current device afterwards). Only where
+/// an engine is built in: the rig's host-copy backend alone copies synchronously, in order with
+/// the null stream of the runner thread's current device (device 0's, which the tests hold).
 #[cfg(any(feature = "fallback", feature = "fastpath"))]
 struct TwoDevices {
     rig: Rig,
@@ -1294,30 +1296,22 @@ fn two_devices(content: &[u8]) -> TwoDevices {
 
 /// The null stream is one per device (handle 0 on each): an op on device 1's null stream must
 /// not wait for an op held on device 0's null stream, as ops on two streams run side by side.
-// With no engine built in, the rig's host-copy backend copies synchronously, ordered with the
-// null stream of the runner thread's current device (device 0's, which the test holds).
 #[cfg(any(feature = "fallback", feature = "fastpath"))]
 #[test]
 fn the_null_streams_of_two_devices_are_two_streams() {
     within(TEST_LIMIT, "two null streams", || {
         let content = pattern(31, 0, 16 * KIB);
-        let TwoDevices {
-            rig,
-            _dir,
-            _file,
-            handle,
-            mut on_one,
-            mut on_zero,
-        } = two_devices(&content);
+        let mut two = two_devices(&content);
+        let (rig, handle) = (&two.rig, &two.handle);
         let driver = &rig.driver;
         let null = StreamRef::null(&rig.gpu);
         let hold = StreamHold::on(&null);
         let (a, b, b_while_held) = driver.on_stream(&null, |io_zero| {
-            let a = io_zero.read(&handle, &mut on_zero, 0).unwrap();
+            let a = io_zero.read(handle, &mut two.on_zero, 0).unwrap();
             hold.wait_reached();
             rig.gpu.set_device(1).unwrap();
             let (b, b_while_held) = driver.on_stream(&null, |io_one| {
-                let b = io_one.read(&handle, &mut on_one, 4096).unwrap();
+                let b = io_one.read(handle, &mut two.on_one, 4096).unwrap();
                 let since = Instant::now();
                 while b.result().is_none() && since.elapsed() < Duration::from_secs(2) {
                     thread::sleep(Duration::from_millis(1));
@@ -1336,42 +1330,34 @@ fn the_null_streams_of_two_devices_are_two_streams() {
             Some(Ok(4 * KIB)),
             "the op on device 1's null stream waited for the op held on device 0's"
         );
-        assert_eq!(on_one.to_vec().unwrap(), content[4 * KIB..8 * KIB]);
+        assert_eq!(two.on_one.to_vec().unwrap(), content[4 * KIB..8 * KIB]);
     });
 }
 
 /// Ops on the null streams of two devices must never leave either stream waiting forever: each
-/// stream's flag word may only grow while a stream waits on it. Ops on device 0's and device
-/// 1's null streams (both handle 0) share a word and values; when the op on device 1 (the later
-/// value) ends first and the op on device 0 stores its smaller value right after, device 1's
-/// null stream can miss the larger one and wait for ever. Tried a number of times, since which
-/// op ends last is up to the scheduler.
-// With no engine built in, the rig's host-copy backend copies synchronously, ordered with the
-// null stream of the runner thread's current device (device 0's, which the test holds).
+/// stream's flag word may only grow while a stream waits on it. Were the two null streams (both
+/// handle 0) to share a word and its values, the op on device 1 (the later value) could end
+/// first and the op on device 0 store its smaller value right after, and device 1's null stream
+/// miss the larger one and wait for ever. Tried a number of times, since which op ends last is
+/// up to the scheduler.
 #[cfg(any(feature = "fallback", feature = "fastpath"))]
 #[test]
 fn the_null_streams_of_two_devices_never_wait_for_ever() {
     let hung = within(Duration::from_secs(120), "null stream hang", || {
         let content = pattern(32, 0, 8 * KIB);
-        let TwoDevices {
-            rig,
-            _dir,
-            _file,
-            handle,
-            mut on_one,
-            mut on_zero,
-        } = two_devices(&content);
+        let mut two = two_devices(&content);
+        let (rig, handle) = (&two.rig, &two.handle);
         let driver = &rig.driver;
         let mut hung = None;
         for attempt in 0..30 {
             let null = StreamRef::null(&rig.gpu);
             let hold = StreamHold::on(&null);
             driver.on_stream(&null, |io_zero| {
-                let _a = io_zero.read(&handle, &mut on_zero, 0).unwrap();
+                let _a = io_zero.read(handle, &mut two.on_zero, 0).unwrap();
                 hold.wait_reached();
                 rig.gpu.set_device(1).unwrap();
                 driver.on_stream(&null, |io_one| {
-                    let _b = io_one.read(&handle, &mut on_one, 4096).unwrap();
+                    let _b = io_one.read(handle, &mut two.on_one, 4096).unwrap();
                     hold.release();
                 });
                 rig.gpu.set_device(0).unwrap();
@@ -1390,7 +1376,7 @@ fn the_null_streams_of_two_devices_never_wait_for_ever() {
         }
         if hung.is_some() {
             // The stuck stream would hang their teardown (freeing synchronizes the device).
-            std::mem::forget((on_one, on_zero, handle, _file, _dir, rig));
+            std::mem::forget(two);
         }
         hung
     });
