@@ -1126,17 +1126,22 @@ fn a_stream_handle_the_runtime_does_not_know_is_a_hip_driver_error() {
     });
 }
 
+/// A sim of two devices, every request served (the build's backends, then a host copy).
+fn two_device_rig() -> Rig {
+    rig(
+        SimConfig {
+            devices: 2,
+            ..SimConfig::default()
+        },
+        build_and_host_copy(),
+        |_| {},
+    )
+}
+
 #[test]
 fn a_buffer_on_another_device_than_the_stream_is_an_invalid_value() {
     within(TEST_LIMIT, "other device", || {
-        let rig = rig(
-            SimConfig {
-                devices: 2,
-                ..SimConfig::default()
-            },
-            build_and_host_copy(),
-            |_| {},
-        );
+        let rig = two_device_rig();
         let driver = &rig.driver;
         let dir = scratch_dir();
         let (_, file) = data_file(dir.path(), "data", &pattern(30, 0, 16 * KIB));
@@ -1269,14 +1274,7 @@ struct TwoDevices {
 
 #[cfg(any(feature = "fallback", feature = "fastpath"))]
 fn two_devices(content: &[u8]) -> TwoDevices {
-    let rig = rig(
-        SimConfig {
-            devices: 2,
-            ..SimConfig::default()
-        },
-        build_and_host_copy(),
-        |_| {},
-    );
+    let rig = two_device_rig();
     let dir = scratch_dir();
     let (_, file) = data_file(dir.path(), "data", content);
     let handle = rig.driver.register_file(&file).unwrap();
