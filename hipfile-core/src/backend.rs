@@ -371,6 +371,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn resources(&self) -> Resources {
         Resources::default()
     }
+    /// Wait until work the backend does in the background for earlier requests (pinning the
+    /// page cache they read) is done, so that what follows is measured or checked against its
+    /// end state. Default: nothing to wait for.
+    fn settle(&self) {}
 }
 
 /// The outcome of a request: bytes moved, or the failure with the bytes moved before it.
@@ -570,6 +574,9 @@ pub struct Resources {
     pub pinned_bytes: usize,
     /// Threads started for IO.
     pub io_threads: usize,
+    /// Bytes of the page cache pinned for copies straight out of it (the staged engine's
+    /// page-cache pins); not allocated by the library, but kept from being reclaimed.
+    pub page_cache_pinned_bytes: usize,
 }
 
 /// Settings that may change while the driver is open (`hipFileDriverSet*`). Requests take a

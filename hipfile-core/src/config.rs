@@ -211,6 +211,17 @@ pub struct Settings {
     /// Smallest piece (KiB) a request is cut into when it is spread over several threads: below
     /// it, waking another thread costs more than the bytes it would move. Default 256.
     pub min_piece_kb: u64,
+    /// Most page-cache memory the staged engine keeps pinned, in KiB, so that reads of cached
+    /// file ranges are copied to the device straight out of the page cache
+    /// (`HIPFILE_PAGE_CACHE_PINS_KB`; 0 turns it off). `None`: an eighth of the machine's
+    /// memory, at most 16 GiB ([`Settings::page_cache_pin_bytes`]).
+    pub page_cache_pins_kb: Option<u64>,
+    /// How long a file must have stayed unchanged (its change time that far in the past) before
+    /// its pages are pinned, in ms (`HIPFILE_PAGE_CACHE_PIN_SETTLE_MS`). A change within the
+    /// same timestamp tick as the one before leaves the file's stamp as it was on kernels with
+    /// coarse timestamps; once the last change lies a tick in the past, any later one shows.
+    /// Default 1000.
+    pub page_cache_pin_settle_ms: u64,
     /// Extra argument checks. Stored and reported: every argument is always checked.
     pub api_check_aggressive: bool,
     /// Parallel IO (cuFile's switch). Stored and reported: the staged engine always splits
@@ -274,6 +285,8 @@ impl Default for Settings {
             min_io_threshold_kb: 64,
             max_request_parallelism: 0,
             min_piece_kb: 256,
+            page_cache_pins_kb: None,
+            page_cache_pin_settle_ms: 1000,
             api_check_aggressive: false,
             parallel_io: false,
             nvtx: false,
@@ -416,6 +429,12 @@ impl Settings {
                 }
             }
         }
+        if let Some(kb) = number("HIPFILE_PAGE_CACHE_PINS_KB") {
+            s.page_cache_pins_kb = Some(kb);
+        }
+        if let Some(ms) = number("HIPFILE_PAGE_CACHE_PIN_SETTLE_MS") {
+            s.page_cache_pin_settle_ms = ms;
+        }
         if let Some(p) = lookup("HIPFILE_DIRECT_IO")
             .as_deref()
             .and_then(DirectIoPolicy::parse)
@@ -453,6 +472,23 @@ impl Settings {
             .unwrap_or(usize::MAX)
             .max(4096)
             & !4095
+    }
+
+    /// The page-cache pin budget in bytes ([`Settings::page_cache_pins_kb`]): the setting, else
+    /// an eighth of the machine's memory (`MemTotal`), at most 16 GiB (0 where the machine's
+    /// memory cannot be read).
+    pub fn page_cache_pin_bytes(&self) -> usize {
+        let kb = self.page_cache_pins_kb.unwrap_or_else(|| {
+            static TOTAL_KB: OnceLock<u64> = OnceLock::new();
+            let total = *TOTAL_KB.get_or_init(|| {
+                std::fs::read_to_string("/proc/meminfo")
+                    .ok()
+                    .and_then(|text| mem_total_kb(&text))
+                    .unwrap_or(0)
+            });
+            (total / 8).min(16 << 20)
+        });
+        usize::try_from(kb.saturating_mul(1024)).unwrap_or(usize::MAX)
     }
 
     /// The smallest piece of a request spread over several threads, in bytes (4 KiB multiples).
@@ -506,6 +542,15 @@ impl Settings {
     pub fn max_pinned_bytes(&self) -> usize {
         usize::try_from(self.max_pinned_mem_size_kb.saturating_mul(1024)).unwrap_or(usize::MAX)
     }
+}
+
+/// `MemTotal` of `/proc/meminfo` text, in KiB.
+fn mem_total_kb(meminfo: &str) -> Option<u64> {
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
 }
 
 /// Ceilings of the settings ([`Settings::check`]).

@@ -1,11 +1,14 @@
 //! Registered files: the two descriptors hipfile-rs keeps for each, their DIO alignment and the
 //! facts about the filesystem that decide whether the direct path may serve them.
 
+use std::any::Any;
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use hipfile_hip::os::FileStamp;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags, CWD};
 use rustix::io::Errno;
@@ -93,6 +96,11 @@ pub struct RegisteredFile {
     ino: u64,
     in_flight: AtomicUsize,
     appending: Mutex<()>,
+    /// The file's stamp as the last request's check found it.
+    stamp: Mutex<FileStamp>,
+    /// What a backend keeps per registered file, made on first use and dropped with the
+    /// registration (the staged engine's pinned page-cache pages of the file).
+    backend_state: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl RegisteredFile {
@@ -192,6 +200,8 @@ impl RegisteredFile {
             ino: caller.ino,
             in_flight: AtomicUsize::new(0),
             appending: Mutex::new(()),
+            stamp: Mutex::new(caller.stamp),
+            backend_state: OnceLock::new(),
         })
     }
 
@@ -255,6 +265,7 @@ impl RegisteredFile {
                 }
             )));
         }
+        *self.stamp.lock().unwrap_or_else(PoisonError::into_inner) = now.stamp;
         Ok(CallerView {
             append: now.append,
             size: (self.fs.kind != FsKind::BlockDevice).then_some(now.size),
@@ -268,6 +279,26 @@ impl RegisteredFile {
         self.appending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The file's size and change times as the last request's check of the descriptor found
+    /// them (at registration before any request).
+    pub fn stamp(&self) -> FileStamp {
+        *self.stamp.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The state of type `T` a backend keeps for this file, made by `make` on first use; `None`
+    /// when state of another type was made first (one backend keeps state per file). Dropped
+    /// with the registration, once no request holds the file.
+    pub fn backend_state<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Option<&T> {
+        self.backend_state
+            .get_or_init(|| Box::new(make()))
+            .downcast_ref::<T>()
+    }
+
+    /// The state a backend made with [`RegisteredFile::backend_state`], if it is of type `T`.
+    pub fn backend_state_if<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.backend_state.get()?.downcast_ref::<T>()
     }
 
     /// Number of requests running on this file.

@@ -172,6 +172,14 @@ impl Registry {
             .collect()
     }
 
+    /// Wait until every backend's background work for earlier requests is done
+    /// ([`Backend::settle`]).
+    pub fn settle(&self) {
+        for e in &self.backends {
+            e.backend.settle();
+        }
+    }
+
     /// Run `req` on the first backend that accepts it and wait for it: [`Registry::submit`]
     /// then [`Submitted::finish`]. The synchronous path: the backend may do the work on the
     /// calling thread.

@@ -40,6 +40,7 @@ use hipfile_core::{
 use hipfile_hip::{DeviceRange, StagingLane};
 
 use crate::direct::{FilePaths, PieceIo};
+use crate::pins::{PagePins, PinView};
 use crate::plan::Plan;
 use crate::staging::StagingPool;
 
@@ -61,6 +62,8 @@ pub struct EngineParts {
     /// Bytes moved through the page cache and with O_DIRECT (counted for requests whose
     /// statistics level is 1 or more).
     pub file_paths: Arc<FilePaths>,
+    /// The page cache pinned for copies straight out of it ([`crate::pins`]).
+    pub pins: Arc<PagePins>,
 }
 
 /// The lanes a transfer's threads take from the pool.
@@ -122,13 +125,24 @@ pub struct Transfer {
     progress: Progress,
     /// Rung when a queued transfer finishes.
     doorbell: Option<Doorbell>,
+    /// The pinned page-cache windows a read's pieces are copied out of.
+    pinned: PinView,
+    /// Where bytes copied out of pinned windows are counted (statistics on).
+    pins: Option<Arc<PagePins>>,
 }
 
 impl Transfer {
     /// Plan `req` for at most `threads` threads. An appending write runs on one thread, piece
-    /// after piece, so its bytes reach the end of the file in order.
+    /// after piece, so its bytes reach the end of the file in order; so does a read that pinned
+    /// page-cache windows hold whole (its copies need no thread but the one queuing them).
     pub fn new(req: &IoRequest<'_>, parts: &EngineParts, threads: usize) -> Arc<Transfer> {
-        let threads = if req.append { 1 } else { threads };
+        let pinned = parts.pins.view(req);
+        let end = req
+            .file_offset
+            .saturating_add(req.size() as u64)
+            .min(req.file.stamp().size);
+        let all_pinned = !pinned.is_empty() && pinned.covers_all(req.file_offset..end);
+        let threads = if req.append || all_pinned { 1 } else { threads };
         let s: &Settings = req.settings;
         let chunk = s.chunk_bytes();
         let plan = Plan::new(
@@ -175,6 +189,8 @@ impl Transfer {
                 ..Progress::default()
             },
             doorbell: req.doorbell.cloned(),
+            pinned,
+            pins: (req.stats_level() >= 1).then(|| Arc::clone(&parts.pins)),
         })
     }
 
@@ -408,10 +424,21 @@ impl Transfer {
         let mut slot = 0;
         while let Some(k) = self.claim() {
             let (start, len) = self.piece(k);
+            let at = self.file_offset + start as u64;
+            if let Some(window) = self.pinned.covering(at, len) {
+                // Inside the file as the request found it: no end of file to look for.
+                lane.upload_pinned(window, at, &self.device_piece(start, len)?)
+                    .map_err(|e| Error::hip(&e, "queuing a copy out of the page cache"))?;
+                self.progress.moved.fetch_add(len, Ordering::AcqRel);
+                if let Some(pins) = &self.pins {
+                    pins.served(len);
+                }
+                continue;
+            }
             let half = lane
                 .half_mut(slot)
                 .map_err(|e| Error::hip(&e, "waiting for a staged copy"))?;
-            let got = file.read(&mut half[..len], self.file_offset + start as u64)?;
+            let got = file.read(&mut half[..len], at)?;
             if got < len {
                 eof_at.fetch_min(start as u64 + got as u64, Ordering::AcqRel);
             }

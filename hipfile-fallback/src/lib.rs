@@ -56,6 +56,7 @@
 
 pub mod direct;
 pub mod engine;
+pub mod pins;
 pub mod plan;
 pub mod staging;
 
@@ -67,6 +68,7 @@ use hipfile_core::{
 };
 
 use crate::engine::{EngineParts, Transfer};
+use crate::pins::PagePins;
 use crate::staging::StagingPool;
 use hipfile_core::workers::IoWorkers;
 use hipfile_hip::StreamOrder;
@@ -139,12 +141,15 @@ impl Fallback {
                 Decline::CompatModeDisallowed
             );
         }
+        let pins = PagePins::new(Arc::clone(&ctx.runtime), Arc::clone(&ctx.io))
+            .map_err(|e| Error::from_io(&e, "starting the page-cache pinning thread"))?;
         Ok(Fallback {
             parts: EngineParts {
                 io: Arc::clone(&ctx.io),
                 pool,
                 stream_pool,
                 file_paths: Arc::default(),
+                pins: Arc::new(pins),
             },
             workers,
         })
@@ -158,6 +163,11 @@ impl Fallback {
     /// Number of IO worker threads.
     pub fn io_threads(&self) -> usize {
         self.workers.count()
+    }
+
+    /// The page-cache pins ([`pins`]).
+    pub fn page_pins(&self) -> &PagePins {
+        &self.parts.pins
     }
 }
 
@@ -210,14 +220,21 @@ impl Backend for Fallback {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.parts.file_paths.counters()
+        let mut counters = self.parts.file_paths.counters();
+        counters.extend(self.parts.pins.counters());
+        counters
     }
 
     fn resources(&self) -> Resources {
         Resources {
             pinned_bytes: self.pinned_bytes(),
             io_threads: self.io_threads(),
+            page_cache_pinned_bytes: self.parts.pins.pinned_bytes(),
         }
+    }
+
+    fn settle(&self) {
+        self.parts.pins.settle();
     }
 }
 

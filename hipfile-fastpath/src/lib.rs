@@ -312,8 +312,8 @@ impl Backend for Fastpath {
 
     fn resources(&self) -> Resources {
         Resources {
-            pinned_bytes: 0,
             io_threads: self.workers.live(),
+            ..Resources::default()
         }
     }
 }

@@ -116,6 +116,8 @@ static HIP: Dialect = Dialect {
     free: "hipFree",
     host_alloc: "hipHostMalloc",
     host_free: "hipHostFree",
+    host_register: "hipHostRegister",
+    host_unregister: "hipHostUnregister",
     memcpy: "hipMemcpy",
     memcpy_async: "hipMemcpyAsync",
     memset: "hipMemset",
@@ -137,6 +139,9 @@ static HIP: Dialect = Dialect {
     host_alloc_flags: 0,
     // `hipHostMallocPortable | hipHostMallocMapped`.
     host_alloc_mapped_flags: 0x1 | 0x2,
+    // Portable; ReadOnly.
+    host_register_flags: 0x1,
+    host_register_read_only: 0x8,
     not_ready: HipErrorCode::NOT_READY.0,
 };
 

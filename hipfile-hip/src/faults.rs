@@ -29,6 +29,8 @@ pub enum RuntimeOp {
     HostAlloc,
     /// `stream_synchronize` (a failure stands for queued work that failed on the device).
     StreamSynchronize,
+    /// `host_register` (pinning memory the caller mapped).
+    HostRegister,
 }
 
 /// One fault that fired.
@@ -60,6 +62,7 @@ pub struct ScriptedRuntime {
     from_device: AtomicU64,
     host_allocs: AtomicU64,
     stream_syncs: AtomicU64,
+    host_registers: AtomicU64,
     fired: Mutex<Vec<FiredRuntimeFault>>,
 }
 
@@ -82,6 +85,7 @@ impl ScriptedRuntime {
             from_device: AtomicU64::new(0),
             host_allocs: AtomicU64::new(0),
             stream_syncs: AtomicU64::new(0),
+            host_registers: AtomicU64::new(0),
             fired: Mutex::new(Vec::new()),
         }
     }
@@ -150,6 +154,7 @@ impl ScriptedRuntime {
             RuntimeOp::CopyFromDevice => &self.from_device,
             RuntimeOp::HostAlloc => &self.host_allocs,
             RuntimeOp::StreamSynchronize => &self.stream_syncs,
+            RuntimeOp::HostRegister => &self.host_registers,
         }
     }
 
@@ -227,6 +232,17 @@ impl GpuRuntime for ScriptedRuntime {
     unsafe fn host_free(&self, ptr: NonNull<u8>) -> HipResult<()> {
         // SAFETY: `ptr` came from `host_alloc` of this runtime, which is the inner one's.
         unsafe { self.inner.host_free(ptr) }
+    }
+
+    unsafe fn host_register(&self, ptr: NonNull<u8>, len: usize, read_only: bool) -> HipResult<()> {
+        self.check(RuntimeOp::HostRegister, "hipHostRegister")?;
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.host_register(ptr, len, read_only) }
+    }
+
+    unsafe fn host_unregister(&self, ptr: NonNull<u8>) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.host_unregister(ptr) }
     }
 
     unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()> {

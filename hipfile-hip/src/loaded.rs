@@ -181,6 +181,8 @@ pub(crate) struct Dialect {
     pub free: &'static str,
     pub host_alloc: &'static str,
     pub host_free: &'static str,
+    pub host_register: &'static str,
+    pub host_unregister: &'static str,
     pub memcpy: &'static str,
     pub memcpy_async: &'static str,
     pub memset: &'static str,
@@ -205,6 +207,10 @@ pub(crate) struct Dialect {
     pub host_alloc_flags: u32,
     /// The flags of a pinned host allocation mapped into every device (Mapped | Portable).
     pub host_alloc_mapped_flags: u32,
+    /// The flags of a pinned registration of host memory (Portable), and the read-only flag
+    /// added for memory the process may only read.
+    pub host_register_flags: u32,
+    pub host_register_read_only: u32,
     /// The "not ready" answer of an event query, which is no failure.
     pub not_ready: i32,
 }
@@ -230,6 +236,8 @@ pub(crate) struct CommonApi {
     free: unsafe extern "C" fn(*mut c_void) -> i32,
     host_alloc: unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> i32,
     host_free: unsafe extern "C" fn(*mut c_void) -> i32,
+    host_register: unsafe extern "C" fn(*mut c_void, usize, u32) -> i32,
+    host_unregister: unsafe extern "C" fn(*mut c_void) -> i32,
     memcpy: unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32) -> i32,
     memcpy_async: unsafe extern "C" fn(*mut c_void, *const c_void, usize, i32, RawStream) -> i32,
     memset: unsafe extern "C" fn(*mut c_void, i32, usize) -> i32,
@@ -273,6 +281,8 @@ impl CommonApi {
             free: sym!(free),
             host_alloc: sym!(host_alloc),
             host_free: sym!(host_free),
+            host_register: sym!(host_register),
+            host_unregister: sym!(host_unregister),
             memcpy: sym!(memcpy),
             memcpy_async: sym!(memcpy_async),
             memset: sym!(memset),
@@ -401,6 +411,27 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         let rc = unsafe { (api.host_get_device_pointer)(&mut d, ptr.as_ptr().cast(), 0) };
         self.check(api.dialect.host_get_device_pointer, rc)?;
         Ok(d as usize)
+    }
+
+    unsafe fn host_register(&self, ptr: NonNull<u8>, len: usize, read_only: bool) -> HipResult<()> {
+        let api = self.common();
+        let d = api.dialect;
+        let flags = d.host_register_flags
+            | if read_only {
+                d.host_register_read_only
+            } else {
+                0
+            };
+        // SAFETY: the caller guarantees `[ptr, ptr + len)` is mapped until it is unregistered.
+        let rc = unsafe { (api.host_register)(ptr.as_ptr().cast(), len, flags) };
+        self.check(d.host_register, rc)
+    }
+
+    unsafe fn host_unregister(&self, ptr: NonNull<u8>) -> HipResult<()> {
+        let api = self.common();
+        // SAFETY: the caller guarantees `ptr` is registered and no copy out of it is in flight.
+        let rc = unsafe { (api.host_unregister)(ptr.as_ptr().cast()) };
+        self.check(api.dialect.host_unregister, rc)
     }
 
     unsafe fn host_free(&self, ptr: NonNull<u8>) -> HipResult<()> {

@@ -99,6 +99,22 @@ pub struct DescriptorState {
     pub size: u64,
     /// File type bits of `st_mode` (`S_IFMT`).
     pub file_type: u32,
+    /// What changes when the file's contents or size do.
+    pub stamp: FileStamp,
+}
+
+/// What changes when a file's contents do: its size and its modification and change times
+/// (seconds, nanoseconds). A write, a truncation or a punched hole sets both times to the
+/// current time, in the filesystem's granularity (coarse clock ticks on kernels before 6.13,
+/// finer ones once a stamp was read on later kernels).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FileStamp {
+    /// `st_size`.
+    pub size: u64,
+    /// `st_mtime`, `st_mtime_nsec`.
+    pub modified: (i64, i64),
+    /// `st_ctime`, `st_ctime_nsec`.
+    pub changed: (i64, i64),
 }
 
 /// `fstat(2)` of the descriptor number `fd`, as the kernel's own `fstat` call where the
@@ -149,6 +165,11 @@ pub fn descriptor_state(fd: RawFd) -> io::Result<DescriptorState> {
         ino: st.st_ino,
         size: u64::try_from(st.st_size).unwrap_or(0),
         file_type: st.st_mode & libc::S_IFMT,
+        stamp: FileStamp {
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            modified: (st.st_mtime, st.st_mtime_nsec),
+            changed: (st.st_ctime, st.st_ctime_nsec),
+        },
     })
 }
 

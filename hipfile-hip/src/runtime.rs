@@ -175,6 +175,21 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     /// `ptr` came from [`GpuRuntime::host_alloc`] of this runtime and is no longer used.
     unsafe fn host_free(&self, ptr: NonNull<u8>) -> HipResult<()>;
 
+    /// Pin `len` bytes of host memory the caller mapped at `ptr` (`hipHostRegister` /
+    /// `cudaHostRegister`, portable), so copies to the device read them by DMA. `read_only` adds
+    /// the runtime's read-only flag, which pins memory the process may only read (a `PROT_READ`
+    /// mapping of a file) and lets the device only read it.
+    ///
+    /// # Safety
+    /// `[ptr, ptr + len)` is mapped in this process and stays mapped until
+    /// [`GpuRuntime::host_unregister`] of `ptr`.
+    unsafe fn host_register(&self, ptr: NonNull<u8>, len: usize, read_only: bool) -> HipResult<()>;
+    /// Unpin memory pinned with [`GpuRuntime::host_register`].
+    ///
+    /// # Safety
+    /// `ptr` was registered with this runtime and no copy out of it is queued or running.
+    unsafe fn host_unregister(&self, ptr: NonNull<u8>) -> HipResult<()>;
+
     /// Copy host bytes to device memory, synchronously.
     ///
     /// # Safety

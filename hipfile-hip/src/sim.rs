@@ -135,6 +135,11 @@ struct Allocation {
     device: i32,
     /// Allocated by the simulator (freed by it) rather than registered host memory.
     owned: bool,
+    /// Registered read-only: memory the process may only read, such as a mapping of a file.
+    /// Copies out of it read it with `process_vm_readv`, which answers `EFAULT` where a page
+    /// is gone (a file truncated under its mapping) instead of raising `SIGBUS`; a real GPU
+    /// reads the pinned pages it holds.
+    read_only: bool,
 }
 
 /// Words of a runtime's handle arena: handles are reused only after this many more were made.
@@ -463,6 +468,10 @@ impl SimRuntime {
 
     /// Track caller-owned host memory as registered (`hipHostRegister`).
     pub fn host_register(&self, ptr: usize, len: usize) -> HipResult<()> {
+        self.register_host(ptr, len, false)
+    }
+
+    fn register_host(&self, ptr: usize, len: usize, read_only: bool) -> HipResult<()> {
         if ptr == 0 || len == 0 {
             return Err(HipError::call(
                 "hipHostRegister",
@@ -483,6 +492,7 @@ impl SimRuntime {
                 kind: MemoryKind::Host,
                 device: self.current(),
                 owned: false,
+                read_only,
             },
         );
         Ok(())
@@ -556,6 +566,7 @@ impl SimRuntime {
                 kind,
                 device: self.current(),
                 owned: true,
+                read_only: false,
             },
         );
         let live = allocs.values().filter(|a| a.kind == kind).count();
@@ -773,15 +784,28 @@ impl SimRuntime {
         stream: usize,
     ) -> HipResult<()> {
         self.check_range(device, len, "hipMemcpyAsync")?;
+        let guarded = self.read_only_host(src);
         self.enqueue(
             stream,
             Box::new(move || {
+                if guarded {
+                    return read_guarded(src, dst, len);
+                }
                 // SAFETY: the caller guarantees both ranges stay valid until the copy completes,
                 // which is when this job has run.
                 unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
                 Ok(())
             }),
         )
+    }
+
+    /// Whether `ptr` lies in host memory registered read-only.
+    fn read_only_host(&self, ptr: usize) -> bool {
+        let allocs = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        Self::find(&allocs, ptr).is_some_and(|(_, a)| a.read_only)
     }
 
     /// A handle not live in `table`: the address of the next word of the handle arena, taken
@@ -1106,6 +1130,14 @@ impl GpuRuntime for SimRuntime {
         self.free(ptr.as_ptr() as usize, &[MemoryKind::Host], "hipHostFree")
     }
 
+    unsafe fn host_register(&self, ptr: NonNull<u8>, len: usize, read_only: bool) -> HipResult<()> {
+        self.register_host(ptr.as_ptr() as usize, len, read_only)
+    }
+
+    unsafe fn host_unregister(&self, ptr: NonNull<u8>) -> HipResult<()> {
+        SimRuntime::host_unregister(self, ptr.as_ptr() as usize)
+    }
+
     unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()> {
         let (from, len) = (src.as_ptr() as usize, src.len());
         // SAFETY: `run_on_null` runs the job before returning (or never), so `src` outlives it;
@@ -1268,6 +1300,39 @@ impl GpuRuntime for SimRuntime {
         let driver: Arc<dyn P2pDriver> = self.p2p.clone();
         self.config.p2p.then_some(driver)
     }
+}
+
+/// Copy `len` bytes at `src` of this process to `dst` with `process_vm_readv`: a page that is
+/// gone (a file mapping past the file's end) fails the copy with `hipErrorInvalidValue` instead
+/// of raising `SIGBUS` in the stream's thread.
+fn read_guarded(src: usize, dst: usize, len: usize) -> HipResult<()> {
+    let mut done = 0;
+    while done < len {
+        let local = libc::iovec {
+            iov_base: (dst + done) as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        let remote = libc::iovec {
+            iov_base: (src + done) as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        // SAFETY: `local` is device memory of the simulator (host memory it owns) that the
+        // caller of the copy vouched for; `remote` is only read, by the kernel, which checks it.
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if n <= 0 {
+            return Err(HipError::Call {
+                call: "hipMemcpyAsync",
+                code: HipErrorCode::INVALID_VALUE,
+                detail: Some(format!(
+                    "reading registered host memory at {:#x}: {}",
+                    src + done,
+                    std::io::Error::last_os_error()
+                )),
+            });
+        }
+        done += n as usize;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use crate::device_range::DeviceRange;
 use crate::error::{HipError, HipErrorCode, HipResult};
+use crate::file_pins::PinnedFileRange;
 use crate::runtime::{DeviceGuard, GpuRuntime, OwnedEvent, OwnedStream, PinnedBuffer, StreamOrder};
 
 /// Which step of making a lane failed, so the caller can name the resource.
@@ -54,6 +55,12 @@ pub struct StagingLane {
     pending: [bool; 2],
     /// Whether work was queued on the stream since it last drained.
     queued: bool,
+    /// Whether work was queued after the last event recorded (a copy out of pinned file pages,
+    /// or a copy whose event could not be recorded): only draining the stream covers it.
+    untracked: bool,
+    /// The pinned file ranges that copies queued since the last drain read from; kept until the
+    /// stream has drained, so none is unpinned under a running copy.
+    held: Vec<Arc<PinnedFileRange>>,
 }
 
 impl StagingLane {
@@ -85,6 +92,8 @@ impl StagingLane {
             events: [event()?, event()?],
             pending: [false; 2],
             queued: false,
+            untracked: false,
+            held: Vec::new(),
         })
     }
 
@@ -150,6 +159,7 @@ impl StagingLane {
     pub fn upload(&mut self, slot: usize, dst: &DeviceRange) -> HipResult<()> {
         self.check(slot, dst)?;
         let src = self.half_ptr(slot);
+        self.mark_queued();
         // SAFETY: `dst` is device memory inside one allocation of this lane's runtime, checked by
         // its constructor and `check`; the source is the first `dst.len()` bytes of the half,
         // owned by the lane, and marked pending below, so no borrow of it is handed out (and
@@ -173,6 +183,7 @@ impl StagingLane {
         // A copy still queued into this half must finish before another one is queued into it.
         self.wait(slot)?;
         let dst = self.half_ptr(slot);
+        self.mark_queued();
         // SAFETY: as in `upload`, the other way round: the half is written by the copy and no
         // borrow of it is handed out until its event has completed.
         unsafe {
@@ -182,18 +193,66 @@ impl StagingLane {
         self.record(slot)
     }
 
-    /// Wait for both halves and drain the stream: afterwards nothing of this lane is in flight.
-    /// Reports the first failure of the queued work; returns at once when nothing was queued
-    /// since the last drain.
+    /// Queue a copy of `dst.len()` bytes of the file at `file_offset` out of the pinned pages of
+    /// `src` to `dst`, on the lane's stream; `src` is kept until [`StagingLane::finish`] has
+    /// drained the stream. The halves are not involved, so any number of these may be queued
+    /// between two drains.
+    pub fn upload_pinned(
+        &mut self,
+        src: &Arc<PinnedFileRange>,
+        file_offset: u64,
+        dst: &DeviceRange,
+    ) -> HipResult<()> {
+        if !dst.belongs_to(self.runtime())
+            || !std::ptr::addr_eq(Arc::as_ptr(src.runtime()), Arc::as_ptr(self.runtime()))
+        {
+            return Err(HipError::call(
+                "StagingLane: memory of another runtime",
+                HipErrorCode::INVALID_VALUE,
+            ));
+        }
+        let from = src.source(file_offset, dst.len())?;
+        self.mark_queued();
+        self.held.push(Arc::clone(src));
+        // SAFETY: `dst` is device memory inside one allocation of this lane's runtime (checked by
+        // its constructor and above); the source lies inside the pinned mapping of `src`
+        // (checked by `source`), which the lane holds until its stream has drained. The stream
+        // is the lane's own.
+        unsafe {
+            self.runtime()
+                .copy_to_device_async(dst.ptr(), from, dst.len(), self.stream.handle())
+        }
+    }
+
+    /// Wait for both halves, and drain the stream where work was queued after the last event
+    /// (copies out of pinned file pages): afterwards nothing of this lane is in flight. Reports
+    /// the first failure of the queued work; returns at once when nothing was queued since the
+    /// last drain. A stream that could not be drained still counts as busy (dropping the lane
+    /// tries again).
     pub fn finish(&mut self) -> HipResult<()> {
         if !self.queued {
             return Ok(());
         }
         let halves = self.wait(0).and(self.wait(1));
         self.pending = [false; 2];
-        let drained = self.stream.synchronize();
-        self.queued = false;
+        // An event completes once all work queued before it has: when the last work queued was
+        // followed by one, waiting for the halves drained the stream.
+        let drained = if self.untracked || halves.is_err() {
+            self.stream.synchronize()
+        } else {
+            Ok(())
+        };
+        if drained.is_ok() {
+            self.queued = false;
+            self.untracked = false;
+            self.held.clear();
+        }
         halves.and(drained)
+    }
+
+    fn mark_queued(&mut self) {
+        self.queued = true;
+        self.untracked = true;
     }
 
     fn runtime(&self) -> &Arc<dyn GpuRuntime> {
@@ -226,7 +285,9 @@ impl StagingLane {
         // half must still be waited for (the stream drain in `finish` and drop covers it).
         self.pending[slot] = true;
         self.queued = true;
-        self.events[slot].record(&self.stream)
+        self.events[slot].record(&self.stream)?;
+        self.untracked = false;
+        Ok(())
     }
 }
 
@@ -248,6 +309,8 @@ impl Drop for StagingLane {
         if self.queued {
             let _ = self.stream.synchronize();
         }
+        // Only now may the pinned file ranges copies read from be unpinned.
+        self.held.clear();
     }
 }
 

@@ -122,6 +122,17 @@ impl Driver {
             .unwrap_or_default()
     }
 
+    /// Wait until what the backends do in the background for earlier requests is done: the
+    /// staged engine pins the cached windows of registered files that reads touched, and the
+    /// reads after this one copy them straight out of the page cache (see
+    /// [`hipfile_core::Settings::page_cache_pins_kb`]). Reads never wait for it; benchmarks and
+    /// tests that measure or check the pinned path do.
+    pub fn settle(&self) {
+        if let Some(s) = self.core().session() {
+            s.registry().settle();
+        }
+    }
+
     /// Allocate `len` bytes of device memory on the current device of the driver's GPU runtime.
     ///
     /// ```

@@ -302,6 +302,7 @@ fn the_engine_reports_the_lanes_and_threads_it_holds() {
             hipfile_core::Resources {
                 pinned_bytes: 4 * (2 << 20),
                 io_threads: 3,
+                page_cache_pinned_bytes: 0,
             }
         )]
     );

@@ -4,4 +4,5 @@
 mod behaviour;
 mod conformance;
 mod faults;
+mod pins;
 mod support;

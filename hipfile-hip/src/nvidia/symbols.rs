@@ -28,6 +28,8 @@ static CUDA: Dialect = Dialect {
     free: "cudaFree",
     host_alloc: "cudaHostAlloc",
     host_free: "cudaFreeHost",
+    host_register: "cudaHostRegister",
+    host_unregister: "cudaHostUnregister",
     memcpy: "cudaMemcpy",
     memcpy_async: "cudaMemcpyAsync",
     memset: "cudaMemset",
@@ -49,6 +51,9 @@ static CUDA: Dialect = Dialect {
     host_alloc_flags: 1,
     // `cudaHostAllocPortable | cudaHostAllocMapped`.
     host_alloc_mapped_flags: 0x1 | 0x2,
+    // Portable; ReadOnly.
+    host_register_flags: 0x1,
+    host_register_read_only: 0x8,
     not_ready: CUDA_NOT_READY,
 };
 

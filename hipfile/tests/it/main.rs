@@ -19,6 +19,8 @@ mod harness;
 mod leaks;
 #[cfg(feature = "fallback")]
 mod multi_device;
+#[cfg(feature = "fallback")]
+mod page_pins;
 mod registration;
 #[cfg(feature = "fallback")]
 mod signals;

@@ -107,7 +107,13 @@ fn known_reads_give_exactly_their_counters_histogram_and_gpu_figures() {
     assert_eq!(fastpath.mechanism, Some("sim"), "the sim's P2P driver");
     assert_eq!(
         fallback.counters,
-        [("page_cache_bytes", 3000), ("o_direct_bytes", 0)],
+        [
+            ("page_cache_bytes", 3000),
+            ("o_direct_bytes", 0),
+            ("pinned_page_cache_bytes", 0),
+            ("page_cache_pins", 0),
+            ("page_cache_pins_evicted", 0)
+        ],
         "unaligned pieces go through the page cache"
     );
     assert_eq!(s.ops_by(IoPath::Direct), 7);
@@ -200,11 +206,23 @@ fn the_staged_path_counts_page_cache_and_o_direct_bytes() {
     for (policy, expected) in [
         (
             DirectIoPolicy::Never,
-            [("page_cache_bytes", 20480), ("o_direct_bytes", 0)],
+            [
+                ("page_cache_bytes", 20480),
+                ("o_direct_bytes", 0),
+                ("pinned_page_cache_bytes", 0),
+                ("page_cache_pins", 0),
+                ("page_cache_pins_evicted", 0),
+            ],
         ),
         (
             DirectIoPolicy::Always,
-            [("page_cache_bytes", 0), ("o_direct_bytes", 20480)],
+            [
+                ("page_cache_bytes", 0),
+                ("o_direct_bytes", 20480),
+                ("pinned_page_cache_bytes", 0),
+                ("page_cache_pins", 0),
+                ("page_cache_pins_evicted", 0),
+            ],
         ),
     ] {
         let settings = Settings {

@@ -1,0 +1,462 @@
+//! Page-cache pins: cached ranges of registered files, pinned once and copied to the device
+//! straight out of the page cache by every read after that.
+//!
+//! Staging a cached read costs the host a copy of every byte (page cache -> pinned staging) and
+//! the DMA reads it once more; on the H200 host that shared memory bandwidth holds the staged hot
+//! read at 0.93 of the pinned-copy ceiling with ten cores busy. The runtime can pin the page
+//! cache's own pages (a read-only mapping of the file, registered read-only,
+//! [`hipfile_hip::PinnedFileRange`]); the device then reads them by DMA at the ceiling with no
+//! CPU copy (measured there: 55.1-55.5 GB/s out of pinned page-cache windows against 55.5 out of
+//! `cudaHostAlloc` memory). Pinning is not free (64 MiB windows: 37-63 GB/s of one core, and
+//! unpinning a third of that again), so pins are kept: a registered file's windows stay pinned
+//! while the file is registered, unchanged and within the budget, and repeated reads (model
+//! weights loaded again, KV-cache blocks, a dataset read every epoch) are pure DMA.
+//!
+//! How it runs:
+//! - A read of a registered file looks up the pinned windows its range touches
+//!   ([`PagePins::view`]): pieces inside a pinned window are copied out of it, the others are
+//!   staged as before. A read that pinned windows cover whole runs on the calling thread alone.
+//! - Windows of [`WINDOW`] bytes that a read touched and that are not pinned are queued for the
+//!   pinning thread, which pins a window only when every page of it is cached (`cachestat(2)`:
+//!   pinning pages that are not cached would read them from the disk, one fault at a time), the
+//!   file has not changed for [`hipfile_core::Settings::page_cache_pin_settle_ms`], and the budget
+//!   has room ([`hipfile_core::Settings::page_cache_pin_bytes`]; windows idle for a second are
+//!   unpinned, least recently used first, to make room). So the first read of a cached file is
+//!   staged while its windows are pinned beside it, on one core.
+//!
+//! Why the bytes stay right: a pinned page is the page cache's page, so writes through the page
+//! cache (this process's or any other's) land in it. What replaces pages (truncation, a punched
+//! hole, a direct write) changes the file's size or change time. Every request checks the
+//! application's descriptor with `fstat` ([`hipfile_core::RegisteredFile::check_caller`]), and a
+//! read finding another stamp than the one its file's windows were pinned under unpins them
+//! all. A change in the same timestamp tick as the one before could keep the stamp on a kernel
+//! with coarse timestamps; windows are pinned only once the file's change time lies the settle
+//! time in the past, so any later change gets a later time. A write through hipfile-rs unpins
+//! the file's windows before it starts (an O_DIRECT write could not drop pinned pages from the
+//! page cache). A window never reaches past the end of the file, and copies out of it never
+//! past the window. Nothing reads a window with the CPU: a truncated file never raises `SIGBUS`.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, Sender};
+use hipfile_core::{FileIo, IoOp, IoRequest, RegisteredFile};
+use hipfile_hip::os::FileStamp;
+use hipfile_hip::{GpuRuntime, PinnedFileRange};
+
+/// Bytes of a file pinned as one: window `i` is `[i * WINDOW, (i + 1) * WINDOW)`, cut at the end
+/// of the file. Large enough that pinning runs near its best rate (1 MiB: 7.5 GB/s, 4 MiB: 21,
+/// 64 MiB: 37-47 on the H200 host) and a 1 GiB read is 16 copies, small enough that a file
+/// read in part pins little more than that part.
+pub const WINDOW: usize = 64 << 20;
+
+/// How long a window must have gone unused before it is unpinned to make room for another.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// How long a window found not cached (or refused for want of room) is not queued again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// One window of a file.
+#[derive(Debug)]
+enum Window {
+    /// Queued for the pinning thread.
+    Queued,
+    /// Pinned; `used` is when a read last copied out of it.
+    Pinned {
+        range: Arc<PinnedFileRange>,
+        used: Instant,
+    },
+    /// Not pinned (not all cached, no room, the pin failed); not queued again before `until`.
+    Skipped { until: Instant },
+}
+
+/// The windows of one registered file, kept in the file's registration
+/// ([`RegisteredFile::backend_state`]) and dropped (unpinned) with it.
+#[derive(Debug, Default)]
+pub struct FilePins {
+    state: Mutex<FileWindows>,
+}
+
+#[derive(Debug, Default)]
+struct FileWindows {
+    /// The stamp the windows were pinned under.
+    stamp: FileStamp,
+    windows: BTreeMap<u64, Window>,
+}
+
+impl FilePins {
+    fn lock(&self) -> MutexGuard<'_, FileWindows> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The pinned windows a read may copy out of, in file order.
+#[derive(Debug, Default)]
+pub struct PinView {
+    ranges: Vec<Arc<PinnedFileRange>>,
+}
+
+impl PinView {
+    /// The window that holds all of `len` bytes at `file_offset`, if one is pinned.
+    pub fn covering(&self, file_offset: u64, len: usize) -> Option<&Arc<PinnedFileRange>> {
+        let i = self.ranges.partition_point(|r| r.end() <= file_offset);
+        self.ranges.get(i).filter(|r| r.covers(file_offset, len))
+    }
+
+    /// Whether pinned windows hold every byte of `range`.
+    pub fn covers_all(&self, range: Range<u64>) -> bool {
+        let mut at = range.start;
+        for r in &self.ranges {
+            if r.offset() > at {
+                return false;
+            }
+            at = at.max(r.end());
+            if at >= range.end {
+                return true;
+            }
+        }
+        at >= range.end
+    }
+
+    /// Whether no window is pinned.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+/// Work for the pinning thread.
+enum Job {
+    /// Pin a window.
+    Pin(Pin),
+    /// Answer once every job queued before this one is done.
+    Marker(Sender<()>),
+}
+
+/// A window to pin.
+struct Pin {
+    file: Weak<RegisteredFile>,
+    window: u64,
+    stamp: FileStamp,
+    budget: usize,
+}
+
+/// What the requests and the pinning thread share.
+#[derive(Debug)]
+struct Shared {
+    runtime: Arc<dyn GpuRuntime>,
+    io: Arc<dyn FileIo>,
+    /// Bytes pinned now.
+    pinned: Arc<AtomicUsize>,
+    /// Every file that has windows, for making room.
+    files: Mutex<Vec<Weak<RegisteredFile>>>,
+    /// Bytes copied out of pinned windows.
+    served: AtomicU64,
+    /// Windows pinned and unpinned to make room, since the driver opened.
+    pins_made: AtomicU64,
+    evicted: AtomicU64,
+}
+
+/// The page-cache pins of a driver: the budget, the pinning thread and the counters.
+#[derive(Debug)]
+pub struct PagePins {
+    shared: Arc<Shared>,
+    jobs: Option<Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl PagePins {
+    /// Pins made with `runtime`, of files whose pages `io` counts (`cachestat`).
+    pub fn new(runtime: Arc<dyn GpuRuntime>, io: Arc<dyn FileIo>) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            runtime,
+            io,
+            pinned: Arc::default(),
+            files: Mutex::default(),
+            served: AtomicU64::new(0),
+            pins_made: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+        });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let worker = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("hipfile-pins".into())
+            .spawn(move || pin_windows(&worker, &rx))?;
+        Ok(PagePins {
+            shared,
+            jobs: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Bytes of page cache pinned now.
+    pub fn pinned_bytes(&self) -> usize {
+        self.shared.pinned.load(Ordering::Acquire)
+    }
+
+    /// Counters for statistics: bytes copied out of pinned windows, windows pinned, windows
+    /// unpinned to make room.
+    pub fn counters(&self) -> [(&'static str, u64); 3] {
+        let s = &self.shared;
+        [
+            ("pinned_page_cache_bytes", s.served.load(Ordering::Relaxed)),
+            ("page_cache_pins", s.pins_made.load(Ordering::Relaxed)),
+            ("page_cache_pins_evicted", s.evicted.load(Ordering::Relaxed)),
+        ]
+    }
+
+    /// Count `bytes` copied out of pinned windows.
+    pub fn served(&self, bytes: usize) {
+        self.shared
+            .served
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The pinned windows a request may copy out of. A read whose file changed since its
+    /// windows were pinned unpins them; windows it touches that are not pinned are queued for
+    /// pinning when the file is settled and the budget is not 0. A write unpins every window of
+    /// its file and answers none.
+    pub fn view(&self, req: &IoRequest<'_>) -> PinView {
+        let budget = req.settings.page_cache_pin_bytes();
+        if budget == 0 {
+            // Off (or turned off while the driver is open: nothing stays pinned).
+            if let Some(pins) = req.file.backend_state_if::<FilePins>() {
+                pins.lock().windows.clear();
+            }
+            return PinView::default();
+        }
+        let Some(pins) = req.file.backend_state(FilePins::default) else {
+            return PinView::default();
+        };
+        let mut state = pins.lock();
+        if req.op == IoOp::Write || req.append {
+            state.windows.clear();
+            return PinView::default();
+        }
+        let stamp = req.file.stamp();
+        if state.stamp != stamp {
+            state.windows.clear();
+            state.stamp = stamp;
+        }
+        let end = req
+            .file_offset
+            .saturating_add(req.size() as u64)
+            .min(stamp.size);
+        if req.file_offset >= end {
+            return PinView::default();
+        }
+        let first = req.file_offset / WINDOW as u64;
+        let last = (end - 1) / WINDOW as u64;
+        let now = Instant::now();
+        let settled = settled(stamp, req.settings.page_cache_pin_settle_ms);
+        let mut view = PinView::default();
+        let mut queue = Vec::new();
+        let fresh = state.windows.is_empty();
+        for w in first..=last {
+            match state.windows.get_mut(&w) {
+                Some(Window::Pinned { range, used }) => {
+                    *used = now;
+                    view.ranges.push(Arc::clone(range));
+                }
+                Some(Window::Queued) => {}
+                Some(Window::Skipped { until }) if *until > now => {}
+                _ if settled => {
+                    state.windows.insert(w, Window::Queued);
+                    queue.push(w);
+                }
+                _ => {}
+            }
+        }
+        drop(state);
+        if queue.is_empty() {
+            return view;
+        }
+        if fresh {
+            let mut files = self
+                .shared
+                .files
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            files.retain(|f| f.strong_count() > 0);
+            let me = Arc::downgrade(req.file);
+            if !files.iter().any(|f| f.ptr_eq(&me)) {
+                files.push(me);
+            }
+        }
+        if let Some(jobs) = &self.jobs {
+            for window in queue {
+                let _ = jobs.send(Job::Pin(Pin {
+                    file: Arc::downgrade(req.file),
+                    window,
+                    stamp,
+                    budget,
+                }));
+            }
+        }
+        view
+    }
+
+    /// Wait until the pinning thread has worked through every window queued so far (tests, and
+    /// the benchmark's repeated reads).
+    pub fn settle(&self) {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if let Some(jobs) = &self.jobs {
+            if jobs.send(Job::Marker(tx)).is_ok() {
+                let _ = rx.recv();
+            }
+        }
+    }
+}
+
+impl Drop for PagePins {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Whether the file's last change lies at least `settle_ms` in the past.
+fn settled(stamp: FileStamp, settle_ms: u64) -> bool {
+    let Ok(now) = SystemTime::now().duration_since(UNIX_EPOCH) else {
+        return false;
+    };
+    let (secs, nanos) = stamp.changed;
+    let changed = Duration::new(
+        u64::try_from(secs).unwrap_or(0),
+        u32::try_from(nanos).unwrap_or(0),
+    );
+    now.checked_sub(changed)
+        .is_some_and(|age| age >= Duration::from_millis(settle_ms))
+}
+
+/// The pinning thread: pin each queued window, until the driver closes.
+fn pin_windows(shared: &Shared, jobs: &Receiver<Job>) {
+    while let Ok(job) = jobs.recv() {
+        match job {
+            Job::Pin(pin) => {
+                if let Some(file) = pin.file.upgrade() {
+                    pin_window(shared, &file, &pin);
+                }
+            }
+            Job::Marker(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+fn pin_window(shared: &Shared, file: &Arc<RegisteredFile>, job: &Pin) {
+    let Some(pins) = file.backend_state_if::<FilePins>() else {
+        return;
+    };
+    let start = job.window * WINDOW as u64;
+    let len = (job.stamp.size.saturating_sub(start)).min(WINDOW as u64) as usize;
+    let outcome = (|| {
+        if len == 0 {
+            return None;
+        }
+        // The file as it is now, not as the request saw it: nothing is pinned of a file that
+        // changed since.
+        let fd = file.buffered_fd();
+        let now = hipfile_hip::os::descriptor_state(fd.as_raw_fd()).ok()?;
+        if now.stamp != job.stamp {
+            return None;
+        }
+        let cached = shared.io.cached_pages(fd, start, len as u64)?;
+        if cached.cached < cached.total {
+            return None;
+        }
+        if !make_room(shared, len, job.budget) {
+            return None;
+        }
+        match PinnedFileRange::pin(
+            &shared.runtime,
+            fd,
+            start,
+            len,
+            Some(Arc::clone(&shared.pinned)),
+        ) {
+            Ok(range) => Some(Arc::new(range)),
+            Err(e) => {
+                log::debug!("pinning {len} bytes of the page cache at {start}: {e}");
+                None
+            }
+        }
+    })();
+    // The pin stands only if the file kept its stamp while it was made.
+    let unchanged = hipfile_hip::os::descriptor_state(file.buffered_fd().as_raw_fd())
+        .is_ok_and(|now| now.stamp == job.stamp);
+    let mut state = pins.lock();
+    if state.stamp != job.stamp || !matches!(state.windows.get(&job.window), Some(Window::Queued)) {
+        // The windows were dropped (the file changed, or was written) while this one was made.
+        return;
+    }
+    let window = match outcome {
+        Some(range) if unchanged => {
+            shared.pins_made.fetch_add(1, Ordering::Relaxed);
+            Window::Pinned {
+                range,
+                used: Instant::now(),
+            }
+        }
+        _ => Window::Skipped {
+            until: Instant::now() + RETRY,
+        },
+    };
+    state.windows.insert(job.window, window);
+}
+
+/// Unpin windows idle for [`IDLE`], least recently used first, until `len` more bytes fit in
+/// `budget`; whether they fit.
+fn make_room(shared: &Shared, len: usize, budget: usize) -> bool {
+    let fits = || shared.pinned.load(Ordering::Acquire) + len <= budget;
+    if fits() {
+        return true;
+    }
+    if len > budget {
+        return false;
+    }
+    let files: Vec<Arc<RegisteredFile>> = shared
+        .files
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    let now = Instant::now();
+    let mut idle: Vec<(Instant, usize, u64)> = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        if let Some(pins) = f.backend_state_if::<FilePins>() {
+            for (&w, window) in &pins.lock().windows {
+                if let Window::Pinned { used, .. } = window {
+                    if now.duration_since(*used) >= IDLE {
+                        idle.push((*used, i, w));
+                    }
+                }
+            }
+        }
+    }
+    idle.sort();
+    for (_, i, w) in idle {
+        if fits() {
+            break;
+        }
+        if let Some(pins) = files[i].backend_state_if::<FilePins>() {
+            let mut state = pins.lock();
+            if let Some(Window::Pinned { used, .. }) = state.windows.get(&w) {
+                if now.duration_since(*used) >= IDLE {
+                    state.windows.remove(&w);
+                    shared.evicted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    // A window dropped here is unpinned once no read copies out of it any more.
+    fits()
+}

@@ -1,0 +1,256 @@
+//! Page-cache pins: reads of a cached, settled file are copied out of its pinned pages, and
+//! nothing stale, unbounded or unreleased is left behind.
+
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+use hipfile_core::{Driver, DriverOptions, FileHandleId, IoCall, IoOp, RegistryBuilder, Settings};
+use hipfile_hip::sim::SimRuntime;
+use hipfile_hip::{DeviceBuffer, GpuRuntime, MemoryKind};
+use hipfile_testkit::conformance::pattern;
+
+const WINDOW: usize = hipfile_fallback::pins::WINDOW;
+
+fn driver(sim: &Arc<SimRuntime>, tune: impl FnOnce(&mut Settings)) -> Driver {
+    let mut backends = RegistryBuilder::new();
+    hipfile_fallback::register(&mut backends).unwrap();
+    let rt: Arc<dyn GpuRuntime> = sim.clone();
+    let d = Driver::new(DriverOptions {
+        backends: Some(backends),
+        selection: None,
+        ..DriverOptions::with_runtime(rt)
+    });
+    d.stage_settings(|s| {
+        s.stats_level = 1;
+        // Files of the tests were just written: pin them at once.
+        s.page_cache_pin_settle_ms = 0;
+        s.per_buffer_cache_size_kb = 1024;
+        tune(s);
+    })
+    .unwrap();
+    d.open().unwrap();
+    d
+}
+
+fn read(d: &Driver, handle: FileHandleId, dev: &DeviceBuffer, size: usize, at: i64) -> usize {
+    d.io(IoCall {
+        op: IoOp::Read,
+        handle,
+        buffer: dev.ptr(),
+        size,
+        file_offset: at,
+        buffer_offset: 0,
+    })
+    .unwrap()
+}
+
+fn counter(d: &Driver, name: &str) -> u64 {
+    d.session()
+        .unwrap()
+        .registry()
+        .mechanisms()
+        .into_iter()
+        .flat_map(|(_, c)| c)
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, v)| v)
+}
+
+fn pinned(d: &Driver) -> usize {
+    let session = d.session().unwrap();
+    session.registry().settle();
+    session.registry().resources()[0].1.page_cache_pinned_bytes
+}
+
+/// A file of `windows` pinning windows and a half, its driver, handle and a device buffer.
+struct Rig {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    sim: Arc<SimRuntime>,
+    d: Driver,
+    handle: FileHandleId,
+    dev: DeviceBuffer,
+}
+
+fn rig(size: usize, tune: impl FnOnce(&mut Settings)) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, pattern(7, 0, size)).unwrap();
+    let sim = Arc::new(SimRuntime::default());
+    let d = driver(&sim, tune);
+    let file = std::fs::File::open(&path).unwrap();
+    let handle = d.handle_register(file.as_raw_fd()).unwrap();
+    let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
+    Rig {
+        _dir: dir,
+        path,
+        file,
+        sim,
+        d,
+        handle,
+        dev,
+    }
+}
+
+#[test]
+fn a_second_read_is_copied_out_of_the_pinned_page_cache() {
+    let size = 2 * WINDOW + WINDOW / 2 + 100;
+    let mut r = rig(size, |_| {});
+    assert_eq!(read(&r.d, r.handle, &r.dev, size, 0), size);
+    assert_eq!(r.dev.to_vec().unwrap(), pattern(7, 0, size));
+    // The first read was staged; its three windows (the last cut at the end of the file)
+    // were pinned beside it.
+    assert_eq!(counter(&r.d, "pinned_page_cache_bytes"), 0);
+    assert_eq!(pinned(&r.d), size);
+    assert_eq!(counter(&r.d, "page_cache_pins"), 3);
+    r.dev.fill(0).unwrap();
+    assert_eq!(read(&r.d, r.handle, &r.dev, size, 0), size);
+    assert_eq!(r.dev.to_vec().unwrap(), pattern(7, 0, size));
+    assert_eq!(counter(&r.d, "pinned_page_cache_bytes"), size as u64);
+    // A read at an unaligned offset, one across two windows, and one running past the end of
+    // the file (its last piece is staged and finds the end).
+    let mut got = vec![0u8; 3 << 20];
+    for (at, len) in [
+        (4097usize, 1 << 20),
+        (WINDOW - 1000, 3 << 20),
+        (size - 5000, 1 << 20),
+    ] {
+        let n = read(&r.d, r.handle, &r.dev, len, at as i64);
+        assert_eq!(n, len.min(size - at), "read of {len} at {at}");
+        r.dev.read_at(0, &mut got[..n]).unwrap();
+        assert_eq!(
+            got[..n],
+            pattern(7, at as u64, n)[..],
+            "read of {len} at {at}"
+        );
+    }
+    // Deregistering the file unpins it: only the staging lanes stay registered host memory.
+    let lanes = r.sim.live_allocations(MemoryKind::Host) - 3;
+    r.d.handle_deregister(r.handle).unwrap();
+    assert_eq!(pinned(&r.d), 0);
+    assert_eq!(r.sim.live_allocations(MemoryKind::Host), lanes);
+}
+
+#[test]
+fn a_changed_file_is_read_as_it_is_now_and_its_pins_are_dropped() {
+    let size = WINDOW + 8192;
+    let r = rig(size, |_| {});
+    read(&r.d, r.handle, &r.dev, size, 0);
+    assert_eq!(pinned(&r.d), size);
+    // Truncated: the next read finds the new end and unpins the old pages.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&r.path)
+        .unwrap()
+        .set_len(5000)
+        .unwrap();
+    assert_eq!(read(&r.d, r.handle, &r.dev, size, 0), 5000);
+    assert_eq!(counter(&r.d, "pinned_page_cache_bytes"), 0);
+    // The old pages unpinned; the file as it is now pinned in their place.
+    assert_eq!(pinned(&r.d), 5000);
+    // Rewritten with other bytes: read as they are now.
+    std::fs::write(&r.path, pattern(8, 0, size)).unwrap();
+    assert_eq!(read(&r.d, r.handle, &r.dev, size, 0), size);
+    assert_eq!(r.dev.to_vec().unwrap(), pattern(8, 0, size));
+    let served = counter(&r.d, "pinned_page_cache_bytes");
+    assert_eq!(pinned(&r.d), size, "pinned again under the new stamp");
+    assert_eq!(read(&r.d, r.handle, &r.dev, size, 0), size);
+    assert_eq!(r.dev.to_vec().unwrap(), pattern(8, 0, size));
+    assert_eq!(
+        counter(&r.d, "pinned_page_cache_bytes"),
+        served + size as u64
+    );
+}
+
+#[test]
+fn a_write_through_the_library_unpins_its_file() {
+    let size = WINDOW;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, pattern(3, 0, size)).unwrap();
+    let sim = Arc::new(SimRuntime::default());
+    let d = driver(&sim, |_| {});
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let handle = d.handle_register(file.as_raw_fd()).unwrap();
+    let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
+    read(&d, handle, &dev, size, 0);
+    assert_eq!(pinned(&d), size);
+    let mut small = DeviceBuffer::new(sim.clone(), 4096).unwrap();
+    small.write_at(0, &[0xab; 4096]).unwrap();
+    d.io(IoCall {
+        op: IoOp::Write,
+        handle,
+        buffer: small.ptr(),
+        size: 4096,
+        file_offset: 8192,
+        buffer_offset: 0,
+    })
+    .unwrap();
+    assert_eq!(pinned(&d), 0);
+    read(&d, handle, &dev, size, 0);
+    let mut want = pattern(3, 0, size);
+    want[8192..8192 + 4096].fill(0xab);
+    assert_eq!(dev.to_vec().unwrap(), want);
+}
+
+#[test]
+fn pins_stay_within_the_budget_and_make_room_from_idle_windows() {
+    let size = 3 * WINDOW;
+    let budget_kb = (2 * WINDOW / 1024) as u64;
+    let r = rig(size, |s| s.page_cache_pins_kb = Some(budget_kb));
+    read(&r.d, r.handle, &r.dev, size, 0);
+    assert_eq!(pinned(&r.d), 2 * WINDOW, "two windows fit");
+    // The third is pinned once a window has been idle long enough to give way.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let last = (2 * WINDOW) as i64;
+    read(&r.d, r.handle, &r.dev, WINDOW, last);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    read(&r.d, r.handle, &r.dev, WINDOW, last);
+    assert_eq!(pinned(&r.d), 2 * WINDOW);
+    assert_eq!(counter(&r.d, "page_cache_pins_evicted"), 1);
+    let served = counter(&r.d, "pinned_page_cache_bytes");
+    read(&r.d, r.handle, &r.dev, WINDOW, last);
+    assert_eq!(
+        counter(&r.d, "pinned_page_cache_bytes"),
+        served + WINDOW as u64
+    );
+    let mut got = vec![0u8; WINDOW];
+    r.dev.read_at(0, &mut got).unwrap();
+    assert_eq!(got, pattern(7, last as u64, WINDOW));
+}
+
+#[test]
+fn nothing_is_pinned_when_the_budget_is_0_or_the_file_just_changed() {
+    let size = WINDOW;
+    let off = rig(size, |s| s.page_cache_pins_kb = Some(0));
+    read(&off.d, off.handle, &off.dev, size, 0);
+    assert_eq!(pinned(&off.d), 0);
+    let fresh = rig(size, |s| s.page_cache_pin_settle_ms = 60_000);
+    read(&fresh.d, fresh.handle, &fresh.dev, size, 0);
+    assert_eq!(pinned(&fresh.d), 0);
+    assert_eq!(fresh.dev.to_vec().unwrap(), pattern(7, 0, size));
+}
+
+#[test]
+fn a_file_whose_pages_are_not_all_cached_is_not_pinned() {
+    let size = WINDOW;
+    let r = rig(size, |_| {});
+    // Drop the file's pages from the cache where the kernel lets us; a kernel without
+    // cachestat(2) cannot say what is cached, and nothing is pinned either way.
+    r.file.sync_all().unwrap();
+    rustix::fs::fadvise(&r.file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    let cached = hipfile_hip::os::cached_pages(std::os::fd::AsFd::as_fd(&r.file), 0, size as u64);
+    if !cached.is_some_and(|c| c.cached < c.total) {
+        // The kernel cannot say, or the filesystem keeps its pages (tmpfs): nothing to show.
+        eprintln!("page cache not dropped here: {cached:?}");
+        return;
+    }
+    // The read brings its own page back into the cache, not the rest of the window.
+    read(&r.d, r.handle, &r.dev, 4096, 0);
+    assert_eq!(pinned(&r.d), 0);
+    assert_eq!(counter(&r.d, "page_cache_pins"), 0);
+}

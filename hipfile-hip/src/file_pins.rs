@@ -1,0 +1,310 @@
+//! Pinned page-cache pages: a read-only mapping of a range of a file, registered with the
+//! runtime so the device copies the cached pages straight out of the page cache.
+//!
+//! A [`PinnedFileRange`] maps `len` bytes of a file at a page-aligned offset (`PROT_READ`,
+//! `MAP_SHARED`) and pins them with the runtime's read-only registration. Nothing in hipfile-rs
+//! reads the mapping with the CPU: only the device does, by DMA out of the pinned pages, queued
+//! through a [`crate::StagingLane`] ([`crate::StagingLane::upload_pinned`]), which keeps the
+//! range alive until its copy has completed. So a page that leaves the file while it is pinned
+//! (the file truncated or a hole punched under it) never raises `SIGBUS` here: the pinned page
+//! stays the process's until the range is dropped, and the device reads the bytes it held.
+//! Whoever keeps a range decides whether those bytes are still the file's (the staged engine
+//! compares the file's size and change times before each use).
+//!
+//! The registration needs the pages: the kernel brings in any page that is not cached when the
+//! range is pinned, so callers pin ranges that are cached already. A mapping never reaches past
+//! the page that holds the file's last byte (the caller says where the file ends), and copies
+//! out of it are bounded by the range.
+
+use std::fmt;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::error::{HipError, HipErrorCode, HipResult};
+use crate::runtime::GpuRuntime;
+
+/// The size of a page of this process, which mappings are made of.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
+}
+
+/// `len` bytes of a file at `offset`, mapped read-only and pinned with a runtime.
+pub struct PinnedFileRange {
+    runtime: Arc<dyn GpuRuntime>,
+    map: NonNull<u8>,
+    /// Bytes mapped: `len` rounded up to whole pages.
+    map_len: usize,
+    offset: u64,
+    len: usize,
+    /// Where the pinned bytes are counted while the range lives.
+    ledger: Option<Arc<AtomicUsize>>,
+}
+
+// SAFETY: the mapping is never read or written through `map` by the CPU; the pointer is only
+// handed to the runtime (which is `Send + Sync`) to register, copy out of and unregister.
+unsafe impl Send for PinnedFileRange {}
+// SAFETY: as above; every method takes `&self` and only queues copies that read the mapping.
+unsafe impl Sync for PinnedFileRange {}
+
+impl PinnedFileRange {
+    /// Map and pin `len` bytes of the file open on `fd` at `offset`. `offset` must be a multiple
+    /// of [`page_size`], `len` at least 1, and `offset + len` at most the size of the file (the
+    /// caller knows it; a range past the end fails to pin, as the kernel has no page for it).
+    /// `fd` must allow reading (a write-only or `O_PATH` descriptor fails to map). While the
+    /// range lives its `len` bytes are added to `ledger`.
+    pub fn pin(
+        runtime: &Arc<dyn GpuRuntime>,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        ledger: Option<Arc<AtomicUsize>>,
+    ) -> HipResult<Self> {
+        let page = page_size();
+        let invalid = |why: &str| HipError::Call {
+            call: "hipHostRegister",
+            code: HipErrorCode::INVALID_VALUE,
+            detail: Some(why.to_string()),
+        };
+        if len == 0 || offset % page as u64 != 0 {
+            return Err(invalid(
+                "a pinned file range starts on a page and is not empty",
+            ));
+        }
+        let map_len = len
+            .checked_next_multiple_of(page)
+            .ok_or_else(|| invalid("range too large"))?;
+        let file_offset =
+            libc::off_t::try_from(offset).map_err(|_| invalid("offset past the largest file"))?;
+        // SAFETY: a new shared read-only mapping of the file; nothing else in the process is
+        // at the address the kernel picks. The descriptor is only used for the call.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                file_offset,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(HipError::Call {
+                call: "mmap",
+                code: HipErrorCode::INVALID_VALUE,
+                detail: Some(format!(
+                    "mapping {len} bytes at {offset}: {}",
+                    std::io::Error::last_os_error()
+                )),
+            });
+        }
+        let map = NonNull::new(addr.cast::<u8>()).ok_or_else(|| invalid("mapped at 0"))?;
+        // SAFETY: `[map, map + len)` is mapped until `Drop`, which unregisters it first.
+        if let Err(e) = unsafe { runtime.host_register(map, len, true) } {
+            // SAFETY: the mapping was made above and nothing uses it.
+            unsafe { libc::munmap(addr, map_len) };
+            return Err(e);
+        }
+        if let Some(l) = &ledger {
+            l.fetch_add(len, Ordering::AcqRel);
+        }
+        Ok(PinnedFileRange {
+            runtime: Arc::clone(runtime),
+            map,
+            map_len,
+            offset,
+            len,
+            ledger,
+        })
+    }
+
+    /// The file offset of the first byte.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Bytes pinned.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the range is empty (never: [`PinnedFileRange::pin`] refuses that).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The file range pinned.
+    pub fn end(&self) -> u64 {
+        self.offset + self.len as u64
+    }
+
+    /// Whether `len` bytes of the file at `file_offset` lie inside the range.
+    pub fn covers(&self, file_offset: u64, len: usize) -> bool {
+        file_offset >= self.offset
+            && file_offset
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= self.end())
+    }
+
+    pub(crate) fn runtime(&self) -> &Arc<dyn GpuRuntime> {
+        &self.runtime
+    }
+
+    /// The address of the byte at `file_offset` in the mapping, for a copy of `len` bytes the
+    /// range covers (checked).
+    pub(crate) fn source(&self, file_offset: u64, len: usize) -> HipResult<*const u8> {
+        if !self.covers(file_offset, len) {
+            return Err(HipError::Call {
+                call: "hipMemcpyAsync",
+                code: HipErrorCode::INVALID_VALUE,
+                detail: Some(format!(
+                    "{len} bytes at {file_offset} are not all in the pinned range {}..{}",
+                    self.offset,
+                    self.end()
+                )),
+            });
+        }
+        Ok(self
+            .map
+            .as_ptr()
+            .wrapping_add((file_offset - self.offset) as usize)
+            .cast_const())
+    }
+}
+
+impl fmt::Debug for PinnedFileRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PinnedFileRange")
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl Drop for PinnedFileRange {
+    fn drop(&mut self) {
+        // Every copy out of the range held it until the copy completed (`StagingLane`), so
+        // nothing reads it now. An unregistration that fails leaves the pages pinned; the
+        // mapping goes either way, and the runtime forgets the pin with the address space.
+        // SAFETY: registered in `pin`; no copy out of it is queued (see above).
+        let _ = unsafe { self.runtime.host_unregister(self.map) };
+        // SAFETY: the mapping made in `pin`, of `map_len` bytes, used by nothing any more.
+        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
+        if let Some(l) = &self.ledger {
+            l.fetch_sub(self.len, Ordering::AcqRel);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimRuntime;
+    use crate::{DeviceBuffer, DeviceRange, MemoryKind, StagingLane, StreamOrder};
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
+    fn file_of(bytes: &[u8]) -> (tempfile::TempDir, std::fs::File) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
+        (dir, std::fs::File::open(&path).unwrap())
+    }
+
+    #[test]
+    fn a_pinned_range_is_copied_to_the_device_and_unpinned_when_dropped() {
+        let sim = Arc::new(SimRuntime::default());
+        let rt: Arc<dyn GpuRuntime> = sim.clone();
+        let page = page_size();
+        let bytes: Vec<u8> = (0..3 * page + 100).map(|i| (i % 251) as u8).collect();
+        let (_dir, file) = file_of(&bytes);
+        let ledger = Arc::new(AtomicUsize::new(0));
+        // The whole file, its last page partial.
+        let pin = Arc::new(
+            PinnedFileRange::pin(&rt, file.as_fd(), 0, bytes.len(), Some(ledger.clone())).unwrap(),
+        );
+        assert_eq!(ledger.load(Ordering::Acquire), bytes.len());
+        assert_eq!(sim.live_allocations(MemoryKind::Host), 1);
+        let dev = DeviceBuffer::new(rt.clone(), bytes.len()).unwrap();
+        let range = DeviceRange::query(&rt, dev.ptr(), bytes.len()).unwrap();
+        let mut lane =
+            StagingLane::new(&rt, 0, page, Default::default(), StreamOrder::Independent).unwrap();
+        let tail = page as u64 + 7;
+        let n = bytes.len() - tail as usize;
+        lane.upload_pinned(&pin, tail, &range.slice(0, n).unwrap())
+            .unwrap();
+        // Out of range: refused, nothing queued.
+        assert!(lane
+            .upload_pinned(&pin, tail, &range.slice(0, n + 1).unwrap())
+            .is_err());
+        lane.finish().unwrap();
+        assert_eq!(dev.to_vec().unwrap()[..n], bytes[tail as usize..]);
+        drop(lane);
+        drop(pin);
+        assert_eq!(ledger.load(Ordering::Acquire), 0);
+        assert_eq!(sim.live_allocations(MemoryKind::Host), 0);
+    }
+
+    #[test]
+    fn a_lane_keeps_the_range_until_its_copy_is_done() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+        let page = page_size();
+        let bytes = vec![9u8; 2 * page];
+        let (_dir, file) = file_of(&bytes);
+        let ledger = Arc::new(AtomicUsize::new(0));
+        let pin = Arc::new(
+            PinnedFileRange::pin(&rt, file.as_fd(), 0, bytes.len(), Some(ledger.clone())).unwrap(),
+        );
+        let dev = DeviceBuffer::new(rt.clone(), bytes.len()).unwrap();
+        let range = DeviceRange::query(&rt, dev.ptr(), bytes.len()).unwrap();
+        let mut lane =
+            StagingLane::new(&rt, 0, page, Default::default(), StreamOrder::Independent).unwrap();
+        lane.upload_pinned(&pin, 0, &range).unwrap();
+        drop(pin);
+        // The lane's copy still holds the pin.
+        assert_eq!(ledger.load(Ordering::Acquire), bytes.len());
+        lane.finish().unwrap();
+        assert_eq!(ledger.load(Ordering::Acquire), 0);
+        assert_eq!(dev.to_vec().unwrap(), bytes);
+    }
+
+    #[test]
+    fn ranges_that_cannot_be_pinned_are_refused() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+        let page = page_size();
+        let (dir, file) = file_of(&vec![1u8; 2 * page]);
+        assert!(PinnedFileRange::pin(&rt, file.as_fd(), 1, page, None).is_err());
+        assert!(PinnedFileRange::pin(&rt, file.as_fd(), 0, 0, None).is_err());
+        let write_only = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("f"))
+            .unwrap();
+        assert!(PinnedFileRange::pin(&rt, write_only.as_fd(), 0, page, None).is_err());
+    }
+
+    #[test]
+    fn a_copy_of_pages_the_file_lost_fails_on_the_sim_instead_of_killing_it() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+        let page = page_size();
+        let (dir, file) = file_of(&vec![3u8; 4 * page]);
+        let pin = Arc::new(PinnedFileRange::pin(&rt, file.as_fd(), 0, 4 * page, None).unwrap());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("f"))
+            .unwrap()
+            .set_len(page as u64)
+            .unwrap();
+        let dev = DeviceBuffer::new(rt.clone(), 4 * page).unwrap();
+        let range = DeviceRange::query(&rt, dev.ptr(), 4 * page).unwrap();
+        let mut lane =
+            StagingLane::new(&rt, 0, page, Default::default(), StreamOrder::Independent).unwrap();
+        lane.upload_pinned(&pin, 0, &range).unwrap();
+        assert!(lane.finish().is_err());
+    }
+}
