@@ -285,7 +285,9 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         8 << 30
     };
     let (file, size, created) = prepare_file(&path, args.size, default_size)?;
-    let handle = driver.register_file(&file).map_err(|e| e.to_string())?;
+    // Registered through a descriptor of its own, so that it can be registered afresh (which
+    // unpins the page cache its reads pinned) while `file` stays open.
+    let mut registered = Registration::new(&driver, &file)?;
     // Registered once: every timed read and write names it (or a slice of it), so requests
     // take the registered path and no pointer query is timed.
     let mut dst = driver
@@ -337,7 +339,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         &mut comparer,
         &mut ledger,
         "first_read",
-        |d| timed(|| read_whole(&handle, d)),
+        |d| timed(|| read_whole(&registered.handle, d)),
     )?
     .1;
 
@@ -487,6 +489,8 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if phases.contains(&Phase::Cold) {
             step("cold read");
             if cold_ok {
+                // Pinned pages stay in the page cache: unpin them first.
+                registered.renew(&driver, &file)?;
                 ceiling::drop_caches()?;
                 let (t, ok) = checked_read(
                     &file,
@@ -494,7 +498,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     &mut comparer,
                     &mut ledger,
                     "read_cold",
-                    |d| timed(|| read_whole(&handle, d)),
+                    |d| timed(|| read_whole(&registered.handle, d)),
                 )?;
                 holds_file = ok;
                 rows.throughput(
@@ -510,18 +514,41 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if phases.contains(&Phase::Hot) {
             step("hot read");
             make_hot()?;
-            let (t, ok) = checked_read(
+            // The first read of a freshly registered file: staged, its windows pinned beside it.
+            registered.renew(&driver, &file)?;
+            let (t, _) = checked_read(
                 &file,
                 &mut dst,
                 &mut comparer,
                 &mut ledger,
                 "read_hot",
-                |d| timed(|| read_whole(&handle, d)),
+                |d| timed(|| read_whole(&registered.handle, d)),
+            )?;
+            rows.throughput(
+                "read_hot",
+                &format!("read, hot (page cache), first read of the registered file, {engine}"),
+                0,
+                size,
+                t,
+            );
+            step("hot read again");
+            driver.settle();
+            let pinned = page_cache_pinned(&driver);
+            let (t, ok) = checked_read(
+                &file,
+                &mut dst,
+                &mut comparer,
+                &mut ledger,
+                "read_hot_again",
+                |d| timed(|| read_whole(&registered.handle, d)),
             )?;
             holds_file = ok;
             rows.throughput(
-                "read_hot",
-                &format!("read, hot (page cache), {engine}"),
+                "read_hot_again",
+                &format!(
+                    "read, hot, again ({} MiB of its page cache pinned), {engine}",
+                    pinned >> 20
+                ),
                 0,
                 size,
                 t,
@@ -551,7 +578,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if let (Some(target), Some(target_handle)) = (&scratch, &scratch_handle) {
             if !holds_file {
                 // What is written is the file's bytes, as what the anchor writes is.
-                read_whole(&handle, &mut dst)?;
+                read_whole(&registered.handle, &mut dst)?;
                 holds_file = true;
             }
             for (key, label, fsync) in [
@@ -582,10 +609,13 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if phases.contains(&Phase::Latency) {
             step("small random reads");
             make_hot()?;
+            let most = LATENCY_SIZES.iter().map(|(b, _)| *b).max().unwrap_or(0);
+            let mut floor_host =
+                PinnedBuffer::new(gpu.clone(), most.min(size)).map_err(|e| e.to_string())?;
             for (bytes, name) in LATENCY_SIZES.iter().filter(|(b, _)| *b <= size) {
                 let key = format!("latency_{name}");
                 let run = latency(
-                    &handle,
+                    &registered.handle,
                     &file,
                     &mut dst,
                     size,
@@ -601,6 +631,24 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     run.samples,
                     run.timed,
                 );
+                let key = format!("latency_floor_{name}");
+                let run = latency_floor(
+                    &file,
+                    &mut dst,
+                    &mut floor_host,
+                    size,
+                    *bytes,
+                    args.latency_ops,
+                    &mut rng,
+                )?;
+                ledger.record(&key, *bytes as u64, run.difference);
+                rows.latency(
+                    &key,
+                    &format!("floor: random {name} reads done plainly (pread into pinned memory, one synchronous copy), hot, 1 thread"),
+                    *bytes,
+                    run.samples,
+                    run.timed,
+                );
             }
             holds_file = false;
             progress.inc(1);
@@ -612,8 +660,12 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 let mut synced = BTreeSet::new();
                 for depth in BATCH_DEPTHS {
                     let offsets = random_offsets(&mut rng, size, bytes, ops);
-                    let run = Reads::plan(&file, &offsets, bytes, CHECKED_ENTRIES)?
-                        .through_batch(&driver, &handle, &mut dst, depth)?;
+                    let run = Reads::plan(&file, &offsets, bytes, CHECKED_ENTRIES)?.through_batch(
+                        &driver,
+                        &registered.handle,
+                        &mut dst,
+                        depth,
+                    )?;
                     record_run(
                         &mut rows,
                         &mut ledger,
@@ -627,7 +679,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     if synced.insert(threads) {
                         let offsets = random_offsets(&mut rng, size, bytes, ops);
                         let run = batch::sync_reads(
-                            &handle,
+                            &registered.handle,
                             &file,
                             &mut sync_bufs[..threads],
                             bytes,
@@ -660,7 +712,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     .map_err(|e| e.to_string())?;
                 let run = Reads::plan(&file, &offsets, large_bytes, 0)?.through_batch(
                     &driver,
-                    &handle,
+                    &registered.handle,
                     &mut dst,
                     large_entries,
                 )?;
@@ -684,8 +736,9 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 let offsets = random_offsets(&mut rng, size, COLD_BYTES, cold_ops);
                 // The checked bytes are read from the file before the page cache is dropped.
                 let reads = Reads::plan(&file, &offsets, COLD_BYTES, CHECKED_ENTRIES)?;
+                registered.renew(&driver, &file)?;
                 ceiling::drop_caches()?;
-                let run = reads.through_batch(&driver, &handle, &mut dst, COLD_DEPTH)?;
+                let run = reads.through_batch(&driver, &registered.handle, &mut dst, COLD_DEPTH)?;
                 record_run(
                     &mut rows,
                     &mut ledger,
@@ -728,7 +781,13 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             make_hot()?;
             for k in ASYNC_STREAMS {
                 stream_phase::arm(&file, &mut dst)?;
-                let run = stream_phase::ours(&driver, &handle, &mut dst, &async_ops, &refs[..k])?;
+                let run = stream_phase::ours(
+                    &driver,
+                    &registered.handle,
+                    &mut dst,
+                    &async_ops,
+                    &refs[..k],
+                )?;
                 let key = format!("async_s{k}");
                 for (bytes, difference) in
                     stream_phase::check(&file, &dst, &mut comparer, &async_ops)?
@@ -763,7 +822,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             }
             step("async: the same reads, synchronous");
             stream_phase::arm(&file, &mut dst)?;
-            let timed = stream_phase::sync_ops(&handle, &mut dst, &async_ops)?;
+            let timed = stream_phase::sync_ops(&registered.handle, &mut dst, &async_ops)?;
             for (bytes, difference) in stream_phase::check(&file, &dst, &mut comparer, &async_ops)?
             {
                 ledger.record("async_sync_ops", bytes, difference);
@@ -858,7 +917,13 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             );
 
             stream_phase::arm(&file, &mut dst)?;
-            let run = stream_phase::ours(&driver, &handle, &mut dst, &async_ops, &refs[..1])?;
+            let run = stream_phase::ours(
+                &driver,
+                &registered.handle,
+                &mut dst,
+                &async_ops,
+                &refs[..1],
+            )?;
             for (bytes, difference) in stream_phase::check(&file, &dst, &mut comparer, &async_ops)?
             {
                 ledger.record("async_overlap_reads", bytes, difference);
@@ -874,7 +939,13 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             stream_phase::arm(&file, &mut dst)?;
             let span = Span::start();
             workload.queue(&workload_ref, fills)?;
-            stream_phase::ours(&driver, &handle, &mut dst, &async_ops, &refs[..1])?;
+            stream_phase::ours(
+                &driver,
+                &registered.handle,
+                &mut dst,
+                &async_ops,
+                &refs[..1],
+            )?;
             settle(&workload_ref)?;
             let together = span.finish();
             for (bytes, difference) in stream_phase::check(&file, &dst, &mut comparer, &async_ops)?
@@ -998,6 +1069,10 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         })
         .collect();
     pairs.push(("batch_large".into(), "read_hot".into()));
+    pairs.push(("read_hot_again".into(), "ceiling_h2d_pinned".into()));
+    for (_, name) in LATENCY_SIZES {
+        pairs.push((format!("latency_{name}"), format!("latency_floor_{name}")));
+    }
     pairs.push((cold_key.clone(), cold_ceiling_key.clone()));
     for k in ASYNC_STREAMS {
         pairs.push((format!("async_s{k}"), "read_hot".into()));
@@ -1103,6 +1178,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 .map(|(name, r)| (name.to_string(), json!({
                     "pinned_bytes": r.pinned_bytes,
                     "io_threads": r.io_threads,
+                    "page_cache_pinned_bytes": r.page_cache_pinned_bytes,
                 })))
                 .collect::<serde_json::Map<_, _>>(),
         });
@@ -1117,9 +1193,10 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             backends.join(", "),
             held.iter()
                 .map(|(name, r)| format!(
-                    "{name} {} MiB pinned, {} IO threads",
+                    "{name} {} MiB pinned, {} IO threads, {} MiB of page cache pinned",
                     r.pinned_bytes >> 20,
-                    r.io_threads
+                    r.io_threads,
+                    r.page_cache_pinned_bytes >> 20
                 ))
                 .collect::<Vec<_>>()
                 .join("; "),
@@ -1224,6 +1301,36 @@ fn checked_read(
 }
 
 /// Read the file's first `dst.len()` bytes into `dst`, `CALL_BYTES` per call.
+/// The benchmark's registration of its file, through a descriptor of its own.
+struct Registration {
+    handle: FileHandle,
+    _fd: File,
+}
+
+impl Registration {
+    fn new(driver: &Driver, file: &File) -> Result<Self, String> {
+        let fd = file.try_clone().map_err(|e| e.to_string())?;
+        let handle = driver.register_file(&fd).map_err(|e| e.to_string())?;
+        Ok(Registration { handle, _fd: fd })
+    }
+
+    /// Register the file afresh and drop the old registration, which unpins the page cache its
+    /// reads had pinned.
+    fn renew(&mut self, driver: &Driver, file: &File) -> Result<(), String> {
+        *self = Registration::new(driver, file)?;
+        Ok(())
+    }
+}
+
+/// Bytes of page cache the backends keep pinned.
+fn page_cache_pinned(driver: &Driver) -> usize {
+    driver
+        .resources()
+        .iter()
+        .map(|(_, r)| r.page_cache_pinned_bytes)
+        .sum()
+}
+
 fn read_whole(handle: &FileHandle, dst: &mut RegisteredBuffer) -> Result<(), String> {
     let size = dst.len();
     let mut at = 0;
@@ -1282,7 +1389,6 @@ struct LatencyRun {
 /// `ops` reads of `bytes` at random aligned offsets into the start of the buffer, each timed
 /// alone. The last one is checked: the complement of the file's bytes is put where it lands
 /// first (outside its timing), and what it left is compared with the file after the loop.
-#[allow(clippy::too_many_arguments)]
 fn latency(
     handle: &FileHandle,
     file: &File,
@@ -1291,6 +1397,43 @@ fn latency(
     bytes: usize,
     ops: usize,
     rng: &mut SplitMix64,
+) -> Result<LatencyRun, String> {
+    timed_reads(file, dst, size, bytes, ops, rng, |dst, off| {
+        let start = dst.slice_mut(..bytes).map_err(|e| e.to_string())?;
+        handle.read(start, off).map_err(|e| e.to_string())
+    })
+}
+
+/// The same reads done plainly, as the floor a read of ours is judged against: a `pread` of the
+/// file into pinned host memory, then one synchronous copy of it to the device (what a program
+/// without hipFile writes, and what KvikIO does for a small read).
+fn latency_floor(
+    file: &File,
+    dst: &mut RegisteredBuffer,
+    host: &mut PinnedBuffer,
+    size: usize,
+    bytes: usize,
+    ops: usize,
+    rng: &mut SplitMix64,
+) -> Result<LatencyRun, String> {
+    timed_reads(file, dst, size, bytes, ops, rng, |dst, off| {
+        let staged = &mut host.as_mut_slice()[..bytes];
+        let n = file.read_at(staged, off).map_err(|e| e.to_string())?;
+        dst.write_at(0, &staged[..n]).map_err(|e| e.to_string())?;
+        Ok(n)
+    })
+}
+
+/// `ops` reads of `bytes` at random aligned offsets, each made by `read(dst, offset)` into the
+/// start of `dst` and timed alone; see [`latency`] for the check.
+fn timed_reads(
+    file: &File,
+    dst: &mut RegisteredBuffer,
+    size: usize,
+    bytes: usize,
+    ops: usize,
+    rng: &mut SplitMix64,
+    mut read: impl FnMut(&mut RegisteredBuffer, u64) -> Result<usize, String>,
 ) -> Result<LatencyRun, String> {
     let limit = (size - bytes) as u64;
     let offsets: Vec<u64> = (0..ops.max(1))
@@ -1307,13 +1450,8 @@ fn latency(
         if i == last {
             dst.write_at(0, &sentinel).map_err(|e| e.to_string())?;
         }
-        let start = dst
-            .slice_mut(..bytes)
-            .map_err(|e| format!("read of {bytes} at {off}: {e}"))?;
         let t = std::time::Instant::now();
-        let n = handle
-            .read(start, off)
-            .map_err(|e| format!("read of {bytes} at {off}: {e}"))?;
+        let n = read(dst, off).map_err(|e| format!("read of {bytes} at {off}: {e}"))?;
         samples.push(t.elapsed().as_secs_f64() * 1e6);
         if n != bytes {
             return Err(format!("read of {bytes} at {off}: {n} bytes"));
@@ -1626,8 +1764,11 @@ mod tests {
             self.after_read(offset, buf, n);
             Ok(n)
         }
-        fn cached_pages(&self, fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<PageCount> {
-            PosixIo.cached_pages(fd, offset, len)
+        /// Says nothing of the page cache: the engine then pins none of the file (it pins only
+        /// what it knows is cached), so every read goes through `pread` and its flipped byte,
+        /// instead of being copied straight out of pinned page cache.
+        fn cached_pages(&self, _: BorrowedFd<'_>, _: u64, _: u64) -> Option<PageCount> {
+            None
         }
     }
 

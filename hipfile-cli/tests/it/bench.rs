@@ -55,9 +55,19 @@ fn each_phase_reports_its_measurements() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("f.dat");
     let expected: [(&str, &[&str]); 4] = [
-        ("hot", &["read_hot"]),
+        ("hot", &["read_hot", "read_hot_again"]),
         ("write", &["write", "write_fsync"]),
-        ("latency", &["latency_4k", "latency_64k", "latency_1m"]),
+        (
+            "latency",
+            &[
+                "latency_4k",
+                "latency_floor_4k",
+                "latency_64k",
+                "latency_floor_64k",
+                "latency_1m",
+                "latency_floor_1m",
+            ],
+        ),
         (
             "ceilings",
             &[
@@ -170,7 +180,10 @@ fn the_baseline_runs_next_to_ours() {
         &dir.path().join("f.dat"),
         &["--only", "hot", "--baseline", "--backend", "fallback"],
     );
-    assert_eq!(keys(&objects), ["read_hot", "baseline_read_hot"]);
+    assert_eq!(
+        keys(&objects),
+        ["read_hot", "read_hot_again", "baseline_read_hot"]
+    );
     assert!(find(&objects, "read_hot")["label"]
         .as_str()
         .unwrap()
@@ -336,7 +349,7 @@ fn a_failing_anchor_is_a_note_not_a_crash() {
         &dir.path().join("f.dat"),
         &["--only", "hot", "--kvikio", script.to_str().unwrap()],
     );
-    assert_eq!(keys(&objects), ["read_hot"]);
+    assert_eq!(keys(&objects), ["read_hot", "read_hot_again"]);
     assert!(
         summary["notes"].to_string().contains("no cupy here"),
         "{summary}"
@@ -372,14 +385,15 @@ fn the_table_is_readable() {
     ] {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
-    // The checks that ran, not a constant: the first read, one hot read, three small reads.
+    // The checks that ran, not a constant: the first read, the hot read and its second read,
+    // three small reads and their three floors.
     let verified = text
         .lines()
         .find(|l| l.starts_with("verified: "))
         .unwrap_or_else(|| panic!("no verified line in:\n{text}"));
     assert!(
-        verified.starts_with("verified: 5 byte checks passed")
-            && verified.contains("first_read, read_hot, latency_4k"),
+        verified.starts_with("verified: 9 byte checks passed")
+            && verified.contains("first_read, read_hot, read_hot_again, latency_4k"),
         "{verified}"
     );
 }
