@@ -145,9 +145,15 @@ impl Transfer {
         let threads = if req.append || all_pinned { 1 } else { threads };
         let s: &Settings = req.settings;
         let chunk = s.chunk_bytes();
+        // Copies out of pinned windows are queued one per window the piece lies in: a read
+        // they cover whole is one piece.
         let plan = Plan::new(
             req.size(),
-            chunk,
+            if all_pinned {
+                req.size().max(chunk)
+            } else {
+                chunk
+            },
             s.min_piece_bytes(),
             s.inline_bytes(),
             threads,
@@ -425,10 +431,8 @@ impl Transfer {
         while let Some(k) = self.claim() {
             let (start, len) = self.piece(k);
             let at = self.file_offset + start as u64;
-            if let Some(window) = self.pinned.covering(at, len) {
+            if self.upload_pinned(lane, start, len)? {
                 // Inside the file as the request found it: no end of file to look for.
-                lane.upload_pinned(window, at, &self.device_piece(start, len)?)
-                    .map_err(|e| Error::hip(&e, "queuing a copy out of the page cache"))?;
                 self.progress.moved.fetch_add(len, Ordering::AcqRel);
                 if let Some(pins) = &self.pins {
                     pins.served(len);
@@ -457,6 +461,35 @@ impl Transfer {
             slot ^= 1;
         }
         Ok(())
+    }
+
+    /// Queue the copies of the `len` bytes at request-relative `start` straight out of the
+    /// pinned windows, one per window they lie in; false (nothing queued) unless pinned windows
+    /// hold them all.
+    fn upload_pinned(
+        &self,
+        lane: &mut StagingLane,
+        start: usize,
+        len: usize,
+    ) -> Result<bool, Error> {
+        let at = self.file_offset + start as u64;
+        if self.pinned.is_empty() || !self.pinned.covers_all(at..at + len as u64) {
+            return Ok(false);
+        }
+        let mut done = 0;
+        while done < len {
+            let here = at + done as u64;
+            let window = self.pinned.covering(here, 1).ok_or_else(|| {
+                Error::new(ErrorKind::InternalError, "a pinned window went missing")
+            })?;
+            let n = usize::try_from(window.end() - here)
+                .unwrap_or(usize::MAX)
+                .min(len - done);
+            lane.upload_pinned(window, here, &self.device_piece(start + done, n)?)
+                .map_err(|e| Error::hip(&e, "queuing a copy out of the page cache"))?;
+            done += n;
+        }
+        Ok(true)
     }
 
     fn write_pieces(&self, lane: &mut StagingLane, file: &PieceIo) -> Result<(), Error> {

@@ -228,7 +228,7 @@ mod tests {
     use super::*;
     use hipfile_hip::sim::SimRuntime;
     use hipfile_hip::MemoryKind;
-    use hipfile_testkit::faults::ScriptedRuntime;
+    use hipfile_testkit::faults::{RuntimeOp, ScriptedRuntime, Trigger};
 
     #[test]
     fn lanes_are_reused_and_the_bound_holds() {
@@ -278,11 +278,12 @@ mod tests {
     #[test]
     fn a_lane_that_cannot_be_drained_is_freed_and_no_longer_counted() {
         let sim = Arc::new(SimRuntime::default());
-        // The first stream synchronisation fails, as when a staged copy failed on the device.
-        let rt: Arc<dyn GpuRuntime> = Arc::new(
-            ScriptedRuntime::new(sim.clone())
-                .fail_stream_synchronize(1, HipErrorCode::ILLEGAL_ADDRESS),
-        );
+        // The wait for the first staged copy fails, as when the copy failed on the device.
+        let rt: Arc<dyn GpuRuntime> = Arc::new(ScriptedRuntime::new(sim.clone()).rule(
+            RuntimeOp::EventWait,
+            Trigger::Nth(1),
+            HipErrorCode::ILLEGAL_ADDRESS,
+        ));
         let pool = Arc::new(StagingPool::new(
             Arc::clone(&rt),
             EventWait::Yield,

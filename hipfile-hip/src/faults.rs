@@ -31,6 +31,9 @@ pub enum RuntimeOp {
     StreamSynchronize,
     /// `host_register` (pinning memory the caller mapped).
     HostRegister,
+    /// `event_query` and `event_synchronize` (a failure stands for the work before the event
+    /// failing on the device).
+    EventWait,
 }
 
 /// One fault that fired.
@@ -63,6 +66,7 @@ pub struct ScriptedRuntime {
     host_allocs: AtomicU64,
     stream_syncs: AtomicU64,
     host_registers: AtomicU64,
+    event_waits: AtomicU64,
     fired: Mutex<Vec<FiredRuntimeFault>>,
 }
 
@@ -86,6 +90,7 @@ impl ScriptedRuntime {
             host_allocs: AtomicU64::new(0),
             stream_syncs: AtomicU64::new(0),
             host_registers: AtomicU64::new(0),
+            event_waits: AtomicU64::new(0),
             fired: Mutex::new(Vec::new()),
         }
     }
@@ -155,6 +160,7 @@ impl ScriptedRuntime {
             RuntimeOp::HostAlloc => &self.host_allocs,
             RuntimeOp::StreamSynchronize => &self.stream_syncs,
             RuntimeOp::HostRegister => &self.host_registers,
+            RuntimeOp::EventWait => &self.event_waits,
         }
     }
 
@@ -356,11 +362,13 @@ impl GpuRuntime for ScriptedRuntime {
     }
 
     unsafe fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
+        self.check(RuntimeOp::EventWait, "hipEventSynchronize")?;
         // SAFETY: the caller's contract, passed on unchanged.
         unsafe { self.inner.event_synchronize(event) }
     }
 
     unsafe fn event_query(&self, event: EventHandle) -> HipResult<bool> {
+        self.check(RuntimeOp::EventWait, "hipEventQuery")?;
         // SAFETY: the caller's contract, passed on unchanged.
         unsafe { self.inner.event_query(event) }
     }
