@@ -471,7 +471,9 @@ impl SimRuntime {
         self.register_host(ptr, len, false)
     }
 
-    fn register_host(&self, ptr: usize, len: usize, read_only: bool) -> HipResult<()> {
+    /// [`SimRuntime::host_register`], read-only when `read_only` (the runtimes' read-only flag):
+    /// copies out of such memory fail where a page is gone instead of raising `SIGBUS`.
+    pub fn register_host(&self, ptr: usize, len: usize, read_only: bool) -> HipResult<()> {
         if ptr == 0 || len == 0 {
             return Err(HipError::call(
                 "hipHostRegister",

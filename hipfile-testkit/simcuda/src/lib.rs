@@ -401,6 +401,30 @@ pub unsafe extern "C" fn cudaHostGetDevicePointer(
     })
 }
 
+/// `cudaHostRegister`: track caller-owned host memory as pinned; `cudaHostRegisterReadOnly`
+/// (0x08) marks memory the process may only read.
+///
+/// # Safety
+/// `[ptr, ptr + size)` is host memory that stays mapped until `cudaHostUnregister`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> c_int {
+    run(|| {
+        if ptr.is_null() {
+            return Err(fail(code::INVALID_VALUE));
+        }
+        Ok(sim().register_host(ptr as usize, size, flags & 0x8 != 0)?)
+    })
+}
+
+/// `cudaHostUnregister`.
+///
+/// # Safety
+/// `ptr` was registered with `cudaHostRegister` and no queued work uses it.
+#[no_mangle]
+pub unsafe extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> c_int {
+    run(|| Ok(sim().host_unregister(ptr as usize)?))
+}
+
 /// `cudaFreeHost`: NULL is a no-op.
 ///
 /// # Safety

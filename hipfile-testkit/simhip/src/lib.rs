@@ -417,12 +417,13 @@ pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> c_int {
 /// # Safety
 /// `[ptr, ptr + size)` is host memory that stays allocated until `hipHostUnregister`.
 #[no_mangle]
-pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, size: usize, _flags: c_uint) -> c_int {
+pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> c_int {
     run(|| {
         if ptr.is_null() {
             return Err(invalid());
         }
-        Ok(sim().host_register(ptr as usize, size)?)
+        // hipHostRegisterReadOnly.
+        Ok(sim().register_host(ptr as usize, size, flags & 0x8 != 0)?)
     })
 }
 
