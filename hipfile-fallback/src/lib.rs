@@ -28,9 +28,13 @@
 //!   ([`queued_workers`]), so a batch of small requests keeps that many in flight. Appending writes run inside `submit` either
 //!   way, whole, under the file's append lock.
 //!
+//! - Reads of cached, settled ranges of registered files are copied straight out of the page
+//!   cache where it is pinned ([`pins`]): no CPU copy, the device reads the page cache's pages.
+//!
 //! The pieces are separate modules, read top to bottom: [`plan`] (how a request is cut),
 //! [`engine`] (how the pieces are shared out and pipelined), [`direct`] (how a piece reaches
-//! the file: buffered or O_DIRECT) and [`staging`] (the pinned pool of lanes); the IO threads
+//! the file: buffered or O_DIRECT), [`pins`] (the pinned page cache pieces are copied out of)
+//! and [`staging`] (the pinned pool of lanes); the IO threads
 //! are [`hipfile_core::workers`]. The crate has no `unsafe`: the asynchronous copies live in
 //! `hipfile-hip`'s [`hipfile_hip::StagingLane`], and device memory arrives as a checked
 //! [`hipfile_hip::DeviceRange`].
