@@ -492,22 +492,13 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 // Pinned pages stay in the page cache: unpin them first.
                 registered.renew(&driver, &file)?;
                 ceiling::drop_caches()?;
-                let (t, ok) = checked_read(
+                holds_file = whole_read_row(
+                    &registered.handle,
                     &file,
-                    &mut dst,
-                    &mut comparer,
-                    &mut ledger,
-                    "read_cold",
-                    |d| timed(|| read_whole(&registered.handle, d)),
-                )?;
-                holds_file = ok;
-                rows.throughput(
+                    (&mut dst, &mut comparer, &mut ledger, &mut rows),
                     "read_cold",
                     &format!("read, cold (caches dropped), {engine}"),
-                    0,
-                    size,
-                    t,
-                );
+                )?;
             }
             progress.inc(1);
         }
@@ -516,43 +507,26 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             make_hot()?;
             // The first read of a freshly registered file: staged, its windows pinned beside it.
             registered.renew(&driver, &file)?;
-            let (t, _) = checked_read(
+            whole_read_row(
+                &registered.handle,
                 &file,
-                &mut dst,
-                &mut comparer,
-                &mut ledger,
-                "read_hot",
-                |d| timed(|| read_whole(&registered.handle, d)),
-            )?;
-            rows.throughput(
+                (&mut dst, &mut comparer, &mut ledger, &mut rows),
                 "read_hot",
                 &format!("read, hot (page cache), first read of the registered file, {engine}"),
-                0,
-                size,
-                t,
-            );
+            )?;
             step("hot read again");
             driver.settle();
-            let pinned = page_cache_pinned(&driver);
-            let (t, ok) = checked_read(
+            let pinned = driver.page_cache_pinned_bytes();
+            holds_file = whole_read_row(
+                &registered.handle,
                 &file,
-                &mut dst,
-                &mut comparer,
-                &mut ledger,
-                "read_hot_again",
-                |d| timed(|| read_whole(&registered.handle, d)),
-            )?;
-            holds_file = ok;
-            rows.throughput(
+                (&mut dst, &mut comparer, &mut ledger, &mut rows),
                 "read_hot_again",
                 &format!(
                     "read, hot, again ({} MiB of its page cache pinned), {engine}",
                     pinned >> 20
                 ),
-                0,
-                size,
-                t,
-            );
+            )?;
             progress.inc(1);
         }
         if args.baseline {
@@ -612,42 +586,38 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             let most = LATENCY_SIZES.iter().map(|(b, _)| *b).max().unwrap_or(0);
             let mut floor_host =
                 PinnedBuffer::new(gpu.clone(), most.min(size)).map_err(|e| e.to_string())?;
-            for (bytes, name) in LATENCY_SIZES.iter().filter(|(b, _)| *b <= size) {
-                let key = format!("latency_{name}");
+            for &(bytes, name) in LATENCY_SIZES.iter().filter(|(b, _)| *b <= size) {
+                let mut record = |key: String, label: String, run: LatencyRun| {
+                    ledger.record(&key, bytes as u64, run.difference);
+                    rows.latency(&key, &label, bytes, run.samples, run.timed);
+                };
                 let run = latency(
                     &registered.handle,
                     &file,
                     &mut dst,
                     size,
-                    *bytes,
+                    bytes,
                     args.latency_ops,
                     &mut rng,
                 )?;
-                ledger.record(&key, *bytes as u64, run.difference);
-                rows.latency(
-                    &key,
-                    &format!("random {name} reads, hot, 1 thread, {engine}"),
-                    *bytes,
-                    run.samples,
-                    run.timed,
+                record(
+                    format!("latency_{name}"),
+                    format!("random {name} reads, hot, 1 thread, {engine}"),
+                    run,
                 );
-                let key = format!("latency_floor_{name}");
                 let run = latency_floor(
                     &file,
                     &mut dst,
                     &mut floor_host,
                     size,
-                    *bytes,
+                    bytes,
                     args.latency_ops,
                     &mut rng,
                 )?;
-                ledger.record(&key, *bytes as u64, run.difference);
-                rows.latency(
-                    &key,
-                    &format!("floor: random {name} reads done plainly (pread into pinned memory, one synchronous copy), hot, 1 thread"),
-                    *bytes,
-                    run.samples,
-                    run.timed,
+                record(
+                    format!("latency_floor_{name}"),
+                    format!("floor: random {name} reads done plainly (pread into pinned memory, one synchronous copy), hot, 1 thread"),
+                    run,
                 );
             }
             holds_file = false;
@@ -1322,13 +1292,20 @@ impl Registration {
     }
 }
 
-/// Bytes of page cache the backends keep pinned.
-fn page_cache_pinned(driver: &Driver) -> usize {
-    driver
-        .resources()
-        .iter()
-        .map(|(_, r)| r.page_cache_pinned_bytes)
-        .sum()
+/// Read the whole file through `handle` into the buffer, timed and compared with `file`, as the
+/// throughput row `key`; whether the buffer holds the file afterwards.
+fn whole_read_row(
+    handle: &FileHandle,
+    file: &File,
+    (dst, comparer, ledger, rows): (&mut RegisteredBuffer, &mut Comparer, &mut Ledger, &mut Rows),
+    key: &str,
+    label: &str,
+) -> Result<bool, String> {
+    let (t, ok) = checked_read(file, dst, comparer, ledger, key, |d| {
+        timed(|| read_whole(handle, d))
+    })?;
+    rows.throughput(key, label, 0, dst.len(), t);
+    Ok(ok)
 }
 
 fn read_whole(handle: &FileHandle, dst: &mut RegisteredBuffer) -> Result<(), String> {

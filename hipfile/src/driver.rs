@@ -133,6 +133,15 @@ impl Driver {
         }
     }
 
+    /// Bytes of page cache the backends keep pinned for reads copied straight out of it (see
+    /// [`Driver::settle`]); 0 when the driver is not open.
+    pub fn page_cache_pinned_bytes(&self) -> usize {
+        self.resources()
+            .iter()
+            .map(|(_, r)| r.page_cache_pinned_bytes)
+            .sum()
+    }
+
     /// Allocate `len` bytes of device memory on the current device of the driver's GPU runtime.
     ///
     /// ```

@@ -5,35 +5,13 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread;
 
-use hipfile_core::{Driver, DriverOptions, IoCall, IoOp, RegistryBuilder, Settings};
+use hipfile_core::{Driver, DriverOptions, IoCall, IoOp, RegistryBuilder};
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{DeviceBuffer, GpuRuntime, MemoryKind};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::faults::{FileOp, ScriptedIo};
 
-use crate::support::{Cachestat, HookedIo};
-
-fn driver(
-    sim: &Arc<SimRuntime>,
-    io: Option<Arc<dyn hipfile_core::FileIo>>,
-    tune: impl FnOnce(&mut Settings),
-) -> Driver {
-    let mut backends = RegistryBuilder::new();
-    hipfile_fallback::register(&mut backends).unwrap();
-    let rt: Arc<dyn GpuRuntime> = sim.clone();
-    let mut options = DriverOptions {
-        backends: Some(backends),
-        selection: None,
-        ..DriverOptions::with_runtime(rt)
-    };
-    if let Some(io) = io {
-        options.io = io;
-    }
-    let d = Driver::new(options);
-    d.stage_settings(tune).unwrap();
-    d.open().unwrap();
-    d
-}
+use crate::support::{driver, Cachestat, HookedIo};
 
 fn read_all(d: &Driver, path: &std::path::Path, dev: &DeviceBuffer, size: usize) -> usize {
     let file = std::fs::File::open(path).unwrap();

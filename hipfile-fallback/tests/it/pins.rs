@@ -4,32 +4,23 @@
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use hipfile_core::{Driver, DriverOptions, FileHandleId, IoCall, IoOp, RegistryBuilder, Settings};
+use hipfile_core::{Driver, FileHandleId, IoCall, IoOp, Settings};
+
+use crate::support;
 use hipfile_hip::sim::SimRuntime;
-use hipfile_hip::{DeviceBuffer, GpuRuntime, MemoryKind};
+use hipfile_hip::{DeviceBuffer, MemoryKind};
 use hipfile_testkit::conformance::pattern;
 
 const WINDOW: usize = hipfile_fallback::pins::WINDOW;
 
 fn driver(sim: &Arc<SimRuntime>, tune: impl FnOnce(&mut Settings)) -> Driver {
-    let mut backends = RegistryBuilder::new();
-    hipfile_fallback::register(&mut backends).unwrap();
-    let rt: Arc<dyn GpuRuntime> = sim.clone();
-    let d = Driver::new(DriverOptions {
-        backends: Some(backends),
-        selection: None,
-        ..DriverOptions::with_runtime(rt)
-    });
-    d.stage_settings(|s| {
+    support::driver(sim, None, |s| {
         s.stats_level = 1;
         // Files of the tests were just written: pin them at once.
         s.page_cache_pin_settle_ms = 0;
         s.per_buffer_cache_size_kb = 1024;
         tune(s);
     })
-    .unwrap();
-    d.open().unwrap();
-    d
 }
 
 fn read(d: &Driver, handle: FileHandleId, dev: &DeviceBuffer, size: usize, at: i64) -> usize {

@@ -1,6 +1,7 @@
 //! File IO for tests that need to act on the engine's reads: `pread`/`pwrite` as usual, with the
 //! test's hook run before every `pread`, optionally `RWF_NOWAIT` refusing chosen offsets, and
-//! the page cache's answer to `cachestat` scripted (or withheld, as on kernels before 6.5).
+//! the page cache's answer to `cachestat` scripted (or withheld, as on kernels before 6.5); and
+//! the driver the tests open on the sim.
 
 use std::fmt;
 use std::io;
@@ -8,7 +9,11 @@ use std::os::fd::BorrowedFd;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hipfile_core::{FileIo, PageCount, PosixIo};
+use std::sync::Arc;
+
+use hipfile_core::{Driver, DriverOptions, FileIo, PageCount, PosixIo, RegistryBuilder, Settings};
+use hipfile_hip::sim::SimRuntime;
+use hipfile_hip::GpuRuntime;
 
 type PreadHook = Box<dyn Fn(BorrowedFd<'_>) + Send + Sync>;
 
@@ -104,4 +109,28 @@ impl FileIo for HookedIo {
             }),
         }
     }
+}
+
+/// A driver on `sim` with the staged engine alone, reading through `io` (default: the
+/// system's calls), its settings changed by `tune` before it opens.
+pub fn driver(
+    sim: &Arc<SimRuntime>,
+    io: Option<Arc<dyn hipfile_core::FileIo>>,
+    tune: impl FnOnce(&mut Settings),
+) -> Driver {
+    let mut backends = RegistryBuilder::new();
+    hipfile_fallback::register(&mut backends).unwrap();
+    let rt: Arc<dyn GpuRuntime> = sim.clone();
+    let mut options = DriverOptions {
+        backends: Some(backends),
+        selection: None,
+        ..DriverOptions::with_runtime(rt)
+    };
+    if let Some(io) = io {
+        options.io = io;
+    }
+    let d = Driver::new(options);
+    d.stage_settings(tune).unwrap();
+    d.open().unwrap();
+    d
 }

@@ -25,14 +25,6 @@ fn pinned_bytes_served(driver: &Driver) -> u64 {
         .map_or(0, |(_, v)| v)
 }
 
-fn page_cache_pinned(driver: &Driver) -> usize {
-    driver
-        .resources()
-        .iter()
-        .map(|(_, r)| r.page_cache_pinned_bytes)
-        .sum()
-}
-
 #[test]
 fn reads_out_of_the_pinned_page_cache_follow_the_file_byte_for_byte() {
     let gpu = runtime_under_test().unwrap().runtime;
@@ -73,7 +65,7 @@ fn reads_out_of_the_pinned_page_cache_follow_the_file_byte_for_byte() {
     };
     read_all(&pattern(21, 0, size));
     driver.settle();
-    assert_eq!(page_cache_pinned(&driver), size);
+    assert_eq!(driver.page_cache_pinned_bytes(), size);
     read_all(&pattern(21, 0, size));
     assert_eq!(pinned_bytes_served(&driver), size as u64);
 
@@ -101,5 +93,9 @@ fn reads_out_of_the_pinned_page_cache_follow_the_file_byte_for_byte() {
     read_all(&other);
     assert_eq!(pinned_bytes_served(&driver), before + size as u64);
     drop(handle);
-    assert_eq!(page_cache_pinned(&driver), 0, "deregistered: unpinned");
+    assert_eq!(
+        driver.page_cache_pinned_bytes(),
+        0,
+        "deregistered: unpinned"
+    );
 }
