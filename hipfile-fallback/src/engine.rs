@@ -40,7 +40,7 @@ use hipfile_core::{
 use hipfile_hip::{DeviceRange, StagingLane};
 
 use crate::direct::{FilePaths, PieceIo};
-use crate::pins::{PagePins, PinView};
+use crate::pins::{PagePins, PinView, Running};
 use crate::plan::Plan;
 use crate::staging::StagingPool;
 
@@ -127,6 +127,8 @@ pub struct Transfer {
     doorbell: Option<Doorbell>,
     /// The pinned page-cache windows a read's pieces are copied out of.
     pinned: PinView,
+    /// Marks the transfer at work for the pinning thread until it finished or was withdrawn.
+    running: Mutex<Option<Running>>,
     /// Where bytes copied out of pinned windows are counted (statistics on).
     pins: Option<Arc<PagePins>>,
 }
@@ -137,10 +139,9 @@ impl Transfer {
     /// page-cache windows hold whole (its copies need no thread but the one queuing them).
     pub fn new(req: &IoRequest<'_>, parts: &EngineParts, threads: usize) -> Arc<Transfer> {
         let pinned = parts.pins.view(req);
-        let end = req
-            .file_offset
-            .saturating_add(req.size() as u64)
-            .min(req.file.stamp().size);
+        // Every byte, those past the end of the file too (the page that holds the last byte):
+        // a piece the windows do not hold is staged, and a staged piece is at most a chunk.
+        let end = req.file_offset.saturating_add(req.size() as u64);
         let all_pinned = !pinned.is_empty() && pinned.covers_all(req.file_offset..end);
         let threads = if req.append || all_pinned { 1 } else { threads };
         let s: &Settings = req.settings;
@@ -196,6 +197,7 @@ impl Transfer {
             },
             doorbell: req.doorbell.cloned(),
             pinned,
+            running: Mutex::new(Some(parts.pins.running())),
             pins: (req.stats_level() >= 1).then(|| Arc::clone(&parts.pins)),
         })
     }
@@ -329,9 +331,19 @@ impl Transfer {
             }
             drop(crew);
             if finished {
+                self.stop_running();
                 self.ring();
             }
         }
+    }
+
+    /// The transfer no longer works: the pinning thread need not wait for it any more (its
+    /// submitter may hold it long after).
+    fn stop_running(&self) {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 
     fn ring(&self) {
@@ -355,6 +367,7 @@ impl Transfer {
         if crew.active == 0 {
             crew.file = None;
             drop(crew);
+            self.stop_running();
             self.ring();
         }
         true
@@ -442,7 +455,13 @@ impl Transfer {
             let half = lane
                 .half_mut(slot)
                 .map_err(|e| Error::hip(&e, "waiting for a staged copy"))?;
-            let got = file.read(&mut half[..len], at)?;
+            let half = half.get_mut(..len).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InternalError,
+                    "a staged piece larger than a staging half",
+                )
+            })?;
+            let got = file.read(half, at)?;
             if got < len {
                 eof_at.fetch_min(start as u64 + got as u64, Ordering::AcqRel);
             }

@@ -100,14 +100,12 @@ impl FilePins {
     }
 }
 
-/// The pinned windows a read may copy out of, in file order, and the mark that a request of
-/// the engine is running (the pinning thread waits while one is).
+/// The pinned windows a read may copy out of, in file order.
 #[derive(Debug, Default)]
 pub struct PinView {
     /// The first window (most requests touch one: no list to allocate).
     first: Option<Arc<PinnedFileRange>>,
     more: Vec<Arc<PinnedFileRange>>,
-    _running: Option<Running>,
 }
 
 impl PinView {
@@ -146,9 +144,10 @@ impl PinView {
     }
 }
 
-/// A request of the engine in flight, from [`PagePins::view`] until its transfer is dropped.
+/// A request of the engine at work ([`PagePins::running`]): the pinning thread waits until
+/// none is, and then some more. Dropped when the request has finished.
 #[derive(Debug)]
-struct Running(Arc<Shared>);
+pub struct Running(Arc<Shared>);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -258,11 +257,7 @@ impl PagePins {
     /// pinning when the file is settled and the budget is not 0. A write unpins every window of
     /// its file and answers none.
     pub fn view(&self, req: &IoRequest<'_>) -> PinView {
-        self.shared.running.fetch_add(1, Ordering::AcqRel);
-        let mut view = PinView {
-            _running: Some(Running(Arc::clone(&self.shared))),
-            ..PinView::default()
-        };
+        let mut view = PinView::default();
         let budget = req.settings.page_cache_pin_bytes();
         if budget == 0 {
             // Off (or turned off while the driver is open: nothing stays pinned).
@@ -339,6 +334,13 @@ impl PagePins {
             }
         }
         view
+    }
+
+    /// Mark a request of the engine at work until the answer is dropped (when the request has
+    /// finished): windows are pinned only while none is.
+    pub fn running(&self) -> Running {
+        self.shared.running.fetch_add(1, Ordering::AcqRel);
+        Running(Arc::clone(&self.shared))
     }
 
     /// Wait until the pinning thread has worked through every window queued so far (tests, and

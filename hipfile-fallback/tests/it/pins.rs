@@ -115,6 +115,12 @@ fn a_second_read_is_copied_out_of_the_pinned_page_cache() {
             "read of {len} at {at}"
         );
     }
+    // The whole file into a larger buffer: the request runs past the end of the file (into
+    // the page that holds its last byte), so its last bytes are staged and find the end.
+    let big = DeviceBuffer::new(r.sim.clone(), size + 8192).unwrap();
+    assert_eq!(read(&r.d, r.handle, &big, size + 8192, 0), size);
+    assert_eq!(big.to_vec().unwrap()[..size], pattern(7, 0, size)[..]);
+    drop(big);
     // Deregistering the file unpins it: only the staging lanes stay registered host memory.
     let lanes = r.sim.live_allocations(MemoryKind::Host) - 3;
     r.d.handle_deregister(r.handle).unwrap();
@@ -244,4 +250,39 @@ fn a_file_whose_pages_are_not_all_cached_is_not_pinned() {
     read(&r.d, r.handle, &r.dev, 4096, 0);
     assert_eq!(pinned(&r.d), 0);
     assert_eq!(counter(&r.d, "page_cache_pins"), 0);
+}
+
+#[test]
+fn pinning_waits_for_requests_at_work_not_for_finished_ones_nobody_reaped() {
+    let size = WINDOW;
+    let r = rig(size, |_| {});
+    let batch = r.d.batch_setup(1).unwrap();
+    r.d.batch_submit(
+        batch,
+        &[hipfile_core::BatchEntry {
+            call: IoCall {
+                op: IoOp::Read,
+                handle: r.handle,
+                buffer: r.dev.ptr(),
+                size,
+                file_offset: 0,
+                buffer_offset: 0,
+            },
+            cookie: 1,
+        }],
+    )
+    .unwrap();
+    // The entry runs on the IO workers and finishes; nobody reaps it, so its completion stays
+    // held by the batch. The window it asked for is pinned all the same.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| tx.send(pinned(&r.d)).unwrap());
+        let got = rx.recv_timeout(std::time::Duration::from_secs(20));
+        if got.is_err() {
+            // Let the waiting thread go before failing.
+            r.d.batch_destroy(batch).unwrap();
+        }
+        assert_eq!(got.expect("pinning waited for a finished entry"), size);
+    });
+    r.d.batch_destroy(batch).unwrap();
 }
