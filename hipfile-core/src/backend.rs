@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
+use hipfile_hip::os::FileStamp;
 use hipfile_hip::{DeviceRange, GpuRuntime, MemoryKind};
 
 use crate::config::{CompatMode, EnvConfig, Settings};
@@ -70,6 +71,12 @@ pub struct IoRequest<'a> {
     /// stream waits for it: whatever GPU streams a backend uses for it must not be ordered with
     /// the legacy default stream, or they would wait behind the application's waiting stream.
     pub stream_ordered: bool,
+    /// The file's size and change times as this request's check of the application's
+    /// descriptor found them ([`RegisteredFile::check_caller`]); `None` when nothing checked
+    /// them. A backend that keeps anything of the file's contents between requests (the staged
+    /// engine's pinned page cache) keeps it only while the stamp stays the same, and uses none
+    /// of it for a request without one.
+    pub file_stamp: Option<FileStamp>,
 }
 
 impl IoRequest<'_> {
@@ -88,6 +95,7 @@ impl IoRequest<'_> {
             env: *self.env,
             doorbell: self.doorbell.cloned(),
             stream_ordered: self.stream_ordered,
+            file_stamp: self.file_stamp,
         }
     }
 
@@ -127,6 +135,7 @@ pub struct OwnedRequest {
     pub(crate) env: EnvConfig,
     pub(crate) doorbell: Option<Doorbell>,
     pub(crate) stream_ordered: bool,
+    pub(crate) file_stamp: Option<FileStamp>,
 }
 
 impl OwnedRequest {
@@ -144,6 +153,7 @@ impl OwnedRequest {
             env: &self.env,
             doorbell: self.doorbell.as_ref(),
             stream_ordered: self.stream_ordered,
+            file_stamp: self.file_stamp,
         }
     }
 }

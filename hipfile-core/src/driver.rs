@@ -869,6 +869,7 @@ impl Session {
                 env: session.env,
                 doorbell: None,
                 stream_ordered: false,
+                file_stamp: None,
             },
             _file_guard: file_guard,
             _buffer_guard: buffer_guard,
@@ -885,6 +886,7 @@ impl Session {
             }
         };
         req.append = call.op == IoOp::Write && caller.append;
+        req.file_stamp = Some(caller.stamp);
         if size == 0 {
             prepared.answer = Some(Ok(0));
             return Ok(prepared);

@@ -71,6 +71,8 @@ pub struct CallerView {
     pub append: bool,
     /// The file's size now, for regular files (`None` for block devices).
     pub size: Option<u64>,
+    /// The file's size and change times now.
+    pub stamp: FileStamp,
 }
 
 /// A file registered with the driver.
@@ -96,8 +98,6 @@ pub struct RegisteredFile {
     ino: u64,
     in_flight: AtomicUsize,
     appending: Mutex<()>,
-    /// The file's stamp as the last request's check found it.
-    stamp: Mutex<FileStamp>,
     /// What a backend keeps per registered file, made on first use and dropped with the
     /// registration (the staged engine's pinned page-cache pages of the file).
     backend_state: OnceLock<Box<dyn Any + Send + Sync>>,
@@ -200,7 +200,6 @@ impl RegisteredFile {
             ino: caller.ino,
             in_flight: AtomicUsize::new(0),
             appending: Mutex::new(()),
-            stamp: Mutex::new(caller.stamp),
             backend_state: OnceLock::new(),
         })
     }
@@ -265,10 +264,10 @@ impl RegisteredFile {
                 }
             )));
         }
-        *self.stamp.lock().unwrap_or_else(PoisonError::into_inner) = now.stamp;
         Ok(CallerView {
             append: now.append,
             size: (self.fs.kind != FsKind::BlockDevice).then_some(now.size),
+            stamp: now.stamp,
         })
     }
 
@@ -279,12 +278,6 @@ impl RegisteredFile {
         self.appending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The file's size and change times as the last request's check of the descriptor found
-    /// them (at registration before any request).
-    pub fn stamp(&self) -> FileStamp {
-        *self.stamp.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The state of type `T` a backend keeps for this file, made by `make` on first use; `None`
@@ -537,13 +530,9 @@ mod tests {
 
         let ap = open(std::fs::OpenOptions::new().read(true).append(true));
         let reg = RegisteredFile::open(ap.as_raw_fd()).unwrap();
-        assert_eq!(
-            reg.check_caller(IoOp::Write).unwrap(),
-            CallerView {
-                append: true,
-                size: Some(8192)
-            }
-        );
+        let view = reg.check_caller(IoOp::Write).unwrap();
+        assert_eq!((view.append, view.size), (true, Some(8192)));
+        assert_eq!(view.stamp.size, 8192);
     }
 
     #[test]

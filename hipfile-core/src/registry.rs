@@ -631,6 +631,7 @@ mod tests {
                 env: &self.env,
                 doorbell: None,
                 stream_ordered: false,
+                file_stamp: None,
             }
         }
     }

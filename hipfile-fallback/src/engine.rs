@@ -31,7 +31,7 @@
 //! and the copies out of it, bounds both layouts alike.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 
 use hipfile_core::workers::{IoWorkers, Job, STAY_AWAKE};
 use hipfile_core::{
@@ -125,8 +125,9 @@ pub struct Transfer {
     progress: Progress,
     /// Rung when a queued transfer finishes.
     doorbell: Option<Doorbell>,
-    /// The pinned page-cache windows a read's pieces are copied out of.
-    pinned: PinView,
+    /// The pinned page-cache windows a read's pieces are copied out of; let go of when the
+    /// transfer finished (its submitter may hold it long after).
+    pinned: RwLock<PinView>,
     /// Marks the transfer at work for the pinning thread until it finished or was withdrawn.
     running: Mutex<Option<Running>>,
     /// Where bytes copied out of pinned windows are counted (statistics on).
@@ -196,7 +197,7 @@ impl Transfer {
                 ..Progress::default()
             },
             doorbell: req.doorbell.cloned(),
-            pinned,
+            pinned: RwLock::new(pinned),
             running: Mutex::new(Some(parts.pins.running())),
             pins: (req.stats_level() >= 1).then(|| Arc::clone(&parts.pins)),
         })
@@ -340,6 +341,8 @@ impl Transfer {
     /// The transfer no longer works: the pinning thread need not wait for it any more (its
     /// submitter may hold it long after).
     fn stop_running(&self) {
+        // No copy out of the windows is in flight any more: every lane of the transfer drained.
+        *self.pinned.write().unwrap_or_else(PoisonError::into_inner) = PinView::default();
         self.running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -492,13 +495,14 @@ impl Transfer {
         len: usize,
     ) -> Result<bool, Error> {
         let at = self.file_offset + start as u64;
-        if self.pinned.is_empty() || !self.pinned.covers_all(at..at + len as u64) {
+        let pinned = self.pinned.read().unwrap_or_else(PoisonError::into_inner);
+        if pinned.is_empty() || !pinned.covers_all(at..at + len as u64) {
             return Ok(false);
         }
         let mut done = 0;
         while done < len {
             let here = at + done as u64;
-            let window = self.pinned.covering(here, 1).ok_or_else(|| {
+            let window = pinned.covering(here, 1).ok_or_else(|| {
                 Error::new(ErrorKind::InternalError, "a pinned window went missing")
             })?;
             let n = usize::try_from(window.end() - here)

@@ -40,16 +40,15 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
-use hipfile_core::{FileIo, IoOp, IoRequest, RegisteredFile};
+use hipfile_core::{DirectIoPolicy, IoOp, IoRequest};
 use hipfile_hip::os::FileStamp;
-use hipfile_hip::{GpuRuntime, PinnedFileRange};
+use hipfile_hip::{FileMapping, GpuRuntime, PinnedFileRange};
 
 /// Bytes of a file pinned as one: window `i` is `[i * WINDOW, (i + 1) * WINDOW)`, cut at the end
 /// of the file. Large enough that pinning runs near its best rate (1 MiB: 7.5 GB/s, 4 MiB: 21,
@@ -81,7 +80,9 @@ enum Window {
 }
 
 /// The windows of one registered file, kept in the file's registration
-/// ([`RegisteredFile::backend_state`]) and dropped (unpinned) with it.
+/// ([`hipfile_core::RegisteredFile::backend_state`]) and dropped (unpinned) with it. The pinning
+/// thread reaches it through a weak reference, so it never keeps the registration (and its
+/// descriptors) alive.
 #[derive(Debug, Default)]
 pub struct FilePins {
     state: Mutex<FileWindows>,
@@ -152,7 +153,8 @@ pub struct Running(Arc<Shared>);
 impl Drop for Running {
     fn drop(&mut self) {
         let s = &self.0;
-        *s.quiet_since.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        s.quiet_since
+            .store(s.epoch.elapsed().as_nanos() as u64, Ordering::Release);
         s.running.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -161,15 +163,21 @@ impl Drop for Running {
 enum Job {
     /// Pin a window.
     Pin(Pin),
+    /// Drop windows a request let go of (unpinning takes the GPU runtime's lock for as long as
+    /// pinning does: not on the request's thread).
+    Unpin(BTreeMap<u64, Window>),
     /// Answer once every job queued before this one is done.
     Marker(Sender<()>),
 }
 
-/// A window to pin.
+/// A window to pin: its mapping, made on the request's thread (which holds the file), so the
+/// pinning thread needs no descriptor of the file.
 struct Pin {
-    file: Weak<RegisteredFile>,
+    file: Weak<FilePins>,
     window: u64,
+    mapping: FileMapping,
     stamp: FileStamp,
+    device: i32,
     budget: usize,
 }
 
@@ -177,19 +185,19 @@ struct Pin {
 #[derive(Debug)]
 struct Shared {
     runtime: Arc<dyn GpuRuntime>,
-    io: Arc<dyn FileIo>,
     /// Bytes pinned now.
     pinned: Arc<AtomicUsize>,
     /// Every file that has windows, for making room.
-    files: Mutex<Vec<Weak<RegisteredFile>>>,
+    files: Mutex<Vec<Weak<FilePins>>>,
     /// Bytes copied out of pinned windows.
     served: AtomicU64,
     /// Windows pinned and unpinned to make room, since the driver opened.
     pins_made: AtomicU64,
     evicted: AtomicU64,
-    /// Requests of the engine running now, and when the last one ended.
+    /// Requests of the engine running now, and when the last one ended (ns since `epoch`).
     running: AtomicUsize,
-    quiet_since: Mutex<Instant>,
+    quiet_since: AtomicU64,
+    epoch: Instant,
     /// Set when the driver closes: the pinning thread stops waiting for a quiet moment.
     closing: AtomicBool,
 }
@@ -203,18 +211,18 @@ pub struct PagePins {
 }
 
 impl PagePins {
-    /// Pins made with `runtime`, of files whose pages `io` counts (`cachestat`).
-    pub fn new(runtime: Arc<dyn GpuRuntime>, io: Arc<dyn FileIo>) -> std::io::Result<Self> {
+    /// Pins made with `runtime`.
+    pub fn new(runtime: Arc<dyn GpuRuntime>) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             runtime,
-            io,
             pinned: Arc::default(),
             files: Mutex::default(),
             served: AtomicU64::new(0),
             pins_made: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             running: AtomicUsize::new(0),
-            quiet_since: Mutex::new(Instant::now()),
+            quiet_since: AtomicU64::new(0),
+            epoch: Instant::now(),
             closing: AtomicBool::new(false),
         });
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -252,31 +260,51 @@ impl PagePins {
             .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
+    /// Mark a request of the engine at work until the answer is dropped (when the request has
+    /// finished): windows are pinned only while none is.
+    pub fn running(&self) -> Running {
+        self.shared.running.fetch_add(1, Ordering::AcqRel);
+        Running(Arc::clone(&self.shared))
+    }
+
+    fn send(&self, job: Job) {
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.send(job);
+        }
+    }
+
+    /// Unpin every window of `pins`, on the pinning thread.
+    fn drop_windows(&self, state: &mut FileWindows) {
+        if !state.windows.is_empty() {
+            self.send(Job::Unpin(std::mem::take(&mut state.windows)));
+        }
+    }
+
     /// The pinned windows a request may copy out of. A read whose file changed since its
     /// windows were pinned unpins them; windows it touches that are not pinned are queued for
     /// pinning when the file is settled and the budget is not 0. A write unpins every window of
-    /// its file and answers none.
+    /// its file and answers none; so does a request under `HIPFILE_DIRECT_IO=always` (which
+    /// asks to keep off the page cache), and a request that carries no stamp of its file gets
+    /// none.
     pub fn view(&self, req: &IoRequest<'_>) -> PinView {
         let mut view = PinView::default();
         let budget = req.settings.page_cache_pin_bytes();
-        if budget == 0 {
-            // Off (or turned off while the driver is open: nothing stays pinned).
-            if let Some(pins) = req.file.backend_state_if::<FilePins>() {
-                pins.lock().windows.clear();
+        let off = budget == 0 || req.settings.direct_io == DirectIoPolicy::Always;
+        let Some(stamp) = req.file_stamp else {
+            return view;
+        };
+        if off || req.op == IoOp::Write || req.append {
+            if let Some(pins) = req.file.backend_state_if::<Arc<FilePins>>() {
+                self.drop_windows(&mut pins.lock());
             }
             return view;
         }
-        let Some(pins) = req.file.backend_state(FilePins::default) else {
+        let Some(pins) = req.file.backend_state(|| Arc::new(FilePins::default())) else {
             return view;
         };
         let mut state = pins.lock();
-        if req.op == IoOp::Write || req.append {
-            state.windows.clear();
-            return view;
-        }
-        let stamp = req.file.stamp();
         if state.stamp != stamp {
-            state.windows.clear();
+            self.drop_windows(&mut state);
             state.stamp = stamp;
         }
         let end = req
@@ -290,8 +318,8 @@ impl PagePins {
         let last = (end - 1) / WINDOW as u64;
         let now = Instant::now();
         let settled = settled(stamp, req.settings.page_cache_pin_settle_ms);
-        let mut queue = Vec::new();
         let fresh = state.windows.is_empty();
+        let mut queued = false;
         for w in first..=last {
             match state.windows.get_mut(&w) {
                 Some(Window::Pinned { range, used }) => {
@@ -301,50 +329,52 @@ impl PagePins {
                 Some(Window::Queued) => {}
                 Some(Window::Skipped { until }) if *until > now => {}
                 _ if settled => {
-                    state.windows.insert(w, Window::Queued);
-                    queue.push(w);
+                    let start = w * WINDOW as u64;
+                    let len = (stamp.size - start).min(WINDOW as u64) as usize;
+                    // The request holds the file: map the window now, pin it later.
+                    match FileMapping::map(req.file.buffered_fd(), start, len) {
+                        Ok(mapping) => {
+                            state.windows.insert(w, Window::Queued);
+                            self.send(Job::Pin(Pin {
+                                file: Arc::downgrade(pins),
+                                window: w,
+                                mapping,
+                                stamp,
+                                device: req.device(),
+                                budget,
+                            }));
+                            queued = true;
+                        }
+                        Err(e) => {
+                            log::debug!("mapping {len} bytes at {start} to pin them: {e}");
+                            state
+                                .windows
+                                .insert(w, Window::Skipped { until: now + RETRY });
+                        }
+                    }
                 }
                 _ => {}
             }
         }
         drop(state);
-        if queue.is_empty() {
-            return view;
-        }
-        if fresh {
+        if queued && fresh {
             let mut files = self
                 .shared
                 .files
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             files.retain(|f| f.strong_count() > 0);
-            let me = Arc::downgrade(req.file);
+            let me = Arc::downgrade(pins);
             if !files.iter().any(|f| f.ptr_eq(&me)) {
                 files.push(me);
-            }
-        }
-        if let Some(jobs) = &self.jobs {
-            for window in queue {
-                let _ = jobs.send(Job::Pin(Pin {
-                    file: Arc::downgrade(req.file),
-                    window,
-                    stamp,
-                    budget,
-                }));
             }
         }
         view
     }
 
-    /// Mark a request of the engine at work until the answer is dropped (when the request has
-    /// finished): windows are pinned only while none is.
-    pub fn running(&self) -> Running {
-        self.shared.running.fetch_add(1, Ordering::AcqRel);
-        Running(Arc::clone(&self.shared))
-    }
-
     /// Wait until the pinning thread has worked through every window queued so far (tests, and
-    /// the benchmark's repeated reads).
+    /// the benchmark's repeated reads). The thread pins only while the engine is idle: under a
+    /// steady stream of requests this waits until they pause.
     pub fn settle(&self) {
         let (tx, rx) = crossbeam_channel::bounded(1);
         if let Some(jobs) = &self.jobs {
@@ -387,10 +417,11 @@ fn pin_windows(shared: &Shared, jobs: &Receiver<Job>) {
                 if !wait_for_quiet(shared) {
                     return;
                 }
-                if let Some(file) = pin.file.upgrade() {
-                    pin_window(shared, &file, &pin);
+                if let Some(pins) = pin.file.upgrade() {
+                    pin_window(shared, &pins, pin);
                 }
             }
+            Job::Unpin(windows) => drop(windows),
             Job::Marker(done) => {
                 let _ = done.send(());
             }
@@ -409,77 +440,64 @@ fn wait_for_quiet(shared: &Shared) -> bool {
         if shared.closing.load(Ordering::Acquire) {
             return false;
         }
-        let quiet_for = shared
-            .quiet_since
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .elapsed();
-        if shared.running.load(Ordering::Acquire) == 0 && quiet_for >= QUIET {
+        let now = shared.epoch.elapsed().as_nanos() as u64;
+        let quiet_for = now.saturating_sub(shared.quiet_since.load(Ordering::Acquire));
+        if shared.running.load(Ordering::Acquire) == 0 && quiet_for >= QUIET.as_nanos() as u64 {
             return true;
         }
         std::thread::sleep(QUIET);
     }
 }
 
-fn pin_window(shared: &Shared, file: &Arc<RegisteredFile>, job: &Pin) {
-    let Some(pins) = file.backend_state_if::<FilePins>() else {
-        return;
+fn pin_window(shared: &Shared, pins: &Arc<FilePins>, job: Pin) {
+    let Pin {
+        window,
+        mapping,
+        stamp,
+        device,
+        budget,
+        ..
+    } = job;
+    let (start, len) = (window * WINDOW as u64, mapping.len());
+    let wanted = |state: &FileWindows| {
+        state.stamp == stamp && matches!(state.windows.get(&window), Some(Window::Queued))
     };
-    let start = job.window * WINDOW as u64;
-    let len = (job.stamp.size.saturating_sub(start)).min(WINDOW as u64) as usize;
-    let outcome = (|| {
-        if len == 0 {
-            return None;
-        }
-        // The file as it is now, not as the request saw it: nothing is pinned of a file that
-        // changed since.
-        let fd = file.buffered_fd();
-        let now = hipfile_hip::os::descriptor_state(fd.as_raw_fd()).ok()?;
-        if now.stamp != job.stamp {
-            return None;
-        }
-        let cached = shared.io.cached_pages(fd, start, len as u64)?;
-        if cached.cached < cached.total {
-            return None;
-        }
-        if !make_room(shared, len, job.budget) {
-            return None;
-        }
-        match PinnedFileRange::pin(
-            &shared.runtime,
-            fd,
-            start,
-            len,
-            Some(Arc::clone(&shared.pinned)),
-        ) {
-            Ok(range) => Some(Arc::new(range)),
-            Err(e) => {
-                log::debug!("pinning {len} bytes of the page cache at {start}: {e}");
-                None
-            }
-        }
-    })();
-    // The pin stands only if the file kept its stamp while it was made.
-    let unchanged = hipfile_hip::os::descriptor_state(file.buffered_fd().as_raw_fd())
-        .is_ok_and(|now| now.stamp == job.stamp);
-    let mut state = pins.lock();
-    if state.stamp != job.stamp || !matches!(state.windows.get(&job.window), Some(Window::Queued)) {
-        // The windows were dropped (the file changed, or was written) while this one was made.
+    if !wanted(&pins.lock()) {
+        // Dropped (the file changed or was written) while queued.
         return;
     }
-    let window = match outcome {
-        Some(range) if unchanged => {
+    // Pinning pages that are not cached would read them from the disk, one fault at a time,
+    // under the runtime's lock.
+    let range = if mapping.all_cached() && make_room(shared, len, budget) {
+        PinnedFileRange::register(
+            &shared.runtime,
+            device,
+            mapping,
+            Some(Arc::clone(&shared.pinned)),
+        )
+        .map_err(|e| log::debug!("pinning the page cache at {start}: {e}"))
+        .ok()
+    } else {
+        None
+    };
+    let mut state = pins.lock();
+    if !wanted(&state) {
+        // The windows were dropped while this one was pinned: it goes with them.
+        return;
+    }
+    let entry = match range {
+        Some(range) => {
             shared.pins_made.fetch_add(1, Ordering::Relaxed);
             Window::Pinned {
-                range,
+                range: Arc::new(range),
                 used: Instant::now(),
             }
         }
-        _ => Window::Skipped {
+        None => Window::Skipped {
             until: Instant::now() + RETRY,
         },
     };
-    state.windows.insert(job.window, window);
+    state.windows.insert(window, entry);
 }
 
 /// Unpin windows idle for [`IDLE`], least recently used first, until `len` more bytes fit in
@@ -492,7 +510,7 @@ fn make_room(shared: &Shared, len: usize, budget: usize) -> bool {
     if len > budget {
         return false;
     }
-    let files: Vec<Arc<RegisteredFile>> = shared
+    let files: Vec<Arc<FilePins>> = shared
         .files
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -502,12 +520,10 @@ fn make_room(shared: &Shared, len: usize, budget: usize) -> bool {
     let now = Instant::now();
     let mut idle: Vec<(Instant, usize, u64)> = Vec::new();
     for (i, f) in files.iter().enumerate() {
-        if let Some(pins) = f.backend_state_if::<FilePins>() {
-            for (&w, window) in &pins.lock().windows {
-                if let Window::Pinned { used, .. } = window {
-                    if now.duration_since(*used) >= IDLE {
-                        idle.push((*used, i, w));
-                    }
+        for (&w, window) in &f.lock().windows {
+            if let Window::Pinned { used, .. } = window {
+                if now.duration_since(*used) >= IDLE {
+                    idle.push((*used, i, w));
                 }
             }
         }
@@ -517,16 +533,16 @@ fn make_room(shared: &Shared, len: usize, budget: usize) -> bool {
         if fits() {
             break;
         }
-        if let Some(pins) = files[i].backend_state_if::<FilePins>() {
-            let mut state = pins.lock();
-            if let Some(Window::Pinned { used, .. }) = state.windows.get(&w) {
-                if now.duration_since(*used) >= IDLE {
-                    state.windows.remove(&w);
-                    shared.evicted.fetch_add(1, Ordering::Relaxed);
-                }
+        let mut state = files[i].lock();
+        if let Some(Window::Pinned { used, .. }) = state.windows.get(&w) {
+            if now.duration_since(*used) >= IDLE {
+                let gone = state.windows.remove(&w);
+                drop(state);
+                // Unpinned here, once no read copies out of it any more.
+                drop(gone);
+                shared.evicted.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
-    // A window dropped here is unpinned once no read copies out of it any more.
     fits()
 }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::runtime::GpuRuntime;
+use crate::runtime::{DeviceGuard, GpuRuntime};
 
 /// The size of a page of this process, which mappings are made of.
 pub fn page_size() -> usize {
@@ -32,46 +32,34 @@ pub fn page_size() -> usize {
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
-/// `len` bytes of a file at `offset`, mapped read-only and pinned with a runtime.
-pub struct PinnedFileRange {
-    runtime: Arc<dyn GpuRuntime>,
+/// `len` bytes of a file at a page-aligned offset, mapped read-only (`PROT_READ`,
+/// `MAP_SHARED`) and not read by anyone yet: what [`PinnedFileRange::register`] pins. The
+/// mapping keeps the file open in the kernel (no descriptor) until it is dropped.
+pub struct FileMapping {
     map: NonNull<u8>,
     /// Bytes mapped: `len` rounded up to whole pages.
     map_len: usize,
     offset: u64,
     len: usize,
-    /// Where the pinned bytes are counted while the range lives.
-    ledger: Option<Arc<AtomicUsize>>,
 }
 
 // SAFETY: the mapping is never read or written through `map` by the CPU; the pointer is only
-// handed to the runtime (which is `Send + Sync`) to register, copy out of and unregister.
-unsafe impl Send for PinnedFileRange {}
-// SAFETY: as above; every method takes `&self` and only queues copies that read the mapping.
-unsafe impl Sync for PinnedFileRange {}
+// handed to the kernel (`mincore`, `munmap`) and to a runtime to register and copy out of.
+unsafe impl Send for FileMapping {}
+// SAFETY: as above; every method takes `&self` and reads nothing through the pointer.
+unsafe impl Sync for FileMapping {}
 
-impl PinnedFileRange {
-    /// Map and pin `len` bytes of the file open on `fd` at `offset`. `offset` must be a multiple
-    /// of [`page_size`], `len` at least 1, and `offset + len` at most the size of the file (the
-    /// caller knows it; a range past the end fails to pin, as the kernel has no page for it).
-    /// `fd` must allow reading (a write-only or `O_PATH` descriptor fails to map). While the
-    /// range lives its `len` bytes are added to `ledger`.
-    pub fn pin(
-        runtime: &Arc<dyn GpuRuntime>,
-        fd: BorrowedFd<'_>,
-        offset: u64,
-        len: usize,
-        ledger: Option<Arc<AtomicUsize>>,
-    ) -> HipResult<Self> {
+impl FileMapping {
+    /// Map `len` bytes of the file open on `fd` at `offset`. `offset` must be a multiple of
+    /// [`page_size`] and `len` at least 1; `fd` must allow reading (a write-only or `O_PATH`
+    /// descriptor fails to map). Mapping past the end of the file succeeds; pinning such a
+    /// range fails, as the kernel has no page for it.
+    pub fn map(fd: BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<Self> {
         let page = page_size();
-        let invalid = |why: &str| HipError::Call {
-            call: "hipHostRegister",
-            code: HipErrorCode::INVALID_VALUE,
-            detail: Some(why.to_string()),
-        };
+        let invalid = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
         if len == 0 || offset % page as u64 != 0 {
             return Err(invalid(
-                "a pinned file range starts on a page and is not empty",
+                "a file range to pin starts on a page and is not empty",
             ));
         }
         let map_len = len
@@ -92,58 +80,132 @@ impl PinnedFileRange {
             )
         };
         if addr == libc::MAP_FAILED {
-            return Err(HipError::Call {
-                call: "mmap",
-                code: HipErrorCode::INVALID_VALUE,
-                detail: Some(format!(
-                    "mapping {len} bytes at {offset}: {}",
-                    std::io::Error::last_os_error()
-                )),
-            });
+            return Err(std::io::Error::last_os_error());
         }
         let map = NonNull::new(addr.cast::<u8>()).ok_or_else(|| invalid("mapped at 0"))?;
-        // SAFETY: `[map, map + len)` is mapped until `Drop`, which unregisters it first.
-        if let Err(e) = unsafe { runtime.host_register(map, len, true) } {
-            // SAFETY: the mapping was made above and nothing uses it.
-            unsafe { libc::munmap(addr, map_len) };
-            return Err(e);
-        }
-        if let Some(l) = &ledger {
-            l.fetch_add(len, Ordering::AcqRel);
-        }
-        Ok(PinnedFileRange {
-            runtime: Arc::clone(runtime),
+        Ok(FileMapping {
             map,
             map_len,
             offset,
             len,
+        })
+    }
+
+    /// Bytes mapped (before rounding up to pages).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the range is empty (never: [`FileMapping::map`] refuses that).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether every page of the range is in the page cache (`mincore(2)`, which asks the page
+    /// cache for a shared file mapping and reads nothing). `false` where the kernel cannot say.
+    pub fn all_cached(&self) -> bool {
+        let pages = self.map_len / page_size();
+        let mut vec = vec![0u8; pages];
+        // SAFETY: `[map, map + map_len)` is this mapping; `vec` holds one byte per page.
+        let rc = unsafe { libc::mincore(self.map.as_ptr().cast(), self.map_len, vec.as_mut_ptr()) };
+        rc == 0 && vec.iter().all(|v| v & 1 == 1)
+    }
+}
+
+impl fmt::Debug for FileMapping {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileMapping")
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl Drop for FileMapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, of `map_len` bytes; whoever pinned it unpinned it
+        // first (`PinnedFileRange`'s drop), and nothing reads it.
+        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
+    }
+}
+
+/// A [`FileMapping`] pinned with a runtime: the device copies straight out of its pages.
+pub struct PinnedFileRange {
+    runtime: Arc<dyn GpuRuntime>,
+    /// The device the registration was made on (and is undone on).
+    device: i32,
+    mapping: FileMapping,
+    /// Where the pinned bytes are counted while the range lives.
+    ledger: Option<Arc<AtomicUsize>>,
+}
+
+impl PinnedFileRange {
+    /// Map and pin `len` bytes of the file open on `fd` at `offset` ([`FileMapping::map`], then
+    /// [`PinnedFileRange::register`] on the calling thread's current device).
+    pub fn pin(
+        runtime: &Arc<dyn GpuRuntime>,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        ledger: Option<Arc<AtomicUsize>>,
+    ) -> HipResult<Self> {
+        let mapping = FileMapping::map(fd, offset, len).map_err(|e| HipError::Call {
+            call: "mmap",
+            code: HipErrorCode::INVALID_VALUE,
+            detail: Some(format!("mapping {len} bytes at {offset}: {e}")),
+        })?;
+        let device = runtime.current_device()?;
+        Self::register(runtime, device, mapping, ledger)
+    }
+
+    /// Pin `mapping` with the runtime's read-only registration, made on `device` (the calling
+    /// thread's current device is left as it was: a thread with none would otherwise bring up
+    /// device 0's context); every page must lie inside the file (the kernel brings in any page
+    /// that is not cached). While the range lives its bytes are added to `ledger`.
+    pub fn register(
+        runtime: &Arc<dyn GpuRuntime>,
+        device: i32,
+        mapping: FileMapping,
+        ledger: Option<Arc<AtomicUsize>>,
+    ) -> HipResult<Self> {
+        let _on_device = DeviceGuard::switch(&**runtime, device)?;
+        // SAFETY: `[map, map + len)` is mapped for as long as `mapping` lives, and `Drop`
+        // unregisters it before the mapping goes.
+        unsafe { runtime.host_register(mapping.map, mapping.len, true) }?;
+        if let Some(l) = &ledger {
+            l.fetch_add(mapping.len, Ordering::AcqRel);
+        }
+        Ok(PinnedFileRange {
+            runtime: Arc::clone(runtime),
+            device,
+            mapping,
             ledger,
         })
     }
 
     /// The file offset of the first byte.
     pub fn offset(&self) -> u64 {
-        self.offset
+        self.mapping.offset
     }
 
     /// Bytes pinned.
     pub fn len(&self) -> usize {
-        self.len
+        self.mapping.len
     }
 
-    /// Whether the range is empty (never: [`PinnedFileRange::pin`] refuses that).
+    /// Whether the range is empty (never: [`FileMapping::map`] refuses that).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.mapping.len == 0
     }
 
-    /// The file range pinned.
+    /// The file offset past the last byte.
     pub fn end(&self) -> u64 {
-        self.offset + self.len as u64
+        self.offset() + self.len() as u64
     }
 
     /// Whether `len` bytes of the file at `file_offset` lie inside the range.
     pub fn covers(&self, file_offset: u64, len: usize) -> bool {
-        file_offset >= self.offset
+        file_offset >= self.offset()
             && file_offset
                 .checked_add(len as u64)
                 .is_some_and(|end| end <= self.end())
@@ -162,15 +224,16 @@ impl PinnedFileRange {
                 code: HipErrorCode::INVALID_VALUE,
                 detail: Some(format!(
                     "{len} bytes at {file_offset} are not all in the pinned range {}..{}",
-                    self.offset,
+                    self.offset(),
                     self.end()
                 )),
             });
         }
         Ok(self
+            .mapping
             .map
             .as_ptr()
-            .wrapping_add((file_offset - self.offset) as usize)
+            .wrapping_add((file_offset - self.offset()) as usize)
             .cast_const())
     }
 }
@@ -178,8 +241,7 @@ impl PinnedFileRange {
 impl fmt::Debug for PinnedFileRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PinnedFileRange")
-            .field("offset", &self.offset)
-            .field("len", &self.len)
+            .field("mapping", &self.mapping)
             .finish()
     }
 }
@@ -188,13 +250,13 @@ impl Drop for PinnedFileRange {
     fn drop(&mut self) {
         // Every copy out of the range held it until the copy completed (`StagingLane`), so
         // nothing reads it now. An unregistration that fails leaves the pages pinned; the
-        // mapping goes either way, and the runtime forgets the pin with the address space.
-        // SAFETY: registered in `pin`; no copy out of it is queued (see above).
-        let _ = unsafe { self.runtime.host_unregister(self.map) };
-        // SAFETY: the mapping made in `pin`, of `map_len` bytes, used by nothing any more.
-        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
+        // mapping goes either way (after this, with the field), and the runtime forgets the pin
+        // with the address space.
+        let _on_device = DeviceGuard::switch(&*self.runtime, self.device);
+        // SAFETY: registered in `register`; no copy out of it is queued (see above).
+        let _ = unsafe { self.runtime.host_unregister(self.mapping.map) };
         if let Some(l) = &self.ledger {
-            l.fetch_sub(self.len, Ordering::AcqRel);
+            l.fetch_sub(self.mapping.len, Ordering::AcqRel);
         }
     }
 }
@@ -205,7 +267,7 @@ mod tests {
     use crate::sim::SimRuntime;
     use crate::{DeviceBuffer, DeviceRange, MemoryKind, StagingLane, StreamOrder};
     use std::io::Write;
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, AsRawFd};
 
     fn file_of(bytes: &[u8]) -> (tempfile::TempDir, std::fs::File) {
         let dir = tempfile::tempdir().unwrap();
@@ -272,6 +334,23 @@ mod tests {
         lane.finish().unwrap();
         assert_eq!(ledger.load(Ordering::Acquire), 0);
         assert_eq!(dev.to_vec().unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_mapping_says_whether_all_its_pages_are_cached() {
+        let page = page_size();
+        let (_dir, file) = file_of(&vec![5u8; 8 * page]);
+        let mapping = FileMapping::map(file.as_fd(), 0, 8 * page).unwrap();
+        assert!(mapping.all_cached(), "a file just written is cached");
+        file.sync_all().unwrap();
+        // SAFETY: advice on an open descriptor; it reads and writes no memory of ours.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let tail = FileMapping::map(file.as_fd(), 4 * page as u64, 4 * page).unwrap();
+        // tmpfs keeps its pages whatever the advice: only a dropped page may say false.
+        let still = FileMapping::map(file.as_fd(), 0, page)
+            .unwrap()
+            .all_cached();
+        assert_eq!(tail.all_cached(), still);
     }
 
     #[test]

@@ -71,6 +71,7 @@ impl Bench {
             env: &self.env,
             doorbell: None,
             stream_ordered: false,
+            file_stamp: None,
         };
         assert_eq!(self.backend.accepts(&req), Ok(()));
         self.backend.submit(&req, Submit::Wait).wait()
@@ -180,6 +181,7 @@ fn it_declines_when_compat_mode_is_disallowed() {
         env: &bench.env,
         doorbell: None,
         stream_ordered: false,
+        file_stamp: None,
     };
     assert_eq!(
         bench.backend.accepts(&req),

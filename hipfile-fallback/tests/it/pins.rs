@@ -221,11 +221,18 @@ fn pins_stay_within_the_budget_and_make_room_from_idle_windows() {
 }
 
 #[test]
-fn nothing_is_pinned_when_the_budget_is_0_or_the_file_just_changed() {
+fn nothing_is_pinned_when_the_budget_is_0_direct_io_is_asked_for_or_the_file_just_changed() {
     let size = WINDOW;
     let off = rig(size, |s| s.page_cache_pins_kb = Some(0));
     read(&off.d, off.handle, &off.dev, size, 0);
     assert_eq!(pinned(&off.d), 0);
+    let direct = rig(size, |s| s.direct_io = hipfile_core::DirectIoPolicy::Always);
+    read(&direct.d, direct.handle, &direct.dev, size, 0);
+    assert_eq!(
+        pinned(&direct.d),
+        0,
+        "O_DIRECT asked for: no page cache pinned"
+    );
     let fresh = rig(size, |s| s.page_cache_pin_settle_ms = 60_000);
     read(&fresh.d, fresh.handle, &fresh.dev, size, 0);
     assert_eq!(pinned(&fresh.d), 0);

@@ -123,6 +123,7 @@ impl FileRequests {
             env: &self.env,
             doorbell: None,
             stream_ordered: false,
+            file_stamp: None,
         }
     }
 
