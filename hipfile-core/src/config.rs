@@ -213,8 +213,9 @@ pub struct Settings {
     pub min_piece_kb: u64,
     /// Most page-cache memory the staged engine keeps pinned, in KiB, so that reads of cached
     /// file ranges are copied to the device straight out of the page cache
-    /// (`HIPFILE_PAGE_CACHE_PINS_KB`; 0 turns it off). `None`: an eighth of the machine's
-    /// memory, at most 16 GiB ([`Settings::page_cache_pin_bytes`]).
+    /// (`HIPFILE_PAGE_CACHE_PINS_KB`; 0 turns it off). `None`: an eighth of the memory the
+    /// process may use, at most 16 GiB ([`Settings::page_cache_pin_bytes`]). Pinned page cache
+    /// cannot be reclaimed until it is unpinned; each process keeps its own budget.
     pub page_cache_pins_kb: Option<u64>,
     /// How long a file must have stayed unchanged (its change time that far in the past) before
     /// its pages are pinned, in ms (`HIPFILE_PAGE_CACHE_PIN_SETTLE_MS`). A change within the
@@ -475,16 +476,20 @@ impl Settings {
     }
 
     /// The page-cache pin budget in bytes ([`Settings::page_cache_pins_kb`]): the setting, else
-    /// an eighth of the machine's memory (`MemTotal`), at most 16 GiB (0 where the machine's
-    /// memory cannot be read).
+    /// an eighth of the memory this process may use (the machine's `MemTotal`, or its memory
+    /// cgroup's limit where that is lower), at most 16 GiB (0 where neither can be read).
     pub fn page_cache_pin_bytes(&self) -> usize {
         let kb = self.page_cache_pins_kb.unwrap_or_else(|| {
             static TOTAL_KB: OnceLock<u64> = OnceLock::new();
             let total = *TOTAL_KB.get_or_init(|| {
-                std::fs::read_to_string("/proc/meminfo")
-                    .ok()
+                let read = |path: &str| std::fs::read_to_string(path).ok();
+                let machine = read("/proc/meminfo")
                     .and_then(|text| mem_total_kb(&text))
-                    .unwrap_or(0)
+                    .unwrap_or(0);
+                let group = read("/proc/self/cgroup")
+                    .and_then(|text| cgroup_limit_kb(&text, read))
+                    .unwrap_or(u64::MAX);
+                machine.min(group)
             });
             (total / 8).min(16 << 20)
         });
@@ -553,6 +558,33 @@ fn mem_total_kb(meminfo: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// The memory limit of this process's cgroup in KiB, from `/proc/self/cgroup` text and the
+/// files `read` answers: cgroup v2's `memory.max`, else v1's `memory.limit_in_bytes`, at the
+/// group's path under the mount and, where that is not there (a cgroup namespace), at the
+/// mount's root. `None` when there is no limit (`max`, or v1's near-`i64::MAX` unlimited).
+fn cgroup_limit_kb(proc_cgroup: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    let limit = |dir: &str, file: &str, path: &str| {
+        [format!("{dir}{path}/{file}"), format!("{dir}/{file}")]
+            .iter()
+            .find_map(|f| read(f))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|&bytes| bytes < 1 << 62)
+            .map(|bytes| bytes / 1024)
+    };
+    proc_cgroup.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let path = path.trim_end_matches('/');
+        if id == "0" && controllers.is_empty() {
+            limit("/sys/fs/cgroup", "memory.max", path)
+        } else if controllers.split(',').any(|c| c == "memory") {
+            limit("/sys/fs/cgroup/memory", "memory.limit_in_bytes", path)
+        } else {
+            None
+        }
+    })
+}
+
 /// Ceilings of the settings ([`Settings::check`]).
 pub mod limits {
     /// Largest single transfer, in KiB: what one `read(2)`/`write(2)` moves at most
@@ -581,6 +613,57 @@ pub mod limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_limit_of_the_process_cgroup_is_read_in_either_version() {
+        let files = |entries: &'static [(&'static str, &'static str)]| {
+            move |path: &str| {
+                entries
+                    .iter()
+                    .find(|(p, _)| *p == path)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        // v2: the group's own memory.max; "max" is no limit.
+        let v2 = "0::/jobs/a\n";
+        let read = files(&[("/sys/fs/cgroup/jobs/a/memory.max", "8589934592\n")]);
+        assert_eq!(cgroup_limit_kb(v2, read), Some(8 << 20));
+        let read = files(&[("/sys/fs/cgroup/jobs/a/memory.max", "max\n")]);
+        assert_eq!(cgroup_limit_kb(v2, read), None);
+        // v1, where the group is not under the mount (a namespace): the mount's root.
+        let v1 = "9:name=systemd:/\n4:memory:/process_api/x\n0::/\n";
+        let read = files(&[(
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "2147483648\n",
+        )]);
+        assert_eq!(cgroup_limit_kb(v1, read), Some(2 << 20));
+        let read = files(&[(
+            "/sys/fs/cgroup/memory/process_api/x/memory.limit_in_bytes",
+            "9223372036854771712\n",
+        )]);
+        assert_eq!(cgroup_limit_kb(v1, read), None, "v1's unlimited");
+        assert_eq!(cgroup_limit_kb(v1, |_| None), None);
+    }
+
+    #[test]
+    fn the_page_cache_pin_budget_is_the_setting_else_an_eighth_of_memory() {
+        let set = Settings {
+            page_cache_pins_kb: Some(3),
+            ..Settings::default()
+        };
+        assert_eq!(set.page_cache_pin_bytes(), 3072);
+        let auto = Settings::default().page_cache_pin_bytes();
+        let machine = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|t| mem_total_kb(&t))
+            .unwrap();
+        assert!(auto > 0 && auto as u64 <= (machine / 8) * 1024 && auto <= 16 << 30);
+        assert_eq!(
+            Settings::from_lookup(|k| (k == "HIPFILE_PAGE_CACHE_PINS_KB").then(|| "0".into()))
+                .page_cache_pin_bytes(),
+            0
+        );
+    }
 
     fn env(pairs: &[(&str, &str)]) -> EnvConfig {
         EnvConfig::from_lookup(|name| {

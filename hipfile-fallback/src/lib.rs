@@ -145,7 +145,7 @@ impl Fallback {
                 Decline::CompatModeDisallowed
             );
         }
-        let pins = PagePins::new(Arc::clone(&ctx.runtime))
+        let pins = PagePins::new(Arc::clone(&ctx.runtime), Arc::clone(&ctx.io))
             .map_err(|e| Error::from_io(&e, "starting the page-cache pinning thread"))?;
         Ok(Fallback {
             parts: EngineParts {

@@ -46,7 +46,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
-use hipfile_core::{DirectIoPolicy, IoOp, IoRequest};
+use hipfile_core::{DirectIoPolicy, FileIo, IoOp, IoRequest};
 use hipfile_hip::os::FileStamp;
 use hipfile_hip::{FileMapping, GpuRuntime, PinnedFileRange};
 
@@ -206,13 +206,15 @@ struct Shared {
 #[derive(Debug)]
 pub struct PagePins {
     shared: Arc<Shared>,
+    /// What the page cache holds is asked through it (`cachestat`).
+    io: Arc<dyn FileIo>,
     jobs: Option<Sender<Job>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl PagePins {
-    /// Pins made with `runtime`.
-    pub fn new(runtime: Arc<dyn GpuRuntime>) -> std::io::Result<Self> {
+    /// Pins made with `runtime`, of ranges that `io` says are cached.
+    pub fn new(runtime: Arc<dyn GpuRuntime>, io: Arc<dyn FileIo>) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             runtime,
             pinned: Arc::default(),
@@ -232,6 +234,7 @@ impl PagePins {
             .spawn(move || pin_windows(&worker, &rx))?;
         Ok(PagePins {
             shared,
+            io,
             jobs: Some(tx),
             thread: Some(thread),
         })
@@ -331,8 +334,21 @@ impl PagePins {
                 _ if settled => {
                     let start = w * WINDOW as u64;
                     let len = (stamp.size - start).min(WINDOW as u64) as usize;
-                    // The request holds the file: map the window now, pin it later.
-                    match FileMapping::map(req.file.buffered_fd(), start, len) {
+                    let fd = req.file.buffered_fd();
+                    // Only a window the page cache holds whole (`cachestat`: pinning pages that
+                    // are not cached would read them from the disk, one fault at a time, under
+                    // the runtime's lock). The request holds the file: map it now, pin it later.
+                    let cached = self
+                        .io
+                        .cached_pages(fd, start, len as u64)
+                        .is_some_and(|c| c.cached >= c.total);
+                    if !cached {
+                        state
+                            .windows
+                            .insert(w, Window::Skipped { until: now + RETRY });
+                        continue;
+                    }
+                    match FileMapping::map(fd, start, len) {
                         Ok(mapping) => {
                             state.windows.insert(w, Window::Queued);
                             self.send(Job::Pin(Pin {
@@ -466,8 +482,7 @@ fn pin_window(shared: &Shared, pins: &Arc<FilePins>, job: Pin) {
         // Dropped (the file changed or was written) while queued.
         return;
     }
-    // Pinning pages that are not cached would read them from the disk, one fault at a time,
-    // under the runtime's lock.
+    // Still all cached (pages may have been reclaimed while the window waited).
     let range = if mapping.all_cached() && make_room(shared, len, budget) {
         PinnedFileRange::register(
             &shared.runtime,
