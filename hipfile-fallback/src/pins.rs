@@ -321,7 +321,6 @@ impl PagePins {
         let last = (end - 1) / WINDOW as u64;
         let now = Instant::now();
         let settled = settled(stamp, req.settings.page_cache_pin_settle_ms);
-        let fresh = state.windows.is_empty();
         let mut queued = false;
         for w in first..=last {
             match state.windows.get_mut(&w) {
@@ -373,7 +372,7 @@ impl PagePins {
             }
         }
         drop(state);
-        if queued && fresh {
+        if queued {
             let mut files = self
                 .shared
                 .files
