@@ -67,9 +67,26 @@ struct Started {
     compat: CompatMode,
     /// How the staged engine uses a file's O_DIRECT descriptor.
     direct_io: DirectIoPolicy,
+    /// The page cache the staged engine may keep pinned for reads copied straight out of it
+    /// (0: none, the budget is 0 or O_DIRECT is asked for every read).
+    page_cache_pins: usize,
 }
 
 impl Started {
+    /// The line that says whether cached reads read again are copied out of pinned page cache.
+    fn pins_line(&self) -> String {
+        if !self.has(IoPath::Staged) || !self.compat.allowed {
+            "not used (no staged engine serves reads)".into()
+        } else if self.page_cache_pins == 0 {
+            "not pinned (HIPFILE_PAGE_CACHE_PINS_KB=0 or HIPFILE_DIRECT_IO=always)".into()
+        } else {
+            format!(
+                "staged reads of cached, registered files are copied out of pinned page cache, up to {} MiB (HIPFILE_PAGE_CACHE_PINS_KB)",
+                self.page_cache_pins >> 20
+            )
+        }
+    }
+
     fn has(&self, path: IoPath) -> bool {
         self.backends.iter().any(|(_, p)| *p == path)
     }
@@ -153,6 +170,11 @@ fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Started, String> {
         backends: driver.backend_paths(),
         compat: settings.compat_mode(session.env()),
         direct_io: settings.direct_io,
+        page_cache_pins: if settings.direct_io == DirectIoPolicy::Always {
+            0
+        } else {
+            settings.page_cache_pin_bytes()
+        },
     })
 }
 
@@ -244,6 +266,7 @@ pub fn to_json(f: &Findings) -> Value {
             "p2p_driver": p.p2p.as_ref().ok(),
             "p2p_missing_because": p.p2p.as_ref().err(),
             "backends": p.backends.as_ref().ok().map(|b| b.backends.iter().map(|(name, _)| *name).collect::<Vec<_>>()),
+            "page_cache_pin_budget_bytes": p.backends.as_ref().ok().map(|b| b.page_cache_pins),
             "driver_open_error": p.backends.as_ref().err(),
         }),
         Err(why) => json!({ "platform": null, "error": why.join("; "), "passed_over": why }),
@@ -444,6 +467,7 @@ fn table_text(f: &Findings) -> String {
                         .map(|(name, path)| format!("{name} ({})", path.name()))
                         .collect();
                     say(format!("backends:     {}", named.join(", ")));
+                    say(format!("page cache:   {}", started.pins_line()));
                 }
                 Err(why) => say(format!("backends:     the driver does not open: {why}")),
             }
@@ -525,6 +549,28 @@ mod tests {
             v["fastpath_possible"].as_bool().unwrap(),
             f.fastpath_possible()
         );
+        let budget = v["platform"]["page_cache_pin_budget_bytes"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(
+            budget as usize,
+            hipfile_core::Settings::from_lookup(|k| std::env::var(k).ok()).page_cache_pin_bytes()
+        );
+    }
+
+    #[test]
+    fn the_page_cache_line_says_whether_and_how_much_is_pinned() {
+        let mut started = Started {
+            backends: BOTH.to_vec(),
+            compat: COMPAT_ON,
+            direct_io: DirectIoPolicy::Auto,
+            page_cache_pins: 2 << 30,
+        };
+        assert!(started.pins_line().contains("up to 2048 MiB"));
+        started.page_cache_pins = 0;
+        assert!(started.pins_line().starts_with("not pinned"));
+        started.backends = vec![("fastpath", IoPath::Direct)];
+        assert!(started.pins_line().starts_with("not used"));
     }
 
     #[test]
@@ -570,6 +616,7 @@ mod tests {
                 backends: backends.to_vec(),
                 compat,
                 direct_io,
+                page_cache_pins: 16 << 30,
             }),
         })
     }
