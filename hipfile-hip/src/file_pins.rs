@@ -354,6 +354,26 @@ mod tests {
     }
 
     #[test]
+    fn a_range_is_pinned_on_the_device_asked_for_and_the_thread_keeps_its_own() {
+        let sim = Arc::new(SimRuntime::new(crate::sim::SimConfig {
+            devices: 2,
+            ..crate::sim::SimConfig::default()
+        }));
+        let rt: Arc<dyn GpuRuntime> = sim.clone();
+        let page = page_size();
+        let (_dir, file) = file_of(&vec![4u8; 2 * page]);
+        let mapping = FileMapping::map(file.as_fd(), 0, 2 * page).unwrap();
+        let range = PinnedFileRange::register(&rt, 1, mapping, None).unwrap();
+        let at = range.mapping.map.as_ptr() as usize;
+        let info = rt.pointer_info(at).unwrap();
+        assert_eq!((info.kind, info.device), (MemoryKind::Host, 1));
+        assert_eq!(rt.current_device().unwrap(), 0);
+        drop(range);
+        assert_eq!(rt.pointer_info(at).unwrap().kind, MemoryKind::Unregistered);
+        assert_eq!(rt.current_device().unwrap(), 0);
+    }
+
+    #[test]
     fn ranges_that_cannot_be_pinned_are_refused() {
         let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
         let page = page_size();
