@@ -505,7 +505,8 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if phases.contains(&Phase::Hot) {
             step("hot read");
             make_hot()?;
-            // The first read of a freshly registered file: staged, its windows pinned beside it.
+            // The first read of a freshly registered file: staged; its windows are pinned in the
+            // pause after it.
             registered.renew(&driver, &file)?;
             whole_read_row(
                 &registered.handle,
@@ -1270,7 +1271,6 @@ fn checked_read(
     Ok((t, ok))
 }
 
-/// Read the file's first `dst.len()` bytes into `dst`, `CALL_BYTES` per call.
 /// The benchmark's registration of its file, through a descriptor of its own.
 struct Registration {
     handle: FileHandle,
@@ -1308,6 +1308,7 @@ fn whole_read_row(
     Ok(ok)
 }
 
+/// Read the file's first `dst.len()` bytes into `dst`, `CALL_BYTES` per call.
 fn read_whole(handle: &FileHandle, dst: &mut RegisteredBuffer) -> Result<(), String> {
     let size = dst.len();
     let mut at = 0;

@@ -266,7 +266,7 @@ impl RegisteredFile {
         }
         Ok(CallerView {
             append: now.append,
-            size: (self.fs.kind != FsKind::BlockDevice).then_some(now.size),
+            size: (self.fs.kind != FsKind::BlockDevice).then_some(now.stamp.size),
             stamp: now.stamp,
         })
     }

@@ -168,11 +168,6 @@ impl Fallback {
     pub fn io_threads(&self) -> usize {
         self.workers.count()
     }
-
-    /// The page-cache pins ([`pins`]).
-    pub fn page_pins(&self) -> &PagePins {
-        &self.parts.pins
-    }
 }
 
 /// The most workers queued requests (batch entries) start: one each, up to the queue depth, no

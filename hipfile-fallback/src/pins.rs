@@ -16,10 +16,10 @@
 //! - A read of a registered file looks up the pinned windows its range touches
 //!   ([`PagePins::view`]): pieces inside a pinned window are copied out of it, the others are
 //!   staged as before. A read that pinned windows cover whole runs on the calling thread alone.
-//! - Windows of [`WINDOW`] bytes that a read touched and that are not pinned are queued for the
-//!   pinning thread, which pins a window only when every page of it is cached (`cachestat(2)`:
-//!   pinning pages that are not cached would read them from the disk, one fault at a time), the
-//!   file has not changed for [`hipfile_core::Settings::page_cache_pin_settle_ms`], and the budget
+//! - Windows of [`WINDOW`] bytes that a read touched and that are not pinned are mapped and
+//!   queued for the pinning thread when every page of the window is cached (`cachestat(2)`, and
+//!   `mincore(2)` again before pinning: pinning pages that are not cached would read them from
+//!   the disk, one fault at a time), the file has not changed for [`hipfile_core::Settings::page_cache_pin_settle_ms`], and the budget
 //!   has room ([`hipfile_core::Settings::page_cache_pin_bytes`]; windows idle for a second are
 //!   unpinned, least recently used first, to make room). It pins only while no request of the
 //!   engine has run for 2 ms: pinning holds the GPU runtime's lock, and copies queued meanwhile
@@ -29,13 +29,13 @@
 //! Why the bytes stay right: a pinned page is the page cache's page, so writes through the page
 //! cache (this process's or any other's) land in it. What replaces pages (truncation, a punched
 //! hole, a direct write) changes the file's size or change time. Every request checks the
-//! application's descriptor with `fstat` ([`hipfile_core::RegisteredFile::check_caller`]), and a
-//! read finding another stamp than the one its file's windows were pinned under unpins them
-//! all. A change in the same timestamp tick as the one before could keep the stamp on a kernel
+//! application's descriptor with `fstat` ([`hipfile_core::RegisteredFile::check_caller`]) and
+//! carries what it found ([`IoRequest::file_stamp`]); a read with another stamp than the one its
+//! file's windows were pinned under unpins them all, and a request without one uses none. A change in the same timestamp tick as the one before could keep the stamp on a kernel
 //! with coarse timestamps; windows are pinned only once the file's change time lies the settle
 //! time in the past, so any later change gets a later time. A write through hipfile-rs unpins
-//! the file's windows before it starts (an O_DIRECT write could not drop pinned pages from the
-//! page cache). A window never reaches past the end of the file, and copies out of it never
+//! the file's windows before it starts (an O_DIRECT write replaces the page cache's pages under
+//! the pins). A window never reaches past the end of the file, and copies out of it never
 //! past the window. Nothing reads a window with the CPU: a truncated file never raises `SIGBUS`.
 
 use std::collections::BTreeMap;
@@ -341,32 +341,28 @@ impl PagePins {
                         .io
                         .cached_pages(fd, start, len as u64)
                         .is_some_and(|c| c.cached >= c.total);
-                    if !cached {
+                    let mapping = cached
+                        .then(|| FileMapping::map(fd, start, len))
+                        .and_then(|m| {
+                            m.map_err(|e| log::debug!("mapping {len} bytes at {start}: {e}"))
+                                .ok()
+                        });
+                    let Some(mapping) = mapping else {
                         state
                             .windows
                             .insert(w, Window::Skipped { until: now + RETRY });
                         continue;
-                    }
-                    match FileMapping::map(fd, start, len) {
-                        Ok(mapping) => {
-                            state.windows.insert(w, Window::Queued);
-                            self.send(Job::Pin(Pin {
-                                file: Arc::downgrade(pins),
-                                window: w,
-                                mapping,
-                                stamp,
-                                device: req.device(),
-                                budget,
-                            }));
-                            queued = true;
-                        }
-                        Err(e) => {
-                            log::debug!("mapping {len} bytes at {start} to pin them: {e}");
-                            state
-                                .windows
-                                .insert(w, Window::Skipped { until: now + RETRY });
-                        }
-                    }
+                    };
+                    state.windows.insert(w, Window::Queued);
+                    self.send(Job::Pin(Pin {
+                        file: Arc::downgrade(pins),
+                        window: w,
+                        mapping,
+                        stamp,
+                        device: req.device(),
+                        budget,
+                    }));
+                    queued = true;
                 }
                 _ => {}
             }

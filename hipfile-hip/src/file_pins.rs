@@ -1,8 +1,8 @@
 //! Pinned page-cache pages: a read-only mapping of a range of a file, registered with the
 //! runtime so the device copies the cached pages straight out of the page cache.
 //!
-//! A [`PinnedFileRange`] maps `len` bytes of a file at a page-aligned offset (`PROT_READ`,
-//! `MAP_SHARED`) and pins them with the runtime's read-only registration. Nothing in hipfile-rs
+//! A [`FileMapping`] maps `len` bytes of a file at a page-aligned offset (`PROT_READ`,
+//! `MAP_SHARED`); a [`PinnedFileRange`] pins one with the runtime's read-only registration. Nothing in hipfile-rs
 //! reads the mapping with the CPU: only the device does, by DMA out of the pinned pages, queued
 //! through a [`crate::StagingLane`] ([`crate::StagingLane::upload_pinned`]), which keeps the
 //! range alive until its copy has completed. So a page that leaves the file while it is pinned
@@ -26,7 +26,7 @@ use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::runtime::{DeviceGuard, GpuRuntime};
 
 /// The size of a page of this process, which mappings are made of.
-pub fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
@@ -51,7 +51,7 @@ unsafe impl Sync for FileMapping {}
 
 impl FileMapping {
     /// Map `len` bytes of the file open on `fd` at `offset`. `offset` must be a multiple of
-    /// [`page_size`] and `len` at least 1; `fd` must allow reading (a write-only or `O_PATH`
+    /// the page size and `len` at least 1; `fd` must allow reading (a write-only or `O_PATH`
     /// descriptor fails to map). Mapping past the end of the file succeeds; pinning such a
     /// range fails, as the kernel has no page for it.
     pub fn map(fd: BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<Self> {
@@ -140,24 +140,6 @@ pub struct PinnedFileRange {
 }
 
 impl PinnedFileRange {
-    /// Map and pin `len` bytes of the file open on `fd` at `offset` ([`FileMapping::map`], then
-    /// [`PinnedFileRange::register`] on the calling thread's current device).
-    pub fn pin(
-        runtime: &Arc<dyn GpuRuntime>,
-        fd: BorrowedFd<'_>,
-        offset: u64,
-        len: usize,
-        ledger: Option<Arc<AtomicUsize>>,
-    ) -> HipResult<Self> {
-        let mapping = FileMapping::map(fd, offset, len).map_err(|e| HipError::Call {
-            call: "mmap",
-            code: HipErrorCode::INVALID_VALUE,
-            detail: Some(format!("mapping {len} bytes at {offset}: {e}")),
-        })?;
-        let device = runtime.current_device()?;
-        Self::register(runtime, device, mapping, ledger)
-    }
-
     /// Pin `mapping` with the runtime's read-only registration, made on `device` (the calling
     /// thread's current device is left as it was: a thread with none would otherwise bring up
     /// device 0's context); every page must lie inside the file (the kernel brings in any page
@@ -211,8 +193,9 @@ impl PinnedFileRange {
                 .is_some_and(|end| end <= self.end())
     }
 
-    pub(crate) fn runtime(&self) -> &Arc<dyn GpuRuntime> {
-        &self.runtime
+    /// Whether the range was pinned with `runtime`.
+    pub(crate) fn belongs_to(&self, runtime: &Arc<dyn GpuRuntime>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.runtime), Arc::as_ptr(runtime))
     }
 
     /// The address of the byte at `file_offset` in the mapping, for a copy of `len` bytes the
@@ -269,6 +252,22 @@ mod tests {
     use std::io::Write;
     use std::os::fd::{AsFd, AsRawFd};
 
+    /// Map and pin `len` bytes of the file open on `fd` at `offset`, on the current device.
+    fn pin(
+        rt: &Arc<dyn GpuRuntime>,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        ledger: Option<Arc<AtomicUsize>>,
+    ) -> HipResult<PinnedFileRange> {
+        let mapping = FileMapping::map(fd, offset, len).map_err(|e| HipError::Call {
+            call: "mmap",
+            code: HipErrorCode::INVALID_VALUE,
+            detail: Some(e.to_string()),
+        })?;
+        PinnedFileRange::register(rt, rt.current_device()?, mapping, ledger)
+    }
+
     fn file_of(bytes: &[u8]) -> (tempfile::TempDir, std::fs::File) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
@@ -288,9 +287,7 @@ mod tests {
         let (_dir, file) = file_of(&bytes);
         let ledger = Arc::new(AtomicUsize::new(0));
         // The whole file, its last page partial.
-        let pin = Arc::new(
-            PinnedFileRange::pin(&rt, file.as_fd(), 0, bytes.len(), Some(ledger.clone())).unwrap(),
-        );
+        let pin = Arc::new(pin(&rt, file.as_fd(), 0, bytes.len(), Some(ledger.clone())).unwrap());
         assert_eq!(ledger.load(Ordering::Acquire), bytes.len());
         assert_eq!(sim.live_allocations(MemoryKind::Host), 1);
         let dev = DeviceBuffer::new(rt.clone(), bytes.len()).unwrap();
@@ -320,9 +317,7 @@ mod tests {
         let bytes = vec![9u8; 2 * page];
         let (_dir, file) = file_of(&bytes);
         let ledger = Arc::new(AtomicUsize::new(0));
-        let pin = Arc::new(
-            PinnedFileRange::pin(&rt, file.as_fd(), 0, bytes.len(), Some(ledger.clone())).unwrap(),
-        );
+        let pin = Arc::new(pin(&rt, file.as_fd(), 0, bytes.len(), Some(ledger.clone())).unwrap());
         let dev = DeviceBuffer::new(rt.clone(), bytes.len()).unwrap();
         let range = DeviceRange::query(&rt, dev.ptr(), bytes.len()).unwrap();
         let mut lane =
@@ -378,13 +373,13 @@ mod tests {
         let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
         let page = page_size();
         let (dir, file) = file_of(&vec![1u8; 2 * page]);
-        assert!(PinnedFileRange::pin(&rt, file.as_fd(), 1, page, None).is_err());
-        assert!(PinnedFileRange::pin(&rt, file.as_fd(), 0, 0, None).is_err());
+        assert!(pin(&rt, file.as_fd(), 1, page, None).is_err());
+        assert!(pin(&rt, file.as_fd(), 0, 0, None).is_err());
         let write_only = std::fs::OpenOptions::new()
             .write(true)
             .open(dir.path().join("f"))
             .unwrap();
-        assert!(PinnedFileRange::pin(&rt, write_only.as_fd(), 0, page, None).is_err());
+        assert!(pin(&rt, write_only.as_fd(), 0, page, None).is_err());
     }
 
     #[test]
@@ -392,7 +387,7 @@ mod tests {
         let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
         let page = page_size();
         let (dir, file) = file_of(&vec![3u8; 4 * page]);
-        let pin = Arc::new(PinnedFileRange::pin(&rt, file.as_fd(), 0, 4 * page, None).unwrap());
+        let pin = Arc::new(pin(&rt, file.as_fd(), 0, 4 * page, None).unwrap());
         std::fs::OpenOptions::new()
             .write(true)
             .open(dir.path().join("f"))

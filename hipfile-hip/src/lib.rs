@@ -82,7 +82,7 @@ mod stream_gate;
 pub use amd::open_library as amd_open_library;
 pub use device_range::{DeviceRange, Refusal};
 pub use error::{HipError, HipErrorCode, HipResult, LoadRefusal, PassedOver};
-pub use file_pins::{page_size, FileMapping, PinnedFileRange};
+pub use file_pins::{FileMapping, PinnedFileRange};
 pub use nvidia::open_libraries as nvidia_open_libraries;
 pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};
 pub use platform::{

@@ -95,11 +95,10 @@ pub struct DescriptorState {
     pub dev: u64,
     /// Inode of the file (`st_ino`).
     pub ino: u64,
-    /// Size of the file in bytes (`st_size`; 0 for block devices).
-    pub size: u64,
     /// File type bits of `st_mode` (`S_IFMT`).
     pub file_type: u32,
-    /// What changes when the file's contents or size do.
+    /// The file's size (`st_size`; 0 for block devices) and change times: what changes when the
+    /// file's contents or size do.
     pub stamp: FileStamp,
 }
 
@@ -163,7 +162,6 @@ pub fn descriptor_state(fd: RawFd) -> io::Result<DescriptorState> {
         path_only,
         dev: st.st_dev,
         ino: st.st_ino,
-        size: u64::try_from(st.st_size).unwrap_or(0),
         file_type: st.st_mode & libc::S_IFMT,
         stamp: FileStamp {
             size: u64::try_from(st.st_size).unwrap_or(0),
@@ -287,7 +285,7 @@ mod tests {
         let meta = std::fs::metadata(&path).unwrap();
         let r = descriptor_state(ro.as_raw_fd()).unwrap();
         assert!(r.readable && !r.writable && !r.append && !r.path_only);
-        assert_eq!((r.dev, r.ino, r.size), (meta.dev(), meta.ino(), 100));
+        assert_eq!((r.dev, r.ino, r.stamp.size), (meta.dev(), meta.ino(), 100));
         assert_eq!(r.file_type, libc::S_IFREG);
         let w = descriptor_state(wo.as_raw_fd()).unwrap();
         assert!(!w.readable && w.writable && !w.append);

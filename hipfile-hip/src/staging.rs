@@ -203,9 +203,7 @@ impl StagingLane {
         file_offset: u64,
         dst: &DeviceRange,
     ) -> HipResult<()> {
-        if !dst.belongs_to(self.runtime())
-            || !std::ptr::addr_eq(Arc::as_ptr(src.runtime()), Arc::as_ptr(self.runtime()))
-        {
+        if !dst.belongs_to(self.runtime()) || !src.belongs_to(self.runtime()) {
             return Err(HipError::call(
                 "StagingLane: memory of another runtime",
                 HipErrorCode::INVALID_VALUE,
@@ -284,7 +282,6 @@ impl StagingLane {
         // Marked before recording: if recording fails, the copy may still be queued, and the
         // half must still be waited for (the stream drain in `finish` and drop covers it).
         self.pending[slot] = true;
-        self.queued = true;
         self.events[slot].record(&self.stream)?;
         self.untracked = false;
         Ok(())
