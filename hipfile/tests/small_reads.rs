@@ -84,6 +84,11 @@ static GLOBAL: Counting = Counting;
 /// helpers.
 const MOST_ALLOCATIONS_PER_READ: f64 = 2.0;
 
+/// The count is the whole process's, so an allocation another thread makes once in a while (a
+/// runtime's or a channel's) lands in some read's; less than one per hundred reads is no
+/// allocation of every read, and is not held against the path.
+const ONE_OFF: f64 = 0.01;
+
 const SIZES: [usize; 2] = [4 << 10, 64 << 10];
 const FILE_LEN: usize = 8 << 20;
 const WARM_UP: usize = 200;
@@ -321,7 +326,7 @@ fn small_reads_allocate_little() {
         for ((size, cost), (_, floor)) in costs.iter().zip(floor) {
             let ours = cost.allocations - floor.allocations;
             assert!(
-                ours <= MOST_ALLOCATIONS_PER_READ,
+                ours <= MOST_ALLOCATIONS_PER_READ + ONE_OFF,
                 "a hot read of {size} bytes allocates {ours} times more than the runtime's own \
                  work does (at most {MOST_ALLOCATIONS_PER_READ})"
             );
