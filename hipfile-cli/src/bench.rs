@@ -1150,6 +1150,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     "pinned_bytes": r.pinned_bytes,
                     "io_threads": r.io_threads,
                     "page_cache_pinned_bytes": r.page_cache_pinned_bytes,
+                    "own_contexts": r.own_contexts,
                 })))
                 .collect::<serde_json::Map<_, _>>(),
         });
@@ -1164,10 +1165,14 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             backends.join(", "),
             held.iter()
                 .map(|(name, r)| format!(
-                    "{name} {} MiB pinned, {} IO threads, {} MiB of page cache pinned",
+                    "{name} {} MiB pinned, {} IO threads, {} MiB of page cache pinned{}",
                     r.pinned_bytes >> 20,
                     r.io_threads,
-                    r.page_cache_pinned_bytes >> 20
+                    r.page_cache_pinned_bytes >> 20,
+                    match r.own_contexts {
+                        0 => String::new(),
+                        n => format!(", {n} GPU context(s) of its own (page-cache pinning)"),
+                    }
                 ))
                 .collect::<Vec<_>>()
                 .join("; "),

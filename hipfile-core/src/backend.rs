@@ -587,6 +587,9 @@ pub struct Resources {
     /// Bytes of the page cache pinned for copies straight out of it (the staged engine's
     /// page-cache pins); not allocated by the library, but kept from being reclaimed.
     pub page_cache_pinned_bytes: usize,
+    /// GPU contexts the backend made for itself (the staged engine pins page cache in one per
+    /// device), each holding device memory of its own.
+    pub own_contexts: usize,
 }
 
 /// Settings that may change while the driver is open (`hipFileDriverSet*`). Requests take a

@@ -223,6 +223,13 @@ pub struct Settings {
     /// coarse timestamps; once the last change lies a tick in the past, any later one shows.
     /// Default 1000.
     pub page_cache_pin_settle_ms: u64,
+    /// Whether page cache is pinned in a GPU context of the library's own
+    /// (`HIPFILE_PAGE_CACHE_PIN_CONTEXT`: `own`, the default, or `shared`). Pinning holds its
+    /// context's lock for milliseconds: in a context of its own it runs beside reads and beside
+    /// the application's GPU calls, at the price of that context's device memory (~0.5 GiB on the
+    /// H200). Shared (and on runtimes without such contexts), windows are pinned in the device's
+    /// primary context, only while the engine is idle.
+    pub page_cache_pin_own_context: bool,
     /// Extra argument checks. Stored and reported: every argument is always checked.
     pub api_check_aggressive: bool,
     /// Parallel IO (cuFile's switch). Stored and reported: the staged engine always splits
@@ -288,6 +295,7 @@ impl Default for Settings {
             min_piece_kb: 256,
             page_cache_pins_kb: None,
             page_cache_pin_settle_ms: 1000,
+            page_cache_pin_own_context: true,
             api_check_aggressive: false,
             parallel_io: false,
             nvtx: false,
@@ -401,8 +409,9 @@ impl Settings {
     /// The defaults with the staged engine's environment overrides applied, read through
     /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
     /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers),
-    /// `HIPFILE_DIRECT_IO` (`auto`, `never`, `always`), `HIPFILE_EVENT_WAIT` (`yield`, `sync`)
-    /// and `HIPFILE_STREAM_MEMOPS_BYPASS` (a switch), and the log's `HIPFILE_LOG_LEVEL` (see
+    /// `HIPFILE_DIRECT_IO` (`auto`, `never`, `always`), `HIPFILE_EVENT_WAIT` (`yield`, `sync`),
+    /// `HIPFILE_PAGE_CACHE_PIN_CONTEXT` (`own`, `shared`) and `HIPFILE_STREAM_MEMOPS_BYPASS` (a
+    /// switch), and the log's `HIPFILE_LOG_LEVEL` (see
     /// [`LogLevel::parse`]) and `HIPFILE_LOG_FILE`. Values that do not parse are ignored. The
     /// parameter API changes these settings further before the driver opens.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
@@ -435,6 +444,14 @@ impl Settings {
         }
         if let Some(ms) = number("HIPFILE_PAGE_CACHE_PIN_SETTLE_MS") {
             s.page_cache_pin_settle_ms = ms;
+        }
+        match lookup("HIPFILE_PAGE_CACHE_PIN_CONTEXT")
+            .as_deref()
+            .map(str::trim)
+        {
+            Some("own") => s.page_cache_pin_own_context = true,
+            Some("shared") => s.page_cache_pin_own_context = false,
+            _ => {}
         }
         if let Some(p) = lookup("HIPFILE_DIRECT_IO")
             .as_deref()
@@ -770,6 +787,7 @@ mod tests {
                 ("HIPFILE_DIRECT_IO", "Never"),
                 ("HIPFILE_INLINE_KB", "junk"),
                 ("HIPFILE_EVENT_WAIT", "sync"),
+                ("HIPFILE_PAGE_CACHE_PIN_CONTEXT", "shared"),
             ]
             .iter()
             .find(|(k, _)| *k == name)
@@ -780,6 +798,8 @@ mod tests {
         assert_eq!(s.direct_io, DirectIoPolicy::Never);
         assert_eq!(s.event_wait, EventWait::Runtime);
         assert_eq!(Settings::default().event_wait, EventWait::Yield);
+        assert!(!s.page_cache_pin_own_context);
+        assert!(Settings::default().page_cache_pin_own_context);
         assert_eq!(s.inline_bytes(), Settings::default().inline_bytes());
         let tiny = Settings {
             max_pinned_mem_size_kb: 64,

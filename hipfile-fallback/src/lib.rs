@@ -229,6 +229,7 @@ impl Backend for Fallback {
             pinned_bytes: self.pinned_bytes(),
             io_threads: self.io_threads(),
             page_cache_pinned_bytes: self.parts.pins.pinned_bytes(),
+            own_contexts: self.parts.pins.own_contexts(),
         }
     }
 

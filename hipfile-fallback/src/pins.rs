@@ -38,7 +38,7 @@
 //! the pins). A window never reaches past the end of the file, and copies out of it never
 //! past the window. Nothing reads a window with the CPU: a truncated file never raises `SIGBUS`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -48,7 +48,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, Sender};
 use hipfile_core::{DirectIoPolicy, FileIo, IoOp, IoRequest};
 use hipfile_hip::os::FileStamp;
-use hipfile_hip::{FileMapping, GpuRuntime, PinnedFileRange};
+use hipfile_hip::{FileMapping, GpuRuntime, OwnedContext, PinnedFileRange};
 
 /// Bytes of a file pinned as one: window `i` is `[i * WINDOW, (i + 1) * WINDOW)`, cut at the end
 /// of the file. Large enough that pinning runs near its best rate (1 MiB: 7.5 GB/s, 4 MiB: 21,
@@ -179,6 +179,9 @@ struct Pin {
     stamp: FileStamp,
     device: i32,
     budget: usize,
+    /// Pin in a context of the library's own where the runtime has one
+    /// ([`hipfile_core::Settings::page_cache_pin_own_context`]).
+    own_context: bool,
 }
 
 /// What the requests and the pinning thread share.
@@ -200,6 +203,8 @@ struct Shared {
     epoch: Instant,
     /// Set when the driver closes: the pinning thread stops waiting for a quiet moment.
     closing: AtomicBool,
+    /// Contexts of the library's own the pinning thread made (one per device at most).
+    own_contexts: AtomicUsize,
 }
 
 /// The page-cache pins of a driver: the budget, the pinning thread and the counters.
@@ -226,6 +231,7 @@ impl PagePins {
             quiet_since: AtomicU64::new(0),
             epoch: Instant::now(),
             closing: AtomicBool::new(false),
+            own_contexts: AtomicUsize::new(0),
         });
         let (tx, rx) = crossbeam_channel::unbounded();
         let worker = Arc::clone(&shared);
@@ -243,6 +249,11 @@ impl PagePins {
     /// Bytes of page cache pinned now.
     pub fn pinned_bytes(&self) -> usize {
         self.shared.pinned.load(Ordering::Acquire)
+    }
+
+    /// GPU contexts of the library's own the pinning thread made.
+    pub fn own_contexts(&self) -> usize {
+        self.shared.own_contexts.load(Ordering::Acquire)
     }
 
     /// Counters for statistics: bytes copied out of pinned windows, windows pinned, windows
@@ -361,6 +372,7 @@ impl PagePins {
                         stamp,
                         device: req.device(),
                         budget,
+                        own_context: req.settings.page_cache_pin_own_context,
                     }));
                     queued = true;
                 }
@@ -422,20 +434,53 @@ fn settled(stamp: FileStamp, settle_ms: u64) -> bool {
 
 /// The pinning thread: pin each queued window, until the driver closes.
 fn pin_windows(shared: &Shared, jobs: &Receiver<Job>) {
+    // The contexts of the library's own, by device (`None`: the runtime has none, or making
+    // one failed), made at the first window of their device. Each pinned window holds its
+    // context; the last one gone destroys it.
+    let mut contexts: HashMap<i32, Option<Arc<OwnedContext>>> = HashMap::new();
     while let Ok(job) = jobs.recv() {
         match job {
             Job::Pin(pin) => {
-                if !wait_for_quiet(shared) {
+                let context = if pin.own_context {
+                    contexts
+                        .entry(pin.device)
+                        .or_insert_with(|| own_context(shared, pin.device))
+                        .clone()
+                } else {
+                    None
+                };
+                // In the device's primary context, pinning would stall the engine's copies (and
+                // the application's GPU calls): only in a pause.
+                if context.is_none() && !wait_for_quiet(shared) {
                     return;
                 }
                 if let Some(pins) = pin.file.upgrade() {
-                    pin_window(shared, &pins, pin);
+                    pin_window(shared, &pins, pin, context.as_ref());
                 }
             }
             Job::Unpin(windows) => drop(windows),
             Job::Marker(done) => {
                 let _ = done.send(());
             }
+        }
+    }
+}
+
+/// A context of the library's own on `device` for pinning, if the runtime has one to offer.
+fn own_context(shared: &Shared, device: i32) -> Option<Arc<OwnedContext>> {
+    match OwnedContext::new(&shared.runtime, device) {
+        Ok(Some(context)) => {
+            shared.own_contexts.fetch_add(1, Ordering::AcqRel);
+            log::info!("page-cache pins of device {device} are made in a GPU context of their own");
+            Some(Arc::new(context))
+        }
+        Ok(None) => None,
+        Err(e) => {
+            log::info!(
+                "no GPU context of its own for page-cache pins of device {device} ({e}): \
+                 pinning in the primary context, while the engine is idle"
+            );
+            None
         }
     }
 }
@@ -460,7 +505,12 @@ fn wait_for_quiet(shared: &Shared) -> bool {
     }
 }
 
-fn pin_window(shared: &Shared, pins: &Arc<FilePins>, job: Pin) {
+fn pin_window(
+    shared: &Shared,
+    pins: &Arc<FilePins>,
+    job: Pin,
+    context: Option<&Arc<OwnedContext>>,
+) {
     let Pin {
         window,
         mapping,
@@ -479,12 +529,11 @@ fn pin_window(shared: &Shared, pins: &Arc<FilePins>, job: Pin) {
     }
     // Still all cached (pages may have been reclaimed while the window waited).
     let range = if mapping.all_cached() && make_room(shared, len, budget) {
-        PinnedFileRange::register(
-            &shared.runtime,
-            device,
-            mapping,
-            Some(Arc::clone(&shared.pinned)),
-        )
+        let ledger = Some(Arc::clone(&shared.pinned));
+        match context {
+            Some(context) => PinnedFileRange::register_in(context, mapping, ledger),
+            None => PinnedFileRange::register(&shared.runtime, device, mapping, ledger),
+        }
         .map_err(|e| log::debug!("pinning the page cache at {start}: {e}"))
         .ok()
     } else {

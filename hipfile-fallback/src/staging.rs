@@ -230,6 +230,26 @@ mod tests {
     use hipfile_hip::MemoryKind;
     use hipfile_testkit::faults::{RuntimeOp, ScriptedRuntime, Trigger};
 
+    /// A file holding `bytes`.
+    fn file_of(bytes: &[u8]) -> (tempfile::TempDir, std::fs::File) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, bytes).unwrap();
+        (dir, std::fs::File::open(&path).unwrap())
+    }
+
+    /// The first `len` bytes of `file`, mapped and pinned on device 0.
+    fn pin(
+        rt: &Arc<dyn GpuRuntime>,
+        file: &std::fs::File,
+        len: usize,
+        ledger: &Arc<std::sync::atomic::AtomicUsize>,
+    ) -> hipfile_hip::PinnedFileRange {
+        use std::os::fd::AsFd;
+        let mapping = hipfile_hip::FileMapping::map(file.as_fd(), 0, len).unwrap();
+        hipfile_hip::PinnedFileRange::register(rt, 0, mapping, Some(Arc::clone(ledger))).unwrap()
+    }
+
     #[test]
     fn lanes_are_reused_and_the_bound_holds() {
         let sim = Arc::new(SimRuntime::default());
@@ -328,5 +348,65 @@ mod tests {
         let mut first = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
         let mut second = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
         assert_eq!((address(&mut first), address(&mut second)), (at_b, at_a));
+    }
+
+    #[test]
+    fn a_lane_waits_for_copies_out_of_pinned_pages_by_event_not_by_draining_its_stream() {
+        let sim = Arc::new(SimRuntime::default());
+        let scripted = Arc::new(ScriptedRuntime::new(sim));
+        let rt: Arc<dyn GpuRuntime> = scripted.clone();
+        let page = 64 << 10;
+        let bytes: Vec<u8> = (0..2 * page).map(|i| (i % 13) as u8).collect();
+        let (_dir, file) = file_of(&bytes);
+        let ledger = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let pin = Arc::new(pin(&rt, &file, bytes.len(), &ledger));
+        let dev = hipfile_hip::DeviceBuffer::new(rt.clone(), bytes.len()).unwrap();
+        let range = hipfile_hip::DeviceRange::query(&rt, dev.ptr(), bytes.len()).unwrap();
+        for wait in [EventWait::Yield, EventWait::Runtime] {
+            let mut lane = StagingLane::new(&rt, 0, page, wait, StreamOrder::Independent).unwrap();
+            let (syncs, waits) = (
+                scripted.calls(RuntimeOp::StreamSynchronize),
+                scripted.calls(RuntimeOp::EventWait),
+            );
+            lane.upload_pinned(&pin, 0, &range).unwrap();
+            lane.finish().unwrap();
+            assert_eq!(
+                scripted.calls(RuntimeOp::StreamSynchronize),
+                syncs,
+                "{wait:?}"
+            );
+            assert!(scripted.calls(RuntimeOp::EventWait) > waits, "{wait:?}");
+            assert_eq!(dev.to_vec().unwrap(), bytes);
+        }
+        drop(pin);
+        assert_eq!(
+            ledger.load(std::sync::atomic::Ordering::Acquire),
+            0,
+            "the lanes let go of the pin"
+        );
+    }
+
+    #[test]
+    fn a_lane_whose_wait_for_pinned_copies_fails_drains_its_stream_and_reports_it() {
+        let sim = Arc::new(SimRuntime::default());
+        let scripted = Arc::new(ScriptedRuntime::new(sim).rule(
+            RuntimeOp::EventWait,
+            Trigger::Nth(1),
+            hipfile_hip::HipErrorCode::ILLEGAL_ADDRESS,
+        ));
+        let rt: Arc<dyn GpuRuntime> = scripted.clone();
+        let page = 64 << 10;
+        let (_dir, file) = file_of(&vec![6u8; page]);
+        let ledger = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let pin = Arc::new(pin(&rt, &file, page, &ledger));
+        let dev = hipfile_hip::DeviceBuffer::new(rt.clone(), page).unwrap();
+        let range = hipfile_hip::DeviceRange::query(&rt, dev.ptr(), page).unwrap();
+        let mut lane =
+            StagingLane::new(&rt, 0, page, EventWait::Yield, StreamOrder::Independent).unwrap();
+        lane.upload_pinned(&pin, 0, &range).unwrap();
+        drop(pin);
+        assert!(lane.finish().is_ok(), "the drain found the copy done");
+        assert_eq!(scripted.calls(RuntimeOp::StreamSynchronize), 1);
+        assert_eq!(ledger.load(std::sync::atomic::Ordering::Acquire), 0);
     }
 }

@@ -346,6 +346,25 @@ impl GpuRuntime for ScriptedRuntime {
         unsafe { self.inner.stream_destroy(stream) }
     }
 
+    fn context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
+        self.inner.context_create(device)
+    }
+
+    unsafe fn in_context(
+        &self,
+        ctx: crate::ContextHandle,
+        f: &mut dyn FnMut() -> HipResult<()>,
+    ) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged (the contexts are the inner
+        // runtime's).
+        unsafe { self.inner.in_context(ctx, f) }
+    }
+
+    unsafe fn context_destroy(&self, ctx: crate::ContextHandle) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.context_destroy(ctx) }
+    }
+
     unsafe fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
         self.check(RuntimeOp::StreamSynchronize, "hipStreamSynchronize")?;
         // SAFETY: the caller's contract, passed on unchanged.

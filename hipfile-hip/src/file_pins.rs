@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::runtime::{DeviceGuard, GpuRuntime};
+use crate::runtime::{DeviceGuard, GpuRuntime, OwnedContext};
 
 /// The size of a page of this process, which mappings are made of.
 pub(crate) fn page_size() -> usize {
@@ -134,6 +134,8 @@ pub struct PinnedFileRange {
     runtime: Arc<dyn GpuRuntime>,
     /// The device the registration was made on (and is undone on).
     device: i32,
+    /// The context of the library's own it was made in (and is undone in), if any.
+    context: Option<Arc<OwnedContext>>,
     mapping: FileMapping,
     /// Where the pinned bytes are counted while the range lives.
     ledger: Option<Arc<AtomicUsize>>,
@@ -160,6 +162,30 @@ impl PinnedFileRange {
         Ok(PinnedFileRange {
             runtime: Arc::clone(runtime),
             device,
+            context: None,
+            mapping,
+            ledger,
+        })
+    }
+
+    /// [`PinnedFileRange::register`] in `context`, a context of the library's own on its
+    /// device: pinning there leaves the device's primary context (the application's work and
+    /// the library's copies) free meanwhile, and the pages are unpinned there too.
+    pub fn register_in(
+        context: &Arc<OwnedContext>,
+        mapping: FileMapping,
+        ledger: Option<Arc<AtomicUsize>>,
+    ) -> HipResult<Self> {
+        let runtime = context.runtime();
+        // SAFETY: as in `register`.
+        context.run(|| unsafe { runtime.host_register(mapping.map, mapping.len, true) })?;
+        if let Some(l) = &ledger {
+            l.fetch_add(mapping.len, Ordering::AcqRel);
+        }
+        Ok(PinnedFileRange {
+            runtime: Arc::clone(runtime),
+            device: context.device(),
+            context: Some(Arc::clone(context)),
             mapping,
             ledger,
         })
@@ -235,9 +261,17 @@ impl Drop for PinnedFileRange {
         // nothing reads it now. An unregistration that fails leaves the pages pinned; the
         // mapping goes either way (after this, with the field), and the runtime forgets the pin
         // with the address space.
-        let _on_device = DeviceGuard::switch(&*self.runtime, self.device);
-        // SAFETY: registered in `register`; no copy out of it is queued (see above).
-        let _ = unsafe { self.runtime.host_unregister(self.mapping.map) };
+        let map = self.mapping.map;
+        // SAFETY: registered in `register` or `register_in` (in the same context); no copy out
+        // of it is queued (see above).
+        let unregister = || unsafe { self.runtime.host_unregister(map) };
+        let _ = match &self.context {
+            Some(context) => context.run(unregister),
+            None => {
+                let _on_device = DeviceGuard::switch(&*self.runtime, self.device);
+                unregister()
+            }
+        };
         if let Some(l) = &self.ledger {
             l.fetch_sub(self.mapping.len, Ordering::AcqRel);
         }
@@ -248,7 +282,7 @@ impl Drop for PinnedFileRange {
 mod tests {
     use super::*;
     use crate::sim::SimRuntime;
-    use crate::{DeviceBuffer, DeviceRange, MemoryKind, StagingLane, StreamOrder};
+    use crate::{DeviceBuffer, DeviceRange, MemoryKind, OwnedContext, StagingLane, StreamOrder};
     use std::io::Write;
     use std::os::fd::{AsFd, AsRawFd};
 
@@ -366,6 +400,48 @@ mod tests {
         drop(range);
         assert_eq!(rt.pointer_info(at).unwrap().kind, MemoryKind::Unregistered);
         assert_eq!(rt.current_device().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_range_pinned_in_a_context_of_its_own_is_unpinned_there_and_the_thread_keeps_its_device() {
+        let sim = Arc::new(SimRuntime::new(crate::sim::SimConfig {
+            devices: 2,
+            ..crate::sim::SimConfig::default()
+        }));
+        let rt: Arc<dyn GpuRuntime> = sim.clone();
+        let page = page_size();
+        let (_dir, file) = file_of(&vec![8u8; 2 * page]);
+        let context = Arc::new(OwnedContext::new(&rt, 1).unwrap().unwrap());
+        let mapping = FileMapping::map(file.as_fd(), 0, 2 * page).unwrap();
+        let ledger = Arc::new(AtomicUsize::new(0));
+        let range = PinnedFileRange::register_in(&context, mapping, Some(ledger.clone())).unwrap();
+        let at = range.mapping.map.as_ptr() as usize;
+        assert!(sim.registered_in_own_context(at));
+        let info = rt.pointer_info(at).unwrap();
+        assert_eq!((info.kind, info.device), (MemoryKind::Host, 1));
+        assert_eq!(rt.current_device().unwrap(), 0);
+        // The sim unpins only in the context the pin was made in: outside it, refused.
+        // SAFETY: nothing copies out of the range.
+        assert!(unsafe { rt.host_unregister(range.mapping.map) }.is_err());
+        // A context cannot go while something is pinned in it; the range holds it.
+        drop(context);
+        assert_eq!(sim.live_contexts(), 1);
+        drop(range);
+        assert_eq!(rt.pointer_info(at).unwrap().kind, MemoryKind::Unregistered);
+        assert_eq!(ledger.load(Ordering::Acquire), 0);
+        assert_eq!(sim.live_contexts(), 0, "the last range let its context go");
+        assert_eq!(rt.current_device().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_runtime_without_contexts_of_its_own_says_so() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::new(crate::sim::SimConfig {
+            own_contexts: false,
+            ..crate::sim::SimConfig::default()
+        }));
+        assert!(OwnedContext::new(&rt, 0).unwrap().is_none());
+        let with: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+        assert!(OwnedContext::new(&with, 5).is_err(), "no such device");
     }
 
     #[test]

@@ -90,8 +90,9 @@ pub use platform::{
 };
 pub use replay::HostFunctionReader;
 pub use runtime::{
-    DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind, OwnedEvent,
-    OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo, StreamHandle, StreamOrder,
+    ContextHandle, DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind,
+    OwnedContext, OwnedEvent, OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo,
+    StreamHandle, StreamOrder,
 };
 pub use slice::{DeviceSlice, DeviceSliceMut};
 pub use staging::{EventWait, LaneError, StagingLane};

@@ -160,6 +160,34 @@ pub(crate) trait LoadedRuntime: Send + Sync + fmt::Debug + Sized {
     /// The contract of [`GpuRuntime::stream_wait_value`].
     unsafe fn wait_value(&self, stream: StreamHandle, addr: usize, value: u32) -> HipResult<()>;
 
+    /// [`GpuRuntime::context_create`]: none by default.
+    fn own_context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
+        let _ = device;
+        Ok(None)
+    }
+
+    /// [`GpuRuntime::in_context`].
+    ///
+    /// # Safety
+    /// The contract of [`GpuRuntime::in_context`].
+    unsafe fn in_own_context(
+        &self,
+        ctx: crate::ContextHandle,
+        f: &mut dyn FnMut() -> HipResult<()>,
+    ) -> HipResult<()> {
+        let _ = (ctx, f);
+        Err(HipError::call("in_context", HipErrorCode::NOT_SUPPORTED))
+    }
+
+    /// [`GpuRuntime::context_destroy`].
+    ///
+    /// # Safety
+    /// The contract of [`GpuRuntime::context_destroy`].
+    unsafe fn own_context_destroy(&self, ctx: crate::ContextHandle) -> HipResult<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
     /// Called before a copy, fill or free touching device memory at `ptr`; the guard it returns
     /// lives until the call has returned. Nothing by default: the work runs on the current device.
     fn enter_device_of(&self, ptr: usize) -> HipResult<Option<DeviceGuard<'_>>> {
@@ -425,6 +453,24 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         // SAFETY: the caller guarantees `[ptr, ptr + len)` is mapped until it is unregistered.
         let rc = unsafe { (api.host_register)(ptr.as_ptr().cast(), len, flags) };
         self.check(d.host_register, rc)
+    }
+
+    fn context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
+        self.own_context_create(device)
+    }
+
+    unsafe fn in_context(
+        &self,
+        ctx: crate::ContextHandle,
+        f: &mut dyn FnMut() -> HipResult<()>,
+    ) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.in_own_context(ctx, f) }
+    }
+
+    unsafe fn context_destroy(&self, ctx: crate::ContextHandle) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.own_context_destroy(ctx) }
     }
 
     unsafe fn host_unregister(&self, ptr: NonNull<u8>) -> HipResult<()> {

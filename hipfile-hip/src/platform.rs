@@ -198,6 +198,7 @@ mod tests {
                 abi: SimAbi::Rocm5,
                 p2p: false,
                 memops: false,
+                own_contexts: true,
             }
         );
     }

@@ -45,7 +45,8 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::p2p::{errno_error, P2pDriver, MAX_P2P_TRANSFER};
 use crate::runtime::{
-    EventHandle, GpuRuntime, HostFn, MemoryKind, Platform, PointerInfo, RuntimeInfo, StreamHandle,
+    ContextHandle, EventHandle, GpuRuntime, HostFn, MemoryKind, Platform, PointerInfo, RuntimeInfo,
+    StreamHandle,
 };
 
 pub mod capi;
@@ -84,6 +85,9 @@ pub struct SimConfig {
     /// Whether its streams can wait for a value in host memory
     /// ([`GpuRuntime::stream_wait_value`]); without, that call fails with `hipErrorNotSupported`.
     pub memops: bool,
+    /// Whether it makes contexts of the library's own ([`GpuRuntime::context_create`]), as the
+    /// CUDA platform does; without, that call answers `None`, as the HIP platform does.
+    pub own_contexts: bool,
 }
 
 impl Default for SimConfig {
@@ -93,6 +97,7 @@ impl Default for SimConfig {
             abi: SimAbi::Rocm6,
             p2p: true,
             memops: true,
+            own_contexts: true,
         }
     }
 }
@@ -140,6 +145,9 @@ struct Allocation {
     /// is gone (a file truncated under its mapping) instead of raising `SIGBUS`; a real GPU
     /// reads the pinned pages it holds.
     read_only: bool,
+    /// The context of the library's own it was registered in (0: the device's primary one);
+    /// the sim unregisters it only in that context.
+    context: usize,
 }
 
 /// Words of a runtime's handle arena: handles are reused only after this many more were made.
@@ -217,6 +225,9 @@ struct SimStream {
 struct EventState {
     recorded: u64,
     completed: u64,
+    /// The failure of the work its stream ran before the last completed recording, if any: as
+    /// on a real GPU, where a failed copy's error is sticky, waiting for the event reports it.
+    failure: Option<HipErrorCode>,
 }
 
 #[derive(Debug, Default)]
@@ -227,6 +238,8 @@ struct SimEvent {
 
 thread_local! {
     static CURRENT_DEVICE: Cell<i32> = const { Cell::new(0) };
+    /// The context of the library's own current on the thread (0: none, the primary one).
+    static CURRENT_CONTEXT: Cell<usize> = const { Cell::new(0) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -403,6 +416,8 @@ pub struct SimRuntime {
     next_handle: AtomicUsize,
     /// The most live allocations of each kind seen at once.
     peaks: Mutex<HashMap<MemoryKind, usize>>,
+    /// The contexts of the library's own, by handle: their device.
+    contexts: Mutex<HashMap<usize, i32>>,
 }
 
 impl Default for SimRuntime {
@@ -432,6 +447,7 @@ impl SimRuntime {
             handle_arena: vec![0u64; HANDLE_ARENA_WORDS].into_boxed_slice(),
             next_handle: AtomicUsize::new(0),
             peaks: Mutex::new(HashMap::new()),
+            contexts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -459,6 +475,20 @@ impl SimRuntime {
     /// checks in tests: a pool that grows past its bound and shrinks back is caught).
     pub fn peak_allocations(&self, kind: MemoryKind) -> usize {
         lock(&self.peaks).get(&kind).copied().unwrap_or(0)
+    }
+
+    /// Number of live contexts of the library's own (leak checks in tests).
+    pub fn live_contexts(&self) -> usize {
+        lock(&self.contexts).len()
+    }
+
+    /// Whether host memory registered at `ptr` was registered in a context of the library's own.
+    pub fn registered_in_own_context(&self, ptr: usize) -> bool {
+        let allocs = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        Self::find(&allocs, ptr).is_some_and(|(_, a)| a.context != 0)
     }
 
     /// Number of live streams (leak checks in tests).
@@ -495,6 +525,7 @@ impl SimRuntime {
                 device: self.current(),
                 owned: false,
                 read_only,
+                context: CURRENT_CONTEXT.with(Cell::get),
             },
         );
         Ok(())
@@ -507,6 +538,10 @@ impl SimRuntime {
             .write()
             .unwrap_or_else(PoisonError::into_inner);
         match allocs.get(&ptr) {
+            Some(a) if a.context != CURRENT_CONTEXT.with(Cell::get) => Err(HipError::call(
+                "hipHostUnregister",
+                HipErrorCode::INVALID_CONTEXT,
+            )),
             Some(a) if !a.owned && a.kind == MemoryKind::Host => {
                 allocs.remove(&ptr);
                 Ok(())
@@ -569,6 +604,7 @@ impl SimRuntime {
                 device: self.current(),
                 owned: true,
                 read_only: false,
+                context: 0,
             },
         );
         let live = allocs.values().filter(|a| a.kind == kind).count();
@@ -969,20 +1005,27 @@ impl SimRuntime {
     /// Record event number `event` on stream number `stream`.
     fn record_event(&self, event: usize, stream: usize) -> HipResult<()> {
         let ev = self.event(event)?;
+        let s = self.stream(stream)?;
+        let failure = Arc::clone(&s.failure);
         let generation = {
             let mut st = lock(&ev.state);
             st.recorded += 1;
             st.recorded
         };
-        self.enqueue(
-            stream,
+        self.enqueue_on(
+            &s,
             Box::new(move || {
+                let failed = lock(&failure).as_ref().map(HipError::code);
                 let mut st = lock(&ev.state);
+                if generation >= st.completed {
+                    st.failure = failed;
+                }
                 st.completed = st.completed.max(generation);
                 ev.done.notify_all();
                 Ok(())
             }),
         )
+        .map(drop)
     }
 
     /// Wait until every recording of event number `event` so far has completed.
@@ -993,14 +1036,20 @@ impl SimRuntime {
         while st.completed < target {
             st = ev.done.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
-        Ok(())
+        match st.failure {
+            Some(code) => Err(HipError::call("hipEventSynchronize", code)),
+            None => Ok(()),
+        }
     }
 
     /// Whether every recording of event number `event` has completed.
     fn query_event(&self, event: usize) -> HipResult<bool> {
         let ev = self.event(event)?;
         let st = lock(&ev.state);
-        Ok(st.completed >= st.recorded)
+        match st.failure {
+            Some(code) if st.completed >= st.recorded => Err(HipError::call("hipEventQuery", code)),
+            _ => Ok(st.completed >= st.recorded),
+        }
     }
 
     /// Forget event number `event`.
@@ -1138,6 +1187,64 @@ impl GpuRuntime for SimRuntime {
 
     unsafe fn host_unregister(&self, ptr: NonNull<u8>) -> HipResult<()> {
         SimRuntime::host_unregister(self, ptr.as_ptr() as usize)
+    }
+
+    fn context_create(&self, device: i32) -> HipResult<Option<ContextHandle>> {
+        if !self.config.own_contexts {
+            return Ok(None);
+        }
+        if device < 0 || device >= self.config.devices {
+            return Err(HipError::call("hipCtxCreate", HipErrorCode::INVALID_DEVICE));
+        }
+        let mut contexts = lock(&self.contexts);
+        let id = self.new_handle(&contexts);
+        contexts.insert(id, device);
+        // SAFETY: made just above; it lives until `context_destroy`.
+        Ok(Some(unsafe { ContextHandle::from_raw(id) }))
+    }
+
+    unsafe fn in_context(
+        &self,
+        ctx: ContextHandle,
+        f: &mut dyn FnMut() -> HipResult<()>,
+    ) -> HipResult<()> {
+        let Some(device) = lock(&self.contexts).get(&ctx.as_raw()).copied() else {
+            return Err(HipError::call(
+                "hipCtxPushCurrent",
+                HipErrorCode::INVALID_CONTEXT,
+            ));
+        };
+        let before = (CURRENT_CONTEXT.with(Cell::get), self.current());
+        CURRENT_CONTEXT.with(|c| c.set(ctx.as_raw()));
+        CURRENT_DEVICE.with(|c| c.set(device));
+        let out = f();
+        CURRENT_CONTEXT.with(|c| c.set(before.0));
+        CURRENT_DEVICE.with(|c| c.set(before.1));
+        out
+    }
+
+    unsafe fn context_destroy(&self, ctx: ContextHandle) -> HipResult<()> {
+        let id = ctx.as_raw();
+        let in_use = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .any(|a| a.context == id);
+        if in_use {
+            // What was pinned in a context must be unpinned before it goes.
+            return Err(HipError::call(
+                "hipCtxDestroy",
+                HipErrorCode::INVALID_CONTEXT,
+            ));
+        }
+        match lock(&self.contexts).remove(&id) {
+            Some(_) => Ok(()),
+            None => Err(HipError::call(
+                "hipCtxDestroy",
+                HipErrorCode::INVALID_CONTEXT,
+            )),
+        }
     }
 
     unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()> {

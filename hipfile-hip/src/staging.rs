@@ -43,7 +43,8 @@ pub enum EventWait {
     Runtime,
 }
 
-/// Two pinned staging halves, a stream and an event per half, on one device.
+/// Two pinned staging halves, a stream and an event per half (and one for copies out of pinned
+/// file pages), on one device.
 pub struct StagingLane {
     device: i32,
     chunk: usize,
@@ -53,6 +54,10 @@ pub struct StagingLane {
     stream: OwnedStream,
     events: [OwnedEvent; 2],
     pending: [bool; 2],
+    /// Recorded after copies out of pinned file pages, so `finish` waits for them the way the
+    /// lane waits for its halves (on the H200 host, polling an event returned a 4 KiB copy in
+    /// 3.5 us where the runtime's blocking stream wait took 8).
+    tail: OwnedEvent,
     /// Whether work was queued on the stream since it last drained.
     queued: bool,
     /// Whether work was queued after the last event recorded (a copy out of pinned file pages,
@@ -91,6 +96,7 @@ impl StagingLane {
             stream,
             events: [event()?, event()?],
             pending: [false; 2],
+            tail: event()?,
             queued: false,
             untracked: false,
             held: Vec::new(),
@@ -125,15 +131,7 @@ impl StagingLane {
     /// Wait for the copy queued on half `slot`, if any; reports its failure.
     pub fn wait(&mut self, slot: usize) -> HipResult<()> {
         if self.pending[slot] {
-            let event = &self.events[slot];
-            match self.wait {
-                EventWait::Runtime => event.synchronize()?,
-                EventWait::Yield => {
-                    while !event.query()? {
-                        std::thread::yield_now();
-                    }
-                }
-            }
+            wait_for(&self.events[slot], self.wait)?;
             self.pending[slot] = false;
         }
         Ok(())
@@ -234,9 +232,16 @@ impl StagingLane {
         let halves = self.wait(0).and(self.wait(1));
         self.pending = [false; 2];
         // An event completes once all work queued before it has: when the last work queued was
-        // followed by one, waiting for the halves drained the stream.
-        let drained = if self.untracked || halves.is_err() {
+        // followed by one, waiting for the halves drained the stream; otherwise an event recorded
+        // now covers the rest. A failure, or an event that could not be recorded, drains the
+        // stream itself.
+        let drained = if halves.is_err() {
             self.stream.synchronize()
+        } else if self.untracked {
+            self.tail
+                .record(&self.stream)
+                .and_then(|()| wait_for(&self.tail, self.wait))
+                .or_else(|_| self.stream.synchronize())
         } else {
             Ok(())
         };
@@ -285,6 +290,19 @@ impl StagingLane {
         self.events[slot].record(&self.stream)?;
         self.untracked = false;
         Ok(())
+    }
+}
+
+/// Wait for `event` the way `how` says.
+fn wait_for(event: &OwnedEvent, how: EventWait) -> HipResult<()> {
+    match how {
+        EventWait::Runtime => event.synchronize(),
+        EventWait::Yield => {
+            while !event.query()? {
+                std::thread::yield_now();
+            }
+            Ok(())
+        }
     }
 }
 

@@ -281,6 +281,7 @@ fn the_engine_reports_the_lanes_and_threads_it_holds() {
                 pinned_bytes: 4 * (2 << 20),
                 io_threads: 3,
                 page_cache_pinned_bytes: 0,
+                own_contexts: 0,
             }
         )]
     );

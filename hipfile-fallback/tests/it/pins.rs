@@ -262,7 +262,8 @@ fn a_file_whose_pages_are_not_all_cached_is_not_pinned() {
 #[test]
 fn pinning_waits_for_requests_at_work_not_for_finished_ones_nobody_reaped() {
     let size = WINDOW;
-    let r = rig(size, |_| {});
+    // In the device's primary context (a runtime without contexts of the library's own).
+    let r = rig(size, |s| s.page_cache_pin_own_context = false);
     let batch = r.d.batch_setup(1).unwrap();
     r.d.batch_submit(
         batch,
@@ -292,4 +293,100 @@ fn pinning_waits_for_requests_at_work_not_for_finished_ones_nobody_reaped() {
         assert_eq!(got.expect("pinning waited for a finished entry"), size);
     });
     r.d.batch_destroy(batch).unwrap();
+}
+
+/// A read of another file held inside its first `pread` until released, while a window of the
+/// rig's file waits to be pinned: pinned at once in a context of the library's own (and
+/// reported), only after the held read in the primary context.
+#[test]
+fn windows_are_pinned_in_a_context_of_their_own_beside_requests_at_work() {
+    for own in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, pattern(2, 0, WINDOW)).unwrap();
+        std::fs::write(&b, pattern(5, 0, 8192)).unwrap();
+        let held_inode = std::fs::metadata(&b)
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .unwrap();
+        let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let hook_gate = Arc::clone(&gate);
+        let io = support::HookedIo::before_pread(move |fd| {
+            if rustix::fs::fstat(fd).is_ok_and(|st| st.st_ino == held_inode) {
+                let (open, cv) = &*hook_gate;
+                let mut open = open.lock().unwrap();
+                while !*open {
+                    open = cv.wait(open).unwrap();
+                }
+            }
+        });
+        let sim = Arc::new(SimRuntime::default());
+        let d = support::driver(&sim, Some(Arc::new(io)), |s| {
+            s.stats_level = 1;
+            s.page_cache_pin_settle_ms = 0;
+            s.page_cache_pin_own_context = own;
+        });
+        let (fa, fb) = (
+            std::fs::File::open(&a).unwrap(),
+            std::fs::File::open(&b).unwrap(),
+        );
+        let (ha, hb) = (
+            d.handle_register(fa.as_raw_fd()).unwrap(),
+            d.handle_register(fb.as_raw_fd()).unwrap(),
+        );
+        let mut dev_a = DeviceBuffer::new(sim.clone(), WINDOW).unwrap();
+        let dev_b = DeviceBuffer::new(sim.clone(), 8192).unwrap();
+        let release = || {
+            let (open, cv) = &*gate;
+            *open
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+            cv.notify_all();
+        };
+        // Both files' windows are pinned in the end (the held read's too).
+        let both = WINDOW + 8192;
+        std::thread::scope(|s| {
+            // A failed assertion must not leave the held read waiting for ever.
+            struct Release<F: Fn()>(F);
+            impl<F: Fn()> Drop for Release<F> {
+                fn drop(&mut self) {
+                    (self.0)();
+                }
+            }
+            let _release = Release(release);
+            let held = s.spawn(|| read(&d, hb, &dev_b, 8192, 0));
+            // The held read is at work before the window is asked for.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(!held.is_finished());
+            assert_eq!(read(&d, ha, &dev_a, WINDOW, 0), WINDOW);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let driver = &d;
+            s.spawn(move || tx.send(pinned(driver)).unwrap());
+            let early = rx.recv_timeout(std::time::Duration::from_millis(500));
+            if own {
+                assert_eq!(early, Ok(both), "pinned beside the read at work");
+                assert!(!held.is_finished());
+            } else {
+                assert!(
+                    early.is_err(),
+                    "the primary context waits for the engine to pause"
+                );
+            }
+            release();
+            assert_eq!(held.join().unwrap(), 8192);
+            if !own {
+                assert_eq!(rx.recv().unwrap(), both);
+            }
+        });
+        let resources = d.session().unwrap().registry().resources()[0].1;
+        assert_eq!(resources.own_contexts, usize::from(own));
+        dev_a.fill(0).unwrap();
+        assert_eq!(read(&d, ha, &dev_a, WINDOW, 0), WINDOW);
+        assert_eq!(dev_a.to_vec().unwrap(), pattern(2, 0, WINDOW));
+        assert_eq!(counter(&d, "pinned_page_cache_bytes"), WINDOW as u64);
+        d.handle_deregister(ha).unwrap();
+        d.handle_deregister(hb).unwrap();
+        assert_eq!(pinned(&d), 0);
+        drop(d);
+        assert_eq!(sim.live_contexts(), 0, "the context went with its last pin");
+    }
 }

@@ -239,6 +239,28 @@ impl LoadedRuntime for NvidiaRuntime {
         crate::p2p::cufile::cufile_driver(self.cufile_force)
     }
 
+    fn own_context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
+        Ok(self.create_own_context(device)?.map(|ctx| {
+            // SAFETY: the driver just made `ctx`; it lives until `own_context_destroy`.
+            unsafe { crate::ContextHandle::from_raw(ctx as usize) }
+        }))
+    }
+
+    unsafe fn in_own_context(
+        &self,
+        ctx: crate::ContextHandle,
+        f: &mut dyn FnMut() -> HipResult<()>,
+    ) -> HipResult<()> {
+        // The CUDA runtime's calls run in the context current on the thread.
+        let _current = self.enter_raw_context(ctx.as_raw() as symbols::RawContext)?;
+        f()
+    }
+
+    unsafe fn own_context_destroy(&self, ctx: crate::ContextHandle) -> HipResult<()> {
+        // SAFETY: the caller's contract: `ctx` came from `own_context_create`.
+        unsafe { self.destroy_own_context(ctx.as_raw() as symbols::RawContext) }
+    }
+
     unsafe fn device_of_stream(&self, stream: crate::StreamHandle) -> HipResult<i32> {
         // SAFETY: the caller's contract.
         unsafe { self.stream_device_of(stream) }

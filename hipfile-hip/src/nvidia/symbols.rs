@@ -102,6 +102,10 @@ pub(super) struct DriverApi {
     pub stream_get_ctx: Option<unsafe extern "C" fn(RawStream, *mut RawContext) -> i32>,
     pub ctx_get_device: Option<unsafe extern "C" fn(*mut i32) -> i32>,
     pub device_get_attribute: Option<unsafe extern "C" fn(*mut i32, i32, i32) -> i32>,
+    /// `cuCtxCreate_v2` and `cuCtxDestroy_v2`: optional, contexts of the library's own
+    /// ([`crate::GpuRuntime::context_create`]).
+    pub ctx_create: Option<unsafe extern "C" fn(*mut RawContext, u32, i32) -> i32>,
+    pub ctx_destroy: Option<unsafe extern "C" fn(RawContext) -> i32>,
 }
 
 impl RuntimeApi {
@@ -160,6 +164,10 @@ impl DriverApi {
             ctx_get_device: unsafe { symbol(lib, library, "cuCtxGetDevice") }.ok(),
             // SAFETY: declared with its cuda.h signature.
             device_get_attribute: unsafe { symbol(lib, library, "cuDeviceGetAttribute") }.ok(),
+            // SAFETY: declared with its cuda.h signature.
+            ctx_create: unsafe { symbol(lib, library, "cuCtxCreate_v2") }.ok(),
+            // SAFETY: declared with its cuda.h signature.
+            ctx_destroy: unsafe { symbol(lib, library, "cuCtxDestroy_v2") }.ok(),
         })
     }
 }
