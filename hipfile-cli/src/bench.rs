@@ -505,9 +505,11 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if phases.contains(&Phase::Hot) {
             step("hot read");
             make_hot()?;
-            // The first read of a freshly registered file: staged; its windows are pinned in the
-            // pause after it.
+            // The first read of a freshly registered file: staged, but for the windows pinned
+            // beside it while it runs, which it copies out of from its far end. The old
+            // registration's windows are unpinned first.
             registered.renew(&driver, &file)?;
+            driver.settle();
             whole_read_row(
                 &registered.handle,
                 &file,

@@ -70,6 +70,8 @@ struct Started {
     /// The page cache the staged engine may keep pinned for reads copied straight out of it
     /// (0: none, the budget is 0 or O_DIRECT is asked for every read).
     page_cache_pins: usize,
+    /// Whether pins are made in a GPU context of the library's own (where the runtime has one).
+    pin_own_context: bool,
 }
 
 impl Started {
@@ -81,8 +83,13 @@ impl Started {
             "not pinned (HIPFILE_PAGE_CACHE_PINS_KB=0 or HIPFILE_DIRECT_IO=always)".into()
         } else {
             format!(
-                "staged reads of cached, registered files are copied out of pinned page cache, up to {} MiB (HIPFILE_PAGE_CACHE_PINS_KB)",
-                self.page_cache_pins >> 20
+                "staged reads of cached, registered files are copied out of pinned page cache, up to {} MiB (HIPFILE_PAGE_CACHE_PINS_KB), {}",
+                self.page_cache_pins >> 20,
+                if self.pin_own_context {
+                    "pinned in a GPU context of its own where the runtime has one (HIPFILE_PAGE_CACHE_PIN_CONTEXT=own)"
+                } else {
+                    "pinned in the primary GPU context while the engine is idle (HIPFILE_PAGE_CACHE_PIN_CONTEXT=shared)"
+                }
             )
         }
     }
@@ -175,6 +182,7 @@ fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Started, String> {
         } else {
             settings.page_cache_pin_bytes()
         },
+        pin_own_context: settings.page_cache_pin_own_context,
     })
 }
 
@@ -565,8 +573,12 @@ mod tests {
             compat: COMPAT_ON,
             direct_io: DirectIoPolicy::Auto,
             page_cache_pins: 2 << 30,
+            pin_own_context: true,
         };
         assert!(started.pins_line().contains("up to 2048 MiB"));
+        assert!(started.pins_line().contains("PIN_CONTEXT=own"));
+        started.pin_own_context = false;
+        assert!(started.pins_line().contains("PIN_CONTEXT=shared"));
         started.page_cache_pins = 0;
         assert!(started.pins_line().starts_with("not pinned"));
         started.backends = vec![("fastpath", IoPath::Direct)];
@@ -617,6 +629,7 @@ mod tests {
                 compat,
                 direct_io,
                 page_cache_pins: 16 << 30,
+                pin_own_context: true,
             }),
         })
     }

@@ -21,10 +21,23 @@
 //!   `mincore(2)` again before pinning: pinning pages that are not cached would read them from
 //!   the disk, one fault at a time), the file has not changed for [`hipfile_core::Settings::page_cache_pin_settle_ms`], and the budget
 //!   has room ([`hipfile_core::Settings::page_cache_pin_bytes`]; windows idle for a second are
-//!   unpinned, least recently used first, to make room). It pins only while no request of the
-//!   engine has run for 2 ms: pinning holds the GPU runtime's lock, and copies queued meanwhile
-//!   wait for it. So the first read of a cached file is staged, its windows are pinned in the
-//!   pauses after it, on one core, and the reads after that are DMA.
+//!   unpinned, least recently used first, to make room).
+//! - Pinning holds its GPU context's lock for as long as it takes (~2 ms a window on the H200
+//!   host), and every call made in that context meanwhile waits: pinning in the device's primary
+//!   context beside a hot read halved it there (22.8 against 50 GB/s), and stalls the
+//!   application's own GPU calls too. So the pinning thread pins in a context of its own
+//!   ([`hipfile_hip::OwnedContext`]; measured there: copies in the primary context ran at 47.5-48.5
+//!   GB/s beside it, as alone, against 2.4-3.3 beside pinning in the primary context), at once
+//!   and beside the engine's reads ([`hipfile_core::Settings::page_cache_pin_own_context`]).
+//!   Where the runtime has no such context (the HIP platform) or it is turned off, it pins in
+//!   the primary context only while no request of the engine has run for 2 ms.
+//! - The window queued last is pinned first, and a read queues its windows first to last in one
+//!   go: the pins of the read at work start at its far end. The read's staging threads take its
+//!   pieces from the front; whenever windows were pinned, one of them takes the pieces at the
+//!   back those windows hold and queues their copies out of them ([`LivePins`]), until front and
+//!   back meet; such a read stages on fewer threads ([`crate::engine`]). Pinning does not scale
+//!   with threads (one lock in the driver: 31-36 GB/s from one to four contexts), so it carries
+//!   part of a first read and all of the reads after it.
 //!
 //! Why the bytes stay right: a pinned page is the page cache's page, so writes through the page
 //! cache (this process's or any other's) land in it. What replaces pages (truncation, a punched
@@ -86,6 +99,8 @@ enum Window {
 #[derive(Debug, Default)]
 pub struct FilePins {
     state: Mutex<FileWindows>,
+    /// Windows pinned so far: a read at work looks for new ones when it moves.
+    pinned_so_far: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -101,12 +116,67 @@ impl FilePins {
     }
 }
 
+/// A read's view of its file's windows while it runs: windows pinned after the read began (the
+/// pinning thread works beside the engine in a context of its own) are copied out of from the
+/// read's far end ([`crate::engine`] takes those pieces from the back).
+#[derive(Debug)]
+pub struct LivePins {
+    file: Arc<FilePins>,
+    stamp: FileStamp,
+    seen: AtomicU64,
+}
+
+impl LivePins {
+    /// Whether windows of the file were pinned since the last call.
+    pub fn news(&self) -> bool {
+        let now = self.file.pinned_so_far.load(Ordering::Acquire);
+        self.seen.swap(now, Ordering::AcqRel) != now
+    }
+
+    /// The pinned windows that hold the file's bytes from `end` back as far as they go, not past
+    /// `start`: where that covered tail starts, and the windows. `None` when the byte before
+    /// `end` is in no pinned window (or the file changed since the read began).
+    pub fn tail(&self, start: u64, end: u64) -> Option<(u64, Vec<Arc<PinnedFileRange>>)> {
+        if end <= start {
+            return None;
+        }
+        let mut state = self.file.lock();
+        if state.stamp != self.stamp {
+            return None;
+        }
+        let now = Instant::now();
+        let mut covered = end;
+        let mut windows = Vec::new();
+        let mut w = (end - 1) / WINDOW as u64;
+        while covered > start {
+            match state.windows.get_mut(&w) {
+                Some(Window::Pinned { range, used })
+                    if range.offset() < covered && range.end() >= covered =>
+                {
+                    *used = now;
+                    covered = range.offset();
+                    windows.push(Arc::clone(range));
+                }
+                _ => break,
+            }
+            if w == 0 {
+                break;
+            }
+            w -= 1;
+        }
+        (!windows.is_empty()).then(|| (covered.max(start), windows))
+    }
+}
+
 /// The pinned windows a read may copy out of, in file order.
 #[derive(Debug, Default)]
 pub struct PinView {
     /// The first window (most requests touch one: no list to allocate).
     first: Option<Arc<PinnedFileRange>>,
     more: Vec<Arc<PinnedFileRange>>,
+    /// Set for a read some of whose windows are queued for pinning, where pinning runs beside
+    /// reads.
+    live: Option<Arc<LivePins>>,
 }
 
 impl PinView {
@@ -116,6 +186,26 @@ impl PinView {
         } else {
             self.more.push(range);
         }
+    }
+
+    /// Add `ranges` the view does not have, keeping it in file order.
+    pub fn add(&mut self, ranges: Vec<Arc<PinnedFileRange>>) {
+        let mut all: Vec<Arc<PinnedFileRange>> = self.first.take().into_iter().collect();
+        all.append(&mut self.more);
+        for range in ranges {
+            if !all.iter().any(|r| Arc::ptr_eq(r, &range)) {
+                all.push(range);
+            }
+        }
+        all.sort_by_key(|r| r.offset());
+        let mut all = all.into_iter();
+        self.first = all.next();
+        self.more = all.collect();
+    }
+
+    /// The live view of a read some of whose windows wait to be pinned (taken once).
+    pub fn take_live(&mut self) -> Option<Arc<LivePins>> {
+        self.live.take()
     }
 
     fn ranges(&self) -> impl Iterator<Item = &Arc<PinnedFileRange>> {
@@ -161,8 +251,9 @@ impl Drop for Running {
 
 /// Work for the pinning thread.
 enum Job {
-    /// Pin a window.
-    Pin(Pin),
+    /// Pin the windows a read asked for, first to last (sent as one, so the thread starts
+    /// with the last).
+    Pin(Vec<Pin>),
     /// Drop windows a request let go of (unpinning takes the GPU runtime's lock for as long as
     /// pinning does: not on the request's thread).
     Unpin(BTreeMap<u64, Window>),
@@ -332,14 +423,15 @@ impl PagePins {
         let last = (end - 1) / WINDOW as u64;
         let now = Instant::now();
         let settled = settled(stamp, req.settings.page_cache_pin_settle_ms);
-        let mut queued = false;
+        let mut queued = Vec::new();
+        let mut waiting = false;
         for w in first..=last {
             match state.windows.get_mut(&w) {
                 Some(Window::Pinned { range, used }) => {
                     *used = now;
                     view.push(Arc::clone(range));
                 }
-                Some(Window::Queued) => {}
+                Some(Window::Queued) => waiting = true,
                 Some(Window::Skipped { until }) if *until > now => {}
                 _ if settled => {
                     let start = w * WINDOW as u64;
@@ -365,7 +457,7 @@ impl PagePins {
                         continue;
                     };
                     state.windows.insert(w, Window::Queued);
-                    self.send(Job::Pin(Pin {
+                    queued.push(Pin {
                         file: Arc::downgrade(pins),
                         window: w,
                         mapping,
@@ -373,24 +465,33 @@ impl PagePins {
                         device: req.device(),
                         budget,
                         own_context: req.settings.page_cache_pin_own_context,
-                    }));
-                    queued = true;
+                    });
                 }
                 _ => {}
             }
         }
         drop(state);
-        if queued {
-            let mut files = self
-                .shared
-                .files
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            files.retain(|f| f.strong_count() > 0);
-            let me = Arc::downgrade(pins);
-            if !files.iter().any(|f| f.ptr_eq(&me)) {
-                files.push(me);
+        if (!queued.is_empty() || waiting) && req.settings.page_cache_pin_own_context {
+            view.live = Some(Arc::new(LivePins {
+                file: Arc::clone(pins),
+                stamp,
+                seen: AtomicU64::new(pins.pinned_so_far.load(Ordering::Acquire)),
+            }));
+        }
+        if !queued.is_empty() {
+            {
+                let mut files = self
+                    .shared
+                    .files
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                files.retain(|f| f.strong_count() > 0);
+                let me = Arc::downgrade(pins);
+                if !files.iter().any(|f| f.ptr_eq(&me)) {
+                    files.push(me);
+                }
             }
+            self.send(Job::Pin(queued));
         }
         view
     }
@@ -432,38 +533,72 @@ fn settled(stamp: FileStamp, settle_ms: u64) -> bool {
         .is_some_and(|age| age >= Duration::from_millis(settle_ms))
 }
 
-/// The pinning thread: pin each queued window, until the driver closes.
+/// The pinning thread: pin each queued window, until the driver closes. The window queued last
+/// is pinned first: a read queues its windows first to last, so the pins of the read at work
+/// start at its far end (where its staging threads arrive last, [`LivePins`]), and windows of
+/// reads gone by wait behind those of the read at work. Unpinning runs as soon as it is asked
+/// for; a marker is answered once no window waits.
 fn pin_windows(shared: &Shared, jobs: &Receiver<Job>) {
     // The contexts of the library's own, by device (`None`: the runtime has none, or making
     // one failed), made at the first window of their device. Each pinned window holds its
     // context; the last one gone destroys it.
     let mut contexts: HashMap<i32, Option<Arc<OwnedContext>>> = HashMap::new();
-    while let Ok(job) = jobs.recv() {
-        match job {
-            Job::Pin(pin) => {
-                let context = if pin.own_context {
-                    contexts
-                        .entry(pin.device)
-                        .or_insert_with(|| own_context(shared, pin.device))
-                        .clone()
-                } else {
-                    None
-                };
-                // In the device's primary context, pinning would stall the engine's copies (and
-                // the application's GPU calls): only in a pause.
-                if context.is_none() && !wait_for_quiet(shared) {
-                    return;
-                }
-                if let Some(pins) = pin.file.upgrade() {
-                    pin_window(shared, &pins, pin, context.as_ref());
-                }
-            }
-            Job::Unpin(windows) => drop(windows),
-            Job::Marker(done) => {
+    let mut waiting: Vec<Pin> = Vec::new();
+    let mut markers: Vec<Sender<()>> = Vec::new();
+    loop {
+        let job = if waiting.is_empty() {
+            for done in markers.drain(..) {
                 let _ = done.send(());
             }
+            match jobs.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            }
+        } else {
+            match jobs.try_recv() {
+                Ok(job) => job,
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    let Some(pin) = waiting.pop() else { continue };
+                    if !pin_next(shared, &mut contexts, pin) {
+                        return;
+                    }
+                    continue;
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+            }
+        };
+        match job {
+            Job::Pin(pins) => waiting.extend(pins),
+            Job::Unpin(windows) => drop(windows),
+            Job::Marker(done) => markers.push(done),
         }
     }
+}
+
+/// Pin one window, in the context of its device's own where there is one; false when the
+/// driver closes while the window waits for a pause.
+fn pin_next(
+    shared: &Shared,
+    contexts: &mut HashMap<i32, Option<Arc<OwnedContext>>>,
+    pin: Pin,
+) -> bool {
+    let context = if pin.own_context {
+        contexts
+            .entry(pin.device)
+            .or_insert_with(|| own_context(shared, pin.device))
+            .clone()
+    } else {
+        None
+    };
+    // In the device's primary context, pinning would stall the engine's copies (and the
+    // application's GPU calls): only in a pause.
+    if context.is_none() && !wait_for_quiet(shared) {
+        return false;
+    }
+    if let Some(pins) = pin.file.upgrade() {
+        pin_window(shared, &pins, pin, context.as_ref());
+    }
+    true
 }
 
 /// A context of the library's own on `device` for pinning, if the runtime has one to offer.
@@ -547,6 +682,7 @@ fn pin_window(
     let entry = match range {
         Some(range) => {
             shared.pins_made.fetch_add(1, Ordering::Relaxed);
+            pins.pinned_so_far.fetch_add(1, Ordering::AcqRel);
             Window::Pinned {
                 range: Arc::new(range),
                 used: Instant::now(),

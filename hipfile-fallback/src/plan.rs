@@ -17,6 +17,9 @@ pub struct Plan {
 /// requests are cut into whole chunks, many per thread, anyway.
 const PIECES_PER_SHARE: usize = 4;
 
+/// Most pieces a request is cut into.
+pub const MAX_PIECES: usize = (u32::MAX - 1) as usize;
+
 impl Plan {
     /// Cut `size` bytes: requests up to `inline` bytes, or when only one thread may work, run on
     /// the caller alone in pieces of `chunk`; larger ones are spread over up to `threads` threads
@@ -34,7 +37,10 @@ impl Plan {
                 .next_multiple_of(min_piece)
                 .clamp(min_piece, chunk)
         }
-        .max(1);
+        .max(1)
+        // A transfer counts its pieces in 32 bits (`engine::Claims`); no device holds a request
+        // large enough to need more (16 TiB in pieces of 4 KiB).
+        .max(size.div_ceil(MAX_PIECES));
         let pieces = size.div_ceil(piece);
         let helpers = if size <= inline {
             0
@@ -59,6 +65,13 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_request_is_cut_into_more_pieces_than_a_transfer_counts() {
+        let p = Plan::new(usize::MAX, 4 << 20, 64 << 10, 64 << 10, 16);
+        assert!(p.pieces <= MAX_PIECES);
+        assert!(p.pieces as u128 * p.piece as u128 >= usize::MAX as u128);
+    }
 
     #[test]
     fn small_requests_stay_on_the_caller() {

@@ -55,8 +55,8 @@ pub struct StagingLane {
     events: [OwnedEvent; 2],
     pending: [bool; 2],
     /// Recorded after copies out of pinned file pages, so `finish` waits for them the way the
-    /// lane waits for its halves (on the H200 host, polling an event returned a 4 KiB copy in
-    /// 3.5 us where the runtime's blocking stream wait took 8).
+    /// lane waits for its halves ([`EventWait`]) rather than always with the runtime's blocking
+    /// stream wait.
     tail: OwnedEvent,
     /// Whether work was queued on the stream since it last drained.
     queued: bool,

@@ -89,15 +89,18 @@ fn a_second_read_is_copied_out_of_the_pinned_page_cache() {
     let mut r = rig(size, |_| {});
     assert_eq!(read(&r.d, r.handle, &r.dev, size, 0), size);
     assert_eq!(r.dev.to_vec().unwrap(), pattern(7, 0, size));
-    // The first read was staged; its three windows (the last cut at the end of the file)
-    // were pinned beside it.
-    assert_eq!(counter(&r.d, "pinned_page_cache_bytes"), 0);
+    // The first read's three windows (the last cut at the end of the file) were pinned beside
+    // it (what it copied out of them, it took from its far end).
     assert_eq!(pinned(&r.d), size);
     assert_eq!(counter(&r.d, "page_cache_pins"), 3);
+    let before = counter(&r.d, "pinned_page_cache_bytes");
     r.dev.fill(0).unwrap();
     assert_eq!(read(&r.d, r.handle, &r.dev, size, 0), size);
     assert_eq!(r.dev.to_vec().unwrap(), pattern(7, 0, size));
-    assert_eq!(counter(&r.d, "pinned_page_cache_bytes"), size as u64);
+    assert_eq!(
+        counter(&r.d, "pinned_page_cache_bytes"),
+        before + size as u64
+    );
     // A read at an unaligned offset, one across two windows, and one running past the end of
     // the file (its last piece is staged and finds the end).
     let mut got = vec![0u8; 3 << 20];
@@ -141,8 +144,9 @@ fn a_changed_file_is_read_as_it_is_now_and_its_pins_are_dropped() {
         .unwrap()
         .set_len(5000)
         .unwrap();
+    let before = counter(&r.d, "pinned_page_cache_bytes");
     assert_eq!(read(&r.d, r.handle, &r.dev, size, 0), 5000);
-    assert_eq!(counter(&r.d, "pinned_page_cache_bytes"), 0);
+    assert_eq!(counter(&r.d, "pinned_page_cache_bytes"), before);
     // The old pages unpinned; the file as it is now pinned in their place.
     assert_eq!(pinned(&r.d), 5000);
     // Rewritten with other bytes: read as they are now.
@@ -201,23 +205,27 @@ fn pins_stay_within_the_budget_and_make_room_from_idle_windows() {
     let r = rig(size, |s| s.page_cache_pins_kb = Some(budget_kb));
     read(&r.d, r.handle, &r.dev, size, 0);
     assert_eq!(pinned(&r.d), 2 * WINDOW, "two windows fit");
-    // The third is pinned once a window has been idle long enough to give way.
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    let last = (2 * WINDOW) as i64;
-    read(&r.d, r.handle, &r.dev, WINDOW, last);
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    read(&r.d, r.handle, &r.dev, WINDOW, last);
+    // The windows are pinned last to first: the first one found no room. It is pinned once a
+    // window has been idle long enough to give way (and the first one's refusal is a second
+    // old: reads of it before that do not ask again).
+    let first = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while counter(&r.d, "page_cache_pins_evicted") == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        read(&r.d, r.handle, &r.dev, WINDOW, first);
+        pinned(&r.d);
+    }
     assert_eq!(pinned(&r.d), 2 * WINDOW);
     assert_eq!(counter(&r.d, "page_cache_pins_evicted"), 1);
     let served = counter(&r.d, "pinned_page_cache_bytes");
-    read(&r.d, r.handle, &r.dev, WINDOW, last);
+    read(&r.d, r.handle, &r.dev, WINDOW, first);
     assert_eq!(
         counter(&r.d, "pinned_page_cache_bytes"),
         served + WINDOW as u64
     );
     let mut got = vec![0u8; WINDOW];
     r.dev.read_at(0, &mut got).unwrap();
-    assert_eq!(got, pattern(7, last as u64, WINDOW));
+    assert_eq!(got, pattern(7, first as u64, WINDOW));
 }
 
 #[test]
@@ -380,13 +388,57 @@ fn windows_are_pinned_in_a_context_of_their_own_beside_requests_at_work() {
         let resources = d.session().unwrap().registry().resources()[0].1;
         assert_eq!(resources.own_contexts, usize::from(own));
         dev_a.fill(0).unwrap();
+        let before = counter(&d, "pinned_page_cache_bytes");
         assert_eq!(read(&d, ha, &dev_a, WINDOW, 0), WINDOW);
         assert_eq!(dev_a.to_vec().unwrap(), pattern(2, 0, WINDOW));
-        assert_eq!(counter(&d, "pinned_page_cache_bytes"), WINDOW as u64);
+        assert_eq!(
+            counter(&d, "pinned_page_cache_bytes"),
+            before + WINDOW as u64
+        );
         d.handle_deregister(ha).unwrap();
         d.handle_deregister(hb).unwrap();
         assert_eq!(pinned(&d), 0);
         drop(d);
         assert_eq!(sim.live_contexts(), 0, "the context went with its last pin");
     }
+}
+
+/// A read whose windows are pinned while it runs (its first piece held back until they are)
+/// copies the rest of its bytes out of them, from its far end, and every byte is right.
+#[test]
+fn a_read_takes_the_windows_pinned_while_it_runs_from_its_far_end() {
+    let size = 3 * WINDOW + WINDOW / 2;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, pattern(4, 0, size)).unwrap();
+    let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let io = support::HookedIo::before_pread(move |_| {
+        if first.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            // Long enough for the pinning thread (which works beside the read) to pin every
+            // window on the sim.
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    });
+    let sim = Arc::new(SimRuntime::default());
+    let d = support::driver(&sim, Some(Arc::new(io)), |s| {
+        s.stats_level = 1;
+        s.page_cache_pin_settle_ms = 0;
+        s.per_buffer_cache_size_kb = 1024;
+        // One thread: its first piece is the only one staged.
+        s.max_request_parallelism = 1;
+    });
+    let file = std::fs::File::open(&path).unwrap();
+    let handle = d.handle_register(file.as_raw_fd()).unwrap();
+    let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
+    assert_eq!(read(&d, handle, &dev, size, 0), size);
+    assert_eq!(dev.to_vec().unwrap(), pattern(4, 0, size));
+    // Every piece after the first came out of the windows (the first too, when the windows
+    // were pinned before the read took it).
+    let piece = 1 << 20;
+    let served = counter(&d, "pinned_page_cache_bytes");
+    assert!(
+        served == (size - piece) as u64 || served == size as u64,
+        "{served} bytes out of the windows"
+    );
+    assert_eq!(pinned(&d), size);
 }
