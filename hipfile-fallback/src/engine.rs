@@ -681,14 +681,15 @@ impl Transfer {
     }
 }
 
-/// Threads that stage a read some of whose windows are being pinned beside it: three in five
-/// of those a read gets otherwise (at least one). The pinning thread's windows carry the rest of
+/// Threads that stage a read some of whose windows are being pinned beside it: four in five of
+/// those a read gets otherwise (at least one). The pinning thread's windows carry the rest of
 /// its bytes at no CPU, so the same throughput needs fewer staging threads. Measured on the H200
 /// host (8 GiB hot file, first read of a fresh registration, 10 threads otherwise, medians of 3
-/// in one run): 6 threads 50.32 GB/s on 6.85 cores, 8 threads 50.87 on 8.71, all 10 50.89 on
-/// 10.64, 4 threads 47.86 on 4.94; without pinning beside the read 51.05 on 9.73.
+/// in one run): 8 threads 50.87 GB/s on 8.71 cores, all 10 50.89 on 10.64, 6 threads 50.32 on
+/// 6.85 (49.11 on 6.87 in a later run), 4 threads 47.86 on 4.94; without pinning beside the
+/// read 51.05 on 9.73. Eight keep the first read's throughput at less CPU; fewer give up some.
 fn live_threads(threads: usize) -> usize {
-    (threads * 3 / 5).max(1)
+    (threads * 4 / 5).max(1)
 }
 
 impl Job for Transfer {
@@ -752,8 +753,8 @@ mod tests {
     }
 
     #[test]
-    fn a_read_pinned_beside_stages_on_three_threads_in_five() {
-        assert_eq!(live_threads(10), 6);
+    fn a_read_pinned_beside_stages_on_four_threads_in_five() {
+        assert_eq!(live_threads(10), 8);
         assert_eq!(live_threads(2), 1);
         assert_eq!(live_threads(1), 1);
     }

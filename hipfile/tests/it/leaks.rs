@@ -38,6 +38,10 @@ const FILE_LEN: usize = 1 << 20;
 /// (measured on the sim: 4 to 56 KiB over all 10,000 cycles once warm); one 16-byte allocation
 /// lost per cycle adds 5,000 heap chunks of 32 bytes, 156 KiB, over the second half.
 const RSS_SLACK_KIB: i64 = 128;
+/// The same on a real GPU, whose runtime allocates for itself as the cycles run: the second
+/// half grew by 0, 76, 96, 104 and 184 KiB in five runs on the H200. The sim's run of the same
+/// cycles is the one that catches a 16-byte leak of the library's per cycle.
+const GPU_RSS_SLACK_KIB: i64 = 256;
 
 /// What may leak, counted at one moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,7 +89,8 @@ impl Counts {
         }
     }
 
-    /// Every count that differs from `before` (resident memory: that grew past the slack).
+    /// Every count that differs from `before` (resident memory: that grew past the slack, the
+    /// sim's when the counts are the sim's, a GPU runtime's otherwise).
     fn growth(&self, before: &Counts, rss: bool) -> Vec<String> {
         let mut out = Vec::new();
         let exact = |out: &mut Vec<String>, what: &str, a: usize, b: usize| {
@@ -125,7 +130,12 @@ impl Counts {
             }
         }
         let rss_growth = self.rss_kib as i64 - before.rss_kib as i64;
-        if rss && rss_growth > RSS_SLACK_KIB {
+        let slack = if self.sim.is_some() {
+            RSS_SLACK_KIB
+        } else {
+            GPU_RSS_SLACK_KIB
+        };
+        if rss && rss_growth > slack {
             out.push(format!(
                 "resident memory {} KiB -> {} KiB",
                 before.rss_kib, self.rss_kib
