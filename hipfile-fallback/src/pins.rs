@@ -121,7 +121,9 @@ impl FilePins {
 /// read's far end ([`crate::engine`] takes those pieces from the back).
 #[derive(Debug)]
 pub struct LivePins {
-    file: Arc<FilePins>,
+    /// Weak: a read its submitter holds long after it finished (an unreaped batch entry) must not
+    /// keep a deregistered file's windows pinned.
+    file: Weak<FilePins>,
     stamp: FileStamp,
     seen: AtomicU64,
 }
@@ -129,7 +131,10 @@ pub struct LivePins {
 impl LivePins {
     /// Whether windows of the file were pinned since the last call.
     pub fn news(&self) -> bool {
-        let now = self.file.pinned_so_far.load(Ordering::Acquire);
+        let Some(file) = self.file.upgrade() else {
+            return false;
+        };
+        let now = file.pinned_so_far.load(Ordering::Acquire);
         self.seen.swap(now, Ordering::AcqRel) != now
     }
 
@@ -137,10 +142,11 @@ impl LivePins {
     /// `start`: where that covered tail starts, and the windows. `None` when the byte before
     /// `end` is in no pinned window (or the file changed since the read began).
     pub fn tail(&self, start: u64, end: u64) -> Option<(u64, Vec<Arc<PinnedFileRange>>)> {
-        if end <= start {
+        if end <= start || end > self.stamp.size {
             return None;
         }
-        let mut state = self.file.lock();
+        let file = self.file.upgrade()?;
+        let mut state = file.lock();
         if state.stamp != self.stamp {
             return None;
         }
@@ -221,6 +227,10 @@ impl PinView {
     pub fn covers_all(&self, range: Range<u64>) -> bool {
         let mut at = range.start;
         for r in self.ranges() {
+            if at >= range.end {
+                // Windows past the range (after a gap) do not matter.
+                return true;
+            }
             if r.offset() > at {
                 return false;
             }
@@ -296,6 +306,10 @@ struct Shared {
     closing: AtomicBool,
     /// Contexts of the library's own the pinning thread made (one per device at most).
     own_contexts: AtomicUsize,
+    /// Whether the runtime offers contexts of the library's own at all.
+    offers_contexts: bool,
+    /// Devices whose context of the library's own could not be made.
+    no_context: Mutex<Vec<i32>>,
 }
 
 /// The page-cache pins of a driver: the budget, the pinning thread and the counters.
@@ -311,6 +325,7 @@ pub struct PagePins {
 impl PagePins {
     /// Pins made with `runtime`, of ranges that `io` says are cached.
     pub fn new(runtime: Arc<dyn GpuRuntime>, io: Arc<dyn FileIo>) -> std::io::Result<Self> {
+        let runtime_offers = runtime.offers_contexts();
         let shared = Arc::new(Shared {
             runtime,
             pinned: Arc::default(),
@@ -323,6 +338,8 @@ impl PagePins {
             epoch: Instant::now(),
             closing: AtomicBool::new(false),
             own_contexts: AtomicUsize::new(0),
+            offers_contexts: runtime_offers,
+            no_context: Mutex::default(),
         });
         let (tx, rx) = crossbeam_channel::unbounded();
         let worker = Arc::clone(&shared);
@@ -340,6 +357,18 @@ impl PagePins {
     /// Bytes of page cache pinned now.
     pub fn pinned_bytes(&self) -> usize {
         self.shared.pinned.load(Ordering::Acquire)
+    }
+
+    /// Whether windows of `device` are pinned beside reads (in a context of the library's own):
+    /// the runtime offers such contexts and making the device's did not fail.
+    pub fn pins_beside_reads(&self, device: i32) -> bool {
+        let s = &self.shared;
+        s.offers_contexts
+            && !s
+                .no_context
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&device)
     }
 
     /// GPU contexts of the library's own the pinning thread made.
@@ -471,9 +500,16 @@ impl PagePins {
             }
         }
         drop(state);
-        if (!queued.is_empty() || waiting) && req.settings.page_cache_pin_own_context {
+        // Windows pinned beside the read serve its back (a read that runs past the end of the
+        // file has none they can hold).
+        let within = req.file_offset.saturating_add(req.size() as u64) <= stamp.size;
+        if (!queued.is_empty() || waiting)
+            && within
+            && req.settings.page_cache_pin_own_context
+            && self.pins_beside_reads(req.device())
+        {
             view.live = Some(Arc::new(LivePins {
-                file: Arc::clone(pins),
+                file: Arc::downgrade(pins),
                 stamp,
                 seen: AtomicU64::new(pins.pinned_so_far.load(Ordering::Acquire)),
             }));
@@ -540,8 +576,9 @@ fn settled(stamp: FileStamp, settle_ms: u64) -> bool {
 /// for; a marker is answered once no window waits.
 fn pin_windows(shared: &Shared, jobs: &Receiver<Job>) {
     // The contexts of the library's own, by device (`None`: the runtime has none, or making
-    // one failed), made at the first window of their device. Each pinned window holds its
-    // context; the last one gone destroys it.
+    // one failed), made at the first window of their device and kept while the driver is open
+    // (counted in `held:`); each pinned window holds its context too, so the last window gone
+    // after the driver closed destroys it.
     let mut contexts: HashMap<i32, Option<Arc<OwnedContext>>> = HashMap::new();
     let mut waiting: Vec<Pin> = Vec::new();
     let mut markers: Vec<Sender<()>> = Vec::new();
@@ -609,12 +646,18 @@ fn own_context(shared: &Shared, device: i32) -> Option<Arc<OwnedContext>> {
             log::info!("page-cache pins of device {device} are made in a GPU context of their own");
             Some(Arc::new(context))
         }
-        Ok(None) => None,
-        Err(e) => {
-            log::info!(
-                "no GPU context of its own for page-cache pins of device {device} ({e}): \
-                 pinning in the primary context, while the engine is idle"
-            );
+        answer => {
+            if let Err(e) = answer {
+                log::info!(
+                    "no GPU context of its own for page-cache pins of device {device} ({e}): \
+                     pinning in the primary context, while the engine is idle"
+                );
+            }
+            shared
+                .no_context
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(device);
             None
         }
     }
@@ -740,4 +783,52 @@ fn make_room(shared: &Shared, len: usize, budget: usize) -> bool {
         }
     }
     fits()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hipfile_hip::sim::{SimConfig, SimRuntime};
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn windows_past_the_range_after_a_gap_do_not_hide_its_cover() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+        let page = 64 << 10;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![1u8; 3 * page]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let pin = |at: usize| {
+            let mapping = FileMapping::map(file.as_fd(), at as u64, page).unwrap();
+            Arc::new(PinnedFileRange::register(&rt, 0, mapping, None).unwrap())
+        };
+        let mut view = PinView::default();
+        view.add(vec![pin(2 * page), pin(0)]);
+        let page = page as u64;
+        assert!(view.covers_all(0..100));
+        assert!(view.covers_all(0..page));
+        assert!(!view.covers_all(0..page + 1), "the gap");
+        assert!(view.covers_all(2 * page..3 * page));
+        assert!(
+            view.covering(2 * page + 5, 10).is_some(),
+            "kept in file order"
+        );
+    }
+
+    #[test]
+    fn pins_run_beside_reads_only_where_the_runtime_offers_contexts_of_its_own() {
+        let io: Arc<dyn FileIo> = Arc::new(hipfile_core::PosixIo);
+        let with = PagePins::new(Arc::new(SimRuntime::default()), Arc::clone(&io)).unwrap();
+        assert!(with.pins_beside_reads(0));
+        let without = PagePins::new(
+            Arc::new(SimRuntime::new(SimConfig {
+                own_contexts: false,
+                ..SimConfig::default()
+            })),
+            io,
+        )
+        .unwrap();
+        assert!(!without.pins_beside_reads(0));
+    }
 }

@@ -405,8 +405,12 @@ mod tests {
             StagingLane::new(&rt, 0, page, EventWait::Yield, StreamOrder::Independent).unwrap();
         lane.upload_pinned(&pin, 0, &range).unwrap();
         drop(pin);
-        assert!(lane.finish().is_ok(), "the drain found the copy done");
-        assert_eq!(scripted.calls(RuntimeOp::StreamSynchronize), 1);
+        assert!(lane.finish().is_err(), "the failed wait is the answer");
+        assert_eq!(
+            scripted.calls(RuntimeOp::StreamSynchronize),
+            1,
+            "and the stream was drained"
+        );
         assert_eq!(ledger.load(std::sync::atomic::Ordering::Acquire), 0);
     }
 }

@@ -350,6 +350,10 @@ impl GpuRuntime for ScriptedRuntime {
         self.inner.context_create(device)
     }
 
+    fn offers_contexts(&self) -> bool {
+        self.inner.offers_contexts()
+    }
+
     unsafe fn in_context(
         &self,
         ctx: crate::ContextHandle,

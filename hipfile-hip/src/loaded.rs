@@ -166,6 +166,11 @@ pub(crate) trait LoadedRuntime: Send + Sync + fmt::Debug + Sized {
         Ok(None)
     }
 
+    /// [`GpuRuntime::offers_contexts`]: none by default.
+    fn offers_own_contexts(&self) -> bool {
+        false
+    }
+
     /// [`GpuRuntime::in_context`].
     ///
     /// # Safety
@@ -457,6 +462,10 @@ impl<T: LoadedRuntime> GpuRuntime for T {
 
     fn context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
         self.own_context_create(device)
+    }
+
+    fn offers_contexts(&self) -> bool {
+        self.offers_own_contexts()
     }
 
     unsafe fn in_context(

@@ -224,6 +224,11 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
         Ok(None)
     }
 
+    /// Whether [`GpuRuntime::context_create`] can answer a context (making one may still fail).
+    fn offers_contexts(&self) -> bool {
+        false
+    }
+
     /// Run `f` with `ctx` current on the calling thread (its device current with it); what was
     /// current before is current again afterwards, also when `f` fails.
     ///

@@ -1189,6 +1189,10 @@ impl GpuRuntime for SimRuntime {
         SimRuntime::host_unregister(self, ptr.as_ptr() as usize)
     }
 
+    fn offers_contexts(&self) -> bool {
+        self.config.own_contexts
+    }
+
     fn context_create(&self, device: i32) -> HipResult<Option<ContextHandle>> {
         if !self.config.own_contexts {
             return Ok(None);

@@ -235,13 +235,18 @@ impl StagingLane {
         // followed by one, waiting for the halves drained the stream; otherwise an event recorded
         // now covers the rest. A failure, or an event that could not be recorded, drains the
         // stream itself.
-        let drained = if halves.is_err() {
+        let mut failed = halves.err();
+        let drained = if failed.is_some() {
             self.stream.synchronize()
         } else if self.untracked {
-            self.tail
-                .record(&self.stream)
-                .and_then(|()| wait_for(&self.tail, self.wait))
-                .or_else(|_| self.stream.synchronize())
+            match self.tail.record(&self.stream) {
+                Ok(()) => wait_for(&self.tail, self.wait).or_else(|e| {
+                    // The copies failed: drain what may still run, and report the failure.
+                    failed = Some(e);
+                    self.stream.synchronize()
+                }),
+                Err(_) => self.stream.synchronize(),
+            }
         } else {
             Ok(())
         };
@@ -250,7 +255,10 @@ impl StagingLane {
             self.untracked = false;
             self.held.clear();
         }
-        halves.and(drained)
+        match failed {
+            Some(e) => Err(e),
+            None => drained,
+        }
     }
 
     fn mark_queued(&mut self) {

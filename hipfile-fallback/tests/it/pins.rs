@@ -404,22 +404,31 @@ fn windows_are_pinned_in_a_context_of_their_own_beside_requests_at_work() {
 }
 
 /// A read whose windows are pinned while it runs (its first piece held back until they are)
-/// copies the rest of its bytes out of them, from its far end, and every byte is right.
+/// copies the rest of its bytes out of them, from its far end, and every byte is right; a read
+/// running past the end of the file, pinned beside too, reads the file's bytes and stops there.
 #[test]
 fn a_read_takes_the_windows_pinned_while_it_runs_from_its_far_end() {
     let size = 3 * WINDOW + WINDOW / 2;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
     std::fs::write(&path, pattern(4, 0, size)).unwrap();
-    let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sim = Arc::new(SimRuntime::default());
+    // Host registrations before the read (the staging lanes); the windows add four.
+    let before = Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX));
+    let (hook_sim, hook_before) = (Arc::clone(&sim), Arc::clone(&before));
     let io = support::HookedIo::before_pread(move |_| {
-        if first.swap(false, std::sync::atomic::Ordering::AcqRel) {
-            // Long enough for the pinning thread (which works beside the read) to pin every
-            // window on the sim.
-            std::thread::sleep(std::time::Duration::from_secs(1));
+        let base = hook_before.swap(usize::MAX, std::sync::atomic::Ordering::AcqRel);
+        if base == usize::MAX {
+            return;
+        }
+        // The first piece waits until the pinning thread (beside the read) pinned every window.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while hook_sim.live_allocations(MemoryKind::Host) < base + 4
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
     });
-    let sim = Arc::new(SimRuntime::default());
     let d = support::driver(&sim, Some(Arc::new(io)), |s| {
         s.stats_level = 1;
         s.page_cache_pin_settle_ms = 0;
@@ -430,6 +439,10 @@ fn a_read_takes_the_windows_pinned_while_it_runs_from_its_far_end() {
     let file = std::fs::File::open(&path).unwrap();
     let handle = d.handle_register(file.as_raw_fd()).unwrap();
     let dev = DeviceBuffer::new(sim.clone(), size).unwrap();
+    before.store(
+        sim.live_allocations(MemoryKind::Host),
+        std::sync::atomic::Ordering::Release,
+    );
     assert_eq!(read(&d, handle, &dev, size, 0), size);
     assert_eq!(dev.to_vec().unwrap(), pattern(4, 0, size));
     // Every piece after the first came out of the windows (the first too, when the windows
@@ -439,6 +452,22 @@ fn a_read_takes_the_windows_pinned_while_it_runs_from_its_far_end() {
     assert!(
         served == (size - piece) as u64 || served == size as u64,
         "{served} bytes out of the windows"
+    );
+    assert_eq!(pinned(&d), size);
+
+    // Past the end of the file, on a fresh registration: pinned beside, read as the file is.
+    d.handle_deregister(handle).unwrap();
+    assert_eq!(pinned(&d), 0);
+    let handle = d.handle_register(file.as_raw_fd()).unwrap();
+    let big = DeviceBuffer::new(sim.clone(), size + 3 * piece).unwrap();
+    let at = 12345;
+    assert_eq!(
+        read(&d, handle, &big, size + 3 * piece, at as i64),
+        size - at
+    );
+    assert_eq!(
+        big.to_vec().unwrap()[..size - at],
+        pattern(4, at as u64, size - at)[..]
     );
     assert_eq!(pinned(&d), size);
 }

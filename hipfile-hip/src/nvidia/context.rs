@@ -78,29 +78,28 @@ impl NvidiaRuntime {
 
 impl NvidiaRuntime {
     /// A context of the library's own on `device` (`cuCtxCreate_v2`), left not current: the
-    /// caller's current context is put back. `None` where the driver lacks the calls.
+    /// new context, which the driver pushed on the thread's stack, is popped off it again, so the
+    /// caller's is current as before. `None` where the driver lacks the calls.
     pub(super) fn create_own_context(&self, device: i32) -> HipResult<Option<RawContext>> {
         let drv = self.driver()?;
-        let (Some(create), Some(_)) = (drv.ctx_create, drv.ctx_destroy) else {
+        let (Some(create), Some(_), Some(pop)) =
+            (drv.ctx_create, drv.ctx_destroy, drv.ctx_pop_current)
+        else {
             return Ok(None);
         };
         let mut handle = 0i32;
         // SAFETY: `handle` is a valid out-pointer; the driver validates the ordinal.
         let rc = unsafe { (drv.device_get)(&mut handle, device) };
         self.check_driver("cuDeviceGet", rc)?;
-        let mut previous: RawContext = std::ptr::null_mut();
-        // SAFETY: `previous` is a valid out-pointer.
-        let rc = unsafe { (drv.ctx_get_current)(&mut previous) };
-        self.check_driver("cuCtxGetCurrent", rc)?;
         let mut ctx: RawContext = std::ptr::null_mut();
         // SAFETY: `ctx` is a valid out-pointer, `handle` a device the driver just handed out;
         // flags 0 (the default scheduling).
         let rc = unsafe { create(&mut ctx, 0, handle) };
         self.check_driver("cuCtxCreate_v2", rc)?;
-        // The new context was made current (pushed): put the caller's back in its place.
-        // SAFETY: `previous` was the caller's current context (or NULL) a moment ago.
-        let rc = unsafe { (drv.ctx_set_current)(previous) };
-        if let Err(e) = self.check_driver("cuCtxSetCurrent", rc) {
+        let mut popped: RawContext = std::ptr::null_mut();
+        // SAFETY: `popped` is a valid out-pointer; the new context is the top of the stack.
+        let rc = unsafe { pop(&mut popped) };
+        if let Err(e) = self.check_driver("cuCtxPopCurrent_v2", rc) {
             // SAFETY: made just above and used by nothing yet.
             let _ = unsafe { self.destroy_own_context(ctx) };
             return Err(e);

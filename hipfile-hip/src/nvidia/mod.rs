@@ -246,6 +246,11 @@ impl LoadedRuntime for NvidiaRuntime {
         }))
     }
 
+    fn offers_own_contexts(&self) -> bool {
+        let d = &self.drv;
+        d.ctx_create.is_some() && d.ctx_destroy.is_some() && d.ctx_pop_current.is_some()
+    }
+
     unsafe fn in_own_context(
         &self,
         ctx: crate::ContextHandle,

@@ -106,6 +106,8 @@ pub(super) struct DriverApi {
     /// ([`crate::GpuRuntime::context_create`]).
     pub ctx_create: Option<unsafe extern "C" fn(*mut RawContext, u32, i32) -> i32>,
     pub ctx_destroy: Option<unsafe extern "C" fn(RawContext) -> i32>,
+    /// `cuCtxPopCurrent_v2`: optional, takes a just-made context off the thread's stack.
+    pub ctx_pop_current: Option<unsafe extern "C" fn(*mut RawContext) -> i32>,
 }
 
 impl RuntimeApi {
@@ -168,6 +170,8 @@ impl DriverApi {
             ctx_create: unsafe { symbol(lib, library, "cuCtxCreate_v2") }.ok(),
             // SAFETY: declared with its cuda.h signature.
             ctx_destroy: unsafe { symbol(lib, library, "cuCtxDestroy_v2") }.ok(),
+            // SAFETY: declared with its cuda.h signature.
+            ctx_pop_current: unsafe { symbol(lib, library, "cuCtxPopCurrent_v2") }.ok(),
         })
     }
 }
