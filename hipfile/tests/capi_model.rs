@@ -813,7 +813,14 @@ fn run_sequence(seed: u64, given: Option<&[ApiOp]>, len: usize) -> SequenceRun {
     }
     drop(world);
     // A closed driver holds no descriptor of a file it had registered. The first sequence may
-    // leave what the process keeps once loaded (the runtime, the IO workers' wake-ups).
+    // leave what the process keeps once loaded (the runtime, the IO workers' wake-ups). Threads
+    // that were told to end let go of what they held on their own schedule: a descriptor still
+    // open after two seconds is left open (and one closed late would otherwise count against
+    // the next sequence).
+    let since = std::time::Instant::now();
+    while open_descriptors() != fds_before && since.elapsed() < std::time::Duration::from_secs(2) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let leaked = open_descriptors() as i64 - fds_before as i64;
     if FIRST_SEQUENCE_DONE.swap(true, std::sync::atomic::Ordering::Relaxed) && leaked != 0 {
         let last = run.ops.last().cloned().unwrap_or(ApiOp::DriverClose);
