@@ -471,3 +471,54 @@ fn a_read_takes_the_windows_pinned_while_it_runs_from_its_far_end() {
     );
     assert_eq!(pinned(&d), size);
 }
+
+/// Several threads read an unaligned range while its windows are pinned beside them: every
+/// thread's first piece waits for the windows, the rest of the range comes out of them, and
+/// every byte is where it belongs.
+#[test]
+fn several_threads_and_an_unaligned_range_share_a_read_with_the_windows_pinned_beside_it() {
+    let size = 4 * WINDOW + WINDOW / 2;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, pattern(9, 0, size)).unwrap();
+    let sim = Arc::new(SimRuntime::default());
+    let windows = size.div_ceil(WINDOW);
+    let before = Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX));
+    let (hook_sim, hook_before) = (Arc::clone(&sim), Arc::clone(&before));
+    let io = support::HookedIo::before_pread(move |_| {
+        let base = hook_before.load(std::sync::atomic::Ordering::Acquire);
+        if base == usize::MAX {
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while hook_sim.live_allocations(MemoryKind::Host) < base + windows
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    });
+    let threads = 4;
+    let d = support::driver(&sim, Some(Arc::new(io)), |s| {
+        s.stats_level = 1;
+        s.page_cache_pin_settle_ms = 0;
+        s.per_buffer_cache_size_kb = 1024;
+        s.max_request_parallelism = threads;
+    });
+    let file = std::fs::File::open(&path).unwrap();
+    let handle = d.handle_register(file.as_raw_fd()).unwrap();
+    let (at, len) = (4097usize, size - 4097 - 5000);
+    let dev = DeviceBuffer::new(sim.clone(), len).unwrap();
+    before.store(
+        sim.live_allocations(MemoryKind::Host),
+        std::sync::atomic::Ordering::Release,
+    );
+    assert_eq!(read(&d, handle, &dev, len, at as i64), len);
+    before.store(usize::MAX, std::sync::atomic::Ordering::Release);
+    assert_eq!(dev.to_vec().unwrap(), pattern(9, at as u64, len));
+    let served = counter(&d, "pinned_page_cache_bytes") as usize;
+    // Each staging thread's first piece (1 MiB at most) was staged; windows carried the rest.
+    assert!(
+        served <= len && served + threads as usize * (1 << 20) >= len,
+        "{served} of {len} bytes out of the windows"
+    );
+}
