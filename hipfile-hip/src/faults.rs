@@ -34,6 +34,9 @@ pub enum RuntimeOp {
     /// `event_query` and `event_synchronize` (a failure stands for the work before the event
     /// failing on the device).
     EventWait,
+    /// `context_create` (a context of the library's own: the device out of memory, or a GPU in
+    /// a compute mode that allows one context).
+    ContextCreate,
 }
 
 /// One fault that fired.
@@ -67,6 +70,7 @@ pub struct ScriptedRuntime {
     stream_syncs: AtomicU64,
     host_registers: AtomicU64,
     event_waits: AtomicU64,
+    context_creates: AtomicU64,
     fired: Mutex<Vec<FiredRuntimeFault>>,
 }
 
@@ -91,6 +95,7 @@ impl ScriptedRuntime {
             stream_syncs: AtomicU64::new(0),
             host_registers: AtomicU64::new(0),
             event_waits: AtomicU64::new(0),
+            context_creates: AtomicU64::new(0),
             fired: Mutex::new(Vec::new()),
         }
     }
@@ -161,6 +166,7 @@ impl ScriptedRuntime {
             RuntimeOp::StreamSynchronize => &self.stream_syncs,
             RuntimeOp::HostRegister => &self.host_registers,
             RuntimeOp::EventWait => &self.event_waits,
+            RuntimeOp::ContextCreate => &self.context_creates,
         }
     }
 
@@ -347,6 +353,7 @@ impl GpuRuntime for ScriptedRuntime {
     }
 
     fn context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
+        self.check(RuntimeOp::ContextCreate, "hipCtxCreate")?;
         self.inner.context_create(device)
     }
 

@@ -522,3 +522,38 @@ fn several_threads_and_an_unaligned_range_share_a_read_with_the_windows_pinned_b
         "{served} of {len} bytes out of the windows"
     );
 }
+
+/// A context of the library's own that cannot be made (the device out of memory, a GPU that
+/// allows one context): the windows are pinned in the primary context, in the engine's pauses,
+/// and reads stop expecting pins beside them.
+#[test]
+fn without_a_context_of_its_own_the_windows_are_pinned_in_the_primary_one() {
+    use hipfile_testkit::faults::{RuntimeOp, ScriptedRuntime, Trigger};
+    let size = 2 * WINDOW;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, pattern(6, 0, size)).unwrap();
+    let sim = Arc::new(SimRuntime::default());
+    let scripted = Arc::new(ScriptedRuntime::new(sim.clone()).rule(
+        RuntimeOp::ContextCreate,
+        Trigger::From(1),
+        hipfile_hip::HipErrorCode::OUT_OF_MEMORY,
+    ));
+    let d = support::driver_on(scripted.clone(), None, |s| {
+        s.stats_level = 1;
+        s.page_cache_pin_settle_ms = 0;
+    });
+    let file = std::fs::File::open(&path).unwrap();
+    let handle = d.handle_register(file.as_raw_fd()).unwrap();
+    let dev = DeviceBuffer::new(scripted.clone(), size).unwrap();
+    assert_eq!(read(&d, handle, &dev, size, 0), size);
+    assert_eq!(pinned(&d), size, "pinned all the same");
+    assert_eq!(scripted.calls(RuntimeOp::ContextCreate), 1, "asked once");
+    let resources = d.session().unwrap().registry().resources()[0].1;
+    assert_eq!(resources.own_contexts, 0);
+    assert_eq!(sim.live_contexts(), 0);
+    let before = counter(&d, "pinned_page_cache_bytes");
+    assert_eq!(read(&d, handle, &dev, size, 0), size);
+    assert_eq!(dev.to_vec().unwrap(), pattern(6, 0, size));
+    assert_eq!(counter(&d, "pinned_page_cache_bytes"), before + size as u64);
+}

@@ -118,9 +118,17 @@ pub fn driver(
     io: Option<Arc<dyn hipfile_core::FileIo>>,
     tune: impl FnOnce(&mut Settings),
 ) -> Driver {
+    driver_on(sim.clone(), io, tune)
+}
+
+/// [`driver`] on any runtime (a scripted one over the sim, say).
+pub fn driver_on(
+    rt: Arc<dyn GpuRuntime>,
+    io: Option<Arc<dyn hipfile_core::FileIo>>,
+    tune: impl FnOnce(&mut Settings),
+) -> Driver {
     let mut backends = RegistryBuilder::new();
     hipfile_fallback::register(&mut backends).unwrap();
-    let rt: Arc<dyn GpuRuntime> = sim.clone();
     let mut options = DriverOptions {
         backends: Some(backends),
         selection: None,
