@@ -403,6 +403,37 @@ fn windows_are_pinned_in_a_context_of_their_own_beside_requests_at_work() {
     }
 }
 
+/// File IO whose `pread`s, once the returned mark holds the count of the sim's host
+/// registrations before a read (its staging lanes), wait until `windows` more are there: until
+/// the pinning thread, working beside the read, pinned every window. `once`: only the first
+/// `pread` after the mark waits (and clears it).
+fn held_until_pinned(
+    sim: &Arc<SimRuntime>,
+    windows: usize,
+    once: bool,
+) -> (support::HookedIo, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mark = Arc::new(AtomicUsize::new(usize::MAX));
+    let (sim, hook_mark) = (Arc::clone(sim), Arc::clone(&mark));
+    let io = support::HookedIo::before_pread(move |_| {
+        let base = if once {
+            hook_mark.swap(usize::MAX, Ordering::AcqRel)
+        } else {
+            hook_mark.load(Ordering::Acquire)
+        };
+        if base == usize::MAX {
+            return;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while sim.live_allocations(MemoryKind::Host) < base + windows
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    });
+    (io, mark)
+}
+
 /// A read whose windows are pinned while it runs (its first piece held back until they are)
 /// copies the rest of its bytes out of them, from its far end, and every byte is right; a read
 /// running past the end of the file, pinned beside too, reads the file's bytes and stops there.
@@ -413,22 +444,8 @@ fn a_read_takes_the_windows_pinned_while_it_runs_from_its_far_end() {
     let path = dir.path().join("f");
     std::fs::write(&path, pattern(4, 0, size)).unwrap();
     let sim = Arc::new(SimRuntime::default());
-    // Host registrations before the read (the staging lanes); the windows add four.
-    let before = Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX));
-    let (hook_sim, hook_before) = (Arc::clone(&sim), Arc::clone(&before));
-    let io = support::HookedIo::before_pread(move |_| {
-        let base = hook_before.swap(usize::MAX, std::sync::atomic::Ordering::AcqRel);
-        if base == usize::MAX {
-            return;
-        }
-        // The first piece waits until the pinning thread (beside the read) pinned every window.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while hook_sim.live_allocations(MemoryKind::Host) < base + 4
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    });
+    // The first piece waits until the pinning thread pinned the four windows.
+    let (io, before) = held_until_pinned(&sim, 4, true);
     let d = support::driver(&sim, Some(Arc::new(io)), |s| {
         s.stats_level = 1;
         s.page_cache_pin_settle_ms = 0;
@@ -482,21 +499,8 @@ fn several_threads_and_an_unaligned_range_share_a_read_with_the_windows_pinned_b
     let path = dir.path().join("f");
     std::fs::write(&path, pattern(9, 0, size)).unwrap();
     let sim = Arc::new(SimRuntime::default());
-    let windows = size.div_ceil(WINDOW);
-    let before = Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX));
-    let (hook_sim, hook_before) = (Arc::clone(&sim), Arc::clone(&before));
-    let io = support::HookedIo::before_pread(move |_| {
-        let base = hook_before.load(std::sync::atomic::Ordering::Acquire);
-        if base == usize::MAX {
-            return;
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while hook_sim.live_allocations(MemoryKind::Host) < base + windows
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    });
+    // Every thread's first piece waits until the pinning thread pinned every window.
+    let (io, before) = held_until_pinned(&sim, size.div_ceil(WINDOW), false);
     let threads = 4;
     let d = support::driver(&sim, Some(Arc::new(io)), |s| {
         s.stats_level = 1;
