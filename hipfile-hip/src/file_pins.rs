@@ -156,16 +156,7 @@ impl PinnedFileRange {
         // SAFETY: `[map, map + len)` is mapped for as long as `mapping` lives, and `Drop`
         // unregisters it before the mapping goes.
         unsafe { runtime.host_register(mapping.map, mapping.len, true) }?;
-        if let Some(l) = &ledger {
-            l.fetch_add(mapping.len, Ordering::AcqRel);
-        }
-        Ok(PinnedFileRange {
-            runtime: Arc::clone(runtime),
-            device,
-            context: None,
-            mapping,
-            ledger,
-        })
+        Ok(Self::pinned(runtime, device, None, mapping, ledger))
     }
 
     /// [`PinnedFileRange::register`] in `context`, a context of the library's own on its
@@ -179,16 +170,33 @@ impl PinnedFileRange {
         let runtime = context.runtime();
         // SAFETY: as in `register`.
         context.run(|| unsafe { runtime.host_register(mapping.map, mapping.len, true) })?;
+        Ok(Self::pinned(
+            runtime,
+            context.device(),
+            Some(Arc::clone(context)),
+            mapping,
+            ledger,
+        ))
+    }
+
+    /// The range of `mapping` just registered, its bytes counted in `ledger`.
+    fn pinned(
+        runtime: &Arc<dyn GpuRuntime>,
+        device: i32,
+        context: Option<Arc<OwnedContext>>,
+        mapping: FileMapping,
+        ledger: Option<Arc<AtomicUsize>>,
+    ) -> Self {
         if let Some(l) = &ledger {
             l.fetch_add(mapping.len, Ordering::AcqRel);
         }
-        Ok(PinnedFileRange {
+        PinnedFileRange {
             runtime: Arc::clone(runtime),
-            device: context.device(),
-            context: Some(Arc::clone(context)),
+            device,
+            context,
             mapping,
             ledger,
-        })
+        }
     }
 
     /// The file offset of the first byte.
