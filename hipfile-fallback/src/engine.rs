@@ -587,9 +587,10 @@ impl Transfer {
             return Ok(());
         }
         let size = self.memory.len();
-        let at = |k: usize| self.file_offset + self.plan.piece_range(size, k).start as u64;
+        // The file bytes of the pieces not claimed yet.
+        let unclaimed_at = self.file_offset + self.plan.piece_range(size, front).start as u64;
         let end = self.file_offset + self.plan.piece_range(size, back - 1).end as u64;
-        let Some((covered, windows)) = live.tail(at(front), end) else {
+        let Some((covered, windows)) = live.tail(unclaimed_at, end) else {
             return Ok(());
         };
         let from = usize::try_from(covered - self.file_offset)

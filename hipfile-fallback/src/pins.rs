@@ -19,9 +19,10 @@
 //! - Windows of [`WINDOW`] bytes that a read touched and that are not pinned are mapped and
 //!   queued for the pinning thread when every page of the window is cached (`cachestat(2)`, and
 //!   `mincore(2)` again before pinning: pinning pages that are not cached would read them from
-//!   the disk, one fault at a time), the file has not changed for [`hipfile_core::Settings::page_cache_pin_settle_ms`], and the budget
-//!   has room ([`hipfile_core::Settings::page_cache_pin_bytes`]; windows idle for a second are
-//!   unpinned, least recently used first, to make room).
+//!   the disk, one fault at a time), the file has not changed for
+//!   [`hipfile_core::Settings::page_cache_pin_settle_ms`], and the budget has room
+//!   ([`hipfile_core::Settings::page_cache_pin_bytes`]; windows idle for a second are unpinned,
+//!   least recently used first, to make room).
 //! - Pinning holds its GPU context's lock for as long as it takes (~2 ms a window on the H200
 //!   host), and every call made in that context meanwhile waits: pinning in the device's primary
 //!   context beside a hot read halved it there (22.8 against 50 GB/s), and stalls the
@@ -44,9 +45,10 @@
 //! hole, a direct write) changes the file's size or change time. Every request checks the
 //! application's descriptor with `fstat` ([`hipfile_core::RegisteredFile::check_caller`]) and
 //! carries what it found ([`IoRequest::file_stamp`]); a read with another stamp than the one its
-//! file's windows were pinned under unpins them all, and a request without one uses none. A change in the same timestamp tick as the one before could keep the stamp on a kernel
-//! with coarse timestamps; windows are pinned only once the file's change time lies the settle
-//! time in the past, so any later change gets a later time. A write through hipfile-rs unpins
+//! file's windows were pinned under unpins them all, and a request without one uses none. A
+//! change in the same timestamp tick as the one before could keep the stamp on a kernel with
+//! coarse timestamps; windows are pinned only once the file's change time lies the settle time
+//! in the past, so any later change gets a later time. A write through hipfile-rs unpins
 //! the file's windows before it starts (an O_DIRECT write replaces the page cache's pages under
 //! the pins). A window never reaches past the end of the file, and copies out of it never
 //! past the window. Nothing reads a window with the CPU: a truncated file never raises `SIGBUS`.
@@ -595,9 +597,11 @@ fn pin_windows(shared: &Shared, jobs: &Receiver<Job>) {
             match jobs.try_recv() {
                 Ok(job) => job,
                 Err(crossbeam_channel::TryRecvError::Empty) => {
-                    let Some(pin) = waiting.pop() else { continue };
-                    if !pin_next(shared, &mut contexts, pin) {
-                        return;
+                    // Nothing new asked for: pin the window queued last.
+                    if let Some(pin) = waiting.pop() {
+                        if !pin_next(shared, &mut contexts, pin) {
+                            return;
+                        }
                     }
                     continue;
                 }

@@ -2,10 +2,10 @@
 //! runtime so the device copies the cached pages straight out of the page cache.
 //!
 //! A [`FileMapping`] maps `len` bytes of a file at a page-aligned offset (`PROT_READ`,
-//! `MAP_SHARED`); a [`PinnedFileRange`] pins one with the runtime's read-only registration. Nothing in hipfile-rs
-//! reads the mapping with the CPU: only the device does, by DMA out of the pinned pages, queued
-//! through a [`crate::StagingLane`] ([`crate::StagingLane::upload_pinned`]), which keeps the
-//! range alive until its copy has completed. So a page that leaves the file while it is pinned
+//! `MAP_SHARED`); a [`PinnedFileRange`] pins one with the runtime's read-only registration.
+//! Nothing in hipfile-rs reads the mapping with the CPU: only the device does, by DMA out of the
+//! pinned pages, queued through a [`crate::StagingLane`] ([`crate::StagingLane::upload_pinned`]),
+//! which keeps the range alive until its copy has completed. So a page that leaves the file while it is pinned
 //! (the file truncated or a hole punched under it) never raises `SIGBUS` here: the pinned page
 //! stays the process's until the range is dropped, and the device reads the bytes it held.
 //! Whoever keeps a range decides whether those bytes are still the file's (the staged engine
