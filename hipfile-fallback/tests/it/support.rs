@@ -38,6 +38,8 @@ pub enum Cachestat {
     Missing,
     /// Nothing is cached.
     Cold,
+    /// Nothing of the file with this inode number is cached; the kernel's answer for others.
+    ColdFile(u64),
 }
 
 impl HookedIo {
@@ -100,13 +102,19 @@ impl FileIo for HookedIo {
     }
 
     fn cached_pages(&self, fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<PageCount> {
-        match self.cachestat {
-            Cachestat::Kernel => PosixIo.cached_pages(fd, offset, len),
-            Cachestat::Missing => None,
-            Cachestat::Cold => Some(PageCount {
+        let cold = match self.cachestat {
+            Cachestat::Kernel => false,
+            Cachestat::Missing => return None,
+            Cachestat::Cold => true,
+            Cachestat::ColdFile(ino) => rustix::fs::fstat(fd).is_ok_and(|st| st.st_ino == ino),
+        };
+        if cold {
+            Some(PageCount {
                 cached: 0,
                 total: len.div_ceil(4096),
-            }),
+            })
+        } else {
+            PosixIo.cached_pages(fd, offset, len)
         }
     }
 }
