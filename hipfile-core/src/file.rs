@@ -90,6 +90,7 @@ pub struct CallerView {
 pub struct RegisteredFile {
     user_fd: RawFd,
     buffered: OwnedFd,
+    shares_description: bool,
     direct: Option<OwnedFd>,
     align: DioAlign,
     fs: FsFacts,
@@ -109,7 +110,11 @@ impl RegisteredFile {
     /// Both descriptors are reopened through `/proc/self/fd/N` with the application's access
     /// mode (an `O_PATH` descriptor gets an `O_PATH` one and no O_DIRECT one), so hipfile-rs
     /// never changes the flags or the offset of the application's descriptor and never holds more
-    /// access than it. A number that names no open descriptor (negative, closed) fails as
+    /// access than it. Where the file's mode refuses that reopen (`EACCES`, `EPERM`: a file the
+    /// application created read-only but opened read-write, or whose mode changed since), both
+    /// are duplicates of the application's descriptor instead (its open file description:
+    /// exactly its access; only positioned IO, so its offset never moves), with an O_DIRECT one
+    /// only when the application's descriptor is O_DIRECT itself. A number that names no open descriptor (negative, closed) fails as
     /// upstream's status query of it does, with `InternalError`. An `EINVAL` from the O_DIRECT
     /// open means the filesystem has no direct IO; any other failure fails the registration.
     pub fn open(fd: RawFd) -> Result<Self> {
@@ -146,7 +151,24 @@ impl RegisteredFile {
             _ => OFlags::RDONLY,
         } | OFlags::CLOEXEC;
         let reopen = |extra: OFlags| rustix::fs::open(path.as_str(), flags | extra, Mode::empty());
-        let buffered = reopen(OFlags::empty()).map_err(|e| reopen_error(e, fd, "buffered"))?;
+        // A reopen is a fresh open, checked against the file's mode now: a file the
+        // application created read-only (`open(O_CREAT | O_RDWR, 0444)`), or whose mode
+        // changed since it was opened, refuses the access its descriptor still has. Then
+        // hipfile-rs acts through a duplicate of the application's own open file, with exactly
+        // its access, as upstream (which reads and writes through the application's descriptor).
+        let (buffered, shared) = match reopen(OFlags::empty()) {
+            Ok(own) => (own, false),
+            Err(Errno::ACCESS | Errno::PERM) => {
+                let dup = hipfile_hip::os::duplicate_descriptor(fd).map_err(|e| {
+                    Error::new(
+                        ErrorKind::GetNewFdFailed,
+                        format!("duplicating descriptor {fd}: {e}"),
+                    )
+                })?;
+                (dup, true)
+            }
+            Err(e) => return Err(reopen_error(e, fd, "buffered")),
+        };
         // The number could have been made to name another file between the query and the
         // reopen (another thread's dup2): the descriptor hipfile-rs keeps must be the file the
         // checks of every request compare with.
@@ -160,6 +182,19 @@ impl RegisteredFile {
         }
         let direct = if caller.path_only {
             None
+        } else if shared {
+            // A duplicate shares the application's status flags and cannot set O_DIRECT
+            // without setting it for the application too: it is a direct descriptor only when
+            // the application's already is. Otherwise every request goes through the page cache.
+            match caller.direct {
+                true => Some(hipfile_hip::os::duplicate_descriptor(fd).map_err(|e| {
+                    Error::new(
+                        ErrorKind::GetNewFdFailed,
+                        format!("duplicating descriptor {fd}: {e}"),
+                    )
+                })?),
+                false => None,
+            }
         } else {
             match reopen(OFlags::DIRECT) {
                 Ok(d) => Some(d),
@@ -192,6 +227,7 @@ impl RegisteredFile {
         Ok(RegisteredFile {
             user_fd: fd,
             buffered,
+            shares_description: shared,
             direct,
             align,
             fs,
@@ -212,6 +248,13 @@ impl RegisteredFile {
     /// The buffered descriptor hipfile-rs reads and writes through.
     pub fn buffered_fd(&self) -> BorrowedFd<'_> {
         self.buffered.as_fd()
+    }
+
+    /// Whether hipfile-rs's descriptors are duplicates of the application's (its open file
+    /// description, status flags and all) because the file's mode refused a reopen with the
+    /// application's access; otherwise they are opens of their own.
+    pub fn shares_callers_description(&self) -> bool {
+        self.shares_description
     }
 
     /// The O_DIRECT descriptor, when the filesystem supports direct IO.

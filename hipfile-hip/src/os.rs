@@ -2,7 +2,7 @@
 //! so that `hipfile-core` stays free of it.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the page cache holds of a file range (see [`cached_pages`]).
@@ -91,6 +91,8 @@ pub struct DescriptorState {
     pub append: bool,
     /// `O_PATH`: the descriptor names a file but allows no IO.
     pub path_only: bool,
+    /// `O_DIRECT`: IO through the descriptor bypasses the page cache (and must be aligned).
+    pub direct: bool,
     /// Device of the file (`st_dev`).
     pub dev: u64,
     /// Inode of the file (`st_ino`).
@@ -160,6 +162,7 @@ pub fn descriptor_state(fd: RawFd) -> io::Result<DescriptorState> {
         writable: !path_only && (mode == libc::O_WRONLY || mode == libc::O_RDWR),
         append: flags & libc::O_APPEND != 0,
         path_only,
+        direct: flags & libc::O_DIRECT != 0,
         dev: st.st_dev,
         ino: st.st_ino,
         file_type: st.st_mode & libc::S_IFMT,
@@ -169,6 +172,26 @@ pub fn descriptor_state(fd: RawFd) -> io::Result<DescriptorState> {
             changed: (st.st_ctime, st.st_ctime_nsec),
         },
     })
+}
+
+/// A descriptor of this process's own for the open file the application's number `fd` names
+/// (`fcntl(F_DUPFD_CLOEXEC)`): the same open file description, so the same access, status flags
+/// (`O_APPEND`, `O_DIRECT`) and offset as the application's, never more. For a file whose mode
+/// refuses a fresh open with the access the application holds (a file it created read-only and
+/// opened read-write), this is the only way to act with that access. The number is only looked
+/// up: one that names nothing answers `EBADF`.
+pub fn duplicate_descriptor(fd: RawFd) -> io::Result<OwnedFd> {
+    if fd < 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: F_DUPFD_CLOEXEC takes an int (the lowest number to use) and only reads the
+    // descriptor table; any number is acceptable (an unused one fails with EBADF).
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the call succeeded, so `dup` is a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(dup) })
 }
 
 #[cfg(test)]
@@ -193,6 +216,38 @@ mod tests {
             assert!(count.mostly_cached());
         }
         assert_eq!(cached_pages(file.as_fd(), 0, 0), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_duplicate_is_the_same_open_file_with_the_same_access() {
+        use std::os::unix::fs::OpenOptionsExt;
+        assert_eq!(
+            duplicate_descriptor(-1).unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
+        let dir = std::env::temp_dir().join(format!("hipfile-dup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+            .unwrap();
+        let dup = duplicate_descriptor(file.as_raw_fd()).unwrap();
+        assert_ne!(dup.as_raw_fd(), file.as_raw_fd());
+        let (mine, theirs) = (
+            descriptor_state(dup.as_raw_fd()).unwrap(),
+            descriptor_state(file.as_raw_fd()).unwrap(),
+        );
+        assert_eq!(mine, theirs, "same file, same access and flags");
+        assert!(mine.readable && mine.writable && mine.append && !mine.direct);
+        // SAFETY: F_GETFD on a descriptor this test owns.
+        let fd_flags = unsafe { libc::fcntl(dup.as_raw_fd(), libc::F_GETFD) };
+        assert_eq!(fd_flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+        drop(file);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -11,7 +11,7 @@
  */
 
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* O_PATH */
+#define _GNU_SOURCE /* O_PATH, setresuid */
 #endif
 
 #include <hipfile.h>
@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -336,13 +337,73 @@ main(int argc, char **argv)
                       "allow compat mode again");
     }
 
-    check(hipFileUseCount() == 0, "driver closed at the end", "use count %lld", (long long)hipFileUseCount());
-    if (hipFree(dev) != hipSuccess) {
-        printf("# hipFree failed\n");
-    }
+    /* ---- a file created read-only through a read-write descriptor ------- */
+
+    /* open(O_CREAT | O_RDWR, 0444) gives a descriptor that may write a file its mode makes
+     * read-only; a fresh open of it for writing is refused. Upstream registers it and writes
+     * through the descriptor; so must hipfile-rs. Root opens anything, so a root run gives up
+     * root first (the program's last part: nothing after it needs root). */
     unlink(data);
     unlink(append_path);
     unlink(other);
     unlink(odd);
+    {
+        char ro_dir[4096], ro_path[4096];
+        path_of(ro_dir, sizeof ro_dir, dir, "descriptors-nobody");
+        path_of(ro_path, sizeof ro_path, ro_dir, "created-read-only.bin");
+        expect_status(hipFileDriverOpen(), hipFileSuccess, "hipFileDriverOpen (before giving up root)");
+        if (geteuid() == 0) {
+            const uid_t nobody = 65534;
+            if (mkdir(ro_dir, 0700) != 0 || chown(ro_dir, nobody, nobody) != 0 || setgroups(0, NULL) != 0 ||
+                setresgid(nobody, nobody, nobody) != 0 || setresuid(nobody, nobody, nobody) != 0) {
+                printf("not ok - giving up root for user 65534 (%s)\n", strerror(errno));
+                return 1;
+            }
+        } else if (mkdir(ro_dir, 0700) != 0) {
+            printf("not ok - mkdir %s (%s)\n", ro_dir, strerror(errno));
+            return 1;
+        }
+        int fd = open(ro_path, O_CREAT | O_EXCL | O_RDWR, 0444);
+        check(fd >= 0, "open(O_CREAT | O_RDWR, 0444)", "%s", strerror(errno));
+        int again = open(ro_path, O_RDWR);
+        check(again < 0 && errno == EACCES, "a fresh read-write open of it is refused (the case under test)",
+              "open returned %d", again);
+        expect_status(register_fd(&fh, fd), hipFileSuccess, "hipFileHandleRegister of the read-only-mode file");
+        if (hipMemset(dev, 0x66, DEV_SIZE) != hipSuccess) {
+            printf("not ok - hipMemset\n");
+            return 1;
+        }
+        /* Compat mode is allowed again by now (above), whatever the variant. */
+        expect_bytes(hipFileWrite(fh, dev, 2 * BLOCK + 100, 0, 0), (ssize_t)(2 * BLOCK + 100),
+                     "hipFileWrite through it writes");
+        if (hipMemset(dev, 0, DEV_SIZE) != hipSuccess) {
+            printf("not ok - hipMemset\n");
+            return 1;
+        }
+        expect_bytes(hipFileRead(fh, dev, 2 * BLOCK + 100, 0, 0), (ssize_t)(2 * BLOCK + 100),
+                     "hipFileRead through it reads");
+        unsigned char back[2 * BLOCK + 100];
+        int           same = hipMemcpy(back, dev, sizeof back, hipMemcpyDeviceToHost) == hipSuccess;
+        for (size_t i = 0; same && i < sizeof back; i++) {
+            same = back[i] == 0x66;
+        }
+        check(same, "the bytes read back are those written", "bytes differ");
+        unsigned char disk[2 * BLOCK + 100];
+        same = pread(fd, disk, sizeof disk, 0) == (ssize_t)sizeof disk;
+        for (size_t i = 0; same && i < sizeof disk; i++) {
+            same = disk[i] == 0x66;
+        }
+        check(same && file_size(ro_path) == (off_t)sizeof disk, "the file holds them", "bytes differ");
+        hipFileHandleDeregister(fh);
+        close(fd);
+        unlink(ro_path);
+        rmdir(ro_dir);
+        expect_status(hipFileDriverClose(), hipFileSuccess, "hipFileDriverClose (1 -> 0)");
+    }
+
+    check(hipFileUseCount() == 0, "driver closed at the end", "use count %lld", (long long)hipFileUseCount());
+    if (hipFree(dev) != hipSuccess) {
+        printf("# hipFree failed\n");
+    }
     return tap_finish();
 }

@@ -1,5 +1,7 @@
 //! Integration tests of the facade: one binary, a module per concern.
 
+#[cfg(feature = "fallback")]
+mod access;
 mod api;
 #[cfg(all(feature = "fastpath", feature = "fallback"))]
 mod arithmetic;
