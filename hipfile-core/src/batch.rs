@@ -23,7 +23,11 @@
 //!   canceled, 0 bytes) and waits for the started ones to finish.
 //! - [`Driver::batch_destroy`] cancels, waits and forgets the batch; closing the driver to zero
 //!   destroys every batch. Nothing of a batch outlives the memory it reads into: every
-//!   in-flight entry holds its file and buffer as in flight, so neither can be deregistered.
+//!   in-flight entry holds its buffer as in flight, so it cannot be deregistered
+//!   (`InvalidValue`), and its file's registration, which a deregistration of the handle
+//!   forgets at once but closes only when the last entry on it ends. An entry reported as timed
+//!   out lets its place and its holds go when it finishes: the next submission, room count,
+//!   status call or buffer deregistration finds it finished.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -214,6 +218,12 @@ impl Entries {
                 self.settle(seq, running, now);
             }
         }
+        self.release_overdue();
+    }
+
+    /// Forget the entries reported as timed out that have finished since: their places in the
+    /// capacity and their holds on file and memory end with them.
+    fn release_overdue(&mut self) {
         if !self.overdue.is_empty() {
             let overdue = std::mem::take(&mut self.overdue);
             self.overdue = overdue
@@ -363,6 +373,14 @@ pub(crate) struct BatchTable {
 }
 
 impl BatchTable {
+    /// Let entries reported as timed out that have finished since go, so that the file and
+    /// memory they held are free: what a deregistration looks at.
+    pub(crate) fn release_finished(&self) {
+        for batch in self.by_id.values() {
+            batch.lock().release_overdue();
+        }
+    }
+
     /// Forget every batch; the caller cancels and waits for them.
     pub(crate) fn take_all(&mut self) -> Vec<Arc<Batch>> {
         self.by_id.drain().map(|(_, b)| b).collect()
@@ -440,6 +458,9 @@ impl Driver {
             .session()
             .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
         let mut state = batch.lock();
+        // Entries that finished since the last look, timed-out ones that still held a place
+        // included, give their places back before the room is counted.
+        state.advance(&batch.doorbell, Instant::now(), false);
         if entries.len() > batch.capacity - state.outstanding() {
             return Err(Error::new(
                 ErrorKind::BatchFull,
@@ -600,8 +621,9 @@ impl Driver {
     /// How many more entries `id` has room for now.
     pub fn batch_room(&self, id: BatchId) -> Result<usize> {
         let batch = self.batch(id)?;
-        let outstanding = batch.lock().outstanding();
-        Ok(batch.capacity - outstanding)
+        let mut entries = batch.lock();
+        entries.advance(&batch.doorbell, Instant::now(), false);
+        Ok(batch.capacity - entries.outstanding())
     }
 
     /// Batches set up now.

@@ -595,7 +595,8 @@ impl Driver {
         Ok(FileHandleId(id))
     }
 
-    /// `hipFileHandleDeregister`: forget a file; refused while IO on it is in flight.
+    /// `hipFileHandleDeregister`: forget a file handle. Requests already in flight on it finish
+    /// on the registration, whose descriptors close when the last of them ends.
     pub fn handle_deregister(&self, handle: FileHandleId) -> Result<()> {
         self.counted(
             ApiOp::HandleDeregister,
@@ -617,11 +618,17 @@ impl Driver {
                 "the file handle is not registered",
             )
         })?;
-        if file.in_flight() > 0 {
-            return Err(Error::new(
-                ErrorKind::InternalError,
-                "the file has IO in flight",
-            ));
+        // The handle is forgotten at once: later requests on it are `HandleNotRegistered` and
+        // the descriptor may be registered again. Requests already in flight (another thread's
+        // read, batch entries, stream-ordered ops queued on a stream) hold the registration
+        // itself and finish on it; its descriptors and pins go when the last of them ends.
+        let in_flight = file.in_flight();
+        if in_flight > 0 {
+            log::info!(
+                "file handle of descriptor {} deregistered with {in_flight} request(s) in flight: \
+                 they run to their end, then its descriptors are closed",
+                file.user_fd()
+            );
         }
         let fd = file.user_fd();
         files.by_id.remove(&handle.0);
@@ -733,6 +740,20 @@ impl Driver {
         let session = self
             .session()
             .ok_or_else(|| Error::new(ErrorKind::DriverClosing, "the driver is not open"))?;
+        let busy = |session: &Session| {
+            session
+                .buffers
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&ptr)
+                .is_some_and(|b| b.in_flight.load(Ordering::Acquire) > 0)
+        };
+        if busy(&session) {
+            // Batch entries reported as timed out hold their memory until they are looked at
+            // again: look now, before the buffers' lock (a submission takes the two the other
+            // way round).
+            self.batch_table().release_finished();
+        }
         let mut buffers = session
             .buffers
             .write()
@@ -742,9 +763,15 @@ impl Driver {
                 ErrorKind::MemoryNotRegistered,
                 format!("{ptr:#x} is not registered"),
             )),
+            // cuFile's answer to a deregistration it cannot make (upstream hipFile's
+            // InternalError says "library bug"): the memory is still being read or written by
+            // a request, batch entry or stream-ordered op; deregister it once they ended.
             Some(b) if b.in_flight.load(Ordering::Acquire) > 0 => Err(Error::new(
-                ErrorKind::InternalError,
-                format!("{ptr:#x} has IO in flight"),
+                ErrorKind::InvalidValue,
+                format!(
+                    "{ptr:#x} is in use by {} request(s) in flight; deregister it once they end",
+                    b.in_flight.load(Ordering::Acquire)
+                ),
             )),
             Some(b) => {
                 *freed = Some((b.device(), b.len()));
@@ -814,20 +841,29 @@ impl Session {
     /// ops bind their arguments when the stream reaches them, possibly after the driver closed,
     /// and validate them here against the session they were submitted to.
     pub(crate) fn prepare(&self, call: &IoCall, first_byte_inside: bool) -> Result<Prepared> {
-        let session = self;
-        // Counted as in flight while the table's lock is held: a deregistration either happens
-        // before (and the handle is unknown) or sees the request and is refused.
-        let (file, file_guard) = {
-            let files = session.files.read().unwrap_or_else(PoisonError::into_inner);
-            let file = files.by_id.get(&call.handle.0).cloned().ok_or_else(|| {
+        let file = {
+            let files = self.files.read().unwrap_or_else(PoisonError::into_inner);
+            files.by_id.get(&call.handle.0).cloned().ok_or_else(|| {
                 Error::new(
                     ErrorKind::HandleNotRegistered,
                     "the file handle is not registered",
                 )
-            })?;
-            let guard = file.begin_io();
-            (file, guard)
+            })?
         };
+        self.prepare_on(file, call, first_byte_inside)
+    }
+
+    /// [`Session::prepare`] on a registration already found: a stream-ordered op runs on the
+    /// registration it was queued on, even where its handle was deregistered since (the
+    /// deregistration forgot the handle; the registration ends with its last op).
+    pub(crate) fn prepare_on(
+        &self,
+        file: Arc<RegisteredFile>,
+        call: &IoCall,
+        first_byte_inside: bool,
+    ) -> Result<Prepared> {
+        let session = self;
+        let file_guard = file.begin_io();
         if call.file_offset < 0 || call.buffer_offset < 0 {
             return Err(Error::os(
                 Errno::INVAL.raw_os_error(),

@@ -259,7 +259,7 @@ impl Driver {
                 submitted,
                 slots: call.slots,
                 session: Arc::clone(session),
-                _held: prepared,
+                held: prepared,
                 gate: Gate::default(),
                 queued_at: Instant::now(),
             },
@@ -317,8 +317,9 @@ struct AsyncOp {
     submitted: Bound,
     slots: Arc<dyn AsyncSlots>,
     session: Arc<Session>,
-    /// The file and buffer of the submission, counted as in flight until the op ends.
-    _held: Prepared,
+    /// The file and buffer of the submission, counted as in flight until the op ends; the op
+    /// runs on this registration of the file.
+    held: Prepared,
     gate: Gate,
     /// When it was queued.
     queued_at: Instant,
@@ -355,7 +356,11 @@ impl AsyncOp {
         }
         let mut prepared = self
             .session
-            .prepare(&bound.call(self.op, self.handle, self.buffer), false)
+            .prepare_on(
+                Arc::clone(&self.held.request.file),
+                &bound.call(self.op, self.handle, self.buffer),
+                false,
+            )
             .map_err(as_invalid_value)?;
         if let Some(answer) = prepared.answer.take() {
             return answer;
@@ -727,7 +732,7 @@ impl StreamEngine {
             // that synchronizes the stream, or waits for the result, may deregister them at once.
             // Its session goes last: the last share of a closed driver's session tears it down.
             let AsyncOp {
-                _held: held,
+                held,
                 slots,
                 session,
                 ..

@@ -834,24 +834,26 @@ main(int argc, char **argv)
 
     /* ---- deregistration while entries are in flight ---------------------------------- */
 
-    /* Until GetStatus reports an entry, it is in flight: what it uses stays registered. */
+    /* Until GetStatus reports an entry, it is in flight: its registered memory cannot be
+     * deregistered (hipFileInvalidValue, cuFile's answer). Its file handle can: the handle is
+     * forgotten at once and the file registers again, while the entries finish on the old
+     * registration. */
     for (int i = 0; i < 32; i++) {
         set_entry(&params[i], hipFileBatchRead, fh, rd, (int64_t)(i * CHUNK), (int64_t)(i * CHUNK), CHUNK,
                   &cookies[i]);
     }
     expect_status(hipFileBatchIOSubmit(h, 32, params, 0), hipFileSuccess,
                   "hipFileBatchIOSubmit of 32 reads into a registered buffer");
-    expect_status(hipFileBufDeregister(rd), hipFileInternalError,
-                  "hipFileBufDeregister of a buffer with unreaped entries -> hipFileInternalError");
+    expect_status(hipFileBufDeregister(rd), hipFileInvalidValue,
+                  "hipFileBufDeregister of a buffer with unreaped entries -> hipFileInvalidValue");
     hipFileHandleDeregister(fh);
     {
         hipFileDescr_t descr;
         memset(&descr, 0, sizeof descr);
-        descr.type             = hipFileHandleTypeOpaqueFD;
-        descr.handle.fd        = fd_data;
-        hipFileHandle_t again  = NULL;
-        expect_status(hipFileHandleRegister(&again, &descr), hipFileHandleAlreadyRegistered,
-                      "hipFileHandleDeregister of a file with unreaped entries is refused: it stays registered");
+        descr.type      = hipFileHandleTypeOpaqueFD;
+        descr.handle.fd = fd_data;
+        expect_status(hipFileHandleRegister(&fh, &descr), hipFileSuccess,
+                      "hipFileHandleDeregister with unreaped entries forgets the handle: the file registers again");
     }
     n = reap(h, 32, 32, events, LONG_WAIT_MS, NULL);
     check(n == 32 && first_not_complete(events, n, CHUNK) < 0, "the 32 reads complete", "returned %ld", n);

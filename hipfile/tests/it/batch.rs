@@ -717,14 +717,88 @@ fn an_entry_past_the_batch_io_timeout_is_reported_and_keeps_its_place_until_it_e
     );
 }
 
+/// An entry reported as timed out keeps its place and its memory only while it runs: once it
+/// has finished, the next submission finds both places free and its registered memory
+/// deregisters, without another status call in between.
 #[test]
-fn files_and_registered_memory_of_entries_in_flight_cannot_be_deregistered() {
+fn a_timed_out_entry_lets_its_place_and_memory_go_when_it_finishes() {
+    const TIMEOUT_MS: u64 = 100;
+    let gate = Gate::closed();
+    let (_sim, driver) = sim_driver(watched_host_copy::<6>(), gate.clone(), |s| {
+        one_worker(s);
+        s.batch_io_timeout_ms = TIMEOUT_MS;
+    });
+    let core = Arc::clone(driver.core());
+    let dir = scratch_dir();
+    let (path, file) = data_file(dir.path(), "data", &[0u8; 32 * KIB]);
+    let handle = driver.register_file(&file).unwrap();
+    let slow = driver
+        .register_buffer(filled(&driver, &pattern(16, 0, 8 * KIB)))
+        .unwrap();
+    let slow_at = slow.ptr();
+    let fast = filled(&driver, &pattern(17, 0, 8 * KIB));
+    driver
+        .batch(2, |batch| {
+            // A failed check unwinds through it, so the batch's end does not wait forever.
+            let _released = gate.open_on_drop();
+            batch
+                .submit([BatchRequest::write(&handle, &slow, 0).unwrap().cookie(1)])
+                .unwrap();
+            gate.wait_held(1);
+            let events = batch.wait(1, 2, None).unwrap();
+            assert_eq!(
+                (events[0].cookie, events[0].status),
+                (1, BatchStatus::Timeout)
+            );
+            assert_eq!(
+                core.buf_deregister(slow_at).unwrap_err().kind(),
+                ErrorKind::InvalidValue,
+                "the timed-out entry still runs"
+            );
+            gate.open();
+            // Its bytes land, then it finishes; no status call looks at the batch meanwhile.
+            let write = |at| BatchRequest::write(&handle, &fast, at).unwrap();
+            let since = Instant::now();
+            loop {
+                match batch.submit([write(8192).cookie(2), write(16384).cookie(3)]) {
+                    Ok(()) => break,
+                    Err(e) => {
+                        assert_eq!(e.kind(), ErrorKind::BatchFull);
+                        assert!(
+                            since.elapsed() < Duration::from_secs(10),
+                            "the finished timed-out entry still holds its place"
+                        );
+                        thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            }
+            core.buf_deregister(slow_at).unwrap();
+            let events = collect_all(batch);
+            assert_complete(&events[&2], 8 * KIB);
+            assert_complete(&events[&3], 8 * KIB);
+        })
+        .unwrap();
+    let mut expected = pattern(16, 0, 8 * KIB);
+    expected.extend(pattern(17, 0, 8 * KIB));
+    expected.extend(pattern(17, 0, 8 * KIB));
+    expected.extend(vec![0u8; 8 * KIB]);
+    assert_eq!(std::fs::read(&path).unwrap(), expected);
+}
+
+/// Registered memory an entry reads or writes cannot be deregistered while the entry runs
+/// (`InvalidValue`, cuFile's answer, which a caller can act on). A file handle can: it is
+/// forgotten at once (later requests on it are `HandleNotRegistered`, the descriptor registers
+/// again), the entries in flight finish on the registration, and its descriptors close when the
+/// last of them ends.
+#[test]
+fn entries_in_flight_hold_their_memory_and_their_files_registration() {
     let gate = Gate::closed();
     let (_sim, driver) = sim_driver(watched_host_copy::<3>(), gate.clone(), one_worker);
     let core = Arc::clone(driver.core());
     let dir = scratch_dir();
     let (path, file) = data_file(dir.path(), "data", &pattern(13, 0, 16 * KIB));
     let handle = driver.register_file(&file).unwrap();
+    let registration = Arc::downgrade(&core.file(handle.id()).unwrap());
     let source = driver
         .register_buffer(filled(&driver, &pattern(14, 0, 8 * KIB)))
         .unwrap();
@@ -734,6 +808,8 @@ fn files_and_registered_memory_of_entries_in_flight_cannot_be_deregistered() {
     let (source_at, dst_at) = (source.ptr(), dst.ptr());
     driver
         .batch(2, |batch| {
+            // A failed check unwinds through it, so the batch's end does not wait forever.
+            let _released = gate.open_on_drop();
             batch
                 .submit([
                     BatchRequest::write(&handle, &source, 0).unwrap().cookie(1),
@@ -743,20 +819,28 @@ fn files_and_registered_memory_of_entries_in_flight_cannot_be_deregistered() {
                 ])
                 .unwrap();
             gate.wait_held(1);
+            for (at, what) in [
+                (source_at, "the running entry's memory"),
+                (dst_at, "the queued entry's memory"),
+            ] {
+                assert_eq!(
+                    core.buf_deregister(at).unwrap_err().kind(),
+                    ErrorKind::InvalidValue,
+                    "{what}"
+                );
+            }
+            core.handle_deregister(handle.id()).unwrap();
+            let mut probe = sentinel_buffer(&driver, 4096);
             assert_eq!(
-                core.handle_deregister(handle.id()).unwrap_err().kind(),
-                ErrorKind::InternalError,
-                "the file has entries in flight"
+                handle.read(&mut probe, 0).unwrap_err().kind(),
+                ErrorKind::HandleNotRegistered,
+                "the handle is forgotten at once"
             );
-            assert_eq!(
-                core.buf_deregister(source_at).unwrap_err().kind(),
-                ErrorKind::InternalError,
-                "the running entry's memory"
-            );
-            assert_eq!(
-                core.buf_deregister(dst_at).unwrap_err().kind(),
-                ErrorKind::InternalError,
-                "the queued entry's memory"
+            // The descriptor registers again (the entries keep the old registration).
+            drop(driver.register_file(&file).unwrap());
+            assert!(
+                registration.upgrade().is_some(),
+                "the entries in flight hold the registration"
             );
             gate.open();
             let events = collect_all(batch);
@@ -765,12 +849,16 @@ fn files_and_registered_memory_of_entries_in_flight_cannot_be_deregistered() {
             // Collected, the entries hold nothing.
             core.buf_deregister(source_at).unwrap();
             core.buf_deregister(dst_at).unwrap();
-            core.handle_deregister(handle.id()).unwrap();
         })
         .unwrap();
     assert_eq!(
         std::fs::read(&path).unwrap()[..8192],
         pattern(14, 0, 8 * KIB)[..]
+    );
+    assert_eq!(dst.to_vec().unwrap(), pattern(13, 8192, 8 * KIB));
+    assert!(
+        registration.upgrade().is_none(),
+        "the deregistered file's registration, its descriptors with it, ended with its last entry"
     );
 }
 

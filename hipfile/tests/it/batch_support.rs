@@ -317,6 +317,13 @@ impl Gate {
         self.changed.notify_all();
     }
 
+    /// A guard that opens the gate when dropped: a test that fails while calls are held
+    /// unwinds through it (made inside the batch's closure) and lets them go, so the batch's
+    /// end does not wait for them forever.
+    pub fn open_on_drop(self: &Arc<Self>) -> OpenOnDrop {
+        OpenOnDrop(Arc::clone(self))
+    }
+
     /// File calls made so far (held ones included).
     pub fn calls(&self) -> u64 {
         lock(&self.state).calls
@@ -354,6 +361,16 @@ impl Gate {
             }
             state.held -= 1;
         }
+    }
+}
+
+/// Opens its [`Gate`] when dropped (see [`Gate::open_on_drop`]).
+#[derive(Debug)]
+pub struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
     }
 }
 

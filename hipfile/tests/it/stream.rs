@@ -1063,6 +1063,53 @@ fn dropping_every_driver_value_under_a_held_op_ends_it_with_its_bytes_and_leaks_
         .assert_passed(&name);
 }
 
+/// `hipFileHandleDeregister` while an op on the handle is queued on a held stream: the handle
+/// is forgotten at once (a new op on it is refused, the descriptor registers again), the queued
+/// op runs on the registration it was queued on and moves its bytes, and that registration, its
+/// descriptors with it, ends with the op. Registered memory the op uses cannot be deregistered
+/// meanwhile (`InvalidValue`).
+#[test]
+fn deregistering_a_file_while_its_op_is_held_lets_the_op_end_then_closes_the_registration() {
+    within(TEST_LIMIT, "deregister the file under op", || {
+        let rig = plain_rig();
+        let driver = &rig.driver;
+        let core = Arc::clone(driver.core());
+        let dir = scratch_dir();
+        let content = pattern(29, 0, 64 * KIB);
+        let (_, file) = data_file(dir.path(), "data", &content);
+        let handle = driver.register_file(&file).unwrap();
+        let registration = Arc::downgrade(&core.file(handle.id()).unwrap());
+        let stream = OwnedStream::new_independent(Arc::clone(&rig.gpu)).unwrap();
+        let s = StreamRef::of(&stream);
+        let mut dst = driver
+            .register_buffer(sentinel_buffer(driver, 16 * KIB))
+            .unwrap();
+        let dst_at = dst.ptr();
+        let hold = StreamHold::on(&s);
+        let result = driver.on_stream(&s, |io| {
+            let op = io.read(&handle, &mut dst, 4096).unwrap();
+            hold.wait_reached();
+            core.handle_deregister(handle.id()).unwrap();
+            assert_eq!(
+                core.buf_deregister(dst_at).unwrap_err().kind(),
+                ErrorKind::InvalidValue,
+                "the held op's memory"
+            );
+            drop(driver.register_file(&file).unwrap());
+            assert!(registration.upgrade().is_some(), "the op holds it");
+            assert_pending(&op, "deregistered");
+            hold.release();
+            outcome(&ended(&op))
+        });
+        assert_eq!(result, Ok(16 * KIB));
+        assert_eq!(dst.to_vec().unwrap(), content[4096..4096 + 16 * KIB]);
+        assert!(
+            registration.upgrade().is_none(),
+            "the registration ended with its op"
+        );
+    });
+}
+
 #[test]
 fn deregistering_a_stream_while_its_op_is_held_leaves_the_op_its_flags() {
     within(TEST_LIMIT, "deregister under op", || {

@@ -29,9 +29,11 @@
 //! - `hipFileBatchIOCancel` of an unknown batch is `InvalidValue`; it returns once no entry of
 //!   the batch runs. `hipFileBatchIODestroy` cancels, waits and forgets (an unknown batch is
 //!   ignored); closing the driver to zero destroys every batch.
-//! - An entry in flight holds its file handle and registered buffer: deregistering them is
-//!   refused until it has ended and been looked at, which the model cannot time, so such a
-//!   deregistration is not run ([`ApiModel::runnable`]).
+//! - An entry in flight holds its registered buffer (deregistering it is `InvalidValue` until the
+//!   entry has ended and been looked at) and its file's registration (deregistering the handle
+//!   forgets it at once; the entry finishes on the registration). The model cannot time when an
+//!   entry ends, so neither deregistration is run while one may be in flight
+//!   ([`ApiModel::runnable`]).
 //!
 //! The model does not know how far an entry has come, so it keeps each accepted entry that runs
 //! as what it would move, and where, to apply once an event says it completed, and judges the
