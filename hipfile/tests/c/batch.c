@@ -23,6 +23,7 @@
 
 #include <hipfile.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -205,6 +206,22 @@ to_host(unsigned char *host, const void *dev, size_t size)
 }
 
 /* ---- batch helpers ------------------------------------------------------------ */
+
+/* Descriptors this process holds now, or -1. */
+static int
+open_descriptors(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    if (dir == NULL) {
+        return -1;
+    }
+    int n = 0;
+    for (struct dirent *e = readdir(dir); e != NULL; e = readdir(dir)) {
+        n += e->d_name[0] != '.';
+    }
+    closedir(dir);
+    return n - 1; /* the listing's own */
+}
 
 static void
 set_entry(hipFileIOParams_t *p, hipFileOpcode_t op, hipFileHandle_t fh, void *base, int64_t file_offset,
@@ -1006,6 +1023,34 @@ main(int argc, char **argv)
                       "after the close, the batch set up while closed is gone too");
         expect_status(hipFileBatchIOCancel(last), hipFileInvalidValue,
                       "after the close, hipFileBatchIOCancel of it -> hipFileInvalidValue");
+    }
+
+    /* ---- 4. a handle deregistered under entries in flight leaks nothing ----------------- */
+
+    /* The library's own descriptors of a file (buffered, O_DIRECT) close when the last entry on
+     * its registration ends, whether the handle was deregistered before or after. */
+    {
+        int                  before = open_descriptors();
+        hipFileBatchHandle_t late   = NULL;
+        hipFileHandle_t      fh2    = NULL;
+        hipFileDescr_t       descr;
+        memset(&descr, 0, sizeof descr);
+        descr.type      = hipFileHandleTypeOpaqueFD;
+        descr.handle.fd = fd_data;
+        expect_status(hipFileHandleRegister(&fh2, &descr), hipFileSuccess, "register the file again (driver 0 -> 1)");
+        expect_status(hipFileBatchIOSetUp(&late, 16), hipFileSuccess, "hipFileBatchIOSetUp(16)");
+        for (int i = 0; i < 16; i++) {
+            set_entry(&params[i], hipFileBatchRead, fh2, dst, (int64_t)(i * CHUNK), (int64_t)(i * CHUNK), CHUNK,
+                      &cookies[i]);
+        }
+        expect_status(hipFileBatchIOSubmit(late, 16, params, 0), hipFileSuccess, "hipFileBatchIOSubmit of 16 reads");
+        hipFileHandleDeregister(fh2);
+        hipFileBatchIODestroy(late);
+        expect_status(hipFileDriverClose(), hipFileSuccess, "hipFileDriverClose (1 -> 0)");
+        int after = open_descriptors();
+        check(before >= 0 && after == before,
+              "deregistered under entries in flight, destroyed, closed: no descriptor of the file is left",
+              "%d descriptors before, %d after", before, after);
     }
 
     if (hipFree(src) != hipSuccess || hipFree(dst) != hipSuccess || hipFree(rd) != hipSuccess) {
