@@ -10,10 +10,21 @@
 //!   after the first stays on the direct IO alignment. An empty source gives an empty copy. The
 //!   holes of a sparse source (`SEEK_DATA`/`SEEK_HOLE`) are not read: the copy gets the same
 //!   holes and reads as zeros there, as the source does.
-//! - **Never a partial destination.** The copy is written to a hidden temporary file next to
-//!   DST (`.NAME.hipfile-cp-XXXXXX`), flushed with `fsync`, checked when `--verify` asks, and only
-//!   then renamed to DST (and the directory flushed); any failure removes it and leaves DST as it
-//!   was. A copy killed by a signal can leave the temporary file behind, never a wrong DST.
+//! - **What reading gives.** The copy holds what reading SRC returns, to the end of its reads:
+//!   a file that grew while being copied is copied to its new end. Where a file's size says
+//!   nothing of its contents, the size is not used at all: files of the kernel's own
+//!   filesystems (procfs, sysfs, debugfs, tracefs, securityfs, configfs, cgroup), which report
+//!   0 or 4096 whatever they hold, and any file whose size reads as 0 but which has bytes. Such
+//!   files are read from the start until a read returns nothing. A regular file whose reads end
+//!   before its size while its size stays the same is copied to where its reads end; one whose
+//!   size went down meanwhile shrank while being copied, and the copy fails. The summary says
+//!   when the bytes copied are not the size SRC reported.
+//! - **Never a partial destination.** The copy is written to a hidden temporary file in DST's
+//!   directory, of a short name of its own (`.hipfile-cp-XXXXXX`, so that a DST name of any
+//!   length fits beside it), flushed with `fsync`, checked when `--verify` asks, and only then
+//!   renamed to DST (and the directory flushed); any failure removes it and leaves DST as it
+//!   was. SIGINT, SIGTERM and SIGHUP remove it too before the process ends by the signal
+//!   ([`crate::signals`]); only SIGKILL can leave it behind, never a wrong DST.
 //! - **Overwriting.** An existing DST is replaced only with `--force` (in one rename, keeping
 //!   its permission bits); a new DST gets SRC's permission bits less the umask, as `cp` does.
 //!   DST may be an existing directory: the copy goes into it under SRC's name. Copying a file
@@ -21,17 +32,22 @@
 //!   does not exist are refused before anything is written.
 //! - **`--verify`** reads the copy back through hipfile-rs and compares it byte for byte with
 //!   SRC read by plain `pread`; a difference names the first byte that differs and fails the
-//!   command.
+//!   command. Bytes that reading SRC again need not give (a file read until its reads end, the
+//!   bytes past the size of a file that grew) are compared with what the copy read instead: a
+//!   digest of each of its reads, taken as it read them; a difference names the read's range.
 //! - **Output.** A progress bar on stderr when stderr is a terminal; the platform on stderr
 //!   (chosen as `bench` chooses it: the GPU the machine has, else the simulated GPU); on stdout one
-//!   summary line, or with `--json` one object: `source`, `destination`, `bytes`, `seconds`,
-//!   `gbps`, `path` (`direct`, `staged`, `direct+staged`, or `none` when no byte moved), the
+//!   summary line, or with `--json` one object: `source`, `destination`, `bytes` (copied),
+//!   `reported_size` (SRC's size when the copy started), `read_until_eof` (its size was not
+//!   used), `seconds`, `gbps`, `path` (`direct`, `staged`, `direct+staged`, or `none` when no byte moved), the
 //!   `backends` that moved the bytes with their requests and the bytes those moved, reads and
-//!   writes together (from the driver's counters), `chunk`, `platform`, `verified` and
+//!   writes together (from the driver's counters), `chunk`, `platform`, `verified`,
+//!   `verified_against` (`source`, `reads` or `source+reads`; null when not verified) and
 //!   `verify_seconds`. `seconds` runs from the first read to the copy flushed; the check is
 //!   timed apart. Failures print one message and exit non-zero.
 
 use std::fs::{File, Metadata, Permissions};
+use std::hash::{DefaultHasher, Hasher};
 use std::io::{IsTerminal, Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
@@ -47,6 +63,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
 use crate::platform::pick_runtime;
+use crate::signals::Removal;
 use crate::size::parse_size;
 
 /// Arguments of `hipfile cp`.
@@ -85,6 +102,10 @@ pub struct CpArgs {
 pub const MAX_CALL_BYTES: usize = 0x7fff_f000;
 /// The direct IO alignment chunks keep.
 const ALIGN: usize = 4096;
+/// The device buffer of a copy whose size is not known in advance, when `--chunk` is larger.
+const UNSIZED_BUFFER: usize = 1 << 20;
+/// The prefix of the temporary copy's name; six random characters follow.
+const TEMPORARY_PREFIX: &str = ".hipfile-cp-";
 
 /// The chunk `requested` gives: a multiple of 4 KiB when it is at least that, never more than
 /// [`MAX_CALL_BYTES`].
@@ -102,12 +123,25 @@ pub fn chunk_bytes(requested: usize) -> Result<usize, String> {
     })
 }
 
+/// How far SRC is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Extent {
+    /// To its size, skipping holes, then on from there until its reads end (a file that grew).
+    Sized,
+    /// From the start until its reads end, its size left aside: why its size says nothing.
+    UntilEof(String),
+}
+
 /// What to copy where, checked before anything is written.
 #[derive(Debug)]
 struct Plan {
     src: PathBuf,
     src_file: File,
+    /// SRC's size when the copy started.
     size: u64,
+    /// SRC is a block device (its size is where it seeks to at its end).
+    block: bool,
+    extent: Extent,
     dst: PathBuf,
     /// DST's directory, where the temporary file is made.
     dir: PathBuf,
@@ -137,12 +171,18 @@ impl Plan {
         }
         let mut src_file =
             File::open(src).map_err(|e| format!("cannot open {}: {e}", shown(src)))?;
-        let size = if kind.is_block_device() {
-            src_file
-                .seek(SeekFrom::End(0))
-                .map_err(|e| format!("cannot size {}: {e}", shown(src)))?
+        let block = kind.is_block_device();
+        let size = current_size(&mut src_file, block, src)?;
+        let extent = if block {
+            Extent::Sized
+        } else if let Some(fs) = kernel_filesystem(&src_file) {
+            Extent::UntilEof(format!(
+                "a file of {fs}, whose sizes are not what reading it gives"
+            ))
+        } else if size == 0 && has_bytes_at(&src_file, 0, src)? {
+            Extent::UntilEof("its size reads as 0, yet it has bytes".into())
         } else {
-            src_meta.len()
+            Extent::Sized
         };
 
         let mut dst = dst.to_path_buf();
@@ -202,6 +242,8 @@ impl Plan {
             src: src.to_path_buf(),
             src_file,
             size,
+            block,
+            extent,
             dst,
             dir,
             replaces,
@@ -212,6 +254,50 @@ impl Plan {
 
 fn same_file(a: &Metadata, b: &Metadata) -> bool {
     a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// The size of `file` now: its length, or for a block device where it seeks to at its end.
+fn current_size(file: &mut File, block: bool, path: &Path) -> Result<u64, String> {
+    if block {
+        file.seek(SeekFrom::End(0))
+    } else {
+        file.metadata().map(|m| m.len())
+    }
+    .map_err(|e| format!("cannot size {}: {e}", shown(path)))
+}
+
+/// Whether reading `file` at `at` gives a byte (plain `pread`, outside hipfile-rs).
+fn has_bytes_at(file: &File, at: u64, path: &Path) -> Result<bool, String> {
+    loop {
+        match file.read_at(&mut [0u8], at) {
+            Ok(n) => return Ok(n > 0),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("reading {} at byte {at}: {e}", shown(path))),
+        }
+    }
+}
+
+/// The kernel's own filesystems, whose files report a size (0, or a page) that says nothing of
+/// what reading them gives: their `statfs` magic and name.
+const KERNEL_FILESYSTEMS: [(i128, &str); 8] = [
+    (0x9fa0, "procfs"),
+    (0x6265_6572, "sysfs"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0x7363_6673, "securityfs"),
+    (0x6265_6570, "configfs"),
+    (0x0027_e0eb, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+];
+
+/// The name of the kernel filesystem `file` is on, if it is on one of [`KERNEL_FILESYSTEMS`].
+fn kernel_filesystem(file: &File) -> Option<&'static str> {
+    // Widened: its type is the platform's `long` or an unsigned one.
+    let magic = i128::from(rustix::fs::fstatfs(file).ok()?.f_type);
+    KERNEL_FILESYSTEMS
+        .iter()
+        .find(|(m, _)| *m == magic)
+        .map(|(_, name)| *name)
 }
 
 /// The byte ranges of `file` (of `size` bytes) that may hold data, on 4 KiB boundaries: its
@@ -249,6 +335,12 @@ fn data_regions(file: &File, size: u64) -> Vec<(u64, u64)> {
 /// What a copy did.
 #[derive(Debug)]
 struct Done {
+    /// Bytes of the copy: what reading SRC gave.
+    bytes: u64,
+    /// Why that is not SRC's size, when it is not.
+    not_the_size: Option<String>,
+    /// What `--verify` compared the copy with, when it ran: `source`, `reads`, `source+reads`.
+    verified_against: Option<&'static str>,
     /// Seconds from the first read to the copy flushed (`fsync`), the check left out.
     seconds: f64,
     /// The backends that moved the copy's bytes (reads and writes), in offer order.
@@ -275,7 +367,8 @@ impl Mover<'_> {
             .min(self.buf.as_device().len())
     }
 
-    fn copy_range(&mut self, start: u64, end: u64, src: &Path) -> Result<(), String> {
+    /// Copy `start..end`; `Some(at)` when SRC's reads ended at `at`, before `end`.
+    fn copy_range(&mut self, start: u64, end: u64, src: &Path) -> Result<Option<u64>, String> {
         let mut off = start;
         while off < end {
             let want = (end - off).min(self.buf.as_device().len() as u64) as usize;
@@ -286,22 +379,54 @@ impl Mover<'_> {
                 .map_err(|e| format!("reading {} at byte {off}: {e}", shown(src)))?
                 .min(want);
             if got == 0 {
-                return Err(format!(
-                    "{} ends at byte {off}, before the {end} bytes it had: it shrank while being \
-                     copied",
-                    shown(src)
-                ));
+                return Ok(Some(off));
             }
-            // The aligned part and the tail as two writes, so the tail alone leaves the direct
-            // path.
-            let head = if got >= ALIGN { got / ALIGN * ALIGN } else { 0 };
-            for (from, to) in [(0, head), (head, got)] {
-                if to > from {
-                    self.write(from, to, off)?;
-                }
-            }
+            self.put(got, off)?;
             off += got as u64;
             self.bar.set_position(off);
+        }
+        Ok(None)
+    }
+
+    /// Copy from `start` until a read of SRC returns nothing, each read's bytes noted in `log`;
+    /// returns where the reads ended.
+    fn copy_until_eof(
+        &mut self,
+        start: u64,
+        mut log: Option<&mut ReadLog>,
+        src: &Path,
+    ) -> Result<u64, String> {
+        let len = self.buf.as_device().len();
+        let mut off = start;
+        loop {
+            let got = self
+                .src
+                .read(self.buf.slice_mut(..len).map_err(|e| e.to_string())?, off)
+                .map_err(|e| format!("reading {} at byte {off}: {e}", shown(src)))?
+                .min(len);
+            if got == 0 {
+                return Ok(off);
+            }
+            if let Some(log) = log.as_deref_mut() {
+                log.note(&self.buf, off, got)?;
+            }
+            self.put(got, off)?;
+            off += got as u64;
+            if self.bar.length().is_some_and(|l| l < off) {
+                self.bar.set_length(off);
+            }
+            self.bar.set_position(off);
+        }
+    }
+
+    /// Write the buffer's first `got` bytes to the copy at `off`: the aligned part and the tail
+    /// as two writes, so the tail alone leaves the direct path.
+    fn put(&self, got: usize, off: u64) -> Result<(), String> {
+        let head = if got >= ALIGN { got / ALIGN * ALIGN } else { 0 };
+        for (from, to) in [(0, head), (head, got)] {
+            if to > from {
+                self.write(from, to, off)?;
+            }
         }
         Ok(())
     }
@@ -322,8 +447,36 @@ impl Mover<'_> {
         Ok(())
     }
 
-    /// Read the copy back through hipfile-rs and compare it with `src_file` read by `pread`.
-    fn verify(&mut self, src_file: &File, size: u64, plan: &Plan) -> Result<(), String> {
+    /// Read `len` bytes of the copy at `off` back into the buffer; an error when the copy ends
+    /// before them.
+    fn read_back(&mut self, off: u64, len: usize, plan: &Plan) -> Result<(), String> {
+        let ask = self.ask(len);
+        let got = self
+            .dst
+            .read(self.buf.slice_mut(..ask).map_err(|e| e.to_string())?, off)
+            .map_err(|e| format!("reading the copy back at byte {off}: {e}"))?
+            .min(len);
+        if got != len {
+            return Err(format!(
+                "verify failed: the copy ends at byte {}, {} gave {} bytes",
+                off + got as u64,
+                shown(&plan.src),
+                off + len as u64
+            ));
+        }
+        Ok(())
+    }
+
+    /// Read the copy back through hipfile-rs: its first `reread_to` bytes compared with
+    /// `src_file` read again by `pread`, the bytes of every read in `log` with the digest taken
+    /// when the copy read them.
+    fn verify(
+        &mut self,
+        src_file: &File,
+        reread_to: u64,
+        log: &ReadLog,
+        plan: &Plan,
+    ) -> Result<(), String> {
         let chunk = self.buf.as_device().len();
         let mut copy = vec![0u8; chunk];
         let mut original = vec![0u8; chunk];
@@ -331,30 +484,18 @@ impl Mover<'_> {
         // From zero, with its rate and time: the check is a pass of its own.
         self.bar.reset();
         self.bar.set_message("verifying");
-        while off < size {
-            let want = (size - off).min(chunk as u64) as usize;
-            let ask = self.ask(want);
-            let got = self
-                .dst
-                .read(self.buf.slice_mut(..ask).map_err(|e| e.to_string())?, off)
-                .map_err(|e| format!("reading the copy back at byte {off}: {e}"))?
-                .min(want);
-            if got != want {
-                return Err(format!(
-                    "verify failed: the copy ends at byte {}, {} has {size} bytes",
-                    off + got as u64,
-                    shown(&plan.src)
-                ));
-            }
+        while off < reread_to {
+            let want = (reread_to - off).min(chunk as u64) as usize;
+            self.read_back(off, want, plan)?;
             self.buf
-                .read_at(0, &mut copy[..got])
+                .read_at(0, &mut copy[..want])
                 .map_err(|e| format!("copying GPU memory to the host: {e}"))?;
             src_file
-                .read_exact_at(&mut original[..got], off)
+                .read_exact_at(&mut original[..want], off)
                 .map_err(|e| format!("reading {} at byte {off}: {e}", shown(&plan.src)))?;
-            if let Some(i) = copy[..got]
+            if let Some(i) = copy[..want]
                 .iter()
-                .zip(&original[..got])
+                .zip(&original[..want])
                 .position(|(a, b)| a != b)
             {
                 return Err(format!(
@@ -363,11 +504,57 @@ impl Mover<'_> {
                     off + i as u64
                 ));
             }
-            off += got as u64;
+            off += want as u64;
             self.bar.set_position(off);
+        }
+        for &(at, len, digest) in &log.reads {
+            self.read_back(at, len, plan)?;
+            self.buf
+                .read_at(0, &mut copy[..len])
+                .map_err(|e| format!("copying GPU memory to the host: {e}"))?;
+            if digest_of(&copy[..len]) != digest {
+                return Err(format!(
+                    "verify failed: the copy differs from what was read from {} in bytes {at}..{}",
+                    shown(&plan.src),
+                    at + len as u64
+                ));
+            }
+            self.bar.set_position(at + len as u64);
         }
         Ok(())
     }
+}
+
+/// The reads of a copy that a check cannot repeat on SRC (its contents may differ from one
+/// read to the next): where each read was, and a digest of what it gave.
+#[derive(Debug, Default)]
+struct ReadLog {
+    reads: Vec<(u64, usize, u64)>,
+    host: Vec<u8>,
+}
+
+impl ReadLog {
+    /// Note the read of `got` bytes at `off` that is in `buf` now.
+    fn note(
+        &mut self,
+        buf: &RegisteredBuffer<DeviceBuffer>,
+        off: u64,
+        got: usize,
+    ) -> Result<(), String> {
+        self.host.resize(got, 0);
+        buf.read_at(0, &mut self.host[..got])
+            .map_err(|e| format!("copying GPU memory to the host: {e}"))?;
+        self.reads.push((off, got, digest_of(&self.host[..got])));
+        Ok(())
+    }
+}
+
+/// A digest of `bytes` (SipHash with this build's fixed keys): the same bytes give the same
+/// digest within one process, which is all a check in that process needs.
+fn digest_of(bytes: &[u8]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 fn progress_bar(size: u64) -> ProgressBar {
@@ -400,38 +587,69 @@ fn driver_options(gpu: Arc<dyn GpuRuntime>, args: &CpArgs) -> DriverOptions {
     options
 }
 
+/// The copy while it is written: a hidden file of a short name of its own in DST's directory,
+/// removed when dropped (a failure) and before the process ends on a signal. The file goes
+/// first: its fields drop in this order.
+struct Temporary {
+    file: tempfile::NamedTempFile,
+    removal: Removal,
+}
+
+impl Temporary {
+    fn new(plan: &Plan) -> Result<Temporary, String> {
+        let file = tempfile::Builder::new()
+            .prefix(TEMPORARY_PREFIX)
+            .permissions(Permissions::from_mode(plan.mode))
+            .tempfile_in(&plan.dir)
+            .map_err(|e| format!("cannot create a file in {}: {e}", shown(&plan.dir)))?;
+        let removal = Removal::arm(file.path());
+        Ok(Temporary { file, removal })
+    }
+
+    /// Rename the copy to DST (over it when `replaces`), out of reach of a signal's clean-up.
+    fn persist(self, dst: &Path, replaces: bool) -> Result<(), String> {
+        let Temporary { file, removal } = self;
+        removal
+            .keep_with(|| {
+                if replaces {
+                    file.persist(dst).map(drop)
+                } else {
+                    file.persist_noclobber(dst).map(drop)
+                }
+            })
+            .map_err(|e| format!("renaming the copy to {}: {}", shown(dst), e.error))
+    }
+}
+
 fn copy(plan: &Plan, options: DriverOptions, args: &CpArgs, chunk: usize) -> Result<Done, String> {
     let driver = Driver::with_options(options).map_err(|e| format!("opening hipfile: {e}"))?;
-    let name = plan
-        .dst
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}.hipfile-cp-"))
-        .permissions(Permissions::from_mode(plan.mode))
-        .tempfile_in(&plan.dir)
-        .map_err(|e| format!("cannot create a file in {}: {e}", shown(&plan.dir)))?;
+    let tmp = Temporary::new(plan)?;
     if plan.replaces {
         // The replaced file's bits exactly, not less the umask.
-        std::fs::set_permissions(tmp.path(), Permissions::from_mode(plan.mode))
+        std::fs::set_permissions(tmp.file.path(), Permissions::from_mode(plan.mode))
             .map_err(|e| format!("setting the copy's permissions: {e}"))?;
     }
-    let regions = data_regions(&plan.src_file, plan.size);
     let bar = progress_bar(plan.size);
     let started = Instant::now();
     let mut moved_by = Vec::new();
+    let mut log = ReadLog::default();
     let seconds;
     let mut verify_seconds = None;
+    let bytes;
+    let mut not_the_size = None;
+    let mut verified_against = None;
     {
         let src = driver
             .register_file(&plan.src_file)
             .map_err(|e| format!("registering {}: {e}", shown(&plan.src)))?;
         let dst = driver
-            .register_file(tmp.as_file())
+            .register_file(tmp.file.as_file())
             .map_err(|e| format!("registering the copy: {e}"))?;
-        if plan.size > 0 {
-            let len = (chunk as u64).min(plan.size.div_ceil(ALIGN as u64) * ALIGN as u64) as usize;
+        let until_eof = matches!(plan.extent, Extent::UntilEof(_));
+        if plan.size > 0 || until_eof {
+            let rounded = plan.size.div_ceil(ALIGN as u64) * ALIGN as u64;
+            let least = if until_eof { UNSIZED_BUFFER as u64 } else { 1 };
+            let len = (chunk as u64).min(rounded.max(least)) as usize;
             let buf = driver.alloc(len.max(1)).map_err(|e| e.to_string())?;
             let buf = driver.register_buffer(buf).map_err(|e| e.to_string())?;
             let mut mover = Mover {
@@ -440,41 +658,100 @@ fn copy(plan: &Plan, options: DriverOptions, args: &CpArgs, chunk: usize) -> Res
                 buf,
                 bar: &bar,
             };
-            for (start, end) in regions {
-                mover.copy_range(start, end, &plan.src)?;
-            }
-            finish(&tmp, plan.size)?;
+            let logging = args.verify.then_some(&mut log);
+            // How far the copy reached, and how much of it a check may read SRC again for.
+            let (reached, reread_to) = match &plan.extent {
+                Extent::UntilEof(why) => {
+                    not_the_size = Some(format!("{why}: copied until its reads ended"));
+                    (mover.copy_until_eof(0, logging, &plan.src)?, 0)
+                }
+                Extent::Sized => {
+                    let mut ended = None;
+                    for (start, end) in data_regions(&plan.src_file, plan.size) {
+                        ended = mover.copy_range(start, end, &plan.src)?;
+                        if ended.is_some() {
+                            break;
+                        }
+                    }
+                    match ended {
+                        Some(at) => {
+                            not_the_size = Some(ended_early(plan, at)?);
+                            (at, at)
+                        }
+                        None if has_bytes_at(&plan.src_file, plan.size, &plan.src)? => {
+                            let at = mover.copy_until_eof(plan.size, logging, &plan.src)?;
+                            not_the_size = Some(format!(
+                                "it grew from {} bytes while being copied: copied until its \
+                                 reads ended",
+                                plan.size
+                            ));
+                            (at, plan.size)
+                        }
+                        None => (plan.size, plan.size),
+                    }
+                }
+            };
+            bytes = reached;
+            finish(&tmp.file, bytes)?;
             seconds = started.elapsed().as_secs_f64();
             moved_by = moved(&driver);
             if args.verify {
                 let verifying = Instant::now();
-                mover.verify(&plan.src_file, plan.size, plan)?;
+                bar.set_length(bytes);
+                mover.verify(&plan.src_file, reread_to, &log, plan)?;
                 verify_seconds = Some(verifying.elapsed().as_secs_f64());
+                verified_against = Some(match (reread_to > 0, !log.reads.is_empty()) {
+                    (true, true) => "source+reads",
+                    (false, true) => "reads",
+                    _ => "source",
+                });
             }
         } else {
-            finish(&tmp, 0)?;
+            bytes = 0;
+            finish(&tmp.file, 0)?;
             seconds = started.elapsed().as_secs_f64();
             // Nothing to compare: the copy is empty, as its length says.
             verify_seconds = args.verify.then_some(0.0);
+            verified_against = args.verify.then_some("source");
         }
     }
     bar.finish_and_clear();
-    if plan.replaces {
-        tmp.persist(&plan.dst).map_err(|e| e.error.to_string())
-    } else {
-        tmp.persist_noclobber(&plan.dst)
-            .map_err(|e| e.error.to_string())
-    }
-    .map_err(|e| format!("renaming the copy to {}: {e}", shown(&plan.dst)))?;
+    tmp.persist(&plan.dst, plan.replaces)?;
     // The rename itself is durable once the directory is.
     File::open(&plan.dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| format!("flushing {}: {e}", shown(&plan.dir)))?;
     Ok(Done {
+        bytes,
+        not_the_size,
+        verified_against,
         seconds,
         moved_by,
         verify_seconds,
     })
+}
+
+/// What it means that SRC's reads ended at `at`, before its size: it shrank while being
+/// copied (an error), or its size is not what reading it gives (the copy ends there).
+fn ended_early(plan: &Plan, at: u64) -> Result<String, String> {
+    let mut file = plan
+        .src_file
+        .try_clone()
+        .map_err(|e| format!("cannot size {}: {e}", shown(&plan.src)))?;
+    let now = current_size(&mut file, plan.block, &plan.src)?;
+    if now < plan.size {
+        return Err(format!(
+            "{} shrank while being copied: it had {} bytes when the copy started and has {now} \
+             now (its reads ended at byte {at})",
+            shown(&plan.src),
+            plan.size
+        ));
+    }
+    Ok(format!(
+        "its reads end at byte {at}, before the {} bytes its size says (a size that is not \
+         what reading it gives): copied until its reads ended",
+        plan.size
+    ))
 }
 
 /// Give the copy its length (a trailing hole has no data to write) and flush it.
@@ -518,9 +795,11 @@ fn summary_json(plan: &Plan, done: &Done, chunk: usize, platform: &str) -> Value
     json!({
         "source": shown(&plan.src),
         "destination": shown(&plan.dst),
-        "bytes": plan.size,
+        "bytes": done.bytes,
+        "reported_size": plan.size,
+        "read_until_eof": matches!(plan.extent, Extent::UntilEof(_)),
         "seconds": done.seconds,
-        "gbps": gbps(plan.size, done.seconds),
+        "gbps": gbps(done.bytes, done.seconds),
         "path": path_taken(&done.moved_by),
         "backends": done.moved_by.iter().map(|b| json!({
             "name": b.name,
@@ -531,21 +810,26 @@ fn summary_json(plan: &Plan, done: &Done, chunk: usize, platform: &str) -> Value
         "chunk": chunk,
         "platform": platform,
         "verified": done.verify_seconds.is_some(),
+        "verified_against": done.verified_against,
         "verify_seconds": done.verify_seconds,
     })
 }
 
 /// The summary line.
 fn summary_line(plan: &Plan, done: &Done) -> String {
-    let verified = if done.verify_seconds.is_some() {
-        "verified byte for byte"
-    } else {
-        "not verified (--verify checks it)"
+    let verified = match done.verified_against {
+        Some("source") => "verified byte for byte",
+        Some(_) => "verified byte for byte against what its reads gave",
+        None => "not verified (--verify checks it)",
     };
     let (src, dst) = (shown(&plan.src), shown(&plan.dst));
     if done.moved_by.is_empty() {
         return format!("copied {src} to {dst}: 0 bytes (an empty file, no IO); {verified}");
     }
+    let why = done
+        .not_the_size
+        .as_ref()
+        .map_or_else(String::new, |w| format!("; {w}"));
     let each: Vec<String> = done
         .moved_by
         .iter()
@@ -555,10 +839,10 @@ fn summary_line(plan: &Plan, done: &Done) -> String {
         })
         .collect();
     format!(
-        "copied {src} to {dst}: {} bytes in {:.3} s, {:.2} GB/s, path {} ({}); {verified}",
-        plan.size,
+        "copied {src} to {dst}: {} bytes in {:.3} s, {:.2} GB/s, path {} ({}){why}; {verified}",
+        done.bytes,
         done.seconds,
-        gbps(plan.size, done.seconds),
+        gbps(done.bytes, done.seconds),
         path_taken(&done.moved_by),
         each.join(", "),
     )
@@ -566,6 +850,7 @@ fn summary_line(plan: &Plan, done: &Done) -> String {
 
 /// Run `hipfile cp`; `Ok(true)` when the copy is in place (and matched, with `--verify`).
 pub fn run(args: &CpArgs) -> Result<bool, String> {
+    crate::signals::install()?;
     let chunk = chunk_bytes(args.chunk)?;
     let plan = Plan::new(&args.src, &args.dst, args.force)?;
     let pick = pick_runtime(args.platform.as_deref(), args.verbose)?;
@@ -663,18 +948,112 @@ mod tests {
             buf: driver.register_buffer(driver.alloc(8192).unwrap()).unwrap(),
             bar: &bar,
         };
-        mover.verify(&plan.src_file, 20_000, &plan).unwrap();
+        let nothing = ReadLog::default();
+        mover
+            .verify(&plan.src_file, 20_000, &nothing, &plan)
+            .unwrap();
+
+        // What the copy read, noted as it read it, checks the bytes SRC is not read again for.
+        let mut log = ReadLog::default();
+        mover.read_back(8192, 8192, &plan).unwrap();
+        log.note(&mover.buf, 8192, 8192).unwrap();
+        mover.verify(&plan.src_file, 8192, &log, &plan).unwrap();
 
         copy.write_all_at(&[!bytes[12_345]], 12_345).unwrap();
-        let e = mover.verify(&plan.src_file, 20_000, &plan).unwrap_err();
+        let e = mover
+            .verify(&plan.src_file, 20_000, &nothing, &plan)
+            .unwrap_err();
         assert!(
             e.contains("differs from") && e.ends_with("at byte 12345"),
             "{e}"
         );
+        let e = mover.verify(&plan.src_file, 8192, &log, &plan).unwrap_err();
+        assert!(
+            e.contains("differs from what was read from") && e.ends_with("in bytes 8192..16384"),
+            "{e}"
+        );
 
         copy.set_len(15_000).unwrap();
-        let e = mover.verify(&plan.src_file, 20_000, &plan).unwrap_err();
+        let e = mover
+            .verify(&plan.src_file, 20_000, &nothing, &plan)
+            .unwrap_err();
         assert!(e.contains("the copy ends at byte 15000"), "{e}");
+    }
+
+    #[test]
+    fn reads_that_end_before_the_size_tell_a_file_that_shrank_from_one_whose_size_says_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("a");
+        std::fs::write(&src, vec![1u8; 10_000]).unwrap();
+        let plan = Plan::new(&src, &dir.path().join("b"), false).unwrap();
+        assert_eq!(plan.extent, Extent::Sized);
+        // The size stayed: the copy ends where the reads ended, and says why.
+        let why = ended_early(&plan, 23).unwrap();
+        assert!(
+            why.starts_with("its reads end at byte 23, before the 10000 bytes its size says"),
+            "{why}"
+        );
+        // The size went down: it shrank while being copied.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&src)
+            .unwrap()
+            .set_len(5_000)
+            .unwrap();
+        let e = ended_early(&plan, 5_000).unwrap_err();
+        assert!(
+            e.contains(
+                "shrank while being copied: it had 10000 bytes when the copy started and has \
+                 5000 now (its reads ended at byte 5000)"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn kernel_files_and_files_whose_size_reads_as_0_are_read_until_their_reads_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().join("x");
+        for path in ["/proc/version", "/sys/devices/system/cpu/online"] {
+            let plan = Plan::new(Path::new(path), &to, false).unwrap();
+            assert!(
+                matches!(&plan.extent, Extent::UntilEof(why) if why.starts_with("a file of ")),
+                "{path}: {:?}",
+                plan.extent
+            );
+        }
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(Plan::new(&empty, &to, false).unwrap().extent, Extent::Sized);
+    }
+
+    #[test]
+    fn a_file_that_grew_while_being_copied_is_copied_to_its_new_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("a"), dir.path().join("b"));
+        let before: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&src, &before).unwrap();
+        let args = CpArgs {
+            src: src.clone(),
+            dst: dst.clone(),
+            force: false,
+            verify: true,
+            chunk: 64 << 10,
+            json: false,
+            platform: None,
+            backend: Some("fallback".into()),
+            verbose: false,
+        };
+        let plan = Plan::new(&src, &dst, false).unwrap();
+        let grown = [&before[..], &[7u8; 5000][..]].concat();
+        std::fs::write(&src, &grown).unwrap();
+        let gpu: Arc<dyn GpuRuntime> = Arc::new(hipfile_hip::sim::SimRuntime::default());
+        let done = copy(&plan, driver_options(gpu, &args), &args, args.chunk).unwrap();
+        assert_eq!(done.bytes, 105_000);
+        assert_eq!(done.verified_against, Some("source+reads"));
+        let why = done.not_the_size.unwrap();
+        assert!(why.starts_with("it grew from 100000 bytes"), "{why}");
+        assert_eq!(std::fs::read(&dst).unwrap(), grown);
     }
 
     /// Copy `size` bytes from `a` to `b` in `dir` (over an old `b` when `old` is given, with

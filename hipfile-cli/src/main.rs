@@ -53,6 +53,7 @@ mod measure;
 mod platform;
 mod report;
 mod scratch;
+mod signals;
 mod size;
 mod stats;
 mod stream_phase;

@@ -1,11 +1,17 @@
 //! `hipfile cp` on the sim: files of odd sizes and with holes arrive byte for byte, `--verify`
 //! and `--json` say what happened, piped output has no progress bar, and refusals and failures
-//! exit non-zero leaving no destination (and no temporary file) behind.
+//! exit non-zero leaving no destination (and no temporary file) behind; files whose size says
+//! nothing (procfs, sysfs) are copied to the end of their reads; a DST name of 255 bytes works;
+//! SIGINT, SIGTERM and SIGHUP end a copy by that signal and leave no temporary file.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
 
 use serde_json::Value;
 
@@ -137,12 +143,19 @@ fn the_json_summary_says_what_was_copied_how_fast_and_how() {
             "gbps",
             "path",
             "platform",
+            "read_until_eof",
+            "reported_size",
             "seconds",
             "source",
             "verified",
+            "verified_against",
             "verify_seconds"
         ]
     );
+    assert_eq!(v["bytes"], 1 << 20);
+    assert_eq!(v["reported_size"], 1 << 20);
+    assert_eq!(v["read_until_eof"], false);
+    assert_eq!(v["verified_against"], "source");
     assert_eq!(v["source"], src.to_str().unwrap());
     assert_eq!(v["destination"], dst.to_str().unwrap());
     assert_eq!(v["platform"], "sim");
@@ -172,6 +185,7 @@ fn the_json_summary_says_what_was_copied_how_fast_and_how() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verified"], false, "{v}");
     assert_eq!(v["verify_seconds"], Value::Null, "{v}");
+    assert_eq!(v["verified_against"], Value::Null, "{v}");
 }
 
 #[test]
@@ -307,4 +321,124 @@ fn a_summary_that_cannot_be_written_is_an_error_not_a_panic() {
     );
     // The copy itself is complete and in place.
     assert_eq!(std::fs::read(&dst).unwrap(), pattern(10_000, 9));
+}
+
+#[test]
+fn a_file_whose_size_reads_as_0_is_copied_to_the_end_of_its_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    // procfs reports 0 bytes and sysfs a page, whatever they hold; these two hold the same
+    // bytes from one read to the next.
+    for (src, reported) in [
+        ("/proc/version", 0),
+        ("/sys/devices/system/cpu/online", 4096),
+    ] {
+        let want = std::fs::read(src).unwrap();
+        assert!(!want.is_empty() && want.len() < 4096, "{src}");
+        assert_eq!(std::fs::metadata(src).unwrap().len(), reported, "{src}");
+        let dst = dir.path().join(Path::new(src).file_name().unwrap());
+        let v = copy_json(Path::new(src), &dst, &[]);
+        assert_eq!(std::fs::read(&dst).unwrap(), want, "{src}");
+        assert_eq!(v["bytes"], want.len(), "{v}");
+        assert_eq!(v["reported_size"], reported, "{v}");
+        assert_eq!(v["read_until_eof"], true, "{v}");
+        assert_eq!(v["verified"], true, "{v}");
+        assert_eq!(v["verified_against"], "reads", "{v}");
+
+        let out = cp(&[OsStr::new(src), dir.path().join("line").as_os_str()]);
+        let line = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            line.contains(&format!(": {} bytes in ", want.len()))
+                && line.contains(
+                    "whose sizes are not what reading it gives: copied until its reads ended"
+                ),
+            "{line}"
+        );
+        std::fs::remove_file(dir.path().join("line")).unwrap();
+    }
+}
+
+#[test]
+fn a_destination_name_of_255_bytes_is_copied_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a");
+    std::fs::write(&src, pattern(70_000, 11)).unwrap();
+    let name = "d".repeat(255);
+    let v = copy_json(&src, &dir.path().join(&name), &[]);
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(
+        std::fs::read(dir.path().join(&name)).unwrap(),
+        pattern(70_000, 11)
+    );
+    assert_eq!(names_in(dir.path()), ["a".to_string(), name]);
+}
+
+/// Wait up to `deadline` for `child` to end; kill it and fail when it does not.
+fn wait_for_end(child: &mut std::process::Child, deadline: Duration) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > deadline {
+            child.kill().unwrap();
+            panic!("the process did not end within {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Wait up to a minute for a name in `dir` that `wanted` accepts, while `child` runs; its name.
+pub fn wait_for_name(
+    dir: &Path,
+    child: &mut std::process::Child,
+    wanted: impl Fn(&str) -> bool,
+) -> String {
+    let start = Instant::now();
+    loop {
+        if let Some(name) = names_in(dir).into_iter().find(|n| wanted(n)) {
+            return name;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the process ended ({status}) before the name appeared in {dir:?}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no such name in {dir:?} after a minute: {:?}",
+            names_in(dir)
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Send `signal` to `child`.
+pub fn send(child: &std::process::Child, signal: Signal) {
+    let pid = Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, signal).unwrap();
+}
+
+#[test]
+fn a_signal_removes_the_temporary_copy_and_ends_the_process_by_that_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    // 64 MiB in reads and writes of 4 KiB: seconds of copying, on any machine.
+    std::fs::write(&src, pattern(1 << 20, 13).repeat(64)).unwrap();
+    for signal in [Signal::INT, Signal::TERM, Signal::HUP] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+            .args(["cp", "--platform", "sim", "--chunk", "4K", "--verify"])
+            .arg(&src)
+            .arg(dir.path().join("dst"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let tmp = wait_for_name(dir.path(), &mut child, |n| n.contains(".hipfile-cp-"));
+        send(&child, signal);
+        let status = wait_for_end(&mut child, Duration::from_secs(60));
+        assert_eq!(
+            status.signal(),
+            Some(signal.as_raw()),
+            "{signal:?}: {status}"
+        );
+        assert_eq!(names_in(dir.path()), ["src"], "{signal:?} left {tmp}");
+    }
 }
