@@ -249,6 +249,9 @@ pub struct AnchorFigure {
     pub check_failures: usize,
     /// KvikIO's task size, where printed.
     pub task_size: Option<u64>,
+    /// For a cold read: why it is not one (see [`crate::report::not_cold`]); no ratio is taken
+    /// against it then.
+    pub not_cold: Option<String>,
 }
 
 impl AnchorFigure {
@@ -272,6 +275,7 @@ impl AnchorFigure {
             checks: samples.iter().filter(|s| s.verified.is_some()).count(),
             check_failures: samples.iter().filter(|s| s.verified == Some(false)).count(),
             task_size: samples.iter().find_map(|s| s.task_size),
+            not_cold: None,
         }
     }
 }

@@ -24,9 +24,26 @@
 //! about as long as the reads on 1 stream) alone, the reads alone, and both queued at once, the
 //! last read against the sum of the first two (the overlap: below 1, they overlapped).
 //!
+//! Cold figures, ours and the anchor's, are taken only after this process let go of the file's
+//! page cache: the engine pins cached windows of the files it reads (pinned pages stay cached
+//! whatever drops the cache, and a "cold" read of them runs at page-cache speed), so before each
+//! cold read, and before each anchor process that makes one, the file is registered afresh (its
+//! pins go with the old registration), the backends' background work is waited for, and the
+//! bytes still pinned are noted (`page_cache_pinned_at_start`, which must be 0). A cold figure
+//! that found bytes pinned, or that is above [`crate::report::COLD_CEILING_MARGIN`] times the
+//! O_DIRECT ceiling of the same run, is marked not cold (`not_cold`, with why) and no ratio is
+//! taken with it.
+//!
 //! The file read is never written: a file that exists is opened read-only and its bytes are
 //! kept; a file that does not exist is made (a pattern) and then opened read-only too. The write
-//! phases write a scratch file next to it ([`crate::scratch`]), removed at the end.
+//! phases write a scratch file next to it ([`crate::scratch`]), removed at the end. SIGINT,
+//! SIGTERM and SIGHUP remove the scratch file, a file the run is still making, and the
+//! temporary directory of the default file before the process ends by the signal
+//! ([`crate::signals`]).
+//!
+//! The report ([`crate::report`]) fits 120 columns: rows named by their keys, a legend of what
+//! each kind of row measures, every row's full label in `--json`. On the simulated GPU it says
+//! that its figures only compare the library with itself.
 //!
 //! Every byte that is timed is checked ([`crate::verify`]): the first read before anything is
 //! timed, every timed whole-file read (hot, cold, baseline, the batch of large reads) after it
@@ -52,13 +69,17 @@ use hipfile_hip::{
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-use crate::anchor::{AnchorAsk, AnchorRunner, AnchorTally};
+use crate::anchor::{AnchorAsk, AnchorFigure, AnchorRunner, AnchorTally};
 use crate::batch::{self, Reads, CHECKED_ENTRIES};
 use crate::ceiling;
 use crate::measure::{Span, SplitMix64, Timed};
 use crate::platform::pick_runtime;
-use crate::report::{compare, compare_also, table, Figure, Measurement, Versus};
+use crate::report::{
+    anchor_table, compare, compare_also, legend, not_cold, table, wrap, Figure, Measurement,
+    Versus, REPORT_COLUMNS,
+};
 use crate::scratch::Scratch;
+use crate::signals::Removal;
 use crate::size::parse_size;
 use crate::stream_phase::{self, Workload, CHECKED_OPS};
 use crate::verify::{sentinel_for, Checked, Comparer, Ledger};
@@ -209,20 +230,28 @@ const WORKLOAD_BYTES: usize = 1 << 30;
 const H2D_BYTES: usize = 1 << 30;
 /// Chunk in which a new file is written.
 const FILL_CHUNK: usize = 64 << 20;
+/// What the figures of a run on the simulated GPU are for.
+const SIM_NOTE: &str = "on the simulated GPU, GPU memory is host memory: these figures only \
+     compare hipfile-rs with itself and with the plain designs measured beside it (ceilings, \
+     baseline, replay); they say nothing of a GPU's speed";
 
-/// What the benchmark runs on: the GPU runtime, how it was chosen, and the file IO primitives
-/// of the driver (plain `pread`/`pwrite`, except in tests that need reads to go wrong).
+/// What the benchmark runs on: the GPU runtime, how it was chosen, the file IO primitives of
+/// the driver (plain `pread`/`pwrite`, except in tests that need reads to go wrong), and how
+/// the page cache is dropped before a cold figure ([`ceiling::drop_caches`], except in tests
+/// that follow what is pinned at each cold start without root).
 struct Machine {
     gpu: Arc<dyn GpuRuntime>,
     how: String,
     /// Why each GPU platform was passed over, when none was found.
     passed_over: Vec<String>,
     io: Arc<dyn FileIo>,
+    drop_caches: fn() -> Result<(), String>,
 }
 
 /// Run the benchmark and print to stdout. `Ok(false)`: a byte check failed (the report says
 /// which).
 pub fn run(args: &BenchArgs) -> Result<bool, String> {
+    crate::signals::install()?;
     let mut out = std::io::stdout().lock();
     run_to(args, &mut out)
 }
@@ -236,6 +265,7 @@ pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<bool, String> {
         how: pick.how,
         passed_over: pick.passed_over,
         io: Arc::new(PosixIo),
+        drop_caches: ceiling::drop_caches,
     };
     run_on(args, machine, out)
 }
@@ -256,6 +286,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         how,
         passed_over,
         io,
+        drop_caches,
     } = machine;
     let platform = gpu.info().platform;
     let mut options = DriverOptions::with_runtime(gpu.clone());
@@ -266,17 +297,23 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     let driver = Driver::with_options(options).map_err(|e| e.to_string())?;
     let backends = driver.backends();
     let mut notes = Vec::new();
+    if platform == Platform::Sim {
+        notes.push(SIM_NOTE.to_string());
+    }
 
-    let tmp;
+    // The directory goes before its removal is dropped (tuple fields drop in order).
+    let tmp: (tempfile::TempDir, Removal);
     let path = match &args.file {
         Some(p) => p.clone(),
         None => {
             // Not /tmp: it may be tmpfs, where neither O_DIRECT nor a cold read means anything.
-            tmp = tempfile::Builder::new()
+            let dir = tempfile::Builder::new()
                 .prefix("hipfile-bench")
                 .tempdir_in(std::env::current_dir().map_err(|e| e.to_string())?)
                 .map_err(|e| format!("temporary directory in .: {e}"))?;
-            tmp.path().join("bench.dat")
+            let removal = Removal::arm(dir.path());
+            tmp = (dir, removal);
+            tmp.0.path().join("bench.dat")
         }
     };
     let default_size = if platform == Platform::Sim {
@@ -314,7 +351,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
 
     let mut cold_ok = false;
     if phases.contains(&Phase::Cold) || phases.contains(&Phase::Batch) {
-        match ceiling::drop_caches() {
+        match drop_caches() {
             Ok(()) => cold_ok = true,
             Err(why) => {
                 for (phase, what) in [
@@ -478,6 +515,9 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         + usize::from(anchor.is_some());
     let progress = progress_bar((steps_per_rep * args.repeat.max(1)) as u64, args.json);
     let mut rows = Rows::default();
+    let mut cold_starts = ColdStarts::default();
+    let mut hot_again_pinned = None;
+    let mut odirect_cold = true;
     let mut rng = SplitMix64::new(0x0068_6970_6669_6c65);
     let engine = format!("hipfile-rs ({})", backends.join(","));
 
@@ -489,9 +529,9 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         if phases.contains(&Phase::Cold) {
             step("cold read");
             if cold_ok {
-                // Pinned pages stay in the page cache: unpin them first.
-                registered.renew(&driver, &file)?;
-                ceiling::drop_caches()?;
+                let pinned = registered.release_pins(&driver, &file)?;
+                cold_starts.note("read_cold", pinned);
+                drop_caches()?;
                 holds_file = whole_read_row(
                     &registered.handle,
                     &file,
@@ -520,6 +560,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             step("hot read again");
             driver.settle();
             let pinned = driver.page_cache_pinned_bytes();
+            hot_again_pinned.get_or_insert(pinned);
             holds_file = whole_read_row(
                 &registered.handle,
                 &file,
@@ -709,8 +750,9 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 let offsets = random_offsets(&mut rng, size, COLD_BYTES, cold_ops);
                 // The checked bytes are read from the file before the page cache is dropped.
                 let reads = Reads::plan(&file, &offsets, COLD_BYTES, CHECKED_ENTRIES)?;
-                registered.renew(&driver, &file)?;
-                ceiling::drop_caches()?;
+                let pinned = registered.release_pins(&driver, &file)?;
+                cold_starts.note(&cold_key, pinned);
+                drop_caches()?;
                 let run = reads.through_batch(&driver, &registered.handle, &mut dst, COLD_DEPTH)?;
                 record_run(
                     &mut rows,
@@ -725,7 +767,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     run,
                 );
                 let offsets = random_offsets(&mut rng, size, COLD_BYTES, cold_ops);
-                ceiling::drop_caches()?;
+                drop_caches()?;
                 match ceiling::random_direct_reads(&path, &offsets, COLD_BYTES, COLD_DEPTH) {
                     Ok((t, latency_us)) => rows.iops(
                         &cold_ceiling_key,
@@ -963,7 +1005,8 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
             );
             progress.inc(1);
             step("ceiling: O_DIRECT read");
-            let cold = cold_ok && ceiling::drop_caches().is_ok();
+            let cold = cold_ok && drop_caches().is_ok();
+            odirect_cold &= cold;
             match ceiling::parallel_read(&path, size as u64, threads, true) {
                 Ok((t, n)) => rows.throughput(
                     "ceiling_odirect_read",
@@ -986,6 +1029,13 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         }
         if let (Some(runner), true) = (&anchor, anchor_alive) {
             step("KvikIO anchor");
+            let anchor_cold = cold_ok && phases.contains(&Phase::Cold);
+            if anchor_cold {
+                // KvikIO's cold read drops the caches itself; what this process keeps pinned
+                // would stay cached through that and be read at page-cache speed.
+                let pinned = registered.release_pins(&driver, &file)?;
+                cold_starts.note(ANCHOR_COLD, pinned);
+            }
             ceiling::warm(&path, size as u64)?;
             for &th in &anchor_threads {
                 if let Some(target) = &scratch {
@@ -996,7 +1046,7 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     threads: th,
                     size: size as u64,
                     task_size: anchor_task_size,
-                    cold: cold_ok && phases.contains(&Phase::Cold),
+                    cold: anchor_cold,
                     latency_ops: (phases.contains(&Phase::Latency)
                         && Some(th) == anchor_small_threads)
                         .then_some(args.latency_ops),
@@ -1062,8 +1112,42 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
     replays.push(("async_s1".into(), "async_sync_ops".into()));
     compare_also(&mut measurements, &replays);
     let overlap = overlap_versus(&mut measurements);
+    // A cold figure is judged against the O_DIRECT ceiling of the same run, in its unit.
+    let headline = |key: &str| {
+        measurements
+            .iter()
+            .find(|m| m.key == key)
+            .map(|m| (m.key.clone(), m.figure.headline()))
+    };
+    let read_ceiling = headline("ceiling_odirect_read");
+    let random_ceiling = headline(&cold_ceiling_key);
+    for m in &mut measurements {
+        let (ceiling, unit) = match m.key.as_str() {
+            "read_cold" => (&read_ceiling, "GB/s"),
+            k if k == cold_key => (&random_ceiling, "IOPS"),
+            _ => continue,
+        };
+        m.cold_start_pinned = cold_starts.get(&m.key);
+        m.not_cold = not_cold(
+            m.figure.headline(),
+            unit,
+            ceiling.as_ref().map(|(k, v)| (k.as_str(), *v)),
+            m.cold_start_pinned.unwrap_or(0),
+        );
+    }
+    if cold_starts.most().is_some() && read_ceiling.is_none() {
+        notes.push(
+            "cold figures are not checked against an O_DIRECT ceiling: none was measured in this \
+             run (the ceilings phase measures it)"
+                .into(),
+        );
+    }
     if !anchor_tally.is_empty() {
-        attach_anchor(&mut measurements, &anchor_tally, size);
+        let anchor_cold = AnchorCold {
+            ceiling: read_ceiling.as_ref().map(|(k, v)| (k.as_str(), *v)),
+            pinned_at_start: cold_starts.get(ANCHOR_COLD),
+        };
+        attach_anchor(&mut measurements, &anchor_tally, size, &anchor_cold);
         if anchor_tally.set_up_samples() > 0 {
             notes.push(format!(
                 "KvikIO: the first hot read of each of its processes ({} in all) includes its set-up and is left out",
@@ -1082,6 +1166,17 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 failed.join(", ")
             ));
         }
+    }
+    if let Some(pinned) = hot_again_pinned {
+        notes.push(format!(
+            "read_hot_again: {} MiB of the file's page cache pinned by the engine when it ran",
+            pinned >> 20
+        ));
+    }
+    if !odirect_cold && measurements.iter().any(|m| m.key == "ceiling_odirect_read") {
+        notes.push(
+            "ceiling_odirect_read: the page cache was not dropped before it (as root it is)".into(),
+        );
     }
     let verified = ledger.all_passed();
     let write_target = match &scratch {
@@ -1114,6 +1209,20 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                 .map(|m| m.key.clone())
                 .collect::<Vec<_>>(),
             "cold": cold_ok,
+            "cold_start_pinned_bytes": cold_starts.most(),
+            "not_cold": measurements
+                .iter()
+                .flat_map(|m| {
+                    let who = if m.key.starts_with("kvikio_") { "kvikio" } else { "ours" };
+                    let ours = m.not_cold.as_ref().map(|why| json!({
+                        "key": m.key, "who": who, "why": why,
+                    }));
+                    let anchor = m.anchor.as_ref().and_then(|a| a.not_cold.as_ref()).map(|why| {
+                        json!({"key": m.key, "who": "kvikio", "why": why})
+                    });
+                    ours.into_iter().chain(anchor)
+                })
+                .collect::<Vec<_>>(),
             "anchor": args.kvikio.as_ref().map(|p| p.display().to_string()),
             "anchor_threads": args.kvikio.as_ref().map(|_| anchor_threads.clone()),
             "anchor_task_size": args.kvikio.as_ref().and(anchor_task_size),
@@ -1158,13 +1267,11 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
         });
         writeln!(out, "{summary}").map_err(|e| e.to_string())?;
     } else {
-        let text = format!(
-            "hipfile bench: {how}\n{}backends: {}\nheld: {}\nfile: {} ({}, read-only), {} MiB, {} repetitions (median), {threads} cores available\nwrites: {write_target}\n{}{}\n{}",
-            passed_over
-                .iter()
-                .map(|l| format!("  {l}\n"))
-                .collect::<String>(),
-            backends.join(", "),
+        let mut head = vec![format!("hipfile bench: {how}")];
+        head.extend(passed_over.iter().map(|l| format!("  {l}")));
+        head.push(format!("backends: {}", backends.join(", ")));
+        head.push(format!(
+            "held: {}",
             held.iter()
                 .map(|(name, r)| format!(
                     "{name} {} MiB pinned, {} IO threads, {} MiB of page cache pinned{}",
@@ -1177,15 +1284,28 @@ fn run_on(args: &BenchArgs, machine: Machine, out: &mut dyn Write) -> Result<boo
                     }
                 ))
                 .collect::<Vec<_>>()
-                .join("; "),
+                .join("; ")
+        ));
+        head.push(format!(
+            "file: {} ({}, read-only), {} MiB, {} repetitions (median), {threads} cores available",
             path.display(),
             if created { "created" } else { "taken as it is" },
             size >> 20,
             args.repeat.max(1),
-            ledger.text(),
-            notes.iter().map(|n| format!("note: {n}\n")).collect::<String>(),
-            table(&measurements),
-        );
+        ));
+        head.push(format!("writes: {write_target}"));
+        head.extend(ledger.text().lines().map(str::to_string));
+        head.extend(notes.iter().map(|n| format!("note: {n}")));
+        let mut text: String = head.iter().map(|l| wrap(l, REPORT_COLUMNS)).collect();
+        text.push('\n');
+        text.push_str(&table(&measurements));
+        let anchored = anchor_table(&measurements);
+        if !anchored.is_empty() {
+            text.push_str("\nagainst KvikIO (kvikio_anchor.py, run between our repetitions)\n");
+            text.push_str(&anchored);
+        }
+        text.push('\n');
+        text.push_str(&legend(&measurements));
         out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
     }
     Ok(verified)
@@ -1238,6 +1358,8 @@ fn prepare_file(
                 .create_new(true)
                 .open(path)
                 .map_err(shown)?;
+            // Half made, it goes (on an error or a signal); made, it is kept.
+            let removal = Removal::arm(path);
             let mut chunk = vec![0u8; FILL_CHUNK.min(size)];
             let mut at = 0usize;
             while at < size {
@@ -1251,7 +1373,9 @@ fn prepare_file(
             // Dirty pages of the setup must not flow into the write figures.
             file.sync_all().map_err(shown)?;
             drop(file);
-            Ok((File::open(path).map_err(shown)?, size, true))
+            let file = File::open(path).map_err(shown)?;
+            removal.keep_with(|| ());
+            Ok((file, size, true))
         }
         Err(e) => Err(shown(e)),
     }
@@ -1296,6 +1420,40 @@ impl Registration {
     fn renew(&mut self, driver: &Driver, file: &File) -> Result<(), String> {
         *self = Registration::new(driver, file)?;
         Ok(())
+    }
+
+    /// What comes before a cold figure: the registration renewed (its pins go with the old
+    /// one) and the backends' work in the background done, so that no pin is on its way. Returns
+    /// the page cache still pinned, which a cold figure must find at 0: pinned pages stay
+    /// cached whatever drops the cache.
+    fn release_pins(&mut self, driver: &Driver, file: &File) -> Result<usize, String> {
+        self.renew(driver, file)?;
+        driver.settle();
+        Ok(driver.page_cache_pinned_bytes())
+    }
+}
+
+/// The key under which the anchor's cold starts are noted in [`ColdStarts`].
+const ANCHOR_COLD: &str = "kvikio cold";
+
+/// The page cache pinned by this process at each cold start, by measurement (the most over
+/// the repetitions).
+#[derive(Debug, Default)]
+struct ColdStarts(std::collections::BTreeMap<String, usize>);
+
+impl ColdStarts {
+    fn note(&mut self, key: &str, pinned: usize) {
+        let most = self.0.entry(key.to_string()).or_default();
+        *most = (*most).max(pinned);
+    }
+
+    fn get(&self, key: &str) -> Option<usize> {
+        self.0.get(key).copied()
+    }
+
+    /// The most pinned at any cold start; `None` when no cold figure ran.
+    fn most(&self) -> Option<usize> {
+        self.0.values().copied().max()
     }
 }
 
@@ -1552,6 +1710,8 @@ impl Rows {
                     queue_depth: None,
                     versus: None,
                     versus_also: Vec::new(),
+                    cold_start_pinned: None,
+                    not_cold: None,
                 });
                 self.0.len() - 1
             }
@@ -1640,13 +1800,51 @@ fn overlap_versus(rows: &mut [Measurement]) -> Option<f64> {
     together.versus_ratio()
 }
 
+/// What decides whether the anchor's cold reads were cold: the run's O_DIRECT ceiling (key and
+/// GB/s) and the page cache this process kept pinned when the anchor started them.
+struct AnchorCold<'a> {
+    ceiling: Option<(&'a str, f64)>,
+    pinned_at_start: Option<usize>,
+}
+
+impl AnchorCold<'_> {
+    fn judge(&self, figure: &mut AnchorFigure) {
+        figure.not_cold = not_cold(
+            figure.value,
+            "GB/s",
+            self.ceiling,
+            self.pinned_at_start.unwrap_or(0),
+        );
+    }
+}
+
+/// The anchor's cold read next to ours: the best of its thread sweep among the figures that
+/// were cold, or, when none was, the best, marked.
+fn best_cold_anchor(tally: &AnchorTally, cold: &AnchorCold<'_>) -> Option<AnchorFigure> {
+    let mut figures = tally.reads_by_threads("cold");
+    figures.iter_mut().for_each(|f| cold.judge(f));
+    let best = |figures: Vec<AnchorFigure>| {
+        figures
+            .into_iter()
+            .max_by(|a, b| a.value.total_cmp(&b.value))
+    };
+    let (cold_ones, others): (Vec<_>, Vec<_>) =
+        figures.into_iter().partition(|f| f.not_cold.is_none());
+    best(cold_ones).or_else(|| best(others))
+}
+
 /// Put the anchor's best figure next to ours, and its whole thread sweep in rows of its own
-/// (with the checks the script made of its reads).
-fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally, size: usize) {
+/// (with the checks the script made of its reads, and for cold reads whether they were cold).
+fn attach_anchor(
+    rows: &mut Vec<Measurement>,
+    tally: &AnchorTally,
+    size: usize,
+    cold: &AnchorCold<'_>,
+) {
     for m in rows.iter_mut() {
         m.anchor = match m.key.as_str() {
             "read_hot" => tally.best_read("hot"),
-            "read_cold" => tally.best_read("cold"),
+            "read_cold" => best_cold_anchor(tally, cold),
             "write" => tally.best_write(),
             k => LATENCY_SIZES
                 .iter()
@@ -1655,8 +1853,12 @@ fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally, size: usize) 
         };
     }
     for cache in ["hot", "cold"] {
-        for f in tally.reads_by_threads(cache) {
+        for mut f in tally.reads_by_threads(cache) {
             let t = f.threads.unwrap_or(0);
+            let cold_start_pinned = (cache == "cold").then_some(cold.pinned_at_start).flatten();
+            if cache == "cold" {
+                cold.judge(&mut f);
+            }
             let tasks = f
                 .task_size
                 .map_or_else(String::new, |b| format!(", {} KiB tasks", b >> 10));
@@ -1678,6 +1880,8 @@ fn attach_anchor(rows: &mut Vec<Measurement>, tally: &AnchorTally, size: usize) 
                 queue_depth: None,
                 versus: None,
                 versus_also: Vec::new(),
+                cold_start_pinned,
+                not_cold: f.not_cold,
                 figure: Figure::Throughput(f.samples),
             });
         }
@@ -1774,6 +1978,16 @@ mod tests {
             async_op_size: 512 << 10,
             ..BenchArgs::default()
         };
+        run_json(&args, io, ceiling::drop_caches)
+    }
+
+    /// `run_on` with `args` on the runtime under test through `io`, dropping the page cache
+    /// with `drop_caches`; returns what it returned, the measurements and the summary.
+    fn run_json(
+        args: &BenchArgs,
+        io: Arc<dyn FileIo>,
+        drop_caches: fn() -> Result<(), String>,
+    ) -> (bool, Vec<Value>, Value) {
         let gpu = hipfile_testkit::target::runtime_under_test()
             .unwrap()
             .runtime;
@@ -1782,9 +1996,10 @@ mod tests {
             how: "runtime under test".into(),
             passed_over: Vec::new(),
             io,
+            drop_caches,
         };
         let mut out = Vec::new();
-        let verified = run_on(&args, machine, &mut out).unwrap();
+        let verified = run_on(args, machine, &mut out).unwrap();
         let mut objects: Vec<Value> = String::from_utf8(out)
             .unwrap()
             .lines()
@@ -1796,6 +2011,70 @@ mod tests {
 
     fn measurement<'a>(objects: &'a [Value], key: &str) -> &'a Value {
         objects.iter().find(|o| o["key"] == key).unwrap()
+    }
+
+    /// Stands in for dropping the page cache where a test may not (it takes root): what comes
+    /// before each cold figure still runs, and that is what the test follows.
+    fn cache_left_as_it_is() -> Result<(), String> {
+        Ok(())
+    }
+
+    /// A stand-in for `kvikio_anchor.py` that reads nothing: a cold and two hot reads per
+    /// thread count, with fixed figures.
+    const STILL_ANCHOR: &str = r#"
+import argparse, json
+ap = argparse.ArgumentParser()
+ap.add_argument("file")
+ap.add_argument("--threads")
+ap.add_argument("--size", type=int)
+ap.add_argument("--task-size", type=int)
+ap.add_argument("--cold", action="store_true")
+a = ap.parse_args()
+for cache in (["cold"] if a.cold else []) + ["hot", "hot"]:
+    print(json.dumps({"tool": "kvikio", "op": "read", "threads": int(a.threads),
+                      "cache": cache, "bytes": a.size, "gbps": 1.0, "verified": True}))
+"#;
+
+    #[test]
+    fn no_cold_start_finds_the_file_pinned_ours_or_the_anchors() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f.dat");
+        let size = 8usize << 20;
+        std::fs::write(&file, (0..size).map(pattern_byte).collect::<Vec<u8>>()).unwrap();
+        // The engine pins only the page cache of a file that has not changed for a second.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let script = dir.path().join("anchor.py");
+        std::fs::write(&script, STILL_ANCHOR).unwrap();
+        let args = BenchArgs {
+            file: Some(file),
+            size: Some(size),
+            repeat: 2,
+            json: true,
+            only: vec![Phase::Cold, Phase::Hot],
+            backend: Some("fallback".into()),
+            kvikio: Some(script),
+            kvikio_threads: vec![1],
+            ..BenchArgs::default()
+        };
+        let (verified, objects, summary) = run_json(&args, Arc::new(PosixIo), cache_left_as_it_is);
+        assert!(verified, "{summary}");
+        // Each repetition's hot reads pinned the file's page cache, which the next cold start
+        // (the anchor's, then ours) would have found pinned.
+        let again = measurement(&objects, "read_hot_again")["label"].to_string();
+        assert!(
+            again.contains(" MiB of its page cache pinned") && !again.contains("(0 MiB"),
+            "{again}"
+        );
+        assert_eq!(summary["cold_start_pinned_bytes"], 0, "{summary}");
+        for key in ["read_cold", "kvikio_read_cold_t1"] {
+            let m = measurement(&objects, key);
+            assert_eq!(m["page_cache_pinned_at_start"], 0, "{m}");
+            assert_eq!(m["not_cold"], Value::Null, "{m}");
+        }
+        let cold = measurement(&objects, "read_cold");
+        assert_eq!(cold["anchor"]["not_cold"], Value::Null, "{cold}");
+        assert!(cold["ratio"].as_f64().is_some(), "{cold}");
+        assert_eq!(summary["not_cold"], json!([]), "{summary}");
     }
 
     #[test]

@@ -1,4 +1,10 @@
-//! Measurements and how they are shown: one JSON object per line, or a table.
+//! Measurements and how they are shown: one JSON object per line, or tables a 120-column
+//! terminal holds.
+//!
+//! The tables name each row by its key (`read_hot`, `batch_4k_qd32`), which is short and stable;
+//! a legend under them says what each kind of key measures, and the full label of every row is
+//! in `--json`. A row read against another of the same run names that row and the ratio; the
+//! anchor's figures get a table of their own.
 
 use std::collections::BTreeMap;
 
@@ -89,6 +95,42 @@ pub struct Measurement {
     /// Further measurements of the same run it is read against (ours against a replay of
     /// upstream's design, next to the hot read it is first read against).
     pub versus_also: Vec<Versus>,
+    /// For a cold figure: bytes of page cache this process kept pinned when it started (the
+    /// most over the repetitions); pinned pages stay cached whatever drops the cache.
+    pub cold_start_pinned: Option<usize>,
+    /// For a cold figure: why it is not one ([`not_cold`]); no ratio is taken with it then.
+    pub not_cold: Option<String>,
+}
+
+/// How far a cold read may pass the O_DIRECT ceiling of its run and still be taken as cold: a
+/// read from the storage is not much faster than the CPU's direct reads from it, while one
+/// served (in part) from the page cache is many times faster.
+pub const COLD_CEILING_MARGIN: f64 = 1.5;
+
+/// Why a cold figure of `value` (in `unit`) is not one, if it is not: this process kept
+/// `pinned_at_start` bytes of page cache pinned when it started, or it is above
+/// [`COLD_CEILING_MARGIN`] times `ceiling` (the key and figure of the run's O_DIRECT ceiling in
+/// the same unit, where one was measured).
+pub fn not_cold(
+    value: f64,
+    unit: &str,
+    ceiling: Option<(&str, f64)>,
+    pinned_at_start: usize,
+) -> Option<String> {
+    if pinned_at_start > 0 {
+        return Some(format!(
+            "{} MiB of the file's page cache was pinned by this process when it started",
+            pinned_at_start.div_ceil(1 << 20)
+        ));
+    }
+    let (key, ceiling) = ceiling?;
+    (ceiling > 0.0 && value > COLD_CEILING_MARGIN * ceiling).then(|| {
+        format!(
+            "{value:.2} {unit} is {:.1}x the O_DIRECT ceiling of this run ({key}, {ceiling:.2} \
+             {unit}): above {COLD_CEILING_MARGIN}x, not all of it came from the storage",
+            value / ceiling
+        )
+    })
 }
 
 impl Measurement {
@@ -97,6 +139,9 @@ impl Measurement {
     /// anchor reports only means (below 1: we are faster).
     pub fn ratio(&self) -> Option<f64> {
         let anchor = self.anchor.as_ref()?;
+        if self.not_cold.is_some() || anchor.not_cold.is_some() {
+            return None;
+        }
         let ours = match (&self.figure, anchor.basis) {
             (Figure::Throughput(v), Basis::MedianGbps) => median(v),
             (Figure::Latency(v), Basis::MedianUs) => median(v),
@@ -182,6 +227,7 @@ impl Measurement {
                 "task_size": a.task_size,
                 "checks": a.checks,
                 "check_failures": a.check_failures,
+                "not_cold": a.not_cold,
             })),
             "ratio": self.ratio().map(round3),
             "ratio_basis": self.ratio_basis(),
@@ -199,6 +245,8 @@ impl Measurement {
                 "unit": self.figure.unit(),
                 "ratio": self.ratio_to(v).map(round3),
             })).collect::<Vec<_>>(),
+            "page_cache_pinned_at_start": self.cold_start_pinned,
+            "not_cold": self.not_cold,
         });
         let extra = match &self.figure {
             Figure::Throughput(s) => json!({
@@ -240,7 +288,7 @@ impl Measurement {
     }
 
     fn figure_text(&self) -> String {
-        match &self.figure {
+        let text = match &self.figure {
             Figure::Throughput(s) => format!("{:.2} GB/s", median(s)),
             Figure::Latency(s) => format!("{:.1} / {:.1} us", median(s), percentile(s, 99.0)),
             Figure::Iops { iops, latency_us } => format!(
@@ -250,56 +298,55 @@ impl Measurement {
                 percentile(latency_us, 99.0)
             ),
             Figure::Duration(s) => format!("{:.1} ms", median(s)),
-        }
-    }
-
-    fn versus_text(&self) -> String {
-        let Some(v) = &self.versus else {
-            return String::new();
         };
-        let mut text = format!("{} {}", v.key, self.value_text(v.value));
-        for also in &self.versus_also {
-            text.push_str(&format!("; {} {}", also.key, self.value_text(also.value)));
-            if let Some(r) = self.ratio_to(also) {
-                text.push_str(&format!(" ({r:.2}x)"));
-            }
+        if self.not_cold.is_some() {
+            format!("{text} {NOT_COLD_MARK}")
+        } else {
+            text
         }
-        text
     }
 
-    fn value_text(&self, value: f64) -> String {
-        match self.figure {
-            Figure::Throughput(_) => format!("{value:.2} GB/s"),
-            Figure::Latency(_) => format!("{value:.1} us"),
-            Figure::Iops { .. } => format!("{value:.0} IOPS"),
-            Figure::Duration(_) => format!("{value:.1} ms"),
+    /// The rows it is read against, one a line: the ratio and the row's key (a sum of rows
+    /// one term a line).
+    fn versus_lines(&self) -> Vec<String> {
+        let Some(v) = &self.versus else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        for (reference, ratio) in std::iter::once((v, self.versus_ratio()))
+            .chain(self.versus_also.iter().map(|a| (a, self.ratio_to(a))))
+        {
+            let ratio = ratio.map_or_else(|| "-".to_string(), |r| format!("{r:.2}x"));
+            let mut terms = reference.key.split(" + ");
+            lines.push(format!("{ratio} {}", terms.next().unwrap_or_default()));
+            let pad = " ".repeat(ratio.len());
+            lines.extend(terms.map(|t| format!("{pad} + {t}")));
         }
+        lines
     }
 
     fn anchor_text(&self) -> String {
         let Some(a) = &self.anchor else {
             return String::new();
         };
-        let mut about = Vec::new();
-        if let Some(t) = a.threads {
-            about.push(format!("{t} thr"));
-        }
-        if let Some(c) = a.cores {
-            about.push(format!("{c:.2} cores"));
-        }
-        if a.check_failures > 0 {
-            about.push(format!("{}/{} checks FAILED", a.check_failures, a.checks));
-        }
-        let about = if about.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", about.join(", "))
+        let text = match (a.basis, a.p99_us) {
+            (Basis::MedianGbps, _) => format!("{:.2} GB/s", a.value),
+            (Basis::MedianUs, Some(p99)) => format!("{:.1} / {p99:.1} us", a.value),
+            (Basis::MedianUs, None) => format!("{:.1} us median", a.value),
+            (Basis::MeanUs, _) => format!("{:.1} us mean", a.value),
         };
-        match (a.basis, a.p99_us) {
-            (Basis::MedianGbps, _) => format!("{:.2} GB/s{about}", a.value),
-            (Basis::MedianUs, Some(p99)) => format!("{:.1} / {p99:.1} us{about}", a.value),
-            (Basis::MedianUs, None) => format!("{:.1} us median{about}", a.value),
-            (Basis::MeanUs, _) => format!("{:.1} us mean{about}", a.value),
+        if a.not_cold.is_some() {
+            format!("{text} {NOT_COLD_MARK}")
+        } else {
+            text
+        }
+    }
+
+    fn anchor_checks_text(&self) -> String {
+        match &self.anchor {
+            Some(a) if a.check_failures > 0 => format!("{}/{} FAILED", a.check_failures, a.checks),
+            Some(a) if a.checks > 0 => format!("{} ok", a.checks),
+            _ => "-".into(),
         }
     }
 }
@@ -343,81 +390,284 @@ fn compare_with(
     }
 }
 
-/// The table: one row per measurement; anchor columns only when an anchor ran, reference
-/// columns only when a row is read against another of the same run.
+/// The widest line the human report has: a terminal of 120 columns shows it whole.
+pub const REPORT_COLUMNS: usize = 120;
+/// Marks a cold figure that is not one; a line under the table says why.
+const NOT_COLD_MARK: &str = "*";
+
+/// The table: one row per measurement, named by its key; the rows it is read against in a
+/// column of their own, only when a row is read against another of the same run.
 pub fn table(rows: &[Measurement]) -> String {
-    let anchored = rows.iter().any(|m| m.anchor.is_some());
     let versus = rows.iter().any(|m| m.versus.is_some());
-    let mut header = vec![
-        "measurement".to_string(),
-        "figure (GB/s | IOPS | median / p99 us | ms)".into(),
-        "cores".into(),
-        "checked".into(),
-    ];
-    if anchored {
-        header.push("kvikio".into());
-        header.push("ours/kvikio".into());
-    }
+    let mut header = vec!["row", "figure", "cores", "checked"];
     if versus {
-        header.push("versus (same run)".into());
-        header.push("ours/versus".into());
+        header.push("vs same run");
     }
-    let mut cells: Vec<Vec<String>> = vec![header];
-    for m in rows {
+    let cells = rows.iter().map(|m| {
         let mut row = vec![
-            m.label.clone(),
-            m.figure_text(),
-            m.cores_median()
-                .map_or_else(|| "-".into(), |c| format!("{c:.2}")),
-            Checked::cell(m.checked.as_ref()),
+            vec![m.key.clone()],
+            vec![m.figure_text()],
+            vec![m
+                .cores_median()
+                .map_or_else(|| "-".into(), |c| format!("{c:.2}"))],
+            vec![Checked::cell(m.checked.as_ref())],
         ];
-        if anchored {
-            row.push(m.anchor_text());
-            row.push(m.ratio().map_or_else(String::new, |r| match m.figure {
-                Figure::Throughput(_) | Figure::Iops { .. } => format!("{r:.2}x"),
-                Figure::Latency(_) | Figure::Duration(_) => format!("{r:.2}x time"),
-            }));
-        }
         if versus {
-            row.push(m.versus_text());
-            row.push(
-                m.versus_ratio()
-                    .map_or_else(String::new, |r| format!("{r:.2}x")),
-            );
+            row.push(m.versus_lines());
         }
-        cells.push(row);
+        row
+    });
+    let mut out = lay_out(&header, cells.collect(), &[false, true, true, true, false]);
+    for m in rows {
+        if let Some(why) = &m.not_cold {
+            out.push_str(&wrap(
+                &format!("{NOT_COLD_MARK} {} is not cold: {why}", m.key),
+                REPORT_COLUMNS,
+            ));
+        }
     }
-    let widths: Vec<usize> = (0..cells[0].len())
+    out
+}
+
+/// The anchor's figures next to ours, for the rows that have one; empty when none has.
+pub fn anchor_table(rows: &[Measurement]) -> String {
+    let anchored: Vec<&Measurement> = rows.iter().filter(|m| m.anchor.is_some()).collect();
+    if anchored.is_empty() {
+        return String::new();
+    }
+    let header = [
+        "row",
+        "ours",
+        "KvikIO",
+        "threads",
+        "cores",
+        "checked",
+        "ours/KvikIO",
+    ];
+    let cells = anchored
+        .iter()
+        .map(|m| {
+            let a = m.anchor.as_ref();
+            vec![
+                vec![m.key.clone()],
+                vec![m.figure_text()],
+                vec![m.anchor_text()],
+                vec![a
+                    .and_then(|a| a.threads)
+                    .map_or_else(|| "-".into(), |t| t.to_string())],
+                vec![a
+                    .and_then(|a| a.cores)
+                    .map_or_else(|| "-".into(), |c| format!("{c:.2}"))],
+                vec![m.anchor_checks_text()],
+                vec![m.ratio().map_or_else(
+                    || "-".into(),
+                    |r| match m.figure {
+                        Figure::Throughput(_) | Figure::Iops { .. } => format!("{r:.2}x"),
+                        Figure::Latency(_) | Figure::Duration(_) => format!("{r:.2}x time"),
+                    },
+                )],
+            ]
+        })
+        .collect();
+    let mut out = lay_out(&header, cells, &[false, true, true, true, true, true, true]);
+    for m in &anchored {
+        if let Some(why) = m.anchor.as_ref().and_then(|a| a.not_cold.as_ref()) {
+            out.push_str(&wrap(
+                &format!("{NOT_COLD_MARK} {}: KvikIO's is not cold: {why}", m.key),
+                REPORT_COLUMNS,
+            ));
+        }
+    }
+    out
+}
+
+/// Columns padded to their widest cell (right-aligned where `right` says), a rule under the
+/// header; a cell of several lines makes its row as many lines.
+fn lay_out(header: &[&str], rows: Vec<Vec<Vec<String>>>, right: &[bool]) -> String {
+    let widths: Vec<usize> = (0..header.len())
         .map(|c| {
-            cells
-                .iter()
-                .map(|r| r[c].chars().count())
+            rows.iter()
+                .flat_map(|r| r[c].iter())
+                .map(|l| l.chars().count())
+                .chain([header[c].chars().count()])
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = String::new();
-    for (i, row) in cells.iter().enumerate() {
-        let line: Vec<String> = row
+    let line = |cells: &[&str]| -> String {
+        let padded: Vec<String> = cells
             .iter()
             .zip(&widths)
             .enumerate()
             .map(|(c, (cell, w))| {
-                if c == 0 {
-                    format!("{cell:<w$}")
-                } else {
+                if right.get(c).copied().unwrap_or(false) {
                     format!("{cell:>w$}")
+                } else {
+                    format!("{cell:<w$}")
                 }
             })
             .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-        if i == 0 {
-            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-            out.push_str(&rule.join("  "));
-            out.push('\n');
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(header);
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    out.push_str(&format!("{}\n", rule.join("  ")));
+    for row in &rows {
+        let height = row.iter().map(Vec::len).max().unwrap_or(1).max(1);
+        for i in 0..height {
+            let cells: Vec<&str> = row
+                .iter()
+                .map(|cell| cell.get(i).map_or("", String::as_str))
+                .collect();
+            out.push_str(&line(&cells));
         }
     }
+    out
+}
+
+/// What each kind of row measures: a key pattern (`<size>`, `<n>`, `<cache>` stand for a part
+/// of the key) and what a row of that kind is.
+const ROW_KINDS: [(&str, &str); 24] = [
+    ("read_cold", "whole-file read, page cache dropped first (as root)"),
+    ("read_hot", "whole-file read from the page cache, the first of a fresh registration"),
+    ("read_hot_again", "the same read again: what the engine pinned of the page cache is copied straight out of it"),
+    ("baseline_read_hot", "upstream hipFile's design: 1 thread, pread into a 16 MiB pageable buffer, synchronous copy"),
+    ("write", "whole-buffer write to the scratch file, page cache, no fsync"),
+    ("write_fsync", "the same write, then fsync"),
+    ("latency_<size>", "random reads of <size>, one at a time, hot: median / p99 us"),
+    ("latency_floor_<size>", "the same reads done plainly: pread into pinned memory, one synchronous copy"),
+    ("batch_<size>_qd<n>", "random reads of <size> through one batch, <n> in flight, hot"),
+    ("sync_<size>_t<n>", "the same reads as synchronous calls from <n> threads"),
+    ("batch_large", "large reads over the file in one batch, hot (their size: the notes)"),
+    ("batch_cold_<size>_qd<n>", "random reads of <size> through one batch, <n> in flight, page cache dropped"),
+    ("ceiling_odirect_<size>_t<n>", "ceiling: O_DIRECT random reads of <size> to host memory from <n> threads, cold"),
+    ("async_s<n>", "the file as stream-ordered reads (hipFileReadAsync) queued on <n> streams, hot"),
+    ("async_submit_s<n>", "the time one of those reads takes to submit, <n> streams: median / p99 us"),
+    ("async_sync_ops", "the same reads as synchronous calls, one after another"),
+    ("replay_s<n>", "upstream's design replayed on <n> streams: pread in a host function, then an async copy"),
+    ("async_overlap_workload", "a GPU workload alone (fills of a buffer on an independent stream)"),
+    ("async_overlap_reads", "the stream-ordered reads alone, 1 stream"),
+    ("async_overlap_together", "both queued at once; vs: its time / the sum of both alone (below 1: they overlapped)"),
+    ("ceiling_h2d_pinned", "ceiling: pinned host -> device copy"),
+    ("ceiling_pagecache_read", "ceiling: page cache -> host memory, every core"),
+    ("ceiling_odirect_read", "ceiling: O_DIRECT -> host memory, every core, page cache dropped (as root)"),
+    ("kvikio_read_<cache>_t<n>", "KvikIO's whole-file read, <cache>, <n> threads"),
+];
+
+/// Whether `key` is of the kind `pattern` names ([`ROW_KINDS`]): a placeholder stands for one
+/// or more lowercase letters and digits.
+fn key_matches(pattern: &str, key: &str) -> bool {
+    let Some(open) = pattern.find('<') else {
+        return pattern == key;
+    };
+    let Some(close) = pattern[open..].find('>') else {
+        return pattern == key;
+    };
+    let rest = &pattern[open + close + 1..];
+    let Some(tail) = key.strip_prefix(&pattern[..open]) else {
+        return false;
+    };
+    let run = tail
+        .bytes()
+        .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        .count();
+    (1..=run).any(|n| key_matches(rest, &tail[n..]))
+}
+
+/// What a row of `key` measures, from [`ROW_KINDS`].
+pub fn row_kind(key: &str) -> Option<(&'static str, &'static str)> {
+    ROW_KINDS
+        .iter()
+        .copied()
+        .find(|(pattern, _)| key_matches(pattern, key))
+}
+
+/// The legend under the tables: what the columns say, and what each kind of row in `rows`
+/// measures.
+pub fn legend(rows: &[Measurement]) -> String {
+    let mut lines = vec![
+        "legend (every row's full label: --json)".to_string(),
+        "  figure: GB/s; IOPS with median / p99 us from submission to completion; median / p99 us \
+         per read; or ms. cores: CPU time / wall time of the process. checked: the byte checks \
+         that ran (FAILED when one did not match)."
+            .to_string(),
+    ];
+    if rows.iter().any(|m| m.versus.is_some()) {
+        lines.push(
+            "  vs same run: ours / the row named (GB/s, IOPS: above 1 is more per second; us, ms: \
+             above 1 is longer)."
+                .to_string(),
+        );
+    }
+    if rows.iter().any(|m| m.anchor.is_some()) {
+        lines.push(
+            "  KvikIO: the best figure of its thread sweep (threads, cores: that one's). \
+             ours/KvikIO: GB/s ours / KvikIO's (above 1: ours is faster); for small reads, time \
+             ours / KvikIO's (below 1: ours is faster)."
+                .to_string(),
+        );
+    }
+    let flagged = |m: &Measurement| {
+        m.not_cold.is_some() || m.anchor.as_ref().is_some_and(|a| a.not_cold.is_some())
+    };
+    if rows.iter().any(flagged) {
+        lines.push(format!(
+            "  {NOT_COLD_MARK}: a cold figure that is not one (why: the line under its table); no \
+             ratio is taken with it."
+        ));
+    }
+    let mut kinds: Vec<(&str, &str)> = Vec::new();
+    for m in rows {
+        if let Some(kind) = row_kind(&m.key) {
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+    }
+    let mut out: String = lines.iter().map(|l| wrap(l, REPORT_COLUMNS)).collect();
+    let width = kinds.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+    for (pattern, what) in kinds {
+        let line = format!("  {pattern:<width$}  {what}");
+        out.push_str(&wrap_hanging(&line, REPORT_COLUMNS, width + 4));
+    }
+    out
+}
+
+/// `line` in lines of at most `width` characters, broken at spaces where it can be (a word
+/// longer than a line is cut), each continuation indented two more than the line; every line
+/// ends in a newline.
+pub fn wrap(line: &str, width: usize) -> String {
+    let lead = line.len() - line.trim_start_matches(' ').len();
+    wrap_hanging(line, width, lead + 2)
+}
+
+/// As [`wrap`], continuations indented by `hang` (at most half the width).
+fn wrap_hanging(line: &str, width: usize, hang: usize) -> String {
+    let lead = line.len() - line.trim_start_matches(' ').len();
+    let indent = " ".repeat(hang.min(width / 2));
+    let chars: Vec<char> = line.trim_end().chars().collect();
+    let mut rest = &chars[..];
+    let mut prefix = "";
+    let mut out = String::new();
+    while prefix.len() + rest.len() > width {
+        let room = width - prefix.len();
+        // The last space that leaves at most `room` characters, past the line's indentation.
+        let start = if prefix.is_empty() { lead + 1 } else { 1 };
+        let (head, tail) = match (start..=room).rev().find(|&i| rest[i] == ' ') {
+            Some(i) => rest.split_at(i),
+            None => rest.split_at(room),
+        };
+        out.push_str(prefix);
+        let end = head.iter().rposition(|c| *c != ' ').map_or(0, |i| i + 1);
+        out.extend(&head[..end]);
+        out.push('\n');
+        let spaces = tail.iter().take_while(|c| **c == ' ').count();
+        rest = &tail[spaces..];
+        prefix = &indent;
+    }
+    out.push_str(prefix);
+    out.extend(rest);
+    out.push('\n');
     out
 }
 
@@ -448,6 +698,7 @@ mod tests {
                 checks: 1,
                 check_failures: 0,
                 task_size: Some(4 << 20),
+                not_cold: None,
             }),
             checked: Some(Checked {
                 checks: 3,
@@ -458,6 +709,8 @@ mod tests {
             queue_depth: None,
             versus: None,
             versus_also: Vec::new(),
+            cold_start_pinned: None,
+            not_cold: None,
         }
     }
 
@@ -494,6 +747,7 @@ mod tests {
             checks: 0,
             check_failures: 0,
             task_size: None,
+            not_cold: None,
         };
         m.anchor = Some(anchor(Basis::MedianUs, 40.0));
         assert_eq!(m.ratio(), Some(0.5));
@@ -502,7 +756,7 @@ mod tests {
             "median us per read, ours / anchor"
         );
         assert_eq!(m.to_json()["anchor"]["p99_us"], 80.0);
-        assert_eq!(m.anchor_text(), "40.0 / 80.0 us (1 thr)");
+        assert_eq!(m.anchor_text(), "40.0 / 80.0 us");
         m.anchor = Some(anchor(Basis::MeanUs, 40.0));
         assert_eq!(m.ratio(), Some(1.0));
         assert_eq!(
@@ -512,11 +766,13 @@ mod tests {
     }
 
     #[test]
-    fn the_table_shows_anchor_columns_only_when_an_anchor_ran() {
-        assert!(!table(&[row(None)]).contains("kvikio"));
-        let t = table(&[row(Some(40.0))]);
-        assert!(t.contains("ours/kvikio") && t.contains("0.50x"), "{t}");
-        assert!(t.contains("3 ok") && t.contains("3.50 cores"), "{t}");
+    fn the_anchor_has_a_table_of_its_own_only_when_it_ran() {
+        assert!(anchor_table(&[row(None)]).is_empty());
+        assert!(!table(&[row(Some(40.0))]).contains("KvikIO"));
+        let t = anchor_table(&[row(Some(40.0))]);
+        assert!(t.contains("ours/KvikIO") && t.contains("0.50x"), "{t}");
+        assert!(t.contains("40.00 GB/s") && t.contains("3.50"), "{t}");
+        assert!(table(&[row(None)]).contains("3 ok"));
     }
 
     #[test]
@@ -572,12 +828,10 @@ mod tests {
         assert_eq!(rows[2].to_json()["versus"], Value::Null);
         let t = table(&rows);
         assert!(
-            t.contains("4000 IOPS, 51.0 / 99.0 us")
-                && t.contains("sync_4k_t8 2000 IOPS")
-                && t.contains("2.00x"),
+            t.contains("4000 IOPS, 51.0 / 99.0 us") && t.contains("2.00x sync_4k_t8"),
             "{t}"
         );
-        assert!(!table(&[row(None)]).contains("versus"));
+        assert!(!table(&[row(None)]).contains("vs same run"));
     }
 
     #[test]
@@ -599,9 +853,18 @@ mod tests {
         assert_eq!(j["versus_also"][0]["ratio"], 4.0);
         assert_eq!(j["versus_also"][0]["unit"], "GB/s");
         assert_eq!(rows[1].to_json()["versus_also"], json!([]));
+        // One reference a line, under the first.
         let t = table(&rows);
-        assert!(
-            t.contains("read_hot 40.00 GB/s; replay_s1 5.00 GB/s (4.00x)"),
+        let lines: Vec<&str> = t.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("async_s1 "))
+            .unwrap();
+        assert!(lines[at].ends_with("0.50x read_hot"), "{t}");
+        assert!(lines[at + 1].trim() == "4.00x replay_s1", "{t}");
+        assert_eq!(
+            lines[at].len() - "0.50x read_hot".len(),
+            lines[at + 1].len() - "4.00x replay_s1".len(),
             "{t}"
         );
 
@@ -610,5 +873,162 @@ mod tests {
         let j = time.to_json();
         assert_eq!((&j["unit"], &j["median_ms"]), (&"ms".into(), &20.0.into()));
         assert!(table(&[time]).contains("20.0 ms"));
+    }
+
+    #[test]
+    fn a_cold_figure_is_not_cold_with_pins_held_or_far_above_the_o_direct_ceiling() {
+        let ceiling = Some(("ceiling_odirect_read", 1.68));
+        // The H100 run: KvikIO "cold" at 30.24 GB/s against 1.68 of O_DIRECT.
+        let why = not_cold(30.24, "GB/s", ceiling, 0).unwrap();
+        assert!(
+            why.starts_with("30.24 GB/s is 18.0x the O_DIRECT ceiling of this run"),
+            "{why}"
+        );
+        assert_eq!(not_cold(2.5, "GB/s", ceiling, 0), None);
+        assert!(not_cold(2.53, "GB/s", ceiling, 0).is_some());
+        // No ceiling measured: only pins can tell.
+        assert_eq!(not_cold(30.24, "GB/s", None, 0), None);
+        let why = not_cold(1.0, "GB/s", ceiling, 64 << 20).unwrap();
+        assert!(
+            why.starts_with("64 MiB of the file's page cache was pinned"),
+            "{why}"
+        );
+
+        // Flagged, it has no ratio, and says so in the table and the JSON.
+        let mut m = row(Some(30.24));
+        m.key = "read_cold".into();
+        assert!(m.ratio().is_some());
+        if let Some(a) = m.anchor.as_mut() {
+            a.not_cold = not_cold(a.value, "GB/s", ceiling, 0);
+        }
+        assert_eq!(m.ratio(), None);
+        let j = m.to_json();
+        assert_eq!(j["ratio"], Value::Null);
+        assert!(j["anchor"]["not_cold"].as_str().unwrap().contains("18.0x"));
+        let t = anchor_table(&[m.clone()]);
+        assert!(t.contains("30.24 GB/s *"), "{t}");
+        assert!(
+            t.contains("* read_cold: KvikIO's is not cold: 30.24 GB/s"),
+            "{t}"
+        );
+        m.anchor = None;
+        m.not_cold = Some("pinned".into());
+        m.cold_start_pinned = Some(1);
+        let j = m.to_json();
+        assert_eq!(
+            (&j["not_cold"], &j["page_cache_pinned_at_start"]),
+            (&"pinned".into(), &1.into())
+        );
+        let t = table(&[m]);
+        assert!(
+            t.contains("20.00 GB/s *") && t.contains("* read_cold is not cold: pinned"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn row_kinds_match_their_keys_and_only_them() {
+        for (key, pattern) in [
+            ("read_hot", "read_hot"),
+            ("latency_4k", "latency_<size>"),
+            ("latency_floor_1m", "latency_floor_<size>"),
+            ("batch_64k_qd128", "batch_<size>_qd<n>"),
+            ("batch_cold_4k_qd32", "batch_cold_<size>_qd<n>"),
+            ("ceiling_odirect_4k_t32", "ceiling_odirect_<size>_t<n>"),
+            ("ceiling_odirect_read", "ceiling_odirect_read"),
+            ("async_submit_s4", "async_submit_s<n>"),
+            ("kvikio_read_cold_t16", "kvikio_read_<cache>_t<n>"),
+        ] {
+            assert_eq!(row_kind(key).map(|k| k.0), Some(pattern), "{key}");
+        }
+        assert_eq!(row_kind("latency_"), None);
+        assert_eq!(row_kind("something_new"), None);
+    }
+
+    #[test]
+    fn long_lines_wrap_at_spaces_within_the_width() {
+        let line = format!("note: {}", "word ".repeat(60));
+        let wrapped = wrap(&line, 40);
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= 40),
+            "{wrapped}"
+        );
+        assert!(
+            wrapped.lines().skip(1).all(|l| l.starts_with("  word")),
+            "{wrapped}"
+        );
+        let words: Vec<&str> = wrapped.split_whitespace().collect();
+        assert_eq!(words.len(), 61);
+        // A word longer than the width is cut; a short line is left as it is.
+        let long = format!("path: /{}", "x".repeat(100));
+        let wrapped = wrap(&long, 40);
+        assert!(
+            wrapped.lines().all(|l| l.chars().count() <= 40),
+            "{wrapped}"
+        );
+        assert_eq!(
+            wrapped.replace("\n  ", "").replace(['\n', ' '], ""),
+            long.replace(' ', "")
+        );
+        assert_eq!(wrap("short", 40), "short\n");
+    }
+
+    #[test]
+    fn the_tables_of_the_widest_rows_a_gpu_run_gives_fit_120_columns() {
+        let mut rows = Vec::new();
+        for key in [
+            "async_overlap_together",
+            "ceiling_odirect_4k_t32",
+            "batch_cold_4k_qd32",
+            "kvikio_read_cold_t32",
+        ] {
+            let mut m = row(Some(123.456));
+            m.key = key.into();
+            m.figure = Figure::Iops {
+                iops: vec![1_234_567.0],
+                latency_us: vec![1_234.5, 12_345.6],
+            };
+            m.checked = Some(Checked {
+                checks: 192,
+                failures: 192,
+                bytes: None,
+                first_failure: None,
+            });
+            m.not_cold = Some("why".into());
+            m.versus = Some(Versus {
+                key: "async_overlap_workload + async_overlap_reads".into(),
+                value: 10_000.0,
+            });
+            // Ratios up to 123.46x.
+            m.versus_also = vec![Versus {
+                key: "ceiling_odirect_4k_t32".into(),
+                value: 10_000.0,
+            }];
+            m.cores = vec![128.0];
+            if let Some(a) = m.anchor.as_mut() {
+                a.basis = Basis::MedianUs;
+                a.p99_us = Some(123_456.7);
+                a.not_cold = Some("why".into());
+                a.threads = Some(128);
+                a.check_failures = 192;
+                a.checks = 192;
+            }
+            rows.push(m);
+        }
+        let main = table(&rows);
+        // The anchor is set beside whole-file reads, writes and small reads.
+        for (m, key) in
+            rows.iter_mut()
+                .zip(["read_cold", "latency_64k", "write_fsync", "read_hot_again"])
+        {
+            m.key = key.into();
+            m.figure = Figure::Latency(vec![1_234.5, 12_345.6]);
+        }
+        let anchored = anchor_table(&rows);
+        for text in [main, anchored, legend(&rows)] {
+            for line in text.lines() {
+                assert!(line.chars().count() <= REPORT_COLUMNS, "{line}");
+            }
+        }
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! It is made next to the file read (same filesystem, so the write figures are about the
 //! storage the reads came from), as large as the bytes measured, and removed when the run ends,
-//! on errors too (a run killed by a signal leaves it: its name starts with
-//! `hipfile-bench-scratch`). Every timed write, ours and the anchor's, starts from the same
+//! on errors too, and on SIGINT, SIGTERM and SIGHUP ([`crate::signals`]; only SIGKILL leaves it:
+//! its name starts with `hipfile-bench-scratch`). Every timed write, ours and the anchor's, starts from the same
 //! state of it ([`Scratch::settle`]): all its bytes there, on disk (`fsync`), and not in the page
 //! cache (`posix_fadvise(DONTNEED)`, which needs no root, unlike dropping every cache).
 
@@ -15,6 +15,8 @@ use std::path::Path;
 use hipfile_hip::DeviceBuffer;
 use tempfile::NamedTempFile;
 
+use crate::signals::Removal;
+
 /// Windows of the file stamped before each timed write of ours.
 const STAMPS: u64 = 16;
 /// Bytes per stamped window.
@@ -24,6 +26,8 @@ const STAMP_BYTES: usize = 4096;
 #[derive(Debug)]
 pub struct Scratch {
     file: NamedTempFile,
+    /// Dropped after `file` (fields drop in order), and armed from the start for a signal.
+    _removal: Removal,
     size: u64,
 }
 
@@ -41,6 +45,7 @@ impl Scratch {
             .suffix(".dat")
             .tempfile_in(dir)
             .map_err(|e| format!("a scratch file in {}: {e}", dir.display()))?;
+        let removal = Removal::arm(file.path());
         let shown = |e: std::io::Error| format!("{}: {e}", file.path().display());
         let mut chunk = vec![0u8; (64 << 20).min(size)];
         let mut at = 0usize;
@@ -57,6 +62,7 @@ impl Scratch {
         file.as_file().sync_all().map_err(shown)?;
         Ok(Scratch {
             file,
+            _removal: removal,
             size: size as u64,
         })
     }
@@ -137,9 +143,11 @@ mod tests {
             assert_eq!(s.path().parent(), Some(dir.path()));
             assert_eq!(std::fs::metadata(s.path()).unwrap().len(), 10_000);
             s.settle().unwrap();
+            assert!(Removal::armed(s.path()));
             s.path().to_path_buf()
         };
         assert!(!path.exists());
+        assert!(!Removal::armed(&path));
         assert!(!next_to.exists());
     }
 }
