@@ -7,8 +7,9 @@
 #   1. every test binary in tests/ (HIPFILE_PLATFORM=nvidia, HIPFILE_GPU_TESTS=1); extra libtest
 #      arguments come from $HIPFILE_TEST_ARGS (e.g. "--test-threads=1")
 #   2. every C program in c/, compiled as C11 and as C++17 against include/ (hipfile.h, tap.h) and
-#      the CUDA runtime, run with a scratch directory; it prints `ok - ...` / `not ok - ...` lines
-#      (a `*_cases.c` program runs once per case, each case in its own process)
+#      the CUDA runtime, with harness/line_buffered.c linked in (stdout line-buffered, so a killed
+#      program's log keeps every line), run with a scratch directory; it prints `ok - ...` /
+#      `not ok - ...` lines (a `*_cases.c` program runs once per case, each in its own process)
 #   3. py/frameworks.py: the C ABI from Python on CuPy and PyTorch memory (with the C programs)
 #   4. bin/hipfile bench --size 1G (one check; --no-bench skips it)
 #   5. python/: the hipfile wheel installed with `pip install --no-index --no-deps --target`, its
@@ -46,7 +47,7 @@ for arg in "$@"; do
         --no-c) RUN_C=0 ;;
         --no-tests) RUN_TESTS=0 ;;
         -h | --help)
-            sed -n '2,28p' "$0"
+            sed -n '2,29p' "$0"
             exit 0
             ;;
         *)
@@ -206,9 +207,12 @@ compile_c() {
     esac
     # -isystem: warnings inside CUDA's own headers are not ours to fail on; ours still are.
     # shellcheck disable=SC2054 # the commas belong to -Wl,-rpath
-    # `-x none` after the source: a versioned libcudart path must not be read as C++ source.
+    # `-x none` after the sources: a versioned libcudart path must not be read as C++ source.
+    # harness/line_buffered.c makes stdout line-buffered: a program killed by its time limit
+    # leaves every line it printed in its log, not the last full 4 KiB block.
     local cmd=("${compiler[@]}" -Wall -Wextra -Werror -DHIPFILE_NO_HIP_HEADERS
-        ${extra[@]+"${extra[@]}"} -I "$BUNDLE/include" -isystem "$CUDA_INC" "$source" -x none
+        ${extra[@]+"${extra[@]}"} -I "$BUNDLE/include" -isystem "$CUDA_INC"
+        "$source" "$BUNDLE/harness/line_buffered.c" -x none
         -o "$binary"
         -L "$BUNDLE/lib" -lhipfile "${CUDART_LINK[@]}" -lpthread
         -Wl,-rpath,"$BUNDLE/lib" -Wl,-rpath,"$CUDART_DIR")

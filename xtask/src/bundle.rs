@@ -13,6 +13,9 @@
 //!                        tests use onto the CUDA runtime (the GPU machine has no HIP headers)
 //!   include/tap.h        the C tests' `ok - ...` / `not ok - ...` lines and plan
 //!                        (hipfile/tests/c/tap.h), found by every C program through `-I include`
+//!   harness/line_buffered.c linked into every C program: stdout line-buffered, so that a
+//!                        program killed at its time limit leaves every line it printed in its log
+//!                        (hipfile/tests/c/harness/line_buffered.c)
 //!   c/cuda/*.c           plain CUDA programs (hipfile/tests/c_cuda), built with only CUDA headers
 //!   c/hip/*.c            the C ABI tests (hipfile/tests/c), built through hip_on_cuda.h
 //!   c/examples/*.c       the C examples (examples/c), built through hip_on_cuda.h
@@ -89,6 +92,10 @@ const C_HEADERS: &[(&str, &str)] = &[
     ("hipfile/tests/c/tap.h", "include/tap.h"),
 ];
 
+/// The source `run.sh` links into every C program (its place in the bundle is outside `c/`,
+/// whose `*/*.c` are the programs).
+const C_HARNESS: (&str, &str) = (crate::ctests::HARNESS_SOURCE, "harness/line_buffered.c");
+
 /// Files of `xtask/bundle/` to ship: (file name, place in the bundle).
 const SHIPPED: &[(&str, &str)] = &[
     ("run.sh", "run.sh"),
@@ -150,7 +157,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         &release.join("libhipfile.so"),
         &out.join("lib/libhipfile.so"),
     )?;
-    for (file, place) in C_HEADERS {
+    for (file, place) in C_HEADERS.iter().chain([&C_HARNESS]) {
         copy(&root.join(file), &out.join(place))?;
     }
     for (file, place) in SHIPPED {
@@ -504,13 +511,29 @@ mod tests {
         assert_eq!(tests[0].bundle_name(), "hipfile-it");
     }
 
+    /// run.sh links the harness, from where the bundle puts it, into every program: beside the
+    /// program's source in its one compile command.
+    #[test]
+    fn run_sh_links_the_harness_into_every_c_program() {
+        let run_sh = include_str!("../bundle/run.sh");
+        let sources: Vec<&str> = run_sh
+            .lines()
+            .filter(|l| l.contains("\"$source\"") && l.contains("-x none"))
+            .collect();
+        let harness = format!("\"$source\" \"$BUNDLE/{}\" -x none", C_HARNESS.1);
+        assert!(
+            matches!(sources.as_slice(), [line] if line.contains(&harness)),
+            "the compile command's sources: {sources:?}"
+        );
+    }
+
     #[test]
     fn ships_what_the_bundle_needs() {
         let root = workspace::root();
         for (file, _) in SHIPPED {
             assert!(root.join("xtask/bundle").join(file).is_file(), "{file}");
         }
-        for (file, _) in C_HEADERS {
+        for (file, _) in C_HEADERS.iter().chain([&C_HARNESS]) {
             assert!(root.join(file).is_file(), "{file}");
         }
         assert!(!c_files(&root.join(C_SOURCES[0].0))

@@ -1,7 +1,9 @@
 //! `cargo xtask c-tests`: the C ABI, tested the way C programs use it. Every `*.c` in
 //! `hipfile/tests/c/` and `examples/c/` is compiled against `hipfile/include/hipfile.h` and real
 //! HIP headers, once as C11 and once as C++17, linked with `libhipfile.so` and the simulated HIP
-//! runtime (`libamdhip64.so` from `hipfile-simhip`, soname `libamdhip64.so.6`), and run on it:
+//! runtime (`libamdhip64.so` from `hipfile-simhip`, soname `libamdhip64.so.6`), with the
+//! [`HARNESS_SOURCE`] linked in (stdout line-buffered, so that a killed run's log keeps every line
+//! it printed), and run on it:
 //! with `HIPFILE_PLATFORM` unset the library finds the sim through the ordinary AMD loader path.
 //! Each binary runs under every [`VARIANTS`] entry: the sim's default ABI (aligned IO takes the
 //! fastpath through the sim's `hipAmdFileRead/Write`), `HIPFILE_SIM_ROCM=5`, the sim without a
@@ -42,6 +44,10 @@ use crate::workspace::{self, Workspace};
 
 /// Where the C programs live, with the tag that keeps their binary names apart.
 const PROGRAM_DIRS: &[(&str, &str)] = &[("hipfile/tests/c", "tests"), ("examples/c", "examples")];
+
+/// Linked into every program: it makes stdout line-buffered, so that the log of a run killed at
+/// its time limit holds every line the program printed (stdio would keep up to 4 KiB back).
+pub const HARNESS_SOURCE: &str = "hipfile/tests/c/harness/line_buffered.c";
 
 /// Set to a directory holding `hip/hip_runtime_api.h` to skip the header search.
 pub const HIP_INCLUDE_VAR: &str = "HIPFILE_HIP_INCLUDE";
@@ -411,15 +417,13 @@ fn compile(
     if let Some(dir) = binary.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let mut command = language.compiler();
+    let mut command = harness_compiler(language, root, program, flags);
     command
-        .args(["-Wall", "-Wextra", "-Werror", "-D__HIP_PLATFORM_AMD__"])
-        .args(flags)
+        .arg("-D__HIP_PLATFORM_AMD__")
         .arg("-I")
         .arg(root.join("hipfile/include"))
         .arg("-I")
         .arg(hip_include)
-        .arg(program)
         .arg("-L")
         .arg(lib_dir)
         .args(["-lhipfile", "-lamdhip64"])
@@ -437,6 +441,18 @@ fn compile(
             String::from_utf8_lossy(&output.stderr)
         ))
     }
+}
+
+/// The compiler for `language` with the warnings every program must pass, `flags`, and the
+/// sources: `program` and the [`HARNESS_SOURCE`] linked into it.
+fn harness_compiler(language: Language, root: &Path, program: &Path, flags: &[&str]) -> Command {
+    let mut command = language.compiler();
+    command
+        .args(["-Wall", "-Wextra", "-Werror"])
+        .args(flags)
+        .arg(program)
+        .arg(root.join(HARNESS_SOURCE));
+    command
 }
 
 fn run_program(
@@ -928,6 +944,67 @@ mod tests {
             case_slug("range/read-file-offset-2^62"),
             "range_read-file-offset-2_62"
         );
+    }
+
+    /// Prints three checks, then hangs until it is killed.
+    const PRINTS_THEN_HANGS: &str = r#"#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <unistd.h>
+
+int main(void)
+{
+    for (int i = 1; i <= 3; i++) {
+        printf("ok - %d\n", i);
+    }
+    sleep(600);
+    return 0;
+}
+"#;
+
+    /// The log of a program killed at its time limit holds every line it printed: the harness
+    /// linked into every program makes stdout line-buffered, where stdio would keep up to 4 KiB
+    /// of a redirected stdout back and lose it with the kill.
+    #[test]
+    fn a_killed_program_leaves_every_line_it_printed_in_its_log() {
+        let dir = std::env::temp_dir().join(format!("xtask-killed-log-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let source = dir.join("prints_then_hangs.c");
+        std::fs::write(&source, PRINTS_THEN_HANGS).expect("write the program");
+        for language in [Language::C, Language::Cxx] {
+            let binary = dir.join(format!("prints-then-hangs-{}", language.suffix()));
+            let built = harness_compiler(language, &workspace::root(), &source, &[])
+                .arg("-o")
+                .arg(&binary)
+                .output()
+                .expect("the C compiler runs (CC / CXX, else cc / c++)");
+            assert!(
+                built.status.success(),
+                "{}",
+                String::from_utf8_lossy(&built.stderr)
+            );
+            let run = Invocation {
+                binary: &binary,
+                args: &[],
+                env: &[],
+                lib_dir: &dir,
+                timeout: Duration::from_millis(300),
+            };
+            let log = dir.join(format!("log-{}", language.suffix()));
+            let finished = run
+                .execute(&dir.join("scratch"), &log)
+                .expect("the program starts");
+            assert!(
+                finished
+                    .exit
+                    .as_deref()
+                    .is_some_and(|why| why.contains("timed out")),
+                "{:?}",
+                finished.exit
+            );
+            assert_eq!(finished.stdout, "ok - 1\nok - 2\nok - 3\n");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A stand-in case program (a shell script) with one case of each ending.
