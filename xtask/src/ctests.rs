@@ -30,6 +30,10 @@
 //! The report gives cases tried, failed and crashed per class; logs of the runs that did not pass
 //! stay under `logs/<binary>-<variant>/`.
 //!
+//! A run is killed at its time limit, 120 s for a whole program and 60 s for a case on an idle
+//! machine, stretched on a loaded one by the load per core, up to 5x (see [`TimeLimit`]); a run
+//! that needed the stretch to finish says so on its report line, a killed one names its limit.
+//!
 //! `cargo xtask c-tests FILTER` runs only the programs whose file name contains FILTER.
 
 use std::collections::BTreeMap;
@@ -52,13 +56,17 @@ pub const HARNESS_SOURCE: &str = "hipfile/tests/c/harness/line_buffered.c";
 /// Set to a directory holding `hip/hip_runtime_api.h` to skip the header search.
 pub const HIP_INCLUDE_VAR: &str = "HIPFILE_HIP_INCLUDE";
 
+/// Limit of one whole program's run on an idle machine (see [`TimeLimit`]).
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// File-name ending (before `.c`) of the programs that run one case per process.
 const CASE_PROGRAM_SUFFIX: &str = "_cases";
 
-/// Limit of one case run; a case that takes longer hangs.
+/// Limit of one case run on an idle machine (see [`TimeLimit`]); a case that takes longer hangs.
 const CASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most a loaded machine stretches a run's time limit.
+const MAX_LOAD_STRETCH: f64 = 5.0;
 
 /// Case runs at once, at most (fewer on a machine with fewer cores).
 const CASE_WORKERS: usize = 4;
@@ -481,7 +489,10 @@ fn run_program(
             if let Some(why) = program_trouble(&run, results) {
                 tally.fail(format!("{label}: {why}{}", tail(&run.stderr)));
             }
-            println!("c-tests: {label}: {results} result line(s)");
+            match &run.stretched {
+                Some(note) => println!("c-tests: {label}: {results} result line(s); {note}"),
+                None => println!("c-tests: {label}: {results} result line(s)"),
+            }
         }
     }
 }
@@ -523,6 +534,99 @@ struct Finished {
     exit: Option<String>,
     /// The exit code, when the program exited (rather than being killed by a signal or the timeout).
     code: Option<i32>,
+    /// Set when the run outlasted its base time limit and only the load's stretch let it finish.
+    stretched: Option<String>,
+}
+
+/// The time limit of one run: its base, stretched on a loaded machine by the load per core (the
+/// 1-minute load average of `/proc/loadavg` over the cores this process may use), at least 1x and
+/// at most [`MAX_LOAD_STRETCH`]x. The load is read when the run starts and again whenever the
+/// run reaches its limit, and the largest stretch seen holds: a run on a machine that got busy
+/// after it started gets more time, and a hang is still killed, at the latest at 5x its base.
+/// Wall time, not the run's CPU time: a deadlocked program uses no CPU at all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct TimeLimit {
+    base: Duration,
+    /// The largest stretch seen, and the load and cores it came from.
+    stretch: f64,
+    load: f64,
+    cores: usize,
+}
+
+impl TimeLimit {
+    fn new(base: Duration) -> TimeLimit {
+        TimeLimit {
+            base,
+            stretch: 1.0,
+            load: 0.0,
+            cores: 1,
+        }
+    }
+
+    /// Takes a reading of the load (`None`: unknown, which stretches nothing); returns whether
+    /// the limit grew.
+    fn observe(&mut self, load: Option<f64>, cores: usize) -> bool {
+        let Some(load) = load else {
+            return false;
+        };
+        let stretch = load_stretch(load, cores);
+        if stretch <= self.stretch {
+            return false;
+        }
+        *self = TimeLimit {
+            stretch,
+            load,
+            cores,
+            ..*self
+        };
+        true
+    }
+
+    fn allowed(&self) -> Duration {
+        self.base.mul_f64(self.stretch)
+    }
+
+    /// The limit and where it came from, for the log.
+    fn describe(&self) -> String {
+        let base = self.base.as_secs_f64();
+        if self.stretch > 1.0 {
+            format!(
+                "{:.0}s (the {base:.0}s limit stretched x{:.1} for load {:.1} on {} core(s))",
+                self.allowed().as_secs_f64(),
+                self.stretch,
+                self.load,
+                self.cores
+            )
+        } else {
+            format!("{base:.0}s")
+        }
+    }
+}
+
+/// How much a run's time limit stretches on a machine with 1-minute load average `load` on
+/// `cores` cores: the load per core, from 1 to [`MAX_LOAD_STRETCH`].
+fn load_stretch(load: f64, cores: usize) -> f64 {
+    let per_core = load / cores.max(1) as f64;
+    if per_core.is_nan() {
+        1.0
+    } else {
+        per_core.clamp(1.0, MAX_LOAD_STRETCH)
+    }
+}
+
+/// The 1-minute load average, where `/proc/loadavg` says it.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The cores this process may run on.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// Run a whole program under one variant: scratch `scratch/<name>-<variant>`, output in
@@ -560,6 +664,16 @@ struct Invocation<'a> {
 impl Invocation<'_> {
     /// Run with a fresh `scratch` directory; stdout and stderr go to `<log>.out` and `<log>.err`.
     fn execute(&self, scratch: &Path, log: &Path) -> Result<Finished, String> {
+        self.execute_under(scratch, log, || (load_average(), cores()))
+    }
+
+    /// [`Invocation::execute`] with the machine's load and cores read by `machine`.
+    fn execute_under(
+        &self,
+        scratch: &Path,
+        log: &Path,
+        machine: impl Fn() -> (Option<f64>, usize),
+    ) -> Result<Finished, String> {
         let _ = std::fs::remove_dir_all(scratch);
         std::fs::create_dir_all(scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
         if let Some(dir) = log.parent() {
@@ -583,18 +697,27 @@ impl Invocation<'_> {
         for (key, value) in self.env {
             command.env(key, value);
         }
+        let mut limit = TimeLimit::new(self.timeout);
+        let (load, cores) = machine();
+        limit.observe(load, cores);
         let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
         let started = Instant::now();
         // Most runs end within milliseconds: poll often at first, then back off.
         let mut pause = Duration::from_millis(1);
+        let mut timed_out = false;
         let (exit, code) = loop {
             match child.try_wait() {
                 Ok(Some(status)) if status.success() => break (None, Some(0)),
                 Ok(Some(status)) => break (Some(format!("exited with {status}")), status.code()),
-                Ok(None) if started.elapsed() > self.timeout => {
+                Ok(None) if started.elapsed() > limit.allowed() => {
+                    let (load, cores) = machine();
+                    if limit.observe(load, cores) {
+                        continue;
+                    }
                     let _ = child.kill();
                     let _ = child.wait();
-                    let why = format!("timed out after {}s and was killed", self.timeout.as_secs());
+                    timed_out = true;
+                    let why = format!("timed out after {} and was killed", limit.describe());
                     break (Some(why), None);
                 }
                 Ok(None) => {
@@ -604,12 +727,22 @@ impl Invocation<'_> {
                 Err(e) => break (Some(format!("cannot wait: {e}")), None),
             }
         };
+        let took = started.elapsed();
+        let stretched = (!timed_out && took > self.timeout).then(|| {
+            format!(
+                "took {:.1}s: past its {}s limit, within {}",
+                took.as_secs_f64(),
+                self.timeout.as_secs(),
+                limit.describe()
+            )
+        });
         let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
         Ok(Finished {
             stdout: read(&stdout_path),
             stderr: read(&stderr_path),
             exit,
             code,
+            stretched,
         })
     }
 }
@@ -762,7 +895,12 @@ fn run_cases(
                     timeout: CASE_TIMEOUT,
                 };
                 let verdict = match run.execute(&scratch, &log) {
-                    Ok(finished) => judge(case, &finished),
+                    Ok(finished) => {
+                        if let Some(note) = &finished.stretched {
+                            println!("c-tests: {name} [{variant}] {case}: {note}");
+                        }
+                        judge(case, &finished)
+                    }
                     Err(why) => Verdict::Crashed(why),
                 };
                 if verdict == Verdict::Passed {
@@ -864,6 +1002,7 @@ mod tests {
                 None => Some("killed by signal 11".to_string()),
             },
             code,
+            stretched: None,
         }
     }
 
@@ -944,6 +1083,82 @@ mod tests {
             case_slug("range/read-file-offset-2^62"),
             "range_read-file-offset-2_62"
         );
+    }
+
+    #[test]
+    fn the_load_per_core_stretches_a_limit_from_1x_to_5x() {
+        assert_eq!(load_stretch(0.4, 2), 1.0);
+        assert_eq!(load_stretch(6.0, 2), 3.0);
+        assert_eq!(load_stretch(50.0, 2), MAX_LOAD_STRETCH);
+        assert_eq!(load_stretch(3.0, 0), 3.0, "no cores known: one");
+        assert_eq!(load_stretch(f64::NAN, 2), 1.0);
+    }
+
+    #[test]
+    fn a_time_limit_keeps_the_largest_stretch_seen_and_says_where_it_came_from() {
+        let mut limit = TimeLimit::new(Duration::from_secs(120));
+        assert!(
+            !limit.observe(Some(1.5), 2),
+            "an idle machine stretches nothing"
+        );
+        assert!(!limit.observe(None, 2), "an unknown load stretches nothing");
+        assert_eq!(limit.allowed(), Duration::from_secs(120));
+        assert_eq!(limit.describe(), "120s");
+
+        assert!(limit.observe(Some(6.0), 2), "busier than at the start");
+        assert_eq!(limit.allowed(), Duration::from_secs(360));
+        assert_eq!(
+            limit.describe(),
+            "360s (the 120s limit stretched x3.0 for load 6.0 on 2 core(s))"
+        );
+        assert!(
+            !limit.observe(Some(4.0), 2),
+            "a lighter load takes nothing back"
+        );
+        assert_eq!(limit.allowed(), Duration::from_secs(360));
+
+        assert!(limit.observe(Some(80.0), 2));
+        assert_eq!(limit.allowed(), Duration::from_secs(600), "at most 5x");
+        assert!(!limit.observe(Some(90.0), 2), "a hang is killed at 5x");
+    }
+
+    /// A run past its base limit goes on while the load stretches the limit, and says so; on an
+    /// idle machine the same run is killed at the base limit.
+    #[test]
+    fn a_run_on_a_loaded_machine_gets_the_stretched_limit_and_says_so() {
+        let dir = std::env::temp_dir().join(format!("xtask-stretched-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let slow = Invocation {
+            binary: Path::new("/bin/sh"),
+            args: &[OsStr::new("-c"), OsStr::new("sleep 1.5; echo ok - slow")],
+            env: &[],
+            lib_dir: &dir,
+            timeout: Duration::from_secs(1),
+        };
+        let loaded = slow
+            .execute_under(&dir.join("scratch"), &dir.join("loaded"), || {
+                (Some(10.0), 2)
+            })
+            .expect("sh starts");
+        assert_eq!(
+            (loaded.exit.as_deref(), loaded.stdout.as_str()),
+            (None, "ok - slow\n")
+        );
+        let note = loaded.stretched.expect("the stretch is noted");
+        assert!(
+            note.contains("past its 1s limit, within 5s (the 1s limit stretched x5.0 for load 10.0 on 2 core(s))"),
+            "{note}"
+        );
+
+        let idle = slow
+            .execute_under(&dir.join("scratch"), &dir.join("idle"), || (Some(0.1), 2))
+            .expect("sh starts");
+        assert_eq!(
+            idle.exit.as_deref(),
+            Some("timed out after 1s and was killed")
+        );
+        assert_eq!(idle.stretched, None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Prints three checks, then hangs until it is killed.
