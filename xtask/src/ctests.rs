@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::counts::{Counts, Report};
 use crate::workspace::{self, Workspace};
 
 /// Where the C programs live, with the tag that keeps their binary names apart.
@@ -149,6 +150,8 @@ impl Language {
 #[derive(Default)]
 struct Tally {
     passed: usize,
+    /// `ok - NAME # SKIP REASON` lines, and program runs a variant leaves out.
+    skipped: usize,
     failures: Vec<String>,
     /// Failed case runs reported on another run's line (the same answer under several variants).
     merged: usize,
@@ -164,6 +167,14 @@ impl Tally {
     fn failed(&self) -> usize {
         self.failures.len() + self.merged
     }
+
+    fn counts(&self) -> Counts {
+        Counts {
+            passed: self.passed,
+            skipped: self.skipped,
+            failed: self.failed(),
+        }
+    }
 }
 
 /// How the C programs are built and run: plainly for `cargo xtask c-tests`, instrumented for
@@ -178,12 +189,12 @@ pub struct Build {
 }
 
 /// `cargo xtask c-tests`.
-pub fn run() -> Result<(), String> {
+pub fn run() -> Report {
     run_matching(None)
 }
 
 /// `cargo xtask c-tests [FILTER]`: the programs whose file name contains `filter`, or all.
-pub fn run_matching(filter: Option<&str>) -> Result<(), String> {
+pub fn run_matching(filter: Option<&str>) -> Report {
     run_with(
         &Build {
             flags: &[],
@@ -195,8 +206,16 @@ pub fn run_matching(filter: Option<&str>) -> Result<(), String> {
 }
 
 /// The C ABI tests whose file name contains `filter` (all without one), built and run as
-/// `build` says.
-pub fn run_with(build: &Build, filter: Option<&str>) -> Result<(), String> {
+/// `build` says; counts one per check line of a whole program, one per case run of a `*_cases`
+/// program.
+pub fn run_with(build: &Build, filter: Option<&str>) -> Report {
+    match build_and_run(build, filter) {
+        Ok(report) => report,
+        Err(why) => Report::failed(why),
+    }
+}
+
+fn build_and_run(build: &Build, filter: Option<&str>) -> Result<Report, String> {
     let root = workspace::root();
     let mut programs = find_programs(&root)?;
     if let Some(filter) = filter {
@@ -258,6 +277,7 @@ pub fn run_with(build: &Build, filter: Option<&str>) -> Result<(), String> {
             for (variant, env, runs) in VARIANTS {
                 if *runs == Runs::TestsOnly && *tag != "tests" {
                     println!("c-tests: {name} [{variant}]: skipped (examples need compat mode)");
+                    tally.skipped += 1;
                     continue;
                 }
                 let env: Vec<(&str, &str)> = env.iter().chain(build.env).copied().collect();
@@ -274,16 +294,13 @@ pub fn run_with(build: &Build, filter: Option<&str>) -> Result<(), String> {
             println!("  {failure}");
         }
     }
-    println!(
-        "c-tests: {} passed, {} failed",
-        tally.passed,
-        tally.failed()
-    );
-    if tally.failures.is_empty() {
+    println!("c-tests: {}", tally.counts());
+    let result = if tally.failures.is_empty() {
         Ok(())
     } else {
         Err(format!("{} C test failure(s)", tally.failed()))
-    }
+    };
+    Ok(Report::new(tally.counts(), result))
 }
 
 fn find_programs(root: &Path) -> Result<Vec<(&'static str, PathBuf)>, String> {
@@ -476,16 +493,7 @@ fn run_program(
     match execute(binary, name, variant, env, lib_dir, out_dir) {
         Err(why) => tally.fail(format!("{label}: {why}")),
         Ok(run) => {
-            let mut results = 0;
-            for line in run.stdout.lines().map(str::trim) {
-                if line.starts_with("not ok") {
-                    results += 1;
-                    tally.fail(format!("{label}: {line}"));
-                } else if line == "ok" || line.starts_with("ok ") {
-                    results += 1;
-                    tally.passed += 1;
-                }
-            }
+            let results = tally_results(&label, &run.stdout, tally);
             if let Some(why) = program_trouble(&run, results) {
                 tally.fail(format!("{label}: {why}{}", tail(&run.stderr)));
             }
@@ -495,6 +503,26 @@ fn run_program(
             }
         }
     }
+}
+
+/// Counts the result lines of a whole program's `stdout` into `tally`: `ok` passed, `ok ... # SKIP`
+/// skipped, `not ok` failed; returns how many there were.
+fn tally_results(label: &str, stdout: &str, tally: &mut Tally) -> usize {
+    let mut results = 0;
+    for line in stdout.lines().map(str::trim) {
+        if line.starts_with("not ok") {
+            results += 1;
+            tally.fail(format!("{label}: {line}"));
+        } else if line == "ok" || line.starts_with("ok ") {
+            results += 1;
+            if line.contains(" # SKIP") {
+                tally.skipped += 1;
+            } else {
+                tally.passed += 1;
+            }
+        }
+    }
+    results
 }
 
 /// What is wrong with a whole program's run beyond its `not ok` lines, which printed `results`
@@ -1066,6 +1094,23 @@ mod tests {
             program_trouble(&failed, 1).as_deref(),
             Some("exited with exit status: 1; printed a panic on stderr")
         );
+    }
+
+    #[test]
+    fn check_lines_count_as_passed_skipped_or_failed() {
+        let mut tally = Tally::default();
+        let stdout = "ok - a\nok - b # SKIP one device\n  not ok - c (got 1)\nok\n\
+                      # 1 check(s) failed\n1..4\n";
+        assert_eq!(tally_results("p [default]", stdout, &mut tally), 4);
+        assert_eq!(
+            tally.counts(),
+            Counts {
+                passed: 2,
+                skipped: 1,
+                failed: 1
+            }
+        );
+        assert_eq!(tally.failures, ["p [default]: not ok - c (got 1)"]);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //!
 //! | command       | what it does |
 //! |---------------|--------------|
-//! | `test`        | everything CI runs: fmt check, clippy `-D warnings`, tidy, test-matrix, c-tests, python; every step runs, then a summary and a last line `N passed, M failed` |
+//! | `test`        | everything CI runs: fmt check, clippy `-D warnings`, tidy, test-matrix, c-tests, python; every step runs, then a summary with each step's counts and a last line `N passed, S skipped, M failed` over every test and check of the run (see [`counts`]) |
 //! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)` in the safe crates and every backend crate, `unsafe` only in hipfile-hip, the C ABI and the simulated runtimes, no unfinished code, no vague names, no panic across the C ABI) |
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
 //! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime; `c-tests FILTER` runs the programs whose file name contains FILTER |
@@ -26,6 +26,7 @@
 //! ```
 
 mod bundle;
+mod counts;
 mod ctests;
 mod fuzz;
 mod json;
@@ -37,11 +38,14 @@ mod workspace;
 
 use std::process::ExitCode;
 
+use counts::{Counts, Report};
+
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test         fmt check, clippy, tidy, test-matrix, c-tests and python (what CI runs)
+  test         fmt check, clippy, tidy, test-matrix, c-tests and python (what CI runs); ends
+               with `N passed, S skipped, M failed` over every test and check
   tidy         check the house rules
   test-matrix  test each package with each feature set of the matrix
   c-tests [FILTER]
@@ -82,11 +86,11 @@ fn main() -> ExitCode {
         .as_slice()
     {
         ["test"] => test(),
-        ["tidy"] => tidy::run(),
-        ["test-matrix"] => matrix::run(),
-        ["c-tests"] => ctests::run(),
-        ["c-tests", filter] => ctests::run_matching(Some(filter)),
-        ["python"] => python::run(),
+        ["tidy"] => tidy::run().into_result(),
+        ["test-matrix"] => matrix::run().into_result(),
+        ["c-tests"] => ctests::run().into_result(),
+        ["c-tests", filter] => ctests::run_matching(Some(filter)).into_result(),
+        ["python"] => python::run().into_result(),
         ["gpu-bundle", rest @ ..] => bundle::run(rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["sanitize", rest @ ..] => sanitize::run(rest),
@@ -112,7 +116,7 @@ fn main() -> ExitCode {
 /// A step of `cargo xtask test`.
 struct Step {
     name: &'static str,
-    run: fn() -> Result<(), String>,
+    run: fn() -> Report,
 }
 
 const TEST_STEPS: &[Step] = &[
@@ -151,17 +155,15 @@ const TEST_STEPS: &[Step] = &[
     },
 ];
 
-fn cargo_step(args: &[&str]) -> Result<(), String> {
+/// A cargo command that is one check.
+fn cargo_step(args: &[&str]) -> Report {
     println!("$ cargo {}", args.join(" "));
-    let status = workspace::cargo()
-        .args(args)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("cargo {} failed ({status})", args.join(" ")))
-    }
+    let result = match workspace::cargo().args(args).status() {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("cargo {} failed ({status})", args.join(" "))),
+        Err(e) => Err(format!("cannot run cargo: {e}")),
+    };
+    Report::single(result)
 }
 
 /// `cargo xtask test`: every step runs even when an earlier one failed, so one CI log shows all.
@@ -169,31 +171,92 @@ fn test() -> Result<(), String> {
     let mut outcomes = Vec::new();
     for step in TEST_STEPS {
         println!("\n==== xtask test: {} ====", step.name);
-        let outcome = (step.run)();
-        if let Err(why) = &outcome {
+        let report = (step.run)();
+        if let Err(why) = &report.result {
             println!("xtask test: {} failed: {why}", step.name);
         }
-        outcomes.push((step.name, outcome));
+        outcomes.push((step.name, report));
     }
     println!("\n==== xtask test summary ====");
-    for (name, outcome) in &outcomes {
-        match outcome {
-            Ok(()) => println!("  {name:<12} ok"),
-            Err(why) => println!("  {name:<12} FAILED: {}", why.lines().next().unwrap_or("")),
-        }
+    let (lines, total) = summary(&outcomes);
+    for line in &lines {
+        println!("{line}");
     }
-    let failed = outcomes.iter().filter(|(_, o)| o.is_err()).count();
-    println!("{} passed, {failed} failed", outcomes.len() - failed);
-    if failed == 0 {
+    if total.failed == 0 {
         Ok(())
     } else {
         Err(String::new())
     }
 }
 
+/// One line per step, with what it counted, then the closing line: the counts of every step
+/// summed. Returns the lines and the sum.
+fn summary(outcomes: &[(&str, Report)]) -> (Vec<String>, Counts) {
+    let mut total = Counts::default();
+    let mut lines = Vec::new();
+    for (name, report) in outcomes {
+        total.add(report.counts);
+        let counts = report.counts.to_string();
+        lines.push(match &report.result {
+            Ok(()) => format!("  {name:<12} ok      {counts}"),
+            Err(why) => format!(
+                "  {name:<12} FAILED  {counts:<36} {}",
+                why.lines().next().unwrap_or("")
+            ),
+        });
+    }
+    lines.push(total.to_string());
+    (lines, total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The closing line sums what every step counted, and a failed step that counted no failure
+    /// still counts one.
+    #[test]
+    fn the_closing_line_counts_every_test_and_check_of_the_run() {
+        let counted = |passed, skipped, failed| Counts {
+            passed,
+            skipped,
+            failed,
+        };
+        let outcomes = [
+            ("fmt", Report::single(Ok(()))),
+            ("clippy", Report::single(Err("cargo clippy failed".into()))),
+            ("tidy", Report::new(counted(8, 0, 0), Ok(()))),
+            (
+                "test-matrix",
+                Report::new(counted(1200, 30, 2), Err("2 row(s) failed".into())),
+            ),
+            ("c-tests", Report::failed("no HIP headers found".into())),
+            ("python", Report::new(counted(40, 2, 0), Ok(()))),
+        ];
+        let (lines, total) = summary(&outcomes);
+        assert_eq!(total, counted(1249, 32, 4));
+        assert_eq!(lines.len(), outcomes.len() + 1);
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("1249 passed, 32 skipped, 4 failed")
+        );
+        assert_eq!(
+            lines[2],
+            "  tidy         ok      8 passed, 0 skipped, 0 failed"
+        );
+        assert!(
+            lines[4].starts_with("  c-tests      FAILED  0 passed, 0 skipped, 1 failed")
+                && lines[4].ends_with("no HIP headers found"),
+            "{}",
+            lines[4]
+        );
+
+        let clean = [("fmt", Report::single(Ok(())))];
+        assert_eq!(
+            summary(&clean).0.last().map(String::as_str),
+            Some("1 passed, 0 skipped, 0 failed")
+        );
+    }
 
     /// The house rules, enforced by `cargo test` as well as by `cargo xtask tidy`.
     #[test]

@@ -10,11 +10,14 @@
 //!
 //! Tests are counted one by one from libtest's `test NAME ... ok` lines, next to the test ledger
 //! (`hipfile_testkit::ledger`, through `HIPFILE_TEST_LEDGER`): a test that recorded a skip counts
-//! as skipped, not passed, and every summary line reads `N passed, S skipped, M failed`.
+//! as skipped, not passed, and every summary line reads `N passed, S skipped, M failed`. A row
+//! that failed without a failed test (it did not build, or its test binary crashed) counts one
+//! failure, so the total never reads 0 failed when a row failed.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+use crate::counts::{Counts, Report};
 use crate::workspace::{self, Workspace};
 
 /// The features a row builds with.
@@ -176,32 +179,6 @@ fn describe(features: Features) -> &'static str {
     }
 }
 
-/// Tests counted in one step.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
-    pub passed: usize,
-    pub skipped: usize,
-    pub failed: usize,
-}
-
-impl Counts {
-    fn add(&mut self, other: Counts) {
-        self.passed += other.passed;
-        self.skipped += other.skipped;
-        self.failed += other.failed;
-    }
-}
-
-impl std::fmt::Display for Counts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} passed, {} skipped, {} failed",
-            self.passed, self.skipped, self.failed
-        )
-    }
-}
-
 /// Count libtest's per-test lines, with the ledger's skips (`skip<TAB>name<TAB>reason` lines)
 /// taken out of the passes.
 pub fn count_tests(output: &str, ledger: &str) -> Counts {
@@ -292,7 +269,14 @@ fn env_prefix(env: &[(&str, String)]) -> String {
 }
 
 /// `cargo xtask test-matrix`.
-pub fn run() -> Result<(), String> {
+pub fn run() -> Report {
+    match run_rows() {
+        Ok(report) => report,
+        Err(why) => Report::failed(why),
+    }
+}
+
+fn run_rows() -> Result<Report, String> {
     let ws = Workspace::load()?;
     let mut lines = Vec::new();
     for row in MATRIX {
@@ -345,10 +329,10 @@ pub fn run() -> Result<(), String> {
             });
         }
     }
-    print_summary(&lines)
+    Ok(print_summary(&lines))
 }
 
-fn print_summary(lines: &[Line]) -> Result<(), String> {
+fn print_summary(lines: &[Line]) -> Report {
     println!("\ntest-matrix summary:");
     println!(
         "  {:<22} {:<20} {:<13} {:<40} RESULT",
@@ -361,7 +345,8 @@ fn print_summary(lines: &[Line]) -> Result<(), String> {
             Outcome::Passed(c) => (*c, "ok".to_string()),
             Outcome::Failed(why, c) => {
                 failed_rows += 1;
-                (*c, format!("FAILED ({why})"))
+                let counts = Report::new(*c, Err(why.clone())).counts;
+                (counts, format!("FAILED ({why})"))
             }
         };
         total.add(counts);
@@ -377,11 +362,12 @@ fn print_summary(lines: &[Line]) -> Result<(), String> {
         "test-matrix: {} row(s), {failed_rows} failed; tests: {total}",
         lines.len()
     );
-    if failed_rows == 0 {
+    let result = if failed_rows == 0 {
         Ok(())
     } else {
         Err(format!("{failed_rows} test-matrix row(s) failed"))
-    }
+    };
+    Report::new(total, result)
 }
 
 #[cfg(test)]
@@ -465,6 +451,40 @@ test src/lib.rs - (line 5) ... ok
         assert_eq!(
             count_tests(output, "").to_string(),
             "3 passed, 1 skipped, 1 failed"
+        );
+    }
+
+    #[test]
+    fn a_row_that_failed_without_a_failed_test_counts_one_failure() {
+        let line = |package, outcome| Line {
+            package,
+            features: "(default)",
+            step: "test",
+            outcome,
+        };
+        let some = Counts {
+            passed: 3,
+            skipped: 1,
+            failed: 0,
+        };
+        let two_failed = Counts {
+            passed: 2,
+            skipped: 0,
+            failed: 2,
+        };
+        let lines = [
+            line("a", Outcome::Passed(some)),
+            line(
+                "b",
+                Outcome::Failed("exit status: 101".into(), Counts::default()),
+            ),
+            line("c", Outcome::Failed("exit status: 101".into(), two_failed)),
+        ];
+        let report = print_summary(&lines);
+        assert_eq!(report.counts.to_string(), "5 passed, 1 skipped, 3 failed");
+        assert_eq!(
+            report.result,
+            Err("2 test-matrix row(s) failed".to_string())
         );
     }
 

@@ -194,7 +194,7 @@ fn c_tests(logs: &Path) -> Outcome {
         env: &[("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=0")],
         out: "c-tests-asan",
     };
-    let result = ctests::run_with(&build, None);
+    let result = ctests::run_with(&build, None).into_result();
     // The programs' stderr, sanitizer reports included, is in their logs.
     let mut text = String::new();
     if let Ok(ws) = Workspace::load() {

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::counts::{Counts, Report};
 use crate::workspace::{self, DepKind, Member, Workspace};
 
 /// What the checks look at: the workspace members and every Rust source file outside `target/`.
@@ -92,9 +93,13 @@ pub fn findings(repo: &Repo) -> Vec<(&'static str, Vec<String>)> {
         .collect()
 }
 
-/// `cargo xtask tidy`: prints one line per check and every violation, fails if any check failed.
-pub fn run() -> Result<(), String> {
-    let repo = Repo::load()?;
+/// `cargo xtask tidy`: prints one line per check and every violation, fails if any check failed;
+/// counts one per check.
+pub fn run() -> Report {
+    let repo = match Repo::load() {
+        Ok(repo) => repo,
+        Err(why) => return Report::failed(why),
+    };
     let results = findings(&repo);
     let failed = results.iter().filter(|(_, v)| !v.is_empty()).count();
     for (name, violations) in &results {
@@ -112,11 +117,17 @@ pub fn run() -> Result<(), String> {
         "tidy: {} checks passed, {failed} failed",
         results.len() - failed
     );
-    if failed == 0 {
+    let counts = Counts {
+        passed: results.len() - failed,
+        skipped: 0,
+        failed,
+    };
+    let result = if failed == 0 {
         Ok(())
     } else {
         Err(format!("{failed} tidy check(s) failed"))
-    }
+    };
+    Report::new(counts, result)
 }
 
 fn rust_sources(root: &Path) -> Result<Vec<PathBuf>, String> {
