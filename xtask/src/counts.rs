@@ -33,11 +33,11 @@ impl std::fmt::Display for Counts {
     }
 }
 
-/// What a command counted, and why it failed when it did.
+/// What a command counted, and why it failed when it did; the two agree (see [`Report::new`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
-    pub counts: Counts,
-    pub result: Result<(), String>,
+    counts: Counts,
+    result: Result<(), String>,
 }
 
 impl Report {
@@ -74,6 +74,14 @@ impl Report {
     /// A command that failed before it counted anything.
     pub fn failed(why: String) -> Report {
         Report::new(Counts::default(), Err(why))
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    pub fn result(&self) -> &Result<(), String> {
+        &self.result
     }
 
     pub fn into_result(self) -> Result<(), String> {

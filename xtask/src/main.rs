@@ -172,7 +172,7 @@ fn test() -> Result<(), String> {
     for step in TEST_STEPS {
         println!("\n==== xtask test: {} ====", step.name);
         let report = (step.run)();
-        if let Err(why) = &report.result {
+        if let Err(why) = report.result() {
             println!("xtask test: {} failed: {why}", step.name);
         }
         outcomes.push((step.name, report));
@@ -195,9 +195,9 @@ fn summary(outcomes: &[(&str, Report)]) -> (Vec<String>, Counts) {
     let mut total = Counts::default();
     let mut lines = Vec::new();
     for (name, report) in outcomes {
-        total.add(report.counts);
-        let counts = report.counts.to_string();
-        lines.push(match &report.result {
+        total.add(report.counts());
+        let counts = report.counts().to_string();
+        lines.push(match report.result() {
             Ok(()) => format!("  {name:<12} ok      {counts}"),
             Err(why) => format!(
                 "  {name:<12} FAILED  {counts:<36} {}",

@@ -345,7 +345,7 @@ fn print_summary(lines: &[Line]) -> Report {
             Outcome::Passed(c) => (*c, "ok".to_string()),
             Outcome::Failed(why, c) => {
                 failed_rows += 1;
-                let counts = Report::new(*c, Err(why.clone())).counts;
+                let counts = Report::new(*c, Err(why.clone())).counts();
                 (counts, format!("FAILED ({why})"))
             }
         };
@@ -481,10 +481,10 @@ test src/lib.rs - (line 5) ... ok
             line("c", Outcome::Failed("exit status: 101".into(), two_failed)),
         ];
         let report = print_summary(&lines);
-        assert_eq!(report.counts.to_string(), "5 passed, 1 skipped, 3 failed");
+        assert_eq!(report.counts().to_string(), "5 passed, 1 skipped, 3 failed");
         assert_eq!(
-            report.result,
-            Err("2 test-matrix row(s) failed".to_string())
+            report.result(),
+            &Err("2 test-matrix row(s) failed".to_string())
         );
     }
 
