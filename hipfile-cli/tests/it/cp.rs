@@ -2,7 +2,8 @@
 //! and `--json` say what happened, piped output has no progress bar, and refusals and failures
 //! exit non-zero leaving no destination (and no temporary file) behind; files whose size says
 //! nothing (procfs, sysfs) are copied to the end of their reads; a DST name of 255 bytes works;
-//! SIGINT, SIGTERM and SIGHUP end a copy by that signal and leave no temporary file.
+//! SIGINT, SIGTERM and SIGHUP end a copy by that signal and leave no temporary file; a user
+//! without root copies a read-only source.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -370,6 +371,46 @@ fn a_destination_name_of_255_bytes_is_copied_to() {
         pattern(70_000, 11)
     );
     assert_eq!(names_in(dir.path()), ["a".to_string(), name]);
+}
+
+/// A read-only source (mode 0444) copied by a user who is not root: the copy is made with the
+/// source's mode through a read-write descriptor, which the file's mode would refuse to open
+/// again, and is registered and written all the same. Root passes every mode check, so a root
+/// run copies the binary where user 65534 may run it and runs it as that user.
+#[test]
+fn a_read_only_source_is_copied_by_a_user_without_root() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("read-only");
+    std::fs::write(&src, pattern(300_001, 12)).unwrap();
+    std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let dst = dir.path().join("copy");
+    let mut cmd = if rustix::process::geteuid().is_root() {
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let program = dir.path().join("hipfile");
+        std::fs::copy(env!("CARGO_BIN_EXE_hipfile"), &program).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut cmd = Command::new(program);
+        cmd.uid(65534).gid(65534);
+        cmd
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_hipfile"))
+    };
+    let out = cmd
+        .args(["cp", "--platform", "sim", "--verify", "--json"])
+        .arg(&src)
+        .arg(&dst)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(std::fs::read(&dst).unwrap(), pattern(300_001, 12));
+    assert_eq!(
+        std::fs::metadata(&dst).unwrap().permissions().mode() & 0o777,
+        0o444,
+        "the copy has the source's mode"
+    );
 }
 
 /// Wait up to `deadline` for `child` to end; kill it and fail when it does not.
