@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::p2p::P2pDriver;
-use crate::runtime::{GpuRuntime, MemoryKind};
+use crate::runtime::{GpuRuntime, MemoryKind, PointerInfo};
 
 /// Why [`DeviceRange::check`] refused a range.
 #[derive(Debug)]
@@ -47,6 +47,29 @@ pub struct DeviceRange {
     len: usize,
     device: i32,
     kind: MemoryKind,
+}
+
+/// Whether the runtime's answer `info` for `ptr` vouches for the `len` bytes there: device or
+/// managed memory of a device (an ordinal, not CUDA's -2 of an address it does not know), in an
+/// allocation whose base and length the runtime named, holding all of `ptr..ptr + len`. A query
+/// that succeeded proves nothing by itself: past the end of a CUDA allocation the runtime answers
+/// success with "unregistered" for an unmapped address, or vouches for the neighbouring
+/// allocation with its own base and length, never for the bytes of both.
+fn vouch(info: &PointerInfo, ptr: usize, len: usize) -> Result<(), Refusal> {
+    if !matches!(info.kind, MemoryKind::Device | MemoryKind::Managed) {
+        return Err(Refusal::NotDevice(info.kind));
+    }
+    if info.device < 0 || info.base == 0 || info.len == 0 {
+        return Err(Refusal::Query(HipError::call(
+            "DeviceRange: the runtime named no device allocation holding the address",
+            HipErrorCode::INVALID_VALUE,
+        )));
+    }
+    match info.remaining_from(ptr) {
+        // An empty range may sit at the end of its allocation; any byte must lie inside it.
+        Some(room) if room >= len && (room > 0 || len == 0) => Ok(()),
+        _ => Err(Refusal::PastEnd(info.kind)),
+    }
 }
 
 impl DeviceRange {
@@ -71,19 +94,14 @@ impl DeviceRange {
     /// answer each with its own error code (one pointer query either way).
     pub fn check(runtime: &Arc<dyn GpuRuntime>, ptr: usize, len: usize) -> Result<Self, Refusal> {
         let info = runtime.pointer_info(ptr).map_err(Refusal::Query)?;
-        if !matches!(info.kind, MemoryKind::Device | MemoryKind::Managed) {
-            return Err(Refusal::NotDevice(info.kind));
-        }
-        match info.remaining_from(ptr) {
-            Some(room) if room >= len => Ok(DeviceRange {
-                runtime: Arc::clone(runtime),
-                ptr,
-                len,
-                device: info.device,
-                kind: info.kind,
-            }),
-            _ => Err(Refusal::PastEnd(info.kind)),
-        }
+        vouch(&info, ptr, len)?;
+        Ok(DeviceRange {
+            runtime: Arc::clone(runtime),
+            ptr,
+            len,
+            device: info.device,
+            kind: info.kind,
+        })
     }
 
     /// The `len` bytes at `offset` into this range, or `None` when they do not fit inside it.
@@ -224,6 +242,44 @@ mod tests {
         assert!(DeviceRange::query(&rt, pinned.as_ptr() as usize, 16).is_err());
         let stack = [0u8; 16];
         assert!(DeviceRange::query(&rt, stack.as_ptr() as usize, 16).is_err());
+    }
+
+    /// What CUDA 13 answered on an H100 for addresses just past a `cudaMalloc` allocation: an
+    /// unmapped one is "success, unregistered, device -2, no pointer" (and `cuMemGetAddressRange`
+    /// finds nothing); a mapped one is the neighbouring allocation, with its own base and size.
+    #[test]
+    fn only_an_answer_naming_a_device_allocation_that_holds_the_bytes_vouches_for_them() {
+        let info = |kind, device, base, len| PointerInfo {
+            kind,
+            device,
+            base,
+            len,
+        };
+        let ours = 0x7f00_0000_0000usize;
+        let past = ours + (1 << 20);
+        let refused = |i: &PointerInfo, ptr, len| vouch(i, ptr, len).is_err();
+        // Unmapped past the end: success with type 0 (unregistered), device -2.
+        assert!(refused(&info(MemoryKind::Unregistered, -2, 0, 0), past, 1));
+        // A device kind without an allocation named, or without a device, vouches for nothing.
+        assert!(refused(&info(MemoryKind::Device, -2, past, 4096), past, 1));
+        assert!(refused(&info(MemoryKind::Device, 0, 0, 0), past, 1));
+        assert!(refused(&info(MemoryKind::Device, 0, 0, 1 << 30), past, 1));
+        // Our allocation's answer never stretches past its end, by a byte or from its end.
+        let whole = info(MemoryKind::Device, 0, ours, 1 << 20);
+        assert!(vouch(&whole, ours, 1 << 20).is_ok());
+        assert!(refused(&whole, ours, (1 << 20) + 1));
+        assert!(refused(&whole, past, 1));
+        assert!(vouch(&whole, past, 0).is_ok(), "an empty range at the end");
+        assert!(refused(&whole, past + 1, 0));
+        assert!(refused(&whole, ours - 1, 2));
+        // The neighbour vouches for its own bytes only: from its base, not from before it.
+        let neighbour = info(MemoryKind::Device, 0, past, 4096);
+        assert!(vouch(&neighbour, past, 4096).is_ok());
+        assert!(refused(&neighbour, past - 1, 2));
+        assert!(refused(&neighbour, past, 4097));
+        // Managed memory of a device is vouched for like device memory; pinned host memory never.
+        assert!(vouch(&info(MemoryKind::Managed, 0, ours, 4096), ours, 4096).is_ok());
+        assert!(refused(&info(MemoryKind::Host, 0, ours, 4096), ours, 1));
     }
 
     #[test]

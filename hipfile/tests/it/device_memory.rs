@@ -9,7 +9,7 @@ use std::thread;
 use hipfile::{
     AsDeviceMut, DeviceSlice, DeviceSliceMut, Driver, DriverOptions, ErrorKind, FileHandle,
 };
-use hipfile_hip::{DeviceBuffer, GpuRuntime, PinnedBuffer};
+use hipfile_hip::{DeviceBuffer, DeviceRange, GpuRuntime, PinnedBuffer};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::target::runtime_under_test;
 
@@ -172,4 +172,65 @@ fn the_callers_current_device_is_unchanged_by_io() {
     let mut dev = DeviceBuffer::new(s.gpu.clone(), data.len()).unwrap();
     handle.read(&mut dev, 0).unwrap();
     assert_eq!(s.gpu.current_device().unwrap(), before);
+}
+
+/// The address just past an allocation: on CUDA it is unmapped (the pointer query succeeds,
+/// "unregistered") or the first byte of the next allocation (vouched for as that one, with its
+/// own base and size). Either way no range reaching past an allocation's end is vouched for as
+/// part of it; a range at the address past it is vouched for only as an allocation starting
+/// there, and writing through it touches that allocation alone.
+#[test]
+fn the_bytes_past_an_allocation_are_never_vouched_for_as_part_of_it() {
+    let gpu = runtime_under_test().unwrap().runtime;
+    const SENTINEL: u8 = 0x3C;
+    let sizes = [4096, 1 << 20, (1 << 20) + 1, 2 << 20, 64 << 20];
+    let bufs: Vec<DeviceBuffer> = sizes
+        .iter()
+        .chain(sizes.iter())
+        .map(|&len| {
+            let mut buf = DeviceBuffer::new(gpu.clone(), len).unwrap();
+            buf.fill(SENTINEL).unwrap();
+            buf
+        })
+        .collect();
+    let (mut unknown, mut neighbours) = (0, 0);
+    for buf in &bufs {
+        let (ptr, len) = (buf.ptr(), buf.len());
+        let past = ptr + len;
+        assert!(DeviceRange::query(&gpu, ptr, len).is_ok(), "{len} bytes");
+        assert!(
+            DeviceRange::query(&gpu, ptr, len + 1).is_err(),
+            "{len} bytes and one past"
+        );
+        assert!(
+            DeviceRange::query(&gpu, past - 1, 2).is_err(),
+            "the last byte of {len} and the one past"
+        );
+        let Ok(range) = DeviceRange::query(&gpu, past, 1) else {
+            unknown += 1;
+            continue;
+        };
+        neighbours += 1;
+        let info = gpu.pointer_info(past).unwrap();
+        assert_eq!(
+            info.base, past,
+            "past {len} bytes the runtime vouched for an allocation that does not start there: \
+             {info:?}"
+        );
+        if let Some(next) = bufs.iter().find(|b| b.ptr() == past) {
+            range.copy_from_host(&[0xA5]).unwrap();
+            let mut first = [0u8; 1];
+            next.read_at(0, &mut first).unwrap();
+            assert_eq!(first[0], 0xA5, "the byte landed in the next allocation");
+            let mut last = [0u8; 1];
+            buf.read_at(len - 1, &mut last).unwrap();
+            assert_eq!(last[0], SENTINEL, "and not in the one before it");
+            range.copy_from_host(&[SENTINEL]).unwrap();
+        }
+    }
+    println!(
+        "past the end of {} allocations: {unknown} addresses vouched for by nothing, \
+         {neighbours} the first byte of another allocation",
+        bufs.len()
+    );
 }
