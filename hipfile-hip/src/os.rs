@@ -1,5 +1,12 @@
-//! Kernel calls that `rustix` does not offer, kept here with the rest of hipfile-rs's `unsafe`
-//! so that `hipfile-core` stays free of it.
+//! Kernel calls that `rustix` does not offer (or offers in a form that cannot hold every
+//! answer: its `SO_PEERCRED` types a process id as non-zero), kept here with the rest of
+//! hipfile-rs's `unsafe` so that `hipfile-core` stays free of it; and the fork hook that makes a
+//! forked child give up a listening socket ([`ForkReleased`]).
+
+mod fork;
+mod peer;
+pub use fork::{ForkReleased, FORK_RELEASED_SLOTS};
+pub use peer::{peer_credentials, PeerCredentials};
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
