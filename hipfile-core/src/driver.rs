@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 
 use hipfile_hip::{DeviceRange, GpuRuntime, HipErrorCode, MemoryKind, Refusal};
 use rustix::io::Errno;
@@ -27,7 +27,7 @@ use crate::file::{FileInFlight, RegisteredFile};
 use crate::io::{FileIo, PosixIo};
 use crate::registry::{Dispatched, Registry, RegistryBuilder};
 use crate::stats::{ApiOp, Channel, Finished, Stats};
-use crate::stats_server::StatsServer;
+use crate::stats_server::{StatsServer, StatsService};
 use crate::stream::{StreamEngine, StreamTable};
 
 /// Largest transfer of one call, as Linux caps `read(2)`/`write(2)` (`MAX_RW_COUNT`).
@@ -210,6 +210,8 @@ pub struct Session {
     streams: Mutex<Option<Arc<StreamEngine>>>,
     /// The statistics socket's listener ([`crate::stats_server`]), while statistics are on.
     stats_server: Mutex<Option<StatsServer>>,
+    /// Where the statistics are served, set as the session starts.
+    stats_service: OnceLock<StatsService>,
 }
 
 impl Session {
@@ -219,15 +221,25 @@ impl Session {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Stop serving the statistics socket (the driver closed); whether it was served.
-    fn stop_stats_server(&self) -> bool {
-        let server = self.stats_server_slot().take();
-        server.map(StatsServer::stop).is_some()
+    /// Stop serving the statistics socket (the driver closed).
+    fn stop_stats_server(&self) {
+        if let Some(server) = self.stats_server_slot().take() {
+            server.stop();
+        }
     }
 
     /// Whether this session serves the statistics socket ([`crate::stats_server`]).
     pub fn serves_stats(&self) -> bool {
         self.stats_server_slot().is_some()
+    }
+
+    /// Where this session serves its counters to `hipfile stats`, or why it does not
+    /// ([`crate::stats_server`]).
+    pub fn stats_service(&self) -> StatsService {
+        self.stats_service
+            .get()
+            .cloned()
+            .unwrap_or(StatsService::Off)
     }
 
     /// The stream engine, made on first use.
@@ -423,9 +435,12 @@ impl Driver {
             stats,
             streams: Mutex::new(None),
             stats_server: Mutex::new(None),
+            stats_service: OnceLock::new(),
         });
         if serve {
-            *session.stats_server_slot() = StatsServer::start(Arc::downgrade(&session));
+            let (server, service) = StatsServer::start(Arc::downgrade(&session));
+            *session.stats_server_slot() = server;
+            let _ = session.stats_service.set(service);
         }
         Ok(session)
     }
@@ -492,11 +507,9 @@ impl Driver {
             }
         };
         drop(state);
-        let served = session.stop_stats_server();
+        session.stop_stats_server();
         batch::shut_down(batches);
-        if served {
-            crate::stats_server::report_final(&session);
-        }
+        crate::stats_server::report_final(&session);
         Ok(())
     }
 

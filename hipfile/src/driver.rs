@@ -8,6 +8,7 @@
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
+use hipfile_core::stats_server::StatsService;
 use hipfile_core::{
     DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, Result, StatsSnapshot,
 };
@@ -232,6 +233,13 @@ impl Driver {
     /// [`hipfile_core::Stats`] for what each level adds).
     pub fn stats(&self) -> Option<StatsSnapshot> {
         self.core().session().map(|s| s.stats_snapshot())
+    }
+
+    /// Where the open driver serves its counters to `hipfile stats`, or why it does not (an
+    /// address another process holds, no private runtime directory): the facts its log warns
+    /// of when it opens.
+    pub fn stats_service(&self) -> Option<StatsService> {
+        self.core().session().map(|s| s.stats_service())
     }
 }
 

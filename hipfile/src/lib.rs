@@ -79,6 +79,7 @@ use std::sync::{Arc, OnceLock};
 
 pub use batch::{Batch, BatchRequest, Completions};
 pub use driver::{Driver, FileHandle};
+pub use hipfile_core::stats_server::StatsService;
 pub use hipfile_core::{
     ApiOp, BackendCounts, BatchCounts, DeclineReason, DirectionCounts, GpuCounts, IoPath, OpCount,
 };

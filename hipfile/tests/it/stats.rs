@@ -2,6 +2,7 @@
 //! figures, declines by reason, failovers between backends, and the levels.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hipfile::{ApiOp, DeclineReason, Driver, DriverOptions, IoPath};
 use hipfile_core::{DirectIoPolicy, EnvConfig, PosixIo, Settings};
@@ -353,4 +354,285 @@ fn the_stats_level_setting_counts_as_the_environment_does() {
     assert_eq!(s.level, 2);
     assert_eq!((s.read.ok, s.read.size_kb_hist[2]), (1, 1));
     assert!(s.gpus.is_empty());
+}
+
+/// A fresh runtime directory of this user's alone (mode 700), as `$XDG_RUNTIME_DIR` would be.
+fn private_runtime_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+/// A child in role `test`, its stdin and stdout piped, with `runtime` as its
+/// `$XDG_RUNTIME_DIR` (`None`: unset, so only the abstract name can serve).
+struct SocketChild {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    seen: String,
+}
+
+impl SocketChild {
+    fn spawn(test: &str, runtime: Option<&std::path::Path>) -> SocketChild {
+        let mut cmd = crate::harness::child_command(test);
+        cmd.stdin(std::process::Stdio::piped());
+        match runtime {
+            Some(dir) => cmd.env("XDG_RUNTIME_DIR", dir),
+            None => cmd.env_remove("XDG_RUNTIME_DIR"),
+        };
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        SocketChild {
+            child,
+            stdin,
+            stdout,
+            seen: String::new(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn say(&mut self, line: &str) {
+        use std::io::Write;
+        writeln!(self.stdin.as_mut().unwrap(), "{line}").unwrap();
+    }
+
+    /// Read the child's output up to its line `[stats-ready]`.
+    fn wait_ready(&mut self) {
+        use std::io::BufRead;
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                let _ = self.child.kill();
+                let mut stderr = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    std::io::Read::read_to_string(&mut e, &mut stderr).unwrap();
+                }
+                panic!(
+                    "the child ended before it was ready: {}\n--- stderr\n{stderr}",
+                    self.seen
+                );
+            }
+            self.seen.push_str(&line);
+            if line.contains("[stats-ready]") {
+                return;
+            }
+        }
+    }
+
+    /// Close its stdin (the child's cue to end) and check that it passed.
+    fn finish(mut self) {
+        use std::io::Read;
+        drop(self.stdin.take());
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest).unwrap();
+        let status = self.child.wait().unwrap();
+        let mut stderr = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            e.read_to_string(&mut stderr).unwrap();
+        }
+        assert!(
+            status.success() && rest.contains("[child-done]"),
+            "the child failed ({status}):\n{}{rest}\n--- stderr\n{stderr}",
+            self.seen
+        );
+    }
+}
+
+/// In a child: wait until stdin closes.
+fn until_stdin_closes() {
+    use std::io::Read;
+    std::io::stdin().read_to_end(&mut Vec::new()).unwrap();
+}
+
+const SQUATTED: &str = "stats::an_address_another_process_holds_is_reported_and_its_holder_refused";
+
+/// In the child: once the parent has bound this process's abstract name (and says `go`), open
+/// a driver at level 3, read twice, and check what the driver says of its sockets: not served
+/// at all without a runtime directory, served at the socket file alone with one; each time
+/// naming the parent as the holder of the abstract name.
+fn serve_beside_a_squatter() {
+    use hipfile_core::stats_server::{socket_path, StatsService};
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).unwrap();
+    let (_sim, driver) = driver(3, EnvConfig::default());
+    read_4k_pieces(&driver, 2);
+    let pid = std::process::id();
+    let held = format!(
+        "@hipfile-stats-{pid} is held by process {} of user ",
+        std::os::unix::process::parent_id()
+    );
+    let service = driver.stats_service().unwrap();
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        None => {
+            let StatsService::NotServed { why } = &service else {
+                panic!("{service:?}");
+            };
+            assert_eq!(why.len(), 2, "{why:?}");
+            assert!(why[0].contains("$XDG_RUNTIME_DIR is not set"), "{why:?}");
+            assert!(why[1].starts_with(&held), "{why:?}");
+            assert!(!driver.core().session().unwrap().serves_stats());
+        }
+        Some(dir) => {
+            let StatsService::Served { at, missed } = &service else {
+                panic!("{service:?}");
+            };
+            let file = socket_path(std::path::Path::new(&dir), pid);
+            assert_eq!(at, &[file.display().to_string()]);
+            assert_eq!(missed.len(), 1, "{missed:?}");
+            assert!(missed[0].starts_with(&held), "{missed:?}");
+        }
+    }
+    println!("[stats-ready]");
+    until_stdin_closes();
+}
+
+#[test]
+fn an_address_another_process_holds_is_reported_and_its_holder_refused() {
+    use hipfile_core::stats_server::{request_from, socket_address, RequestError};
+    if crate::harness::as_child(SQUATTED, serve_beside_a_squatter) {
+        return;
+    }
+    for private in [false, true] {
+        let runtime = private_runtime_dir();
+        let mut child = SocketChild::spawn(SQUATTED, private.then(|| runtime.path()));
+        // This process takes the child's abstract name before the child opens its driver.
+        let squatter =
+            std::os::unix::net::UnixListener::bind_addr(&socket_address(child.pid()).unwrap())
+                .unwrap();
+        child.say("go");
+        child.wait_ready();
+        let dirs = [runtime.path().to_path_buf()];
+        let answer = request_from(child.pid(), Some(&dirs), Duration::from_secs(5));
+        let holder = format!("held by process {} of user", std::process::id());
+        if private {
+            // The socket file serves the child's own counters; the document says who holds
+            // the abstract name.
+            let doc = answer.unwrap();
+            assert_eq!(doc["pid"], child.pid());
+            assert_eq!(doc["read"]["ok"], 2);
+            assert_eq!(doc["socket"]["state"], "served");
+            assert!(
+                doc["socket"]["missed"][0]
+                    .as_str()
+                    .unwrap()
+                    .contains(&holder),
+                "{}",
+                doc["socket"]
+            );
+        } else {
+            // Only the squatter is there: its answer is refused, never read.
+            let e = answer.unwrap_err();
+            assert!(matches!(e, RequestError::Impostor(_)), "{e:?}");
+            assert!(e.to_string().contains(&holder), "{e}");
+            assert!(
+                e.to_string()
+                    .contains(&format!("not by process {} of user", child.pid())),
+                "{e}"
+            );
+        }
+        child.finish();
+        drop(squatter);
+    }
+}
+
+const FORKED: &str = "stats::a_forked_child_keeps_none_of_its_parents_addresses";
+
+/// In the child: open a driver at level 3, fork a process that holds everything inherited and
+/// waits to be killed, close the driver and open another, read twice with it, and check that it
+/// serves at every address the first one did.
+fn reopen_after_a_fork() {
+    use hipfile_core::stats_server::{socket_path, StatsService};
+    let pid = std::process::id();
+    let name = format!("@hipfile-stats-{pid}");
+    let expected = match std::env::var_os("XDG_RUNTIME_DIR") {
+        None => vec![name],
+        Some(dir) => vec![
+            socket_path(std::path::Path::new(&dir), pid)
+                .display()
+                .to_string(),
+            name,
+        ],
+    };
+    let served_at = |service: Option<StatsService>| match service {
+        Some(StatsService::Served { at, .. }) => at,
+        other => panic!("{other:?}"),
+    };
+    let (_sim, first) = driver(3, EnvConfig::default());
+    assert_eq!(served_at(first.stats_service()), expected);
+    // SAFETY: getpid takes nothing.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the forked process makes only async-signal-safe calls until it is killed: it
+    // never runs code of the multi-threaded process it was copied from.
+    let holder = unsafe { libc::fork() };
+    assert!(holder >= 0, "fork: {}", std::io::Error::last_os_error());
+    if holder == 0 {
+        // SAFETY: prctl, getppid, close, _exit and pause take no pointers. The holder dies
+        // with the thread that forked it, and gives up stdout and stderr so that the test
+        // reading them sees their end when this child ends, whatever became of the holder.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                libc::_exit(0);
+            }
+            libc::close(1);
+            libc::close(2);
+            loop {
+                libc::pause();
+            }
+        }
+    }
+    drop(first);
+    let (_sim, second) = driver(3, EnvConfig::default());
+    read_4k_pieces(&second, 2);
+    let service = second.stats_service();
+    assert_eq!(
+        service,
+        Some(StatsService::Served {
+            at: expected.clone(),
+            missed: if expected.len() == 1 {
+                vec!["no socket file: $XDG_RUNTIME_DIR is not set".into()]
+            } else {
+                Vec::new()
+            },
+        })
+    );
+    println!("[stats-ready]");
+    until_stdin_closes();
+    // SAFETY: `holder` is this process's child; waitpid reaps it.
+    unsafe {
+        libc::kill(holder, libc::SIGKILL);
+        libc::waitpid(holder, std::ptr::null_mut(), 0);
+    }
+}
+
+#[test]
+fn a_forked_child_keeps_none_of_its_parents_addresses() {
+    use hipfile_core::stats_server::request_from;
+    if crate::harness::as_child(FORKED, reopen_after_a_fork) {
+        return;
+    }
+    for private in [false, true] {
+        let runtime = private_runtime_dir();
+        let mut child = SocketChild::spawn(FORKED, private.then(|| runtime.path()));
+        child.wait_ready();
+        // The abstract name, and the socket file where there is one, answer with the second
+        // driver's counters.
+        let file = [runtime.path().to_path_buf()];
+        let mut places: Vec<&[std::path::PathBuf]> = vec![&[]];
+        if private {
+            places.push(&file);
+        }
+        for dirs in places {
+            let doc = request_from(child.pid(), Some(dirs), Duration::from_secs(5))
+                .unwrap_or_else(|e| panic!("{dirs:?}: {e}"));
+            assert_eq!(doc["pid"], child.pid());
+            assert_eq!(doc["read"]["ok"], 2, "{dirs:?}");
+        }
+        child.finish();
+    }
 }
