@@ -1,23 +1,30 @@
 //! `hipfile stats`: the live counters of a running process.
 //!
-//! A process whose driver counts statistics (`HIPFILE_STATS_LEVEL` 1 to 3) answers on the
-//! abstract Unix socket `hipfile-stats-<pid>` with one JSON document of its counters
-//! ([`hipfile_core::stats_server`]). `hipfile stats -p PID` reads it every second and shows
-//! throughput per backend (and its path: direct via which P2P driver, staged through the page
-//! cache or O_DIRECT), operations, errors, declines by reason and failovers; `--once` reads once,
-//! `--json` prints each document as it came, one per line. `hipfile stats -- PROGRAM ARGS` runs
-//! the program (with `HIPFILE_STATS_LEVEL=3` unless it is set), reads its socket every 100 ms
-//! while it runs, and prints a summary when it exits: the counters its driver sent when it
-//! closed (to the socket `HIPFILE_STATS_REPORT` names, which this command listens on), or, for a
-//! program that exited with its driver open, the last counters read.
+//! A process whose driver counts statistics (`HIPFILE_STATS_LEVEL` 1 to 3) answers on its socket
+//! file `$XDG_RUNTIME_DIR/hipfile/stats-<pid>.sock` and on the abstract Unix socket
+//! `hipfile-stats-<pid>` with one JSON document of its counters
+//! ([`hipfile_core::stats_server`]). An answer is read only from the process asked for (its
+//! socket's `SO_PEERCRED`), at most 4 MiB within 5 s, and the control characters of the strings
+//! it holds are shown escaped, never sent to the terminal. `hipfile stats -p PID` reads it every
+//! second and shows throughput per backend (and its path: direct via which P2P driver, staged
+//! through the page cache or O_DIRECT), operations, errors, declines by reason and failovers;
+//! `--once` reads once, `--json` prints each document as it came, one per line.
+//! `hipfile stats -- PROGRAM ARGS` runs the program (with `HIPFILE_STATS_LEVEL=3` unless it is
+//! set), reads its socket every 100 ms while it runs, and prints a summary when it exits: the
+//! counters its driver sent when it closed (to the socket `HIPFILE_STATS_REPORT` names, which
+//! this command listens on), or, for a program that exited with its driver open, the last
+//! counters read.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
+use std::os::fd::AsFd;
 use std::os::linux::net::SocketAddrExt;
-use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+use std::os::unix::net::{SocketAddr, UnixListener};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use hipfile_core::stats_server::{self as protocol, RequestError};
 use serde_json::Value;
 
 /// `hipfile stats` arguments.
@@ -33,43 +40,85 @@ pub struct StatsArgs {
     /// Print the counters as the process sent them: one JSON document per line.
     #[arg(long)]
     pub json: bool,
-    /// Seconds between two reads with `-p`.
-    #[arg(long, default_value_t = 1.0)]
-    pub interval: f64,
+    /// Seconds between two reads with `-p` (0.05 to 86400).
+    #[arg(long, default_value = "1", value_parser = parse_interval, value_name = "SECONDS")]
+    pub interval: Duration,
     /// A program to run and watch, with its arguments (after `--`).
     #[arg(last = true)]
     pub program: Vec<String>,
 }
 
-/// Read the counters of process `pid` once: its document, or why there is none.
-pub fn fetch(pid: u32) -> Result<Value, String> {
-    let address = hipfile_core::stats_server::socket_address(pid)
-        .map_err(|e| format!("the socket name of process {pid}: {e}"))?;
-    let mut stream = UnixStream::connect_addr(&address).map_err(|e| {
-        format!(
-            "process {pid} serves no statistics ({e}): is it running with a driver open and \
-             HIPFILE_STATS_LEVEL set to 1 or more?"
-        )
-    })?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    stream
-        .read_to_string(&mut text)
-        .map_err(|e| format!("reading the statistics of process {pid}: {e}"))?;
-    let doc: Value = serde_json::from_str(&text)
-        .map_err(|e| format!("process {pid} sent no statistics document: {e}"))?;
+/// The shortest and longest `--interval`: faster reads show noise, not rates; a day between
+/// two reads is already more than a watch.
+const INTERVAL_SECONDS: (f64, f64) = (0.05, 86_400.0);
+
+/// `--interval`: seconds, finite and in [`INTERVAL_SECONDS`].
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    let (least, most) = INTERVAL_SECONDS;
+    let refuse = || format!("expected seconds from {least} to {most}, got `{text}`");
+    let secs: f64 = text.trim().parse().map_err(|_| refuse())?;
+    if !(least..=most).contains(&secs) {
+        return Err(refuse());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Read the counters of process `pid` once: its document, or why there is none (a document
+/// that refuses, or speaks another version, is a [`RequestError::BadAnswer`]).
+pub fn fetch(pid: u32) -> Result<Value, RequestError> {
+    let doc = protocol::request(pid)?;
     if let Some(why) = doc.get("error").and_then(Value::as_str) {
-        return Err(format!("process {pid} refused: {why}"));
+        return Err(RequestError::BadAnswer(format!(
+            "process {pid} refused: {}",
+            printable(why)
+        )));
     }
     match doc.get("version").and_then(Value::as_u64) {
-        Some(hipfile_core::stats_server::PROTOCOL_VERSION) => Ok(doc),
-        other => Err(format!(
+        Some(protocol::PROTOCOL_VERSION) => Ok(doc),
+        other => Err(RequestError::BadAnswer(format!(
             "process {pid} speaks statistics version {other:?}, this tool {}",
-            hipfile_core::stats_server::PROTOCOL_VERSION
-        )),
+            protocol::PROTOCOL_VERSION
+        ))),
     }
+}
+
+/// `text` with every control character (C0, DEL, C1) and bidirectional-text control written as
+/// a Rust escape (`\u{1b}`): strings a process sent are shown, never obeyed by the terminal.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(unprintable) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if unprintable(c) {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `doc` as one line of JSON, with the control characters that JSON lets through raw (DEL, C1,
+/// bidirectional-text controls) escaped as well: the same document, safe on a terminal.
+pub fn json_line(doc: &Value) -> String {
+    let mut line = String::new();
+    for c in doc.to_string().chars() {
+        if unprintable(c) {
+            let _ = write!(line, "\\u{:04x}", u32::from(c));
+        } else {
+            line.push(c);
+        }
+    }
+    line.push('\n');
+    line
 }
 
 /// Run `hipfile stats`.
@@ -89,22 +138,24 @@ fn write_out(out: &mut dyn Write, text: &str) -> Result<(), String> {
 
 /// Show process `pid`'s counters every interval (once with `--once`) until it stops serving.
 fn watch(pid: u32, args: &StatsArgs, out: &mut dyn Write) -> Result<bool, String> {
-    let interval = Duration::from_secs_f64(args.interval.max(0.05));
     let clear = !args.json && !args.once && std::io::stdout().is_terminal();
     let mut previous: Option<(Value, Instant)> = None;
     loop {
         let doc = match fetch(pid) {
             Ok(doc) => doc,
             // The process went away after at least one read: the view ends there.
-            Err(e) if previous.is_some() => {
-                write_out(out, &format!("hipfile stats: {e}\n"))?;
+            Err(e @ RequestError::NotServed(_)) if previous.is_some() => {
+                write_out(
+                    out,
+                    &format!("hipfile stats: {}\n", printable(&e.to_string())),
+                )?;
                 return Ok(true);
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(printable(&e.to_string()).into_owned()),
         };
         let now = Instant::now();
         let text = if args.json {
-            format!("{doc}\n")
+            json_line(&doc)
         } else {
             let since = previous
                 .as_ref()
@@ -121,7 +172,7 @@ fn watch(pid: u32, args: &StatsArgs, out: &mut dyn Write) -> Result<bool, String
             return Ok(true);
         }
         previous = Some((doc, now));
-        std::thread::sleep(interval);
+        std::thread::sleep(args.interval);
     }
 }
 
@@ -144,9 +195,20 @@ fn run_program(args: &StatsArgs, out: &mut dyn Write) -> Result<bool, String> {
         .map_err(|e| format!("starting {program}: {e}"))?;
     let started = Instant::now();
     let mut last: Option<Value> = None;
+    let mut warned = String::new();
     let status = loop {
-        if let Ok(doc) = fetch(child.id()) {
-            last = Some(doc);
+        match fetch(child.id()) {
+            Ok(doc) => last = Some(doc),
+            // Not serving yet (or any more): the program's own business.
+            Err(RequestError::NotServed(_)) => {}
+            // Someone else holds its address, or it answers nonsense: say so, once.
+            Err(e) => {
+                let e = printable(&e.to_string()).into_owned();
+                if e != warned {
+                    eprintln!("hipfile stats: {e}");
+                    warned = e;
+                }
+            }
         }
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -159,7 +221,7 @@ fn run_program(args: &StatsArgs, out: &mut dyn Write) -> Result<bool, String> {
         last = Some(doc);
     }
     let text = match (&last, args.json) {
-        (Some(doc), true) => format!("{doc}\n"),
+        (Some(doc), true) => json_line(doc),
         (Some(doc), false) => format!(
             "{}{program} ran {:.1} s and exited ({status})\n",
             render(doc, None),
@@ -182,33 +244,48 @@ struct FinalReports {
 
 impl FinalReports {
     fn listen() -> Result<FinalReports, String> {
-        let name = format!("hipfile-stats-report-{}", std::process::id());
-        let listener = SocketAddr::from_abstract_name(name.as_bytes())
-            .and_then(|address| UnixListener::bind_addr(&address))
-            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
-            .map_err(|e| format!("listening for the program's final counters on {name}: {e}"))?;
-        Ok(FinalReports { name, listener })
+        // Another user could have bound a name guessed from this pid: a fresh one is tried then.
+        let mut attempt = 0;
+        loop {
+            let nonce = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let name = format!("hipfile-stats-report-{}-{nonce:08x}", std::process::id());
+            let bound = SocketAddr::from_abstract_name(name.as_bytes())
+                .and_then(|address| UnixListener::bind_addr(&address))
+                .and_then(|listener| listener.set_nonblocking(true).map(|()| listener));
+            match bound {
+                Ok(listener) => return Ok(FinalReports { name, listener }),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempt < 8 => attempt += 1,
+                Err(e) => {
+                    return Err(format!(
+                        "listening for the program's final counters on {name}: {e}"
+                    ))
+                }
+            }
+        }
     }
 
     /// The documents the program (or a process it started: they inherit the environment) sent,
     /// in the order their drivers closed. The program has exited: what it sent waits in the
-    /// socket's queue.
+    /// socket's queue. Only processes of this user (or root) are heard, each for at most a
+    /// second and [`protocol::MAX_DOCUMENT_BYTES`].
     fn collect(&self) -> Vec<Value> {
         let own_uid = rustix::process::geteuid().as_raw();
         let mut docs = Vec::new();
         while let Ok((mut stream, _)) = self.listener.accept() {
-            let allowed = rustix::net::sockopt::socket_peercred(&stream)
-                .is_ok_and(|c| hipfile_core::stats_server::peer_allowed(c.uid.as_raw(), own_uid));
-            let mut text = String::new();
-            let read = stream
-                .set_nonblocking(false)
-                .and_then(|()| stream.set_read_timeout(Some(Duration::from_secs(1))))
-                .and_then(|()| stream.read_to_string(&mut text));
-            let doc = serde_json::from_str::<Value>(text.trim()).ok();
+            let allowed = hipfile_hip::os::peer_credentials(stream.as_fd())
+                .is_ok_and(|c| protocol::peer_allowed(c.uid, own_uid));
+            if !allowed || stream.set_nonblocking(false).is_err() {
+                continue;
+            }
+            let limit = Duration::from_secs(1);
+            let read = protocol::read_document(&mut stream, Instant::now() + limit, limit);
+            let doc = read
+                .ok()
+                .and_then(|text| serde_json::from_slice::<Value>(&text).ok());
             match doc {
-                Some(doc) if allowed && read.is_ok() && doc.get("error").is_none() => {
-                    docs.push(doc)
-                }
+                Some(doc) if doc.get("error").is_none() => docs.push(doc),
                 _ => {}
             }
         }
@@ -298,10 +375,10 @@ pub fn render(doc: &Value, previous: Option<(&Value, Duration)>) -> String {
         .unwrap_or(&none)
     {
         let name = b.get("name").and_then(Value::as_str).unwrap_or("?");
-        let path = b.get("path").and_then(Value::as_str).unwrap_or("?");
+        let path = printable(b.get("path").and_then(Value::as_str).unwrap_or("?"));
         let via = match b.get("mechanism").and_then(Value::as_str) {
-            Some(m) => format!("{path} via {m}"),
-            None => path.to_string(),
+            Some(m) => format!("{path} via {}", printable(m)),
+            None => path.into_owned(),
         };
         let bytes = u(b, &["bytes"]);
         let throughput = match previous {
@@ -316,33 +393,27 @@ pub fn render(doc: &Value, previous: Option<(&Value, Duration)>) -> String {
         };
         let _ = writeln!(
             s,
-            "  {name} ({via}): {} ops, {}{throughput}, {} errors",
+            "  {} ({via}): {} ops, {}{throughput}, {} errors",
+            printable(name),
             u(b, &["ops"]),
             human_bytes(bytes),
             u(b, &["errors"]),
         );
-        let listed = |key: &str, bytes: bool| -> Option<String> {
+        let listed = |key: &str| -> Option<String> {
             let map = b.get(key)?.as_object()?;
             let parts: Vec<String> = map
                 .iter()
-                .map(|(k, v)| {
-                    let n = v.as_u64().unwrap_or(0);
-                    if bytes {
-                        format!("{k} {}", human_bytes(n))
-                    } else {
-                        format!("{k} {n}")
-                    }
-                })
+                .map(|(k, v)| format!("{} {}", printable(k), counter(k, v)))
                 .collect();
             (!parts.is_empty()).then(|| parts.join(", "))
         };
-        if let Some(line) = listed("counters", true) {
+        if let Some(line) = listed("counters") {
             let _ = writeln!(s, "    moved: {line}");
         }
-        if let Some(line) = listed("declines", false) {
+        if let Some(line) = listed("declines") {
             let _ = writeln!(s, "    declined: {line}");
         }
-        if let Some(line) = listed("failovers", false) {
+        if let Some(line) = listed("failovers") {
             let _ = writeln!(s, "    failed over to: {line}");
         }
     }
@@ -350,7 +421,7 @@ pub fn render(doc: &Value, previous: Option<(&Value, Duration)>) -> String {
         let calls: Vec<String> = api
             .iter()
             .filter(|(_, c)| u(c, &["ok"]) + u(c, &["err"]) > 0)
-            .map(|(name, c)| format!("{name} {}/{}", u(c, &["ok"]), u(c, &["err"])))
+            .map(|(name, c)| format!("{} {}/{}", printable(name), u(c, &["ok"]), u(c, &["err"])))
             .collect();
         if !calls.is_empty() {
             let _ = writeln!(s, "calls (ok/failed): {}", calls.join(", "));
@@ -370,7 +441,53 @@ pub fn render(doc: &Value, previous: Option<(&Value, Duration)>) -> String {
             human_bytes(u(g, &["registered_bytes"])),
         );
     }
+    if let Some(line) = socket_line(doc) {
+        let _ = writeln!(s, "{line}");
+    }
     s
+}
+
+/// A backend's counter in words: bytes for the ones named so (`..._bytes`), a count for the
+/// others (`page_cache_pins` counts pins).
+fn counter(name: &str, value: &Value) -> String {
+    let n = value.as_u64().unwrap_or(0);
+    if name.ends_with("_bytes") {
+        human_bytes(n)
+    } else {
+        n.to_string()
+    }
+}
+
+/// What the document says of the driver's statistics sockets, when something is amiss: an
+/// address it could not take (another process holds it), or none at all (its counters reached
+/// this tool only as its last word).
+fn socket_line(doc: &Value) -> Option<String> {
+    let socket = doc.get("socket")?;
+    let strings = |key: &str| -> Vec<String> {
+        socket
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|t| printable(t).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let missed = strings("missed");
+    match socket.get("state").and_then(Value::as_str) {
+        Some("not_served") => Some(format!(
+            "statistics socket: requested but not served: {}",
+            missed.join("; ")
+        )),
+        Some("served") if !missed.is_empty() => Some(format!(
+            "statistics socket: served at {}; {}",
+            strings("served_at").join(", "),
+            missed.join("; ")
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -389,7 +506,8 @@ mod tests {
                  "declines": {"misaligned": 2}, "failovers": {"fallback": 1}, "counters": {}},
                 {"name": "fallback", "path": "staged", "mechanism": null, "ops": 1, "bytes": 7,
                  "errors": 0, "declines": {}, "failovers": {},
-                 "counters": {"page_cache_bytes": 7, "o_direct_bytes": 0}}
+                 "counters": {"page_cache_bytes": 7, "o_direct_bytes": 0,
+                              "page_cache_pins": 8, "page_cache_pins_evicted": 1}}
             ],
             "api": {"handle_register": {"ok": 1, "err": 0}, "batch_setup": {"ok": 0, "err": 0}},
             "gpus": [{"device": 0, "read": {"ok": 4, "bytes": read_bytes, "direct": 3,
@@ -410,8 +528,11 @@ mod tests {
         assert!(view.contains("failed over to: fallback 1"), "{view}");
         assert!(view.contains("fallback (staged): 1 ops"), "{view}");
         assert!(
-            view.contains("moved: o_direct_bytes 0 B, page_cache_bytes 7 B"),
-            "{view}"
+            view.contains(
+                "moved: o_direct_bytes 0 B, page_cache_bytes 7 B, page_cache_pins 8, \
+                 page_cache_pins_evicted 1"
+            ),
+            "pins are counted, not bytes: {view}"
         );
         assert!(
             view.contains("calls (ok/failed): handle_register 1/0"),
@@ -446,6 +567,77 @@ mod tests {
     fn a_process_without_statistics_is_a_clear_error() {
         // Process 1 (init) opens no hipfile driver, and no test runs as pid 1.
         let e = fetch(1).unwrap_err();
-        assert!(e.contains("serves no statistics"), "{e}");
+        assert!(matches!(e, RequestError::NotServed(_)), "{e:?}");
+        assert!(e.to_string().contains("serves no statistics"), "{e}");
+    }
+
+    /// A document whose strings carry terminal escapes: clear the screen, set the window
+    /// title, ring the bell, and a C1 control sequence introducer (which JSON lets through raw).
+    fn forged() -> Value {
+        serde_json::json!({
+            "version": 1, "pid": 42, "level": 1,
+            "backends": [{"name": "\u{1b}[2Jevil", "path": "\u{9b}31m", "mechanism": "\u{7}",
+                          "ops": 1, "bytes": 0, "errors": 0,
+                          "declines": {"\u{1b}]0;title\u{7}": 1}, "failovers": {},
+                          "counters": {"x\u{202e}_bytes": 1}}],
+            "api": {"\u{1b}[31mred": {"ok": 1, "err": 0}},
+            "socket": {"state": "served", "served_at": ["\u{1b}[H"], "missed": ["\u{85}"]}
+        })
+    }
+
+    fn raw_controls(text: &str) -> Vec<char> {
+        text.chars()
+            .filter(|&c| c != '\n' && (c.is_control() || c == '\u{202e}'))
+            .collect()
+    }
+
+    #[test]
+    fn strings_a_process_sent_reach_the_terminal_escaped() {
+        let view = render(&forged(), None);
+        assert_eq!(raw_controls(&view), [], "{view:?}");
+        assert!(
+            view.contains("\\u{1b}[2Jevil (\\u{9b}31m via \\u{7})"),
+            "{view}"
+        );
+        assert!(view.contains("declined: \\u{1b}]0;title\\u{7} 1"), "{view}");
+        assert!(view.contains("\\u{1b}[31mred 1/0"), "{view}");
+        assert!(view.contains("served at \\u{1b}[H; \\u{85}"), "{view}");
+        let line = json_line(&forged());
+        assert_eq!(raw_controls(&line), [], "{line:?}");
+        assert!(line.contains("\\u009b31m"), "{line}");
+        let again: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(again, forged(), "the escaped line is the same document");
+        assert_eq!(printable("plain"), "plain");
+    }
+
+    #[test]
+    fn the_interval_is_seconds_within_bounds() {
+        assert_eq!(parse_interval("1").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_interval("0.05").unwrap(), Duration::from_millis(50));
+        assert_eq!(
+            parse_interval("86400").unwrap(),
+            Duration::from_secs(86_400)
+        );
+        for bad in [
+            "inf", "-inf", "NaN", "-1", "0", "0.01", "1e12", "86401", "", "soon",
+        ] {
+            let e = parse_interval(bad).unwrap_err();
+            assert!(e.contains("seconds from 0.05 to 86400"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_socket_not_served_is_said_in_the_view() {
+        let mut d = doc(1, 1);
+        d["socket"] = serde_json::json!({"state": "not_served", "served_at": [],
+            "missed": ["@hipfile-stats-42 is held by process 7 of user 1001"]});
+        let view = render(&d, None);
+        assert!(
+            view.contains("requested but not served: @hipfile-stats-42 is held by process 7"),
+            "{view}"
+        );
+        d["socket"] = serde_json::json!({"state": "served", "served_at": ["/run/x.sock"],
+            "missed": []});
+        assert!(!render(&d, None).contains("statistics socket"));
     }
 }
