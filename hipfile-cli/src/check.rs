@@ -11,10 +11,11 @@
 //! only when the fastpath is possible on at least one filesystem.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
+use hipfile_core::stats_server::StatsService;
 use hipfile_core::{mount_table, CompatMode, DirectIoPolicy, Environment, FsFacts, FsKind, IoPath};
 use hipfile_hip::{GpuRuntime, Platform};
 
@@ -44,6 +45,9 @@ pub struct Findings {
     /// The platform, or why there is none (one line per platform tried).
     platform: Result<PlatformFacts, Vec<String>>,
     filesystems: Vec<FsFinding>,
+    /// The private runtime directory statistics sockets go in, or why there is none
+    /// ([`hipfile_core::stats_server::runtime_dir`]).
+    stats_dir: Result<PathBuf, String>,
 }
 
 #[derive(Debug)]
@@ -72,6 +76,8 @@ struct Started {
     page_cache_pins: usize,
     /// Whether pins are made in a GPU context of the library's own (where the runtime has one).
     pin_own_context: bool,
+    /// Where the driver serves its statistics, or why not.
+    stats: StatsService,
 }
 
 impl Started {
@@ -183,6 +189,7 @@ fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Started, String> {
             settings.page_cache_pin_bytes()
         },
         pin_own_context: settings.page_cache_pin_own_context,
+        stats: session.stats_service(),
     })
 }
 
@@ -250,6 +257,33 @@ pub fn examine(platform: Option<&str>, all: bool, verbose: bool) -> Findings {
     Findings {
         platform: platform_facts(platform, verbose),
         filesystems,
+        stats_dir: hipfile_core::stats_server::runtime_dir(),
+    }
+}
+
+/// The line that says where a driver serves its statistics to `hipfile stats`: where this
+/// check's driver serves them when they are on (and which address another process holds), or
+/// where one would serve them.
+fn stats_line(service: Option<&StatsService>, dir: &Result<PathBuf, String>) -> String {
+    let abstract_only = |why: &str| {
+        format!(
+            "only at the abstract name hipfile-stats-<pid>, which another local user can take \
+             first ({why})"
+        )
+    };
+    match service {
+        Some(StatsService::Off) | None => match dir {
+            Ok(dir) => format!(
+                "off (HIPFILE_STATS_LEVEL unset or 0); when on, served at {} and \
+                 @hipfile-stats-<pid>",
+                dir.join("hipfile/stats-<pid>.sock").display()
+            ),
+            Err(why) => format!(
+                "off (HIPFILE_STATS_LEVEL unset or 0); when on, served {}",
+                abstract_only(why)
+            ),
+        },
+        Some(service) => service.to_string(),
     }
 }
 
@@ -275,6 +309,7 @@ pub fn to_json(f: &Findings) -> Value {
             "p2p_missing_because": p.p2p.as_ref().err(),
             "backends": p.backends.as_ref().ok().map(|b| b.backends.iter().map(|(name, _)| *name).collect::<Vec<_>>()),
             "page_cache_pin_budget_bytes": p.backends.as_ref().ok().map(|b| b.page_cache_pins),
+            "stats_socket": p.backends.as_ref().ok().map(|b| b.stats.to_json()),
             "driver_open_error": p.backends.as_ref().err(),
         }),
         Err(why) => json!({ "platform": null, "error": why.join("; "), "passed_over": why }),
@@ -300,6 +335,8 @@ pub fn to_json(f: &Findings) -> Value {
         "filesystems": filesystems,
         "fastpath_possible": f.fastpath_possible(),
         "fallback_available": f.fallback_available(),
+        "stats_socket_dir": f.stats_dir.as_ref().ok(),
+        "stats_socket_dir_unusable_because": f.stats_dir.as_ref().err(),
     })
 }
 
@@ -476,6 +513,10 @@ fn table_text(f: &Findings) -> String {
                         .collect();
                     say(format!("backends:     {}", named.join(", ")));
                     say(format!("page cache:   {}", started.pins_line()));
+                    say(format!(
+                        "statistics:   {}",
+                        stats_line(Some(&started.stats), &f.stats_dir)
+                    ));
                 }
                 Err(why) => say(format!("backends:     the driver does not open: {why}")),
             }
@@ -574,6 +615,7 @@ mod tests {
             direct_io: DirectIoPolicy::Auto,
             page_cache_pins: 2 << 30,
             pin_own_context: true,
+            stats: StatsService::Off,
         };
         assert!(started.pins_line().contains("up to 2048 MiB"));
         assert!(started.pins_line().contains("PIN_CONTEXT=own"));
@@ -586,10 +628,49 @@ mod tests {
     }
 
     #[test]
+    fn the_statistics_line_says_where_they_are_served_or_why_not() {
+        let private = Ok(PathBuf::from("/run/user/1000"));
+        let line = stats_line(Some(&StatsService::Off), &private);
+        assert!(line.starts_with("off"), "{line}");
+        assert!(
+            line.contains("/run/user/1000/hipfile/stats-<pid>.sock"),
+            "{line}"
+        );
+        let none = Err("$XDG_RUNTIME_DIR is not set".to_string());
+        let line = stats_line(Some(&StatsService::Off), &none);
+        assert!(
+            line.contains("another local user can take first ($XDG_RUNTIME_DIR is not set)"),
+            "{line}"
+        );
+        let squatted = StatsService::NotServed {
+            why: vec![
+                "$XDG_RUNTIME_DIR is not set".into(),
+                "@hipfile-stats-7 is held by process 9 of user 1001".into(),
+            ],
+        };
+        let line = stats_line(Some(&squatted), &none);
+        assert!(
+            line.starts_with("requested but not served: $XDG_RUNTIME_DIR"),
+            "{line}"
+        );
+        assert!(line.contains("held by process 9 of user 1001"), "{line}");
+        let half = StatsService::Served {
+            at: vec!["/run/user/1000/hipfile/stats-7.sock".into()],
+            missed: vec!["@hipfile-stats-7 is held by process 9 of user 1001".into()],
+        };
+        let line = stats_line(Some(&half), &private);
+        assert!(
+            line.ends_with("stats-7.sock; @hipfile-stats-7 is held by process 9 of user 1001"),
+            "{line}"
+        );
+    }
+
+    #[test]
     fn without_a_platform_only_the_sim_is_offered_and_the_fastpath_is_impossible() {
         let f = Findings {
             platform: Err(vec!["AMD: no device".into()]),
             filesystems: Vec::new(),
+            stats_dir: Err("$XDG_RUNTIME_DIR is not set".into()),
         };
         assert!(!f.fastpath_possible());
         assert_eq!(to_json(&f)["fallback_available"], false);
@@ -630,6 +711,7 @@ mod tests {
                 direct_io,
                 page_cache_pins: 16 << 30,
                 pin_own_context: true,
+                stats: StatsService::Off,
             }),
         })
     }
@@ -739,6 +821,7 @@ mod tests {
                 mount(&long, FsKind::Xfs, Some(Ok(()))),
                 mount("/mnt/données", FsKind::Other("tmpfs".into()), None),
             ],
+            stats_dir: Err("$XDG_RUNTIME_DIR is not set".into()),
         };
         let table = filesystem_table(&findings);
         let lines: Vec<&str> = table.lines().collect();

@@ -43,3 +43,41 @@ fn verbose_shows_the_loaders_answer() {
         "{text}"
     );
 }
+
+#[test]
+fn statistics_requested_say_where_they_are_served() {
+    use std::os::unix::fs::PermissionsExt;
+    let runtime = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(runtime.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+        .args(["check", "--platform", "sim", "--json"])
+        .env("HIPFILE_STATS_LEVEL", "1")
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let socket = &report["platform"]["stats_socket"];
+    assert_eq!(socket["state"], "served", "{report}");
+    let at = socket["served_at"][0].as_str().unwrap();
+    assert!(
+        at.starts_with(&format!("{}/hipfile/stats-", runtime.path().display())),
+        "{socket}"
+    );
+    assert_eq!(report["stats_socket_dir"], runtime.path().to_str().unwrap());
+
+    // A runtime directory others may enter is not used: the abstract name alone serves.
+    std::fs::set_permissions(runtime.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hipfile"))
+        .args(["check", "--platform", "sim"])
+        .env("HIPFILE_STATS_LEVEL", "1")
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("statistics:"))
+        .unwrap_or_else(|| panic!("no statistics line: {text}"));
+    assert!(line.contains("served at @hipfile-stats-"), "{line}");
+    assert!(line.contains("lets other users in (mode 755"), "{line}");
+}
