@@ -15,6 +15,11 @@
 //!   null stream starts only after all work queued earlier on every blocking stream of the device;
 //! - streams made by [`GpuRuntime::stream_create_independent`] (`hipStreamNonBlocking`) never
 //!   wait for the null stream, nor it for them;
+//! - the special handles name streams by the calling thread: 1 (`cudaStreamLegacy`) is the null
+//!   stream of its current device, as 0 is; 2 (`hipStreamPerThread`, `cudaStreamPerThread`) is
+//!   the thread's own default stream on its current device, one per thread and device, made at
+//!   its first use and ordered with the null stream as a blocking stream is. Code that hands
+//!   such a handle to another thread reaches another stream there, as on a GPU;
 //! - synchronous copies and fills run as work on the null stream, waited for;
 //! - frees synchronize every stream first, as `hipFree` and `cudaFree` do;
 //! - [`GpuRuntime::stream_wait_value`] holds a stream until a word of host memory reaches a value
@@ -152,6 +157,12 @@ struct Allocation {
 
 /// Words of a runtime's handle arena: handles are reused only after this many more were made.
 const HANDLE_ARENA_WORDS: usize = 1 << 14;
+
+/// `cudaStreamLegacy`: the null stream of the calling thread's current device, by name.
+const LEGACY_STREAM: usize = 1;
+/// `hipStreamPerThread` / `cudaStreamPerThread`: the calling thread's default stream on its
+/// current device.
+const PER_THREAD_STREAM: usize = 2;
 
 type Job = Box<dyn FnOnce() -> HipResult<()> + Send>;
 
@@ -405,6 +416,9 @@ pub struct SimRuntime {
     streams: Mutex<HashMap<usize, Arc<SimStream>>>,
     /// The null stream of each device, made at its first use.
     null_streams: Mutex<HashMap<i32, Arc<SimStream>>>,
+    /// The per-thread default stream of each thread and device, made at its first use and kept
+    /// while the runtime lives.
+    per_thread_streams: Mutex<HashMap<(thread::ThreadId, i32), Arc<SimStream>>>,
     /// Held while work is queued, so that the work a new job waits for (captured then) and the
     /// job's own place in its queue form one consistent order: no two jobs wait for each other.
     queue_order: Mutex<()>,
@@ -442,6 +456,7 @@ impl SimRuntime {
             allocations,
             streams: Mutex::new(HashMap::new()),
             null_streams: Mutex::new(HashMap::new()),
+            per_thread_streams: Mutex::new(HashMap::new()),
             queue_order: Mutex::new(()),
             events: Mutex::new(HashMap::new()),
             handle_arena: vec![0u64; HANDLE_ARENA_WORDS].into_boxed_slice(),
@@ -568,6 +583,7 @@ impl SimRuntime {
     fn drain_all(&self) -> Vec<Arc<SimStream>> {
         let mut all: Vec<Arc<SimStream>> = lock(&self.null_streams).values().cloned().collect();
         all.extend(lock(&self.streams).values().cloned());
+        all.extend(lock(&self.per_thread_streams).values().cloned());
         for s in &all {
             s.progress.wait_for(s.progress.submitted());
         }
@@ -712,10 +728,13 @@ impl SimRuntime {
         }
     }
 
-    /// Stream number `id`; 0 is the null stream of the calling thread's current device.
+    /// Stream number `id`; 0 and 1 are the null stream of the calling thread's current device,
+    /// 2 the thread's per-thread default stream there.
     fn stream(&self, id: usize) -> HipResult<Arc<SimStream>> {
-        if id == 0 {
-            return self.null_stream(self.current());
+        match id {
+            0 | LEGACY_STREAM => return self.null_stream(self.current()),
+            PER_THREAD_STREAM => return self.per_thread_stream(self.current()),
+            _ => {}
         }
         lock(&self.streams)
             .get(&id)
@@ -731,6 +750,20 @@ impl SimRuntime {
         }
         let s = Self::spawn_stream(StreamKind::Null, device, format!("sim-null-{device}"))?;
         nulls.insert(device, Arc::clone(&s));
+        Ok(s)
+    }
+
+    /// The calling thread's per-thread default stream on `device`, made (with its worker) at
+    /// its first use; a blocking stream, as CUDA's and HIP's per-thread streams are.
+    fn per_thread_stream(&self, device: i32) -> HipResult<Arc<SimStream>> {
+        let mut streams = lock(&self.per_thread_streams);
+        let key = (thread::current().id(), device);
+        if let Some(s) = streams.get(&key) {
+            return Ok(Arc::clone(s));
+        }
+        let name = format!("sim-per-thread-{device}");
+        let s = Self::spawn_stream(StreamKind::Blocking, device, name)?;
+        streams.insert(key, Arc::clone(&s));
         Ok(s)
     }
 
@@ -760,6 +793,7 @@ impl SimRuntime {
                 .collect(),
             StreamKind::Null => lock(&self.streams)
                 .values()
+                .chain(lock(&self.per_thread_streams).values())
                 .filter(|b| b.kind == StreamKind::Blocking && b.device == s.device)
                 .cloned()
                 .collect(),
@@ -917,9 +951,10 @@ impl SimRuntime {
         Ok(c.completed >= c.submitted)
     }
 
-    /// The device of stream number `stream`; the current device for the null stream.
+    /// The device of stream number `stream`; the current device for the special handles (the
+    /// null, legacy and per-thread streams).
     fn device_of_stream(&self, stream: usize) -> HipResult<i32> {
-        if stream == 0 {
+        if stream <= PER_THREAD_STREAM {
             return Ok(self.current());
         }
         lock(&self.streams)
@@ -1813,6 +1848,77 @@ mod tests {
         assert_eq!(dev_i.to_vec().unwrap(), vec![5u8; 64]);
         other.store(0, 1).unwrap();
         independent.synchronize().unwrap();
+    }
+
+    #[test]
+    fn special_handles_name_the_streams_of_the_calling_thread_and_its_device() {
+        let rt: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::new(SimConfig {
+            devices: 2,
+            ..SimConfig::default()
+        }));
+        rt.set_device(1).unwrap();
+        // SAFETY: the special handles are live for every runtime.
+        unsafe {
+            assert_eq!(rt.stream_device(StreamHandle::from_raw(1)).unwrap(), 1);
+            assert_eq!(rt.stream_device(StreamHandle::from_raw(2)).unwrap(), 1);
+            assert!(rt.stream_destroy(StreamHandle::from_raw(2)).is_err());
+        }
+        let flags = HostFlags::new(Arc::clone(&rt), 1).unwrap();
+        let bufs: Vec<DeviceBuffer> = (0..3)
+            .map(|_| DeviceBuffer::new(Arc::clone(&rt), 64).unwrap())
+            .collect();
+        let src = pinned_bytes(&rt, 4);
+        let done: Vec<OwnedEvent> = (0..3)
+            .map(|_| OwnedEvent::new(Arc::clone(&rt)).unwrap())
+            .collect();
+        hold(&rt, 2, &flags, 0);
+        queue_copy(&rt, 2, &bufs[0], &src, &done[0]);
+        thread::scope(|scope| {
+            scope.spawn(|| {
+                rt.set_device(1).unwrap();
+                let other = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+                queue_copy(&rt, other.handle().as_raw(), &bufs[2], &src, &done[2]);
+                other.synchronize().unwrap();
+                let mine = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+                // SAFETY: the per-thread stream and the event are live for the runtime.
+                unsafe {
+                    rt.event_record(mine.handle(), StreamHandle::from_raw(2))
+                        .unwrap();
+                }
+                mine.synchronize().unwrap();
+            });
+        });
+        // Device 0's per-thread stream of this thread is another stream, not held.
+        rt.set_device(0).unwrap();
+        let zero = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        // SAFETY: the per-thread stream and the event are live for the runtime.
+        unsafe {
+            rt.event_record(zero.handle(), StreamHandle::from_raw(2))
+                .unwrap();
+        }
+        zero.synchronize().unwrap();
+        rt.set_device(1).unwrap();
+        // 1 is the null stream of device 1, which waits for earlier work of the blocking
+        // per-thread stream held above.
+        queue_copy(&rt, 1, &bufs[1], &src, &done[1]);
+        thread::sleep(SETTLE);
+        assert!(
+            !done[0].query().unwrap(),
+            "work queued on this thread's per-thread stream waits behind its hold"
+        );
+        assert!(
+            !done[1].query().unwrap(),
+            "the legacy stream waits for earlier work of the per-thread stream"
+        );
+        assert!(done[2].query().unwrap());
+        flags.store(0, 1).unwrap();
+        // SAFETY: the legacy stream is live for every runtime.
+        unsafe { rt.stream_synchronize(StreamHandle::from_raw(1)).unwrap() };
+        for (buf, event) in bufs.iter().zip(&done) {
+            assert!(event.query().unwrap());
+            assert_eq!(buf.to_vec().unwrap(), vec![4u8; 64]);
+        }
+        rt.set_device(0).unwrap();
     }
 
     #[test]
