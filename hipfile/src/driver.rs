@@ -5,6 +5,7 @@
 //! [`RegisteredBuffer`] made from the driver, and released (`hipFileDriverClose`) when the last of
 //! them drops: dropping the `Driver` value while a handle lives closes nothing.
 
+use std::borrow::Borrow;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use hipfile_core::{
 
 use crate::batch::Batch;
 use crate::memory::{AsDevice, AsDeviceMut, DeviceBuffer, RegisteredBuffer};
-use crate::stream::StreamIo;
+use crate::stream::{OwningStreamOp, StreamIo};
 use hipfile_hip::StreamRef;
 
 /// One reference on a core driver's use count, released when the last value sharing it drops.
@@ -211,6 +212,40 @@ impl Driver {
         f: impl FnOnce(&mut StreamIo<'buf, 's>) -> R,
     ) -> R {
         StreamIo::scope(Arc::clone(&self.reference), stream, f)
+    }
+
+    /// Queue on `stream`, from the calling thread, a read of `file` at `file_offset` into all of
+    /// `dst`, and return once it is queued: it runs when the stream reaches it, and the stream's
+    /// later work runs once it ended. The answer owns `file` and `dst` until the op ended and
+    /// waits for it when dropped (see [`OwningStreamOp`]): for callers whose memory is owned
+    /// rather than borrowed, and who must not wait where they queue.
+    pub fn read_on_stream<F, M>(
+        &self,
+        stream: &StreamRef<'_>,
+        file: F,
+        dst: M,
+        file_offset: u64,
+    ) -> Result<OwningStreamOp<F, M>>
+    where
+        F: Borrow<FileHandle> + 'static,
+        M: AsDeviceMut + 'static,
+    {
+        OwningStreamOp::read(self.core(), stream, file, dst, file_offset)
+    }
+
+    /// [`Driver::read_on_stream`] for a write of all of `src` to `file` at `file_offset`.
+    pub fn write_on_stream<F, M>(
+        &self,
+        stream: &StreamRef<'_>,
+        file: F,
+        src: M,
+        file_offset: u64,
+    ) -> Result<OwningStreamOp<F, M>>
+    where
+        F: Borrow<FileHandle> + 'static,
+        M: AsDevice + 'static,
+    {
+        OwningStreamOp::write(self.core(), stream, file, src, file_offset)
     }
 
     /// Register `stream` with `flags` (`hipfile_core::stream::FIXED_*`,

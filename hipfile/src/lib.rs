@@ -90,7 +90,7 @@ pub use hipfile_core::{
 pub use memory::{
     AsDevice, AsDeviceMut, DeviceBuffer, DeviceSlice, DeviceSliceMut, RegisteredBuffer,
 };
-pub use stream::{StreamIo, StreamOp};
+pub use stream::{OwningStreamOp, StreamIo, StreamOp};
 
 /// The process-wide core driver behind the C ABI and [`Driver::open`].
 pub(crate) fn global() -> &'static Arc<hipfile_core::Driver> {

@@ -46,12 +46,21 @@
 //!     let escaped = driver.on_stream(stream, |io| io);
 //! }
 //! ```
+//!
+//! An op whose file and memory are owned rather than borrowed needs no scope:
+//! [`crate::Driver::read_on_stream`] and [`crate::Driver::write_on_stream`] queue it from the
+//! calling thread and return an [`OwningStreamOp`], which holds them until the op ended. That is
+//! the way for a caller that must not wait where it queues (a language binding): the queueing
+//! still happens on its own thread, the one whose current device the null stream (0, or the
+//! legacy handle 1) belongs to and whose per-thread default stream (2) the op is ordered on.
 
+use std::borrow::Borrow;
+use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use hipfile_core::{AsyncCall, AsyncSlots, IoOp, Result};
+use hipfile_core::{AsyncCall, AsyncSlots, Driver as CoreDriver, IoOp, Result};
 use hipfile_hip::StreamRef;
 
 use crate::driver::{signed, FileHandle, OpenReference};
@@ -211,25 +220,18 @@ impl<'buf, 's> StreamIo<'buf, 's> {
         size: usize,
         file_offset: u64,
     ) -> Result<StreamOp> {
-        let slots = Arc::new(Slots {
-            size: AtomicUsize::new(size),
-            file_offset: AtomicI64::new(signed(file_offset)?),
-            buffer_offset: AtomicI64::new(signed(offset as u64)?),
-            ..Slots::default()
-        });
-        let core = &self.driver.core;
-        let session = core.async_session()?;
-        core.submit_async(
-            &session,
-            AsyncCall {
+        let op = queue(
+            &self.driver.core,
+            self.stream,
+            Queued {
                 op,
-                handle: file.id(),
-                buffer: base,
-                stream: self.stream,
-                slots: Arc::clone(&slots) as Arc<dyn AsyncSlots>,
+                file,
+                base,
+                offset,
+                size,
+                file_offset,
             },
         )?;
-        let op = StreamOp(slots);
         self.ops.push(op.clone());
         Ok(op)
     }
@@ -237,6 +239,141 @@ impl<'buf, 's> StreamIo<'buf, 's> {
     /// Ops queued through this `StreamIo` that have not ended.
     pub fn outstanding(&self) -> usize {
         self.ops.iter().filter(|op| op.result().is_none()).count()
+    }
+}
+
+/// One op as it is queued: direction, file, the memory's base and the offset into it (so a
+/// registered buffer is found by its base), size and file offset.
+struct Queued<'a> {
+    op: IoOp,
+    file: &'a FileHandle,
+    base: usize,
+    offset: usize,
+    size: usize,
+    file_offset: u64,
+}
+
+/// Queue `queued` on `stream` through `core`, from the calling thread.
+fn queue(core: &CoreDriver, stream: &StreamRef<'_>, queued: Queued<'_>) -> Result<StreamOp> {
+    let slots = Arc::new(Slots {
+        size: AtomicUsize::new(queued.size),
+        file_offset: AtomicI64::new(signed(queued.file_offset)?),
+        buffer_offset: AtomicI64::new(signed(queued.offset as u64)?),
+        ..Slots::default()
+    });
+    let session = core.async_session()?;
+    core.submit_async(
+        &session,
+        AsyncCall {
+            op: queued.op,
+            handle: queued.file.id(),
+            buffer: queued.base,
+            stream,
+            slots: Arc::clone(&slots) as Arc<dyn AsyncSlots>,
+        },
+    )?;
+    Ok(StreamOp(slots))
+}
+
+/// A stream-ordered op that owns the file `F` and the memory `M` it uses, queued with no scope
+/// around it by [`crate::Driver::read_on_stream`] or [`crate::Driver::write_on_stream`].
+/// [`OwningStreamOp::op`] answers its result and late-bound arguments; dropping the value waits
+/// until the op ended, then lets the file and the memory go.
+///
+/// Both are owned and `'static` because the op outlives the call that queued it: a borrow could
+/// end while the op runs, and a value that `mem::forget` skips then keeps (leaks) what it owns
+/// rather than freeing memory under the op.
+pub struct OwningStreamOp<F, M> {
+    op: StreamOp,
+    _file: F,
+    _memory: M,
+}
+
+impl<F, M> OwningStreamOp<F, M> {
+    /// The op: its result once it ended, its size and file offset until the stream reaches it.
+    pub fn op(&self) -> &StreamOp {
+        &self.op
+    }
+}
+
+impl<F, M> fmt::Debug for OwningStreamOp<F, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwningStreamOp")
+            .field("op", &self.op)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, M> Drop for OwningStreamOp<F, M> {
+    fn drop(&mut self) {
+        // The op uses the memory and the file until it ended; they drop after this returns.
+        let _ = self.op.wait();
+    }
+}
+
+impl<F: Borrow<FileHandle> + 'static, M: 'static> OwningStreamOp<F, M> {
+    /// Queue a read of all of `dst` from `file` at `file_offset` on `stream` through `core`.
+    pub(crate) fn read(
+        core: &CoreDriver,
+        stream: &StreamRef<'_>,
+        file: F,
+        mut dst: M,
+        file_offset: u64,
+    ) -> Result<Self>
+    where
+        M: AsDeviceMut,
+    {
+        let view = dst.as_device_mut();
+        let (base, offset, size) = (view.base(), view.offset(), view.len());
+        let op = queue(
+            core,
+            stream,
+            Queued {
+                op: IoOp::Read,
+                file: file.borrow(),
+                base,
+                offset,
+                size,
+                file_offset,
+            },
+        )?;
+        Ok(OwningStreamOp {
+            op,
+            _file: file,
+            _memory: dst,
+        })
+    }
+
+    /// Queue a write of all of `src` to `file` at `file_offset` on `stream` through `core`.
+    pub(crate) fn write(
+        core: &CoreDriver,
+        stream: &StreamRef<'_>,
+        file: F,
+        src: M,
+        file_offset: u64,
+    ) -> Result<Self>
+    where
+        M: AsDevice,
+    {
+        let view = src.as_device();
+        let (base, offset, size) = (view.base(), view.offset(), view.len());
+        let op = queue(
+            core,
+            stream,
+            Queued {
+                op: IoOp::Write,
+                file: file.borrow(),
+                base,
+                offset,
+                size,
+                file_offset,
+            },
+        )?;
+        Ok(OwningStreamOp {
+            op,
+            _file: file,
+            _memory: src,
+        })
     }
 }
 

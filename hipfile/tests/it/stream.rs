@@ -1430,3 +1430,89 @@ fn the_null_streams_of_two_devices_never_wait_for_ever() {
         "device 1's null stream waited for ever on its flag word after attempt {hung:?}"
     );
 }
+
+/// Ops queued without a scope ([`Driver::read_on_stream`], [`Driver::write_on_stream`]) are queued
+/// on the calling thread: the per-thread default stream (2) is its own on its current device, the
+/// legacy handle (1) its current device's null stream. The op owns its file and memory, and
+/// dropping it waits until it ended.
+#[cfg(any(feature = "fallback", feature = "fastpath"))]
+#[test]
+fn owned_ops_are_queued_on_the_calling_threads_streams_and_dropping_one_waits_for_it() {
+    within(TEST_LIMIT, "owned ops", || {
+        let content = pattern(34, 0, 8 * KIB);
+        let rig = two_device_rig();
+        let driver = &rig.driver;
+        let dir = scratch_dir();
+        let (path, file) = data_file(dir.path(), "data", &content);
+        let handle = Arc::new(driver.register_file(&file).unwrap());
+        // Memory is made (and filled, on the null stream) before any stream is held: a
+        // synchronous fill waits for the held blocking stream, and so does a free.
+        let on_zero = sentinel_buffer(driver, 4 * KIB);
+        rig.gpu.set_device(1).unwrap();
+        let (first, second) = (
+            sentinel_buffer(driver, 4 * KIB),
+            sentinel_buffer(driver, 4 * KIB),
+        );
+        let mine = filled(driver, b"mine");
+        // SAFETY: the special handles name streams every runtime has.
+        let (legacy, per_thread) = unsafe {
+            (
+                StreamRef::from_raw(&rig.gpu, 1),
+                StreamRef::from_raw(&rig.gpu, 2),
+            )
+        };
+        let hold = StreamHold::on(&per_thread);
+        hold.wait_reached();
+        let held = driver
+            .read_on_stream(&per_thread, Arc::clone(&handle), first, 0)
+            .unwrap();
+        let elsewhere = thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    rig.gpu.set_device(1).unwrap();
+                    // SAFETY: as above.
+                    let theirs = unsafe { StreamRef::from_raw(&rig.gpu, 2) };
+                    let op = driver
+                        .write_on_stream(&theirs, Arc::clone(&handle), mine, 0)
+                        .unwrap();
+                    // Kept (not dropped, which frees `mine`) until the hold is released: a
+                    // free waits for every stream.
+                    (ended(op.op()), op)
+                })
+                .join()
+                .unwrap()
+        });
+        assert_eq!(
+            outcome(&elsewhere.0),
+            Ok(4),
+            "another thread's per-thread stream is another stream, not held"
+        );
+        assert_pending(held.op(), "this thread's per-thread stream");
+        let behind = driver
+            .read_on_stream(&legacy, Arc::clone(&handle), second, 4096)
+            .unwrap();
+        assert_pending(
+            behind.op(),
+            "the null stream behind earlier work of the blocking per-thread stream",
+        );
+        rig.gpu.set_device(0).unwrap();
+        let other_device = driver
+            .read_on_stream(&legacy, Arc::clone(&handle), on_zero, 0)
+            .unwrap();
+        assert_eq!(
+            outcome(&ended(other_device.op())),
+            Ok(4 * KIB),
+            "device 0's null stream is another stream, not held"
+        );
+        hold.release();
+        let (first, second) = (held.op().clone(), behind.op().clone());
+        drop(held);
+        assert_eq!(first.result().map(|r| outcome(&r)), Some(Ok(4 * KIB)));
+        drop(behind);
+        assert_eq!(second.result().map(|r| outcome(&r)), Some(Ok(4 * KIB)));
+        assert!(!hold.gave_up());
+        let mut expected = content.clone();
+        expected[..4].copy_from_slice(b"mine");
+        assert_eq!(std::fs::read(path).unwrap(), expected);
+    });
+}
