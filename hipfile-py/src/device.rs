@@ -1,11 +1,14 @@
 //! Device memory and streams made through the driver: `hipfile.DeviceBuffer` (`hipfile.empty`,
-//! `hipfile.to_device`) and `hipfile.Stream`, on the sim in CI and on the real GPU elsewhere.
+//! `hipfile.to_device`) and `hipfile.Stream`, on the sim in CI and on the real GPU elsewhere; and
+//! the calling thread's current device (`hipfile.get_device`, `set_device`, `device_count`).
 //! A `DeviceBuffer` is a one-dimensional `uint8` device array that CuPy, PyTorch and hipfile
 //! itself take through `__cuda_array_interface__` (version 3) or DLPack.
 
 use std::sync::{Mutex, PoisonError};
 
-use hipfile_hip::{OwnedStream, Platform};
+use std::sync::Arc;
+
+use hipfile_hip::{GpuRuntime, OwnedStream, Platform};
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -17,6 +20,55 @@ use crate::memory::tuple;
 
 fn hip(e: &hipfile_hip::HipError, what: &str) -> PyErr {
     crate::errors::to_py(&hipfile::Error::hip(e, what))
+}
+
+/// The process-wide driver (opened, or one more reference on it) and its GPU runtime.
+fn runtime() -> hipfile::Result<(hipfile::Driver, Arc<dyn GpuRuntime>)> {
+    let driver = hipfile::Driver::open()?;
+    let runtime = driver
+        .core()
+        .session()
+        .map(|s| Arc::clone(s.runtime()))
+        .ok_or_else(|| {
+            hipfile::Error::new(
+                hipfile::ErrorKind::DriverNotInitialized,
+                "the driver is not open",
+            )
+        })?;
+    Ok((driver, runtime))
+}
+
+/// Run `f` on the driver's GPU runtime on the calling thread, with the GIL released.
+fn on_runtime<T: Send>(
+    py: Python<'_>,
+    what: &str,
+    f: impl FnOnce(&Arc<dyn GpuRuntime>) -> hipfile_hip::HipResult<T> + Send,
+) -> PyResult<T> {
+    py.detach(|| {
+        let (_driver, runtime) = runtime()?;
+        f(&runtime).map_err(|e| hipfile::Error::hip(&e, what))
+    })
+    .py()
+}
+
+/// Devices the platform reports (`hipGetDeviceCount`).
+#[pyfunction]
+pub(crate) fn device_count(py: Python<'_>) -> PyResult<i32> {
+    on_runtime(py, "counting devices", |rt| rt.device_count())
+}
+
+/// The calling thread's current device (`hipGetDevice`): where `empty`, `to_device` and
+/// `Stream()` allocate, and whose null stream `read_async(..., stream=None)` queues on.
+#[pyfunction]
+pub(crate) fn get_device(py: Python<'_>) -> PyResult<i32> {
+    on_runtime(py, "asking the current device", |rt| rt.current_device())
+}
+
+/// Make `device` the calling thread's current device (`hipSetDevice`), as a framework's own call
+/// does (`cupy.cuda.Device(n).use()`, `torch.cuda.set_device(n)`): the runtime is shared.
+#[pyfunction]
+pub(crate) fn set_device(py: Python<'_>, device: i32) -> PyResult<()> {
+    on_runtime(py, "setting the current device", |rt| rt.set_device(device))
 }
 
 /// Device memory allocated through the process-wide driver on its current device; freed when
@@ -251,21 +303,12 @@ pub(crate) struct Stream {
 
 #[pymethods]
 impl Stream {
-    /// Create a stream on the current device.
+    /// Create a stream on the calling thread's current device (ordered with its null stream, as
+    /// `hipStreamCreate` makes it).
     #[new]
     fn new(py: Python<'_>) -> PyResult<Self> {
         py.detach(|| -> hipfile::Result<Stream> {
-            let driver = hipfile::Driver::open()?;
-            let runtime = driver
-                .core()
-                .session()
-                .map(|s| s.runtime().clone())
-                .ok_or_else(|| {
-                    hipfile::Error::new(
-                        hipfile::ErrorKind::DriverNotInitialized,
-                        "the driver is not open",
-                    )
-                })?;
+            let (driver, runtime) = runtime()?;
             let stream = OwnedStream::new(runtime)
                 .map_err(|e| hipfile::Error::hip(&e, "creating a stream"))?;
             Ok(Stream {

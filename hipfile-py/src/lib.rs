@@ -68,6 +68,9 @@ fn _hipfile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(driver::driver_get_properties, m)?)?;
     m.add_function(wrap_pyfunction!(device::empty, m)?)?;
     m.add_function(wrap_pyfunction!(device::to_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device::device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(device::get_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device::set_device, m)?)?;
     m.add_function(wrap_pyfunction!(file::num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(file::task_size, m)?)?;
     Ok(())

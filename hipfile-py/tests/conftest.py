@@ -1,9 +1,12 @@
 """Shared fixtures. The tests run on the simulated GPU unless HIPFILE_PLATFORM names another
-platform (the GPU bundle sets it to the machine's)."""
+platform (the GPU bundle sets it to the machine's); the simulated GPU has two devices, so the
+tests of which device an op runs on run everywhere."""
 
+import contextlib
 import os
 
 os.environ.setdefault("HIPFILE_PLATFORM", "sim")
+os.environ.setdefault("HIPFILE_SIM_DEVICES", "2")
 
 import pytest  # noqa: E402
 
@@ -46,3 +49,24 @@ class DlpackOnly:
 
     def __dlpack_device__(self):
         return self.buf.__dlpack_device__()
+
+
+def needs_two_devices():
+    """Skip, saying why, on a machine with one GPU (never on the sim, which has two)."""
+    import hipfile
+
+    if hipfile.device_count() < 2:
+        pytest.skip("needs two devices; this machine has one")
+
+
+@contextlib.contextmanager
+def current_device(device: int):
+    """``device`` current on the calling thread for the block, then the one before again."""
+    import hipfile
+
+    before = hipfile.get_device()
+    hipfile.set_device(device)
+    try:
+        yield
+    finally:
+        hipfile.set_device(before)

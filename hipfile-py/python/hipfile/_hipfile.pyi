@@ -190,6 +190,15 @@ def empty(nbytes: int) -> DeviceBuffer:
 def to_device(data: Any) -> DeviceBuffer:
     """A new device buffer holding the bytes of ``data``."""
 
+def device_count() -> int:
+    """Devices the platform reports (``hipGetDeviceCount``)."""
+
+def get_device() -> int:
+    """The calling thread's current device (``hipGetDevice``)."""
+
+def set_device(device: int) -> None:
+    """Make ``device`` the calling thread's current device (``hipSetDevice``)."""
+
 def num_threads() -> int:
     """Threads of the pool behind ``pread``/``pwrite`` and split calls (``HIPFILE_PY_THREADS``)."""
 
