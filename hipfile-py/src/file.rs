@@ -13,7 +13,13 @@
 //! latency-bound). `raw_read`/`raw_write` run on the calling thread as one request to the
 //! library, capped as `hipFileRead` is. Each request holds the file and the memory's owner until
 //! it ended, so closing the file or dropping the array while a future is pending is safe.
+//!
+//! `read_async`/`write_async` queue their op on the calling thread and return: the null stream
+//! and the per-thread default stream are that thread's, on its current device, as the caller
+//! means them. The op owns the file until it ended; a thread of its own holds the memory's owner
+//! and the stream's object meanwhile, so nothing waits for the stream where the op was queued.
 
+use std::borrow::Borrow;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
@@ -415,8 +421,9 @@ impl StreamFuture {
     }
 }
 
-/// The raw handle of `stream`: `None` or 0 is the null stream; an int is a handle; an object
-/// names its handle as `.ptr` (CuPy, `hipfile.Stream`) or `.cuda_stream` (PyTorch).
+/// The raw handle of `stream`: `None` or 0 is the null stream; an int is a handle (1 and 2 the
+/// legacy and per-thread default streams); an object names its handle as `.ptr` (CuPy,
+/// `hipfile.Stream`) or `.cuda_stream` (PyTorch).
 fn stream_handle(stream: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
     let Some(stream) = stream.filter(|s| !s.is_none()) else {
         return Ok(0);
@@ -549,64 +556,73 @@ impl CuFile {
             let file = &request.file;
             py.detach(|| wait_for_stream(file, array_stream)).py()?;
         }
-        let stream_owner = stream.map(|s| s.clone().unbind());
-        let (tx, rx) = crossbeam_channel::bounded::<hipfile::Result<StreamOp>>(1);
-        // The op borrows the file and the memory until it ended: a thread of its own holds them
-        // (and the stream's object) for the facade's scope, which returns once the op ended.
-        std::thread::Builder::new()
-            .name("hipfile-py-stream".into())
-            .spawn(move || {
-                let _stream_owner = stream_owner;
-                let Request {
-                    file,
-                    memory,
-                    offset,
-                    size,
-                    file_offset,
-                    ..
-                } = request;
-                let Some(session) = file.driver.core().session() else {
-                    let _ = tx.send(Err(Error::new(
-                        ErrorKind::DriverNotInitialized,
-                        "the driver is not open",
-                    )));
-                    return;
-                };
+        let Request {
+            file,
+            memory,
+            offset,
+            size,
+            file_offset,
+            ..
+        } = request;
+        // Queued here, on the calling thread: the null stream (0, or the legacy handle 1) is its
+        // current device's and the per-thread default stream (2) its own, as the caller means
+        // them; another thread would name other streams with the same handles.
+        let (op, queued) = py
+            .detach(|| -> hipfile::Result<(StreamOp, Box<dyn Send>)> {
+                let session = file.driver.core().session().ok_or_else(|| {
+                    Error::new(ErrorKind::DriverNotInitialized, "the driver is not open")
+                })?;
                 let runtime = Arc::clone(session.runtime());
                 let stream = foreign::stream(&runtime, raw);
                 let range = offset..offset + size;
+                let held = HeldFile(Arc::clone(&file));
+                let out_of_range =
+                    || Error::new(ErrorKind::InvalidValue, "the range lies past the array");
                 if read {
-                    let mut whole = foreign::device_mut(ptr, len);
-                    let mut part = match whole.slice_mut(range) {
-                        Ok(part) => part,
-                        Err(e) => {
-                            let _ = tx.send(Err(e));
-                            return;
-                        }
-                    };
-                    file.driver.on_stream(&stream, |io| {
-                        let _ = tx.send(io.read(&file.handle, &mut part, file_offset));
-                    });
+                    let part = foreign::device_mut(ptr, len)
+                        .get_mut(range)
+                        .ok_or_else(out_of_range)?;
+                    let queued = file
+                        .driver
+                        .read_on_stream(&stream, held, part, file_offset)?;
+                    Ok((queued.op().clone(), Box::new(queued)))
                 } else {
-                    let whole = foreign::device(ptr, len);
-                    let part = match whole.slice(range) {
-                        Ok(part) => part,
-                        Err(e) => {
-                            let _ = tx.send(Err(e));
-                            return;
-                        }
-                    };
-                    file.driver.on_stream(&stream, |io| {
-                        let _ = tx.send(io.write(&file.handle, &part, file_offset));
-                    });
+                    let part = foreign::device(ptr, len)
+                        .get(range)
+                        .ok_or_else(out_of_range)?;
+                    let queued = file
+                        .driver
+                        .write_on_stream(&stream, held, part, file_offset)?;
+                    Ok((queued.op().clone(), Box::new(queued)))
                 }
-                drop(memory);
             })
-            .map_err(|e| os_error(e.raw_os_error().unwrap_or(0), "cannot start a thread"))?;
-        let queued = py
-            .detach(|| rx.recv())
-            .map_err(|_| PyOSError::new_err("the stream op was not queued"))?;
-        Ok(StreamFuture { op: queued.py()? })
+            .py()?;
+        // The op owns the file and its view of the memory until it ended; the Python objects that
+        // keep the memory and the stream alive go to a thread of their own that waits for it, so
+        // neither this call nor the garbage collector of a dropped future waits for the stream.
+        let stream_owner = stream.map(|s| s.clone().unbind());
+        py.detach(|| {
+            let keep = move || {
+                drop(queued);
+                drop(memory);
+                drop(stream_owner);
+            };
+            // No thread to be had: wait here (GIL released) rather than let go under the op.
+            let _ = std::thread::Builder::new()
+                .name("hipfile-py-stream".into())
+                .spawn(keep);
+        });
+        Ok(StreamFuture { op })
+    }
+}
+
+/// A registered file as the op that uses it holds it: the `CuFile`'s, kept open until the op
+/// ended.
+struct HeldFile(Arc<OpenFile>);
+
+impl Borrow<hipfile::FileHandle> for HeldFile {
+    fn borrow(&self) -> &hipfile::FileHandle {
+        &self.0.handle
     }
 }
 
@@ -750,6 +766,10 @@ impl CuFile {
     /// Queue a read on `stream` (an int handle, an object with `.ptr` or `.cuda_stream`, or
     /// `None` for the null stream): it runs when the stream reaches it, and the stream's later
     /// work waits for it (`hipFileReadAsync`). Device memory only. Answers a `StreamFuture`.
+    /// The op is queued on the calling thread, so the special handles mean what they mean there:
+    /// `None` or 0 (the null stream) and 1 (the legacy default stream) are the null stream of the
+    /// thread's current device, 2 (`hipStreamPerThread`, `cudaStreamPerThread`) the thread's own
+    /// default stream on it.
     #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0, stream = None))]
     fn read_async(
         &self,

@@ -49,12 +49,13 @@ pub(crate) fn device(ptr: usize, len: usize) -> DeviceSlice<'static> {
     unsafe { DeviceSlice::from_raw_parts(ptr, len) }
 }
 
-/// The stream whose raw handle is `raw` (0: the null stream) on `runtime`. The caller holds the
-/// Python object the handle came from until the ops queued on it ended.
+/// The stream whose raw handle is `raw` (0: the null stream; 1 and 2: the legacy and per-thread
+/// default streams of the calling thread) on `runtime`. The caller holds the Python object the
+/// handle came from until the ops queued on it ended.
 pub(crate) fn stream(runtime: &Arc<dyn GpuRuntime>, raw: usize) -> StreamRef<'_> {
-    // SAFETY: 0 is the null stream, live for every runtime; any other handle comes from an
-    // object (a `hipfile.Stream`, a CuPy or PyTorch stream) that the request holds, so the
-    // stream is not destroyed while the ops on it run.
+    // SAFETY: 0, 1 and 2 name the default streams, which every runtime keeps and which are never
+    // destroyed; any other handle comes from an object (a `hipfile.Stream`, a CuPy or PyTorch
+    // stream) that the request holds, so the stream is not destroyed while the ops on it run.
     unsafe { StreamRef::from_raw(runtime, raw) }
 }
 

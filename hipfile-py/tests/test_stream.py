@@ -4,7 +4,7 @@ streams made through the driver, named every way Python programs name them."""
 import pytest
 
 import hipfile
-from conftest import pattern
+from conftest import current_device, needs_two_devices, pattern
 
 
 class CupyLikeStream:
@@ -112,3 +112,40 @@ def test_many_ops_in_flight_on_one_stream(make_file):
         assert all(op.done() for op in ops)
         assert sum(op.get() for op in ops) == len(data)
     assert buf.tobytes() == data
+
+
+@pytest.mark.parametrize("stream", [None, 0, 1, 2], ids=["none", "null", "legacy", "per-thread"])
+def test_default_streams_are_the_calling_threads_on_its_current_device(make_file, tmp_path, stream):
+    """``None``/0 (the null stream), 1 (the legacy default stream) and 2 (the per-thread default
+    stream) name streams of the calling thread's current device: an op queued on one of them
+    from a thread whose current device is 1 runs on device 1, where its memory is."""
+    needs_two_devices()
+    data = pattern(64 * 1024, seed=21)
+    out = str(tmp_path / "out")
+    with current_device(1):
+        buf = hipfile.empty(len(data))
+        buf.fill(0)
+        with hipfile.open(make_file(data), "r") as f:
+            assert f.read_async(buf, stream=stream).get() == len(data)
+        with hipfile.open(out, "w") as f:
+            assert f.write_async(buf, 1000, 0, 5, stream).get() == 1000
+        assert hipfile.get_device() == 1
+    assert buf.tobytes() == data
+    with open(out, "rb") as f:
+        assert f.read() == data[5:1005]
+
+
+def test_the_per_thread_stream_keeps_the_order_of_the_calling_threads_ops(make_file):
+    """Ops queued on the per-thread default stream (2) by one thread are on one stream, in
+    order: a small op queued after a large one ends after it."""
+    data = pattern(1 << 20, seed=22) * 16
+    big = hipfile.empty(len(data))
+    small = hipfile.empty(4096)
+    with hipfile.open(make_file(data), "r") as f:
+        for _ in range(3):
+            first = f.read_async(big, stream=2)
+            second = f.read_async(small, 4096, 4096, 0, 2)
+            assert second.get() == 4096
+            assert first.done(), "the op queued first on the per-thread stream ended first"
+            assert first.get() == len(data)
+    assert small.tobytes() == data[4096:8192]
