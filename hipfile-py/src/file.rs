@@ -12,7 +12,10 @@
 //! and run a call of one part on the calling thread (no hand-off: small requests are
 //! latency-bound). `raw_read`/`raw_write` run on the calling thread as one request to the
 //! library, capped as `hipFileRead` is. Each request holds the file and the memory's owner until
-//! it ended, so closing the file or dropping the array while a future is pending is safe.
+//! it ended, so closing the file or dropping the array while a future is pending is safe. An
+//! array whose producer names a stream (`__cuda_array_interface__`'s `stream`) is waited for on
+//! the calling thread before its request runs anywhere, since 1 and 2 there name that thread's
+//! legacy and per-thread default streams.
 //!
 //! `read_async`/`write_async` queue their op on the calling thread and return: the null stream
 //! and the per-thread default stream are that thread's, on its current device, as the caller
@@ -145,8 +148,28 @@ impl Request {
             .collect()
     }
 
-    /// Run the request on this thread. Device memory goes through the facade without the GIL;
-    /// host memory through `os.preadv`/`os.pwrite`, which release the GIL while in the kernel.
+    /// Wait until the work the array's producer queued on its stream (`__cuda_array_interface__`'s
+    /// `stream`) ended, as the interface asks of a consumer before it touches the array. Called
+    /// on the calling thread, never on the pool: the handles 1 and 2 (the legacy and per-thread
+    /// default streams) name that thread's streams on its current device.
+    fn wait_for_producer(&self) -> Result<(), Failure> {
+        match self.memory {
+            Memory::Device {
+                stream: Some(raw), ..
+            } => wait_for_stream(&self.file, raw).map_err(Failure::Core),
+            _ => Ok(()),
+        }
+    }
+
+    /// Wait for the producer's stream and run the request, on the calling thread.
+    fn run_here(self) -> Result<usize, Failure> {
+        self.wait_for_producer()?;
+        self.run()
+    }
+
+    /// Run the request on this thread (the producer's stream was waited for). Device memory goes
+    /// through the facade without the GIL; host memory through `os.preadv`/`os.pwrite`, which
+    /// release the GIL while in the kernel.
     fn run(self) -> Result<usize, Failure> {
         let Request {
             file,
@@ -164,12 +187,6 @@ impl Request {
             }
         }
         let range = offset..offset + size;
-        if let Memory::Device {
-            stream: Some(raw), ..
-        } = memory
-        {
-            wait_for_stream(&file, raw).map_err(Failure::Core)?;
-        }
         match memory {
             Memory::Device { ptr, len, .. } if read => {
                 let mut whole = foreign::device_mut(ptr, len);
@@ -347,15 +364,14 @@ impl IOFuture {
     }
 }
 
-/// Run `request` on the pool, split into parts of at most `task_size()` bytes.
-fn submit(py: Python<'_>, request: Request) -> IOFuture {
-    IOFuture {
-        parts: request
-            .split(py, task_size())
-            .into_iter()
-            .map(spawn)
-            .collect(),
-    }
+/// Run `request` on the pool, split into parts of at most `task_size()` bytes, once the
+/// producer's stream was waited for here.
+fn submit(py: Python<'_>, request: Request, task: usize) -> PyResult<IOFuture> {
+    py.detach(|| request.wait_for_producer())
+        .map_err(Failure::into_py)?;
+    Ok(IOFuture {
+        parts: request.split(py, task).into_iter().map(spawn).collect(),
+    })
 }
 
 /// Run one part on the pool; its result lands in the answered slot.
@@ -380,12 +396,9 @@ fn blocking(py: Python<'_>, request: Request) -> PyResult<usize> {
     let task = task_size();
     // One part (every small request): run here, with no list of parts to build.
     if request.size <= task {
-        return py.detach(|| request.run()).map_err(Failure::into_py);
+        return py.detach(|| request.run_here()).map_err(Failure::into_py);
     }
-    let future = IOFuture {
-        parts: request.split(py, task).into_iter().map(spawn).collect(),
-    };
-    future.get(py)
+    submit(py, request, task)?.get(py)
 }
 
 /// An op queued on a GPU stream (`CuFile.read_async` / `write_async`): it runs when the stream
@@ -716,7 +729,7 @@ impl CuFile {
         dev_offset: usize,
     ) -> PyResult<IOFuture> {
         let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
-        Ok(submit(py, request))
+        submit(py, request, task_size())
     }
 
     /// `write` as a future.
@@ -730,7 +743,7 @@ impl CuFile {
         dev_offset: usize,
     ) -> PyResult<IOFuture> {
         let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
-        Ok(submit(py, request))
+        submit(py, request, task_size())
     }
 
     /// `read` on the calling thread (GIL released), as one request to the library: at most
@@ -745,7 +758,7 @@ impl CuFile {
         dev_offset: usize,
     ) -> PyResult<usize> {
         let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
-        py.detach(|| request.run()).map_err(Failure::into_py)
+        py.detach(|| request.run_here()).map_err(Failure::into_py)
     }
 
     /// `write` on the calling thread (GIL released), as one request to the library (at most
@@ -760,7 +773,7 @@ impl CuFile {
         dev_offset: usize,
     ) -> PyResult<usize> {
         let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
-        py.detach(|| request.run()).map_err(Failure::into_py)
+        py.detach(|| request.run_here()).map_err(Failure::into_py)
     }
 
     /// Queue a read on `stream` (an int handle, an object with `.ptr` or `.cuda_stream`, or

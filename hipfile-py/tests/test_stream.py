@@ -149,3 +149,36 @@ def test_the_per_thread_stream_keeps_the_order_of_the_calling_threads_ops(make_f
             assert first.done(), "the op queued first on the per-thread stream ended first"
             assert first.get() == len(data)
     assert small.tobytes() == data[4096:8192]
+
+
+class OnProducerStream:
+    """``buf`` as an array whose producer names its stream (``__cuda_array_interface__``'s
+    ``stream``): work queued there must end before a consumer touches the memory."""
+
+    def __init__(self, buf, stream):
+        self.__cuda_array_interface__ = dict(buf.__cuda_array_interface__, stream=stream)
+
+
+@pytest.mark.parametrize("call", ["pwrite", "write"])
+def test_the_arrays_stream_is_waited_for_as_the_calling_thread_names_it(make_file, tmp_path, call):
+    """The array's stream 1 (the legacy default stream) is that of the calling thread's current
+    device, device 1 here, whose null stream waits for the read queued on a blocking stream
+    there: a write from the array, on the pool or not, takes the bytes the read put in place."""
+    needs_two_devices()
+    data = pattern(1 << 20, seed=23) * 16
+    out = str(tmp_path / "out")
+    with current_device(1):
+        buf = hipfile.empty(len(data))
+        buf.fill(0)
+        producer = hipfile.Stream()
+        array = OnProducerStream(buf, 1)
+        with hipfile.open(make_file(data), "r") as f, hipfile.open(out, "w") as g:
+            filling = f.read_async(buf, stream=producer)
+            # pwrite runs on the pool; write (one part) on the calling thread.
+            if call == "pwrite":
+                assert g.pwrite(array).get() == len(data)
+            else:
+                assert g.write(array) == len(data)
+            assert filling.done()
+    with open(out, "rb") as f:
+        assert f.read() == data
