@@ -23,14 +23,16 @@
 //! and the stream's object meanwhile, so nothing waits for the stream where the op was queued.
 
 use std::borrow::Borrow;
+use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 
 use hipfile::{AsDevice, AsDeviceMut, Error, ErrorKind, StreamOp};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PySlice};
+use pyo3::types::{PyBytes, PyList, PySlice};
 
 use crate::errors::{to_py, IntoPyResult};
 use crate::foreign;
@@ -639,6 +641,29 @@ impl Borrow<hipfile::FileHandle> for HeldFile {
     }
 }
 
+/// Open `path` as Python's `open` does: a directory is refused with `EISDIR`, for reading too
+/// (where `open(2)` allows it).
+fn open_path(options: &std::fs::OpenOptions, path: &Path) -> std::io::Result<std::fs::File> {
+    let file = options.open(path)?;
+    if file.metadata()?.is_dir() {
+        return Err(std::io::Error::from_raw_os_error(libc::EISDIR));
+    }
+    Ok(file)
+}
+
+/// The C library's text for `errno` (`os.strerror`), as Python's own errors carry it.
+fn strerror(py: Python<'_>, errno: i32) -> PyResult<String> {
+    py.import("os")?
+        .call_method1("strerror", (errno,))?
+        .extract()
+}
+
+/// `OSError(errno, text, filename)`: the subclass `errno` picks (`FileNotFoundError`...), with
+/// `.errno`, `.strerror` and `.filename` set, as Python's `open` raises it.
+fn named_os_error(errno: i32, text: String, filename: &Bound<'_, PyAny>) -> PyErr {
+    PyOSError::new_err((errno, text, filename.clone().unbind()))
+}
+
 fn file_size(py: Python<'_>, fd: RawFd) -> PyResult<i64> {
     py.import("os")?
         .call_method1("fstat", (fd,))?
@@ -656,27 +681,43 @@ impl CuFile {
     #[pyo3(signature = (file, mode = "r"))]
     fn new(py: Python<'_>, file: &Bound<'_, PyAny>, mode: &str) -> PyResult<Self> {
         let (m, options) = parse_mode(mode)?;
-        let owned = if let Ok(fd) = file.extract::<RawFd>() {
-            (None, fd)
+        // The name errors carry, as Python's `open` sets it: the path as `os.fspath` gives it
+        // (`str` or `bytes`); none for a descriptor.
+        let (opened, fd, filename) = if let Ok(fd) = file.extract::<RawFd>() {
+            (None, fd, None)
         } else {
-            let path: PathBuf = file.extract()?;
-            let f = py.detach(|| options.open(&path)).map_err(PyErr::from)?;
+            let name = py.import("os")?.call_method1("fspath", (file,))?;
+            let path = match name.cast::<PyBytes>() {
+                Ok(bytes) => PathBuf::from(OsStr::from_bytes(bytes.as_bytes())),
+                Err(_) => name.extract::<PathBuf>()?,
+            };
+            let f =
+                py.detach(|| open_path(&options, &path))
+                    .map_err(|e| match e.raw_os_error() {
+                        Some(errno) => strerror(py, errno)
+                            .map_or_else(|e| e, |text| named_os_error(errno, text, &name)),
+                        None => PyErr::from(e),
+                    })?;
             let fd = f.as_raw_fd();
-            (Some(f), fd)
+            (Some(f), fd, Some(name))
         };
-        let (file, fd) = owned;
         let (driver, handle) = py
             .detach(|| {
                 let driver = hipfile::Driver::open()?;
                 let handle = driver.register_fd(fd)?;
                 Ok::<_, Error>((driver, handle))
             })
-            .py()?;
+            .map_err(|e| match (e.kind(), e.errno(), filename) {
+                (ErrorKind::Os, Some(errno), Some(name)) => {
+                    named_os_error(errno, e.to_string(), &name)
+                }
+                _ => to_py(&e),
+            })?;
         Ok(CuFile {
             open: Mutex::new(Some(Arc::new(OpenFile {
                 handle,
                 driver,
-                _file: file,
+                _file: opened,
                 fd,
                 mode: m,
                 append_end: Mutex::new(0),

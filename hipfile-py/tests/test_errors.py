@@ -221,9 +221,75 @@ def test_closed_file(make_file):
         f.fileno()
 
 
-def test_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        hipfile.open(str(tmp_path / "absent"), "r")
+def python_open_error(path, mode):
+    """The error Python's own ``open`` raises for ``path`` in ``mode`` (binary)."""
+    with pytest.raises(OSError) as e:
+        open(path, mode + "b")
+    return e.value
+
+
+def assert_open_fails_as_python_does(path, mode, expected):
+    """``hipfile.open`` refuses ``path`` in ``mode`` with the error Python's ``open`` raises:
+    the same class (``expected``), errno, message and filename (the path as ``os.fspath`` gives
+    it)."""
+    with pytest.raises(OSError) as e:
+        hipfile.open(path, mode)
+    ours, python = e.value, python_open_error(path, mode)
+    assert type(ours) is type(python) is expected
+    assert (ours.errno, ours.strerror, ours.filename) == (
+        python.errno,
+        python.strerror,
+        os.fspath(path),
+    )
+    assert str(ours) == str(python)
+
+
+def test_open_errors_carry_errno_and_filename(tmp_path):
+    """As Python's ``open``: ``FileNotFoundError``, ``IsADirectoryError`` (reading a directory
+    too), ``FileExistsError``, ``NotADirectoryError``, each with ``.errno`` and ``.filename``."""
+    existing = tmp_path / "existing"
+    existing.write_bytes(b"x")
+    cases = [
+        (str(tmp_path / "absent"), "r", FileNotFoundError),
+        (tmp_path / "absent", "r+", FileNotFoundError),
+        (str(tmp_path / "no" / "such" / "dir"), "w", FileNotFoundError),
+        (str(tmp_path), "r", IsADirectoryError),
+        (str(tmp_path), "r+", IsADirectoryError),
+        (str(tmp_path), "w", IsADirectoryError),
+        (tmp_path, "a", IsADirectoryError),
+        (str(existing), "x", FileExistsError),
+        (str(existing / "below"), "r", NotADirectoryError),
+        (os.fsencode(tmp_path / "absent"), "r", FileNotFoundError),
+    ]
+    before = hipfile.use_count()
+    for path, mode, expected in cases:
+        assert_open_fails_as_python_does(path, mode, expected)
+    assert hipfile.use_count() == before, "a refused open holds no driver reference"
+
+
+def test_open_refused_by_permissions_carries_errno_and_filename(tmp_path):
+    """A file the user may not open is ``PermissionError`` (``EACCES``) with its filename. Root
+    may open anything, so as root the check runs in a child process that gave root up."""
+    path = str(tmp_path / "secret")
+    with open(path, "wb") as f:
+        f.write(b"x")
+    os.chmod(path, 0)
+    if os.geteuid() != 0:
+        assert_open_fails_as_python_does(path, "r", PermissionError)
+        return
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            assert_open_fails_as_python_does(path, "r", PermissionError)
+            assert_open_fails_as_python_does(path, "w", PermissionError)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the unprivileged child's open was not refused as Python's"
 
 
 def test_platform_is_picked_as_by_the_c_library():

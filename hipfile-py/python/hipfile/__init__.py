@@ -89,6 +89,10 @@ def open(file: Union[str, "_os.PathLike[str]", int], mode: str = "r") -> CuFile:
     the writes without one sent before it, so appends in flight at once never overlap; ``"x"``
     creates a new file (``FileExistsError`` if it exists); ``+`` adds the missing direction;
     ``b`` changes nothing. Anything else is ``ValueError``.
+
+    A file that cannot be opened raises what Python's ``open`` raises: the ``OSError`` subclass
+    of its errno (``FileNotFoundError``, ``PermissionError``, ``IsADirectoryError``, for
+    reading a directory too...) with ``.errno``, ``.strerror`` and ``.filename`` set.
     """
     return CuFile(file, mode)
 
