@@ -681,11 +681,11 @@ impl CuFile {
     #[pyo3(signature = (file, mode = "r"))]
     fn new(py: Python<'_>, file: &Bound<'_, PyAny>, mode: &str) -> PyResult<Self> {
         let (m, options) = parse_mode(mode)?;
-        // The name errors carry, as Python's `open` sets it: the path as `os.fspath` gives it
-        // (`str` or `bytes`); none for a descriptor.
-        let (opened, fd, filename) = if let Ok(fd) = file.extract::<RawFd>() {
-            (None, fd, None)
+        let (opened, fd) = if let Ok(fd) = file.extract::<RawFd>() {
+            (None, fd)
         } else {
+            // The name errors carry, as Python's `open` sets it: the path as `os.fspath` gives
+            // it (`str` or `bytes`).
             let name = py.import("os")?.call_method1("fspath", (file,))?;
             let path = match name.cast::<PyBytes>() {
                 Ok(bytes) => PathBuf::from(OsStr::from_bytes(bytes.as_bytes())),
@@ -699,7 +699,7 @@ impl CuFile {
                         None => PyErr::from(e),
                     })?;
             let fd = f.as_raw_fd();
-            (Some(f), fd, Some(name))
+            (Some(f), fd)
         };
         let (driver, handle) = py
             .detach(|| {
@@ -707,12 +707,7 @@ impl CuFile {
                 let handle = driver.register_fd(fd)?;
                 Ok::<_, Error>((driver, handle))
             })
-            .map_err(|e| match (e.kind(), e.errno(), filename) {
-                (ErrorKind::Os, Some(errno), Some(name)) => {
-                    named_os_error(errno, e.to_string(), &name)
-                }
-                _ => to_py(&e),
-            })?;
+            .py()?;
         Ok(CuFile {
             open: Mutex::new(Some(Arc::new(OpenFile {
                 handle,
