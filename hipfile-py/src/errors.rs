@@ -4,7 +4,9 @@
 //! is an `OSError` with that errno (so `FileNotFoundError`, `PermissionError`... as Python
 //! picks the subclass); every other failure is a `HipFileError` carrying the `hipFileOpError_t`
 //! number and name from hipfile-core's one table of error codes, and the GPU runtime's
-//! `hipError_t` when the runtime caused it.
+//! `hipError_t` when the runtime caused it. No device found (`hipFileDeviceNotFound`) says how to
+//! run on the simulated GPU instead, since that is what a Python user on a machine without a GPU
+//! came for.
 
 use hipfile::{Error, ErrorKind};
 use pyo3::exceptions::{PyException, PyOSError};
@@ -19,6 +21,11 @@ pyo3::create_exception!(
      GPU runtime's `hipError_t` when the runtime caused it, else None."
 );
 
+/// What a `hipFileDeviceNotFound` adds to its message.
+const NO_DEVICE_HINT: &str = "; to run on the simulated GPU (host memory standing in for device \
+     memory, no GPU needed), set HIPFILE_PLATFORM=sim in the environment before the first hipfile \
+     call";
+
 /// `err` as the Python exception the rule above names.
 pub(crate) fn to_py(err: &Error) -> PyErr {
     match (err.kind(), err.errno()) {
@@ -27,7 +34,11 @@ pub(crate) fn to_py(err: &Error) -> PyErr {
             let code = kind.code();
             let name = kind.c_name();
             let runtime = err.hip_code().map(|c| c.0).filter(|&c| c != 0);
-            let exc = HipFileError::new_err(err.to_string());
+            let hint = match kind {
+                ErrorKind::DeviceNotFound => NO_DEVICE_HINT,
+                _ => "",
+            };
+            let exc = HipFileError::new_err(format!("{err}{hint}"));
             let value = exc.value(py);
             let set = value
                 .setattr("hipfile_code", code)

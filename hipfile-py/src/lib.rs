@@ -11,7 +11,8 @@
 //!
 //! - The platform is picked as everywhere else: `HIPFILE_PLATFORM=amd|nvidia|sim` when set, else
 //!   the first GPU runtime that reports a device. With no device the first call that opens the
-//!   driver raises `HipFileError` (`hipFileDeviceNotFound`).
+//!   driver raises `HipFileError` (`hipFileDeviceNotFound`), whose message says to set
+//!   `HIPFILE_PLATFORM=sim` to run on the simulated GPU.
 //! - Memory enters as Python objects: device arrays through `__cuda_array_interface__` or DLPack,
 //!   host memory through the buffer protocol. Each request holds the object that owns the
 //!   memory until it ended. The one place where an address becomes a typed view is the module

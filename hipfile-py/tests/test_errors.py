@@ -313,3 +313,46 @@ def test_platform_is_picked_as_by_the_c_library():
     env = dict(os.environ, HIPFILE_PLATFORM="sim")
     out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
     assert out.stdout.split() == ["opened", "sim"], out.stderr
+
+
+NO_LIBRARY = "/nonexistent/hipfile-test/lib.so"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"HIPFILE_PLATFORM": "amd", "HIPFILE_HIP_LIBRARY": NO_LIBRARY},
+        {"HIPFILE_PLATFORM": "nvidia", "HIPFILE_CUDART_LIBRARY": NO_LIBRARY},
+        {
+            "HIPFILE_HIP_LIBRARY": NO_LIBRARY,
+            "HIPFILE_CUDART_LIBRARY": NO_LIBRARY,
+            "HIPFILE_CUDA_LIBRARY": NO_LIBRARY,
+        },
+        {"HIPFILE_PLATFORM": "quantum"},
+    ],
+    ids=["amd", "nvidia", "detected", "unknown"],
+)
+def test_no_device_says_how_to_run_on_the_simulated_gpu(tmp_path, env):
+    """With no platform reporting a device, the first call that opens the driver is
+    ``hipFileDeviceNotFound``, and its message names ``HIPFILE_PLATFORM=sim``."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "data"
+    path.write_bytes(b"x" * 4096)
+    program = (
+        "import sys, hipfile\n"
+        "for call in (hipfile.Driver, lambda: hipfile.open(sys.argv[1]), lambda: hipfile.empty(8)):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except hipfile.HipFileError as e:\n"
+        "        print(e.hipfile_name, 'HIPFILE_PLATFORM=sim' in str(e))\n"
+    )
+    base = {k: v for k, v in os.environ.items() if k != "HIPFILE_PLATFORM"}
+    out = subprocess.run(
+        [sys.executable, "-c", program, str(path)],
+        env=dict(base, **env),
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.split("\n")[:3] == ["hipFileDeviceNotFound True"] * 3, out.stdout + out.stderr
