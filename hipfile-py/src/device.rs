@@ -140,6 +140,9 @@ fn host_bytes<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
         .import("builtins")?
         .getattr("memoryview")?
         .call1((data,))?;
+    if crate::memory::format_holds_objects(&view.getattr("format")?.extract::<String>()?) {
+        return Err(crate::memory::holds_objects());
+    }
     Ok(view.call_method0("tobytes")?.cast_into::<PyBytes>()?)
 }
 

@@ -2,8 +2,10 @@
 //! or host memory through the buffer protocol.
 //!
 //! Checked here, before any request: the memory is contiguous (row-major; a strided view is a
-//! `ValueError`), a read does not land in read-only memory (`TypeError`, as `readinto` says for
-//! `bytes`), and the requested `size` and device offset lie within it (`ValueError`).
+//! `ValueError`), it holds data rather than Python object references (NumPy's `dtype=object`:
+//! `TypeError`, since a read would overwrite references and a write would store addresses), a
+//! read does not land in read-only memory (`TypeError`, as `readinto` says for `bytes`), and the
+//! requested `size` and device offset lie within it (`ValueError`).
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
@@ -113,6 +115,9 @@ fn cuda_array_interface<'py>(obj: &Bound<'py, PyAny>, cai: &Bound<'py, PyAny>) -
     };
     let shape: Vec<i64> = item(intern!(py, "shape"))?.extract()?;
     let typestr: String = item(intern!(py, "typestr"))?.extract()?;
+    if typestr.get(1..2) == Some("O") {
+        return Err(holds_objects());
+    }
     let (ptr, readonly): (usize, bool) = item(intern!(py, "data"))?.extract()?;
     if let Some(mask) = cai.get_item(intern!(py, "mask"))? {
         if !mask.is_none() {
@@ -179,10 +184,12 @@ fn host(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
     if !view.getattr("c_contiguous")?.extract::<bool>()? {
         return Err(not_contiguous());
     }
+    let format: String = view.getattr("format")?.extract()?;
+    if format_holds_objects(&format) {
+        return Err(holds_objects());
+    }
     let readonly: bool = view.getattr("readonly")?.extract()?;
-    let bytes = if view.getattr("ndim")?.extract::<usize>()? == 1
-        && view.getattr("format")?.extract::<String>()? == "B"
-    {
+    let bytes = if view.getattr("ndim")?.extract::<usize>()? == 1 && format == "B" {
         view
     } else {
         view.call_method1("cast", ("B",))?
@@ -213,6 +220,24 @@ fn not_memory(obj: &Bound<'_, PyAny>) -> PyErr {
         "a {name} is neither device memory (__cuda_array_interface__, __dlpack__) nor host \
          memory (the buffer protocol){hint}"
     ))
+}
+
+/// Whether items of the buffer-protocol `format` (`struct` syntax, NumPy's for structured
+/// dtypes: `T{l:a:O:b:}`) are or contain Python object references (`O`); field names, between
+/// colons, are not formats.
+pub(crate) fn format_holds_objects(format: &str) -> bool {
+    format
+        .split(':')
+        .step_by(2)
+        .any(|codes| codes.contains('O'))
+}
+
+/// The `TypeError` for memory of Python object references.
+pub(crate) fn holds_objects() -> PyErr {
+    PyTypeError::new_err(
+        "the array holds Python objects (dtype=object), references rather than data: hipfile \
+         reads and writes plain data only",
+    )
 }
 
 fn not_contiguous() -> PyErr {
