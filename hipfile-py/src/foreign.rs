@@ -98,33 +98,83 @@ struct DlManagedTensor {
 
 const DLTENSOR: &CStr = c"dltensor";
 
+/// `DLPackVersion`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DlPackVersion {
+    major: u32,
+    minor: u32,
+}
+
+/// `DLManagedTensorVersioned` (the capsule `"dltensor_versioned"` of DLPack 1.x, which
+/// `__dlpack__(max_version=(1, 0))` returns where the producer knows it).
+#[repr(C)]
+struct DlManagedTensorVersioned {
+    version: DlPackVersion,
+    manager_ctx: *mut c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DlManagedTensorVersioned)>,
+    flags: u64,
+    dl_tensor: DlTensor,
+}
+
+const DLTENSOR_VERSIONED: &CStr = c"dltensor_versioned";
+
+/// The DLPack version whose layout this module reads, and which it asks producers for.
+pub(crate) const DLPACK_VERSION: (u32, u32) = (1, 0);
+
+/// `DLPACK_FLAG_BITMASK_READ_ONLY`: the memory must not be written.
+const FLAG_READ_ONLY: u64 = 1 << 0;
+/// `DLPACK_FLAG_BITMASK_IS_COPIED`: the tensor is a copy of the producer's array.
+const FLAG_IS_COPIED: u64 = 1 << 1;
+
 /// A DLPack tensor as read from its capsule: first byte, item size, shape and strides (in
-/// items; `None` for compact row-major).
+/// items; `None` for compact row-major), and the versioned capsule's flags (none for an
+/// unversioned one).
 pub(crate) struct DlpackView {
     pub(crate) ptr: usize,
     pub(crate) itemsize: usize,
     pub(crate) shape: Vec<i64>,
     pub(crate) strides: Option<Vec<i64>>,
+    /// The producer's memory must not be written.
+    pub(crate) readonly: bool,
+    /// The tensor is a copy of the producer's array: what lands in it never reaches the array.
+    pub(crate) copied: bool,
 }
 
-/// Read the tensor a `"dltensor"` capsule describes. The capsule is not consumed (not renamed
-/// `"used_dltensor"`): the producer's capsule destructor frees the tensor when the capsule dies,
-/// so holding the capsule keeps the memory alive.
+/// Read the tensor a `"dltensor_versioned"` (DLPack 1.x) or `"dltensor"` capsule describes. The
+/// capsule is not consumed (not renamed `"used_..."`): the producer's capsule destructor frees
+/// the tensor when the capsule dies, so holding the capsule keeps the memory alive.
 pub(crate) fn dlpack_view(capsule: &Bound<'_, PyAny>) -> PyResult<DlpackView> {
     let capsule = capsule
         .cast::<PyCapsule>()
         .map_err(|_| PyTypeError::new_err("__dlpack__() did not return a capsule"))?;
-    let managed = capsule
-        .pointer_checked(Some(DLTENSOR))
-        .map_err(|_| {
-            PyValueError::new_err(
-                "__dlpack__() returned a capsule that is not an unconsumed \"dltensor\"",
-            )
-        })?
-        .cast::<DlManagedTensor>();
-    // SAFETY: a "dltensor" capsule points to a `DLManagedTensor` that stays valid while the
-    // capsule is alive and unconsumed; we read it while holding the capsule.
-    let tensor = unsafe { &managed.as_ref().dl_tensor };
+    let (tensor, flags) = if let Ok(versioned) = capsule.pointer_checked(Some(DLTENSOR_VERSIONED)) {
+        // SAFETY: a "dltensor_versioned" capsule points to a `DLManagedTensorVersioned` that
+        // stays valid while the capsule is alive and unconsumed; its version leads the struct
+        // in every major version, and the rest is read only under the major version we know.
+        let managed = unsafe { versioned.cast::<DlManagedTensorVersioned>().as_ref() };
+        let version = managed.version;
+        if version.major != DLPACK_VERSION.0 {
+            return Err(PyValueError::new_err(format!(
+                "__dlpack__() returned a DLPack {}.{} tensor; DLPack {}.x is read",
+                version.major, version.minor, DLPACK_VERSION.0
+            )));
+        }
+        (&managed.dl_tensor, managed.flags)
+    } else {
+        let managed = capsule
+            .pointer_checked(Some(DLTENSOR))
+            .map_err(|_| {
+                PyValueError::new_err(
+                    "__dlpack__() returned a capsule that is not an unconsumed \"dltensor\" \
+                     or \"dltensor_versioned\"",
+                )
+            })?
+            .cast::<DlManagedTensor>();
+        // SAFETY: a "dltensor" capsule points to a `DLManagedTensor` that stays valid while the
+        // capsule is alive and unconsumed; we read it while holding the capsule.
+        (unsafe { &managed.as_ref().dl_tensor }, 0)
+    };
     let ndim = usize::try_from(tensor.ndim)
         .map_err(|_| PyValueError::new_err("DLPack tensor with a negative ndim"))?;
     let read_dims = |p: *mut i64| -> Vec<i64> {
@@ -151,6 +201,8 @@ pub(crate) fn dlpack_view(capsule: &Bound<'_, PyAny>) -> PyResult<DlpackView> {
         itemsize: bits / 8,
         shape,
         strides: (!tensor.strides.is_null()).then(|| read_dims(tensor.strides)),
+        readonly: flags & FLAG_READ_ONLY != 0,
+        copied: flags & FLAG_IS_COPIED != 0,
     })
 }
 

@@ -13,8 +13,9 @@
 //!   the first GPU runtime that reports a device. With no device the first call that opens the
 //!   driver raises `HipFileError` (`hipFileDeviceNotFound`), whose message says to set
 //!   `HIPFILE_PLATFORM=sim` to run on the simulated GPU.
-//! - Memory enters as Python objects: device arrays through `__cuda_array_interface__` or DLPack,
-//!   host memory through the buffer protocol. Each request holds the object that owns the
+//! - Memory enters as Python objects: device arrays through `__cuda_array_interface__` or DLPack
+//!   (asked for a DLPack 1.x versioned tensor, whose read-only flag is honoured), host memory
+//!   through the buffer protocol. Each request holds the object that owns the
 //!   memory until it ended. The one place where an address becomes a typed view is the module
 //!   `foreign`, the crate's only `unsafe`.
 //! - Errors: `OSError` (with errno) where the C API answers `-1`/`errno`, else `HipFileError`

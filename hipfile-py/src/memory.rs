@@ -26,6 +26,8 @@ pub(crate) enum Memory {
         ptr: usize,
         len: usize,
         readonly: bool,
+        /// A copy of the producer's array (a DLPack flag): a read into it would not reach it.
+        copied: bool,
         owner: Py<PyAny>,
         stream: Option<usize>,
     },
@@ -52,12 +54,14 @@ impl Memory {
                 ptr,
                 len,
                 readonly,
+                copied,
                 owner,
                 stream,
             } => Memory::Device {
                 ptr: *ptr,
                 len: *len,
                 readonly: *readonly,
+                copied: *copied,
                 owner: owner.clone_ref(py),
                 stream: *stream,
             },
@@ -77,6 +81,10 @@ impl Memory {
         match self {
             Memory::Device { readonly, .. } | Memory::Host { readonly, .. } => *readonly,
         }
+    }
+
+    fn copied(&self) -> bool {
+        matches!(self, Memory::Device { copied: true, .. })
     }
 }
 
@@ -152,21 +160,31 @@ fn cuda_array_interface<'py>(obj: &Bound<'py, PyAny>, cai: &Bound<'py, PyAny>) -
         ptr,
         len,
         readonly,
+        copied: false,
         owner: obj.clone().unbind(),
         stream,
     })
 }
 
+/// The memory of a DLPack producer: the versioned capsule (DLPack 1.x, whose flags say whether
+/// the memory is read-only or a copy) where the producer takes `max_version`, as the array API
+/// asks consumers to request it; else the unversioned capsule, whose memory is writable.
 fn dlpack(obj: &Bound<'_, PyAny>) -> PyResult<Memory> {
-    let capsule = obj.call_method0("__dlpack__")?;
+    let py = obj.py();
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(intern!(py, "max_version"), foreign::DLPACK_VERSION)?;
+    let capsule = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        // A producer from before DLPack 1.0 knows no `max_version`.
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => obj.call_method0("__dlpack__")?,
+        capsule => capsule?,
+    };
     let view = foreign::dlpack_view(&capsule)?;
     let len = contiguous_len(&view.shape, view.strides.as_deref(), view.itemsize)?;
     Ok(Memory::Device {
         ptr: view.ptr,
         len,
-        // DLPack exports carry no read-only flag (the versioned capsule's flag needs
-        // `max_version`, which not every producer takes): the producer's memory is writable.
-        readonly: false,
+        readonly: view.readonly,
+        copied: view.copied,
         owner: capsule.unbind(),
         // `__dlpack__()` without a stream argument: the producer made the tensor ready for any
         // stream before answering.
@@ -284,6 +302,12 @@ pub(crate) fn region(
     if for_read && memory.readonly() {
         return Err(PyTypeError::new_err(
             "cannot read into read-only memory: pass a writable array",
+        ));
+    }
+    if for_read && memory.copied() {
+        return Err(PyTypeError::new_err(
+            "the DLPack producer exported a copy of the array: a read into it would not reach \
+             the array",
         ));
     }
     let len = memory.len();
