@@ -102,14 +102,20 @@ pub(crate) fn use_count() -> usize {
     hipfile::process_driver().use_count()
 }
 
-/// The API version `(major, minor, patch)` (`hipFileGetVersion`).
+/// The version of the hipFile C API the library implements, `(major, minor, patch)`.
+pub(crate) const API_VERSION: (u32, u32, u32) = (
+    hipfile::capi::HIPFILE_VERSION_MAJOR,
+    hipfile::capi::HIPFILE_VERSION_MINOR,
+    hipfile::capi::HIPFILE_VERSION_PATCH,
+);
+
+/// The version of the hipFile C API this package implements, `(major, minor, patch)`, as
+/// upstream's `hipFileGetVersion` answers it (the `HIPFILE_VERSION_*` of `include/hipfile.h`);
+/// also `hipfile.API_VERSION`. It moves with upstream hipFile's API, not with this package:
+/// the package's own version is `hipfile.__version__`, hipfile-rs's release.
 #[pyfunction]
 pub(crate) fn get_version() -> (u32, u32, u32) {
-    (
-        hipfile::capi::HIPFILE_VERSION_MAJOR,
-        hipfile::capi::HIPFILE_VERSION_MINOR,
-        hipfile::capi::HIPFILE_VERSION_PATCH,
-    )
+    API_VERSION
 }
 
 /// The driver's properties (`hipFileDriverGetProperties`) as a dict, sizes in KiB: the open

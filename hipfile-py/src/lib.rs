@@ -57,7 +57,9 @@ fn _hipfile(m: &Bound<'_, PyModule>) -> PyResult<()> {
         error.setattr(attribute, m.py().None())?;
     }
     m.add("HipFileError", error)?;
+    // Two versions: the package's (hipfile-rs's release) and the hipFile C API's it implements.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("API_VERSION", driver::API_VERSION)?;
     m.add_class::<driver::PyDriver>()?;
     m.add_class::<driver::Buffer>()?;
     m.add_class::<file::CuFile>()?;

@@ -15,6 +15,11 @@ The platform is picked as by the C library: ``HIPFILE_PLATFORM=amd|nvidia|sim`` 
 the first GPU runtime that reports a device. ``HIPFILE_PLATFORM=sim`` runs everything on the
 simulated GPU (host memory standing in for device memory), with no GPU needed.
 
+Two versions: ``hipfile.__version__`` is this package's (hipfile-rs's release, say ``0.1.0``);
+``hipfile.API_VERSION`` (and :func:`get_version`, upstream's ``hipFileGetVersion``) is the
+version of upstream hipFile's C API the library implements (say ``(0, 2, 0)``), which moves with
+upstream's API, not with this package.
+
 Errors: ``OSError`` (errno) where the C API answers ``-1``/errno; :class:`HipFileError` with
 ``.hipfile_code`` (the ``hipFileOpError_t`` number), ``.hipfile_name`` and ``.runtime_code``
 otherwise; ``ValueError``/``TypeError`` for bad arguments, before any IO.
@@ -33,6 +38,7 @@ import os as _os
 from typing import Any, Optional, Union
 
 from ._hipfile import (
+    API_VERSION,
     Buffer,
     CuFile,
     DeviceBuffer,
@@ -55,6 +61,7 @@ from ._hipfile import (
 )
 
 __all__ = [
+    "API_VERSION",
     "Buffer",
     "CuFile",
     "DeviceBuffer",

@@ -5,6 +5,9 @@ from types import TracebackType
 from typing import Any, Dict, List, Optional, Tuple, Type, Union
 
 __version__: str
+"""The package's version: hipfile-rs's release."""
+API_VERSION: Tuple[int, int, int]
+"""The hipFile C API version implemented (``hipFileGetVersion``), not the package's."""
 
 _Stream = Union[None, int, Any]  # an int handle, or an object with .ptr / .cuda_stream
 
@@ -179,7 +182,8 @@ def use_count() -> int:
     """References held on the process-wide driver (``hipFileUseCount``)."""
 
 def get_version() -> Tuple[int, int, int]:
-    """``hipFileGetVersion``: ``(major, minor, patch)``."""
+    """``hipFileGetVersion``: the hipFile C API version implemented, ``(major, minor, patch)``
+    (``API_VERSION``; the package's own version is ``__version__``)."""
 
 def driver_get_properties() -> Dict[str, int]:
     """``hipFileDriverGetProperties`` as a dict (sizes in KiB)."""
