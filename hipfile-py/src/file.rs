@@ -366,8 +366,8 @@ impl IOFuture {
     }
 }
 
-/// Run `request` on the pool, split into parts of at most `task_size()` bytes, once the
-/// producer's stream was waited for here.
+/// Run `request` on the pool, split into parts of at most `task` bytes, once the producer's
+/// stream was waited for here.
 fn submit(py: Python<'_>, request: Request, task: usize) -> PyResult<IOFuture> {
     py.detach(|| request.wait_for_producer())
         .map_err(Failure::into_py)?;
