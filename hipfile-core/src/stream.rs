@@ -6,12 +6,16 @@
 //! caller's thread:
 //!
 //! 1. [`Driver::submit_async`] (the caller's thread) validates the op as upstream does at submit,
-//!    records an event on the stream (the library learns from it that the stream reached the op)
-//!    and makes the stream wait until a 32-bit word of host-mapped memory ([`HostFlags`]) reaches
-//!    a value: a stream memory operation (`hipStreamWaitValue32`, `cuStreamWaitValue32`), or,
-//!    where the device has none or `stream_memops_bypass` is set, a host function that only waits
-//!    for the word ([`Hold`]). Then it hands the op to the session's stream engine and returns.
-//! 2. The engine's watcher thread polls the event at the head of each stream's queue. Once the
+//!    marks the op's place on the stream (once the stream's earlier work is done, the op's value
+//!    is stored into the stream's mark word, so the library learns that the stream reached the
+//!    op) and makes the stream wait until the stream's flag word, a 32-bit word of host-mapped
+//!    memory ([`HostFlags`]), reaches that value: stream memory operations
+//!    (`hipStreamWriteValue32` then `hipStreamWaitValue32`, CUDA's `cuStream*Value32`), or, where
+//!    the device has none or `stream_memops_bypass` is set, one host function that stores the
+//!    mark and then waits for the flag ([`Hold`]). Then it hands the op to the session's stream
+//!    engine and returns. No event is made or recorded per op: a stream with ops in flight holds
+//!    one flag word and one mark word however many ops are queued on it.
+//! 2. The engine's watcher thread reads the mark of the op at the head of each stream's queue. Once the
 //!    stream reached an op, the op's arguments are bound (those the stream's flags do not fix are
 //!    read through the caller's slots now, so work earlier on the stream may compute them) and
 //!    the op runs on a runner thread as a synchronous request through the registry: the same
@@ -21,10 +25,13 @@
 //! 3. The runner writes the result into the caller's slot and stores the awaited value into the
 //!    flag word: the stream goes on.
 //!
-//! Ops on one stream run strictly in stream order (the next op's event completes only after the
+//! Ops on one stream run strictly in stream order (the next op's mark is stored only after the
 //! previous op let the stream go); ops on different streams run side by side. Each stream with ops
-//! in flight holds one flag word; the values stored into a word only grow, so a word can pass to
-//! another stream once its own has nothing in flight, whatever the GPU has seen of it.
+//! in flight holds one flag word and the mark word of the same number; the values of a word only
+//! grow (an op's value is one past the word's last), so a word can pass to another stream once
+//! its own has nothing in flight, whatever the GPU has seen of it, and a mark at or past an op's
+//! value always means the stream reached that op. A stream whose earlier work fails for good
+//! never reaches its op, which then waits as behind a stream the application never lets run.
 //!
 //! Results follow upstream: the bytes moved; `-hipFileInvalidValue` (as [`ErrorKind::InvalidValue`])
 //! for a bound size larger than at submission or a bound region that is invalid; an OS error for a
@@ -39,7 +46,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use hipfile_hip::{GpuRuntime, Hold, HostFlags, OwnedEvent, StreamRef};
+use hipfile_hip::{GpuRuntime, Hold, HostFlags, StreamRef};
 
 use crate::backend::IoOp;
 use crate::driver::{Driver, FileHandleId, IoCall, Prepared, Session};
@@ -293,16 +300,14 @@ impl StreamKey {
     }
 }
 
-/// Where an op stands on its stream: the event that tells the stream reached it, and the flag
-/// word and value that let the stream go on.
+/// Where an op stands on its stream: the word and value that tell the stream reached it (its
+/// mark) and that let the stream go on (its flag).
 #[derive(Debug, Default)]
 struct Gate {
     /// The op's place among all ops queued on the engine: the watcher keeps each stream's ops in
     /// this order (the order the stream holds them), whatever order they reach it in.
     seq: u64,
     stream: StreamKey,
-    event: Option<OwnedEvent>,
-    device: i32,
     word: usize,
     value: u32,
 }
@@ -436,12 +441,15 @@ enum Message {
     Ended,
 }
 
-/// The stream engine of a session: flag words, events, the watcher and the runners.
+/// The stream engine of a session: flag and mark words, the watcher and the runners.
 pub(crate) struct StreamEngine {
     runtime: Arc<dyn GpuRuntime>,
+    /// What each stream with ops in flight waits for, one word per stream.
     flags: Arc<HostFlags>,
+    /// Where each stream with ops in flight is: the stream stores an op's value into its word
+    /// of these once it reached the op.
+    marks: Arc<HostFlags>,
     words: Mutex<Words>,
-    events: Mutex<HashMap<i32, Vec<OwnedEvent>>>,
     memops: Mutex<HashMap<i32, bool>>,
     watcher: Mutex<Option<Sender<Message>>>,
     runners: Runners,
@@ -457,11 +465,13 @@ impl StreamEngine {
     pub(crate) fn new(runtime: Arc<dyn GpuRuntime>) -> Result<Self> {
         let flags = HostFlags::new(Arc::clone(&runtime), FLAG_WORDS)
             .map_err(|e| Error::hip(&e, "allocating the stream flag words"))?;
+        let marks = HostFlags::new(Arc::clone(&runtime), FLAG_WORDS)
+            .map_err(|e| Error::hip(&e, "allocating the stream mark words"))?;
         Ok(StreamEngine {
             runtime,
             flags: Arc::new(flags),
+            marks: Arc::new(marks),
             words: Mutex::new(Words::default()),
-            events: Mutex::new(HashMap::new()),
             memops: Mutex::new(HashMap::new()),
             watcher: Mutex::new(None),
             runners: Runners::new(RUNNERS),
@@ -482,14 +492,6 @@ impl StreamEngine {
         } else {
             Hold::HostFunction
         }
-    }
-
-    fn event(&self, device: i32) -> Result<OwnedEvent> {
-        if let Some(event) = lock(&self.events).get_mut(&device).and_then(Vec::pop) {
-            return Ok(event);
-        }
-        OwnedEvent::on_device(Arc::clone(&self.runtime), device)
-            .map_err(|e| Error::hip(&e, "creating a stream event"))
     }
 
     /// The line of `stream`: the one it holds, or a free or fresh word, which starts from the
@@ -526,9 +528,9 @@ impl StreamEngine {
         }
     }
 
-    /// Record the op's event on `stream`, hold the stream on the op's flag word, and hand the op
-    /// to the watcher. The word lock is held across both runtime calls, so the values awaited on
-    /// one stream grow in the order the stream holds them.
+    /// Mark the op's place on `stream` and hold the stream on the op's flag word, then hand the
+    /// op to the watcher. The word lock is held across the runtime calls, so the values of one
+    /// word grow in the order the stream holds them.
     fn enqueue(
         self: &Arc<Self>,
         session: &Session,
@@ -537,20 +539,24 @@ impl StreamEngine {
         mut op: AsyncOp,
     ) -> Result<()> {
         let how = self.hold(session, device);
-        let event = self.event(device)?;
         let mut words = lock(&self.words);
         let key = StreamKey::of(stream.raw(), device);
         let mut line = self.line(&mut words, key)?;
         let value = line.last + 1;
-        let queued = stream
-            .record(&event)
-            .and_then(|()| stream.hold(&self.flags, line.word, value, how));
-        if let Err(e) = queued {
+        if let Err(e) = stream.mark_and_hold(&self.marks, &self.flags, line.word, value, how) {
+            // The value is used up either way: a mark store queued before the failure may still
+            // land, and must not stand for a later op of the word. A word nothing else waits
+            // on is let go at that value, so whoever takes it next starts past it.
+            line.last = value;
             if line.in_flight == 0 {
-                words.free.push(line.word);
+                let _ = self.flags.store(line.word, value);
+                words.by_stream.remove(&key);
+                if value < RETIRE_AT {
+                    words.free.push(line.word);
+                }
+            } else {
+                words.by_stream.insert(key, line);
             }
-            drop(words);
-            lock(&self.events).entry(device).or_default().push(event);
             return Err(Error::hip(&e, "queueing the op on its stream"));
         }
         // A stream moved off a retired word keeps its old line's ops counted there until they
@@ -564,8 +570,6 @@ impl StreamEngine {
         op.gate = Gate {
             seq,
             stream: key,
-            event: Some(event),
-            device,
             word: line.word,
             value,
         };
@@ -606,7 +610,7 @@ impl StreamEngine {
         }
     }
 
-    /// The watcher: polls the event of each stream's oldest op and starts the op once its stream
+    /// The watcher: reads the mark of each stream's oldest op and starts the op once its stream
     /// reached it.
     fn watcher_loop(self: Arc<Self>, rx: Receiver<Message>) {
         let mut streams: HashMap<StreamKey, VecDeque<Box<AsyncOp>>> = HashMap::new();
@@ -645,24 +649,16 @@ impl StreamEngine {
             }
             streams.retain(|_, queue| {
                 while let Some(head) = queue.front() {
-                    let reached = match &head.gate.event {
-                        Some(event) => event.query(),
-                        None => Ok(true),
-                    };
-                    match reached {
-                        Ok(false) => break,
-                        Ok(true) => {
-                            let op = queue.pop_front().expect("the head is there");
-                            let waited = self.waited(&op);
-                            self.start(op, Ok(waited));
-                            last_news = Instant::now();
-                        }
-                        Err(e) => {
-                            let op = queue.pop_front().expect("the head is there");
-                            self.start(op, Err(Error::hip(&e, "waiting for the stream")));
-                            last_news = Instant::now();
-                        }
+                    let gate = &head.gate;
+                    // Marks of one word only grow: a mark at or past the op's value says the
+                    // stream passed everything queued before the op.
+                    if !self.marks.load(gate.word).is_some_and(|m| m >= gate.value) {
+                        break;
                     }
+                    let op = queue.pop_front().expect("the head is there");
+                    let waited = self.waited(&op);
+                    self.start(op, Ok(waited));
+                    last_news = Instant::now();
                 }
                 !queue.is_empty()
             });
@@ -744,15 +740,9 @@ impl StreamEngine {
         }));
     }
 
-    /// An op ended: its event goes back to the pool and its stream's word is freed when the
-    /// stream has nothing else in flight on it (a retired word is never freed).
+    /// An op ended: its stream's word is freed when the stream has nothing else in flight on it
+    /// (a retired word is never freed).
     fn settle(&self, gate: &mut Gate) {
-        if let Some(event) = gate.event.take() {
-            lock(&self.events)
-                .entry(gate.device)
-                .or_default()
-                .push(event);
-        }
         let mut words = lock(&self.words);
         if let Some(line) = words.by_stream.get_mut(&gate.stream) {
             if line.word == gate.word {

@@ -6,8 +6,8 @@
 //! load into a table of function pointers, so a runtime that lacks one is refused with
 //! [`crate::HipError::MissingSymbol`] at open instead of failing (or crashing) in the middle of IO.
 //!
-//! Optional symbols, resolved at load too but absent without an error: `hipStreamWaitValue32`
-//! (without it [`GpuRuntime::stream_memops`] is false and a stream wait is
+//! Optional symbols, resolved at load too but absent without an error: `hipStreamWaitValue32` and
+//! `hipStreamWriteValue32` (without both [`GpuRuntime::stream_memops`] is false and a stream wait is
 //! `hipErrorNotSupported`; with it the device must also answer
 //! `hipDeviceAttributeCanUseStreamWaitValue` with 1) and `hipStreamGetDevice`, which ROCm 5.2 does
 //! not declare (without it the device of a stream other than the null stream is
@@ -74,6 +74,8 @@ const ROCM6_VERSION: i32 = 60_000_000;
 /// `Unused*` but kept their numbers), so the one value serves every generation we load.
 pub const DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE: i32 = 10_013;
 
+/// `hipStreamWriteValue32`'s flags: a plain store, ordered after the stream's earlier work.
+const STREAM_WRITE_VALUE_DEFAULT: c_uint = 0;
 /// `hipStreamWaitValueGte`: wait until `(*ptr & mask) >= value`.
 const STREAM_WAIT_VALUE_GTE: u32 = 0;
 
@@ -159,6 +161,9 @@ struct HipApi {
     /// has no stream memory operations.
     stream_wait_value32:
         Option<unsafe extern "C" fn(*mut c_void, *mut c_void, u32, c_uint, u32) -> c_int>,
+    /// `hipStreamWriteValue32(stream, ptr, value, flags)`; optional, as the wait.
+    stream_write_value32:
+        Option<unsafe extern "C" fn(*mut c_void, *mut c_void, u32, c_uint) -> c_int>,
     /// `hipInit`; only the P2P driver calls it (before its first call on each thread).
     init: Option<unsafe extern "C" fn(c_uint) -> c_int>,
     /// ROCm 6 signature: `(symbol, pfn, hipVersion, flags, symbolStatus)`; absent before ROCm 6.
@@ -185,6 +190,8 @@ impl HipApi {
             stream_get_device: unsafe { symbol(lib, library, "hipStreamGetDevice") }.ok(),
             // SAFETY: declared with its hip_runtime_api.h signature.
             stream_wait_value32: unsafe { symbol(lib, library, "hipStreamWaitValue32") }.ok(),
+            // SAFETY: declared with its hip_runtime_api.h signature.
+            stream_write_value32: unsafe { symbol(lib, library, "hipStreamWriteValue32") }.ok(),
             // SAFETY: declared with its hip_runtime_api.h signature.
             init: unsafe { symbol(lib, library, "hipInit") }.ok(),
             // SAFETY: declared with the ROCm 6 signature; only runtimes of ROCm 6 and later export
@@ -598,9 +605,10 @@ impl LoadedRuntime for AmdRuntime {
         Ok(device)
     }
 
-    /// `hipStreamWaitValue32` is exported and the device says it can use it.
+    /// `hipStreamWaitValue32` and `hipStreamWriteValue32` are exported and the device says it can
+    /// use stream waits.
     fn memops(&self, device: i32) -> bool {
-        if self.api.stream_wait_value32.is_none() {
+        if self.api.stream_wait_value32.is_none() || self.api.stream_write_value32.is_none() {
             return false;
         }
         let mut can = 0;
@@ -635,6 +643,27 @@ impl LoadedRuntime for AmdRuntime {
             )
         };
         self.check("hipStreamWaitValue32", rc)
+    }
+
+    unsafe fn write_value(&self, stream: StreamHandle, addr: usize, value: u32) -> HipResult<()> {
+        let Some(write) = self.api.stream_write_value32 else {
+            return Err(HipError::Call {
+                call: "hipStreamWriteValue32",
+                code: HipErrorCode::NOT_SUPPORTED,
+                detail: Some(format!("{} does not export it", self.library_name)),
+            });
+        };
+        // SAFETY: the caller guarantees a live stream and a live, aligned word of host-mapped
+        // memory at `addr`, which the host only accesses atomically.
+        let rc = unsafe {
+            write(
+                stream.as_raw() as *mut c_void,
+                addr as *mut c_void,
+                value,
+                STREAM_WRITE_VALUE_DEFAULT,
+            )
+        };
+        self.check("hipStreamWriteValue32", rc)
     }
 }
 

@@ -215,7 +215,9 @@ pub fn asynchronous_fills_write_their_range(rt: &Arc<dyn GpuRuntime>) {
 
 /// Host-mapped flags start at zero, have device addresses, and hold an independent stream (and
 /// the copy queued behind the hold) until the value is stored; a lower value does not release
-/// it. With [`Hold::Memop`] on a device without stream memory operations nothing is checked and
+/// it; a mark queued with a hold ([`StreamRef::mark_and_hold`]) is stored once the stream reaches
+/// it while the hold still keeps the stream. With [`Hold::Memop`] on a device without stream
+/// memory operations nothing is checked and
 /// the reason is returned, for the caller to record the skip.
 pub fn a_hold_keeps_its_stream_until_the_flag_is_stored(
     rt: &Arc<dyn GpuRuntime>,
@@ -259,6 +261,29 @@ pub fn a_hold_keeps_its_stream_until_the_flag_is_stored(
     passed.synchronize().unwrap();
     s.synchronize().unwrap();
     assert!(dev.to_vec().unwrap().iter().all(|&b| b == 0x5c));
+
+    // A mark and a hold: the mark lands once the stream reaches it, the hold keeps the stream.
+    let marks = Arc::new(HostFlags::new(Arc::clone(rt), 4).unwrap());
+    s.mark_and_hold(&marks, &flags, 3, 9, how).unwrap();
+    let _let_go = LetGo(Arc::clone(&flags), 3, 9);
+    s.record(&passed).unwrap();
+    let since = std::time::Instant::now();
+    while marks.load(3) != Some(9) {
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "{how:?}: the stream never stored its mark"
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!passed.query().unwrap(), "{how:?}: marked, still held");
+    assert!(
+        (0..3).all(|i| marks.load(i) == Some(0)),
+        "only its own mark"
+    );
+    flags.store(3, 9).unwrap();
+    passed.synchronize().unwrap();
+    s.synchronize().unwrap();
     Ok(())
 }
 

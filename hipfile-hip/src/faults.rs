@@ -325,6 +325,16 @@ impl GpuRuntime for ScriptedRuntime {
         unsafe { self.inner.stream_wait_value(stream, addr, value) }
     }
 
+    unsafe fn stream_write_value(
+        &self,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { self.inner.stream_write_value(stream, addr, value) }
+    }
+
     fn host_alloc_mapped(&self, len: usize) -> HipResult<NonNull<u8>> {
         self.check(RuntimeOp::HostAlloc, "hipHostMalloc")?;
         self.inner.host_alloc_mapped(len)

@@ -160,6 +160,12 @@ pub(crate) trait LoadedRuntime: Send + Sync + fmt::Debug + Sized {
     /// The contract of [`GpuRuntime::stream_wait_value`].
     unsafe fn wait_value(&self, stream: StreamHandle, addr: usize, value: u32) -> HipResult<()>;
 
+    /// [`GpuRuntime::stream_write_value`].
+    ///
+    /// # Safety
+    /// The contract of [`GpuRuntime::stream_write_value`].
+    unsafe fn write_value(&self, stream: StreamHandle, addr: usize, value: u32) -> HipResult<()>;
+
     /// [`GpuRuntime::context_create`]: none by default.
     fn own_context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
         let _ = device;
@@ -620,6 +626,16 @@ impl<T: LoadedRuntime> GpuRuntime for T {
     ) -> HipResult<()> {
         // SAFETY: the caller's contract, passed on.
         unsafe { self.wait_value(stream, addr, value) }
+    }
+
+    unsafe fn stream_write_value(
+        &self,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.write_value(stream, addr, value) }
     }
 
     unsafe fn memset_device_async(

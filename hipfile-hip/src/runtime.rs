@@ -334,6 +334,22 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
         addr: usize,
         value: u32,
     ) -> HipResult<()>;
+    /// Queue on `stream` a store of `value` into the `u32` at device-visible address `addr`,
+    /// made once the work queued on `stream` before it is done (`hipStreamWriteValue32`,
+    /// `cuStreamWriteValue32_v2`): how the host learns that a stream reached a point without an
+    /// event per point. Fails with `hipErrorNotSupported` where the platform has no stream memory
+    /// operations ([`GpuRuntime::stream_memops`]).
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this runtime; `addr` is a 4-byte aligned device address of
+    /// host-mapped memory of this runtime ([`GpuRuntime::host_device_pointer`]) that stays
+    /// allocated until the store has been made, and that the host only accesses atomically.
+    unsafe fn stream_write_value(
+        &self,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()>;
     /// Allocate `len` bytes of pinned host memory mapped into the address space of every device
     /// (`hipHostMallocMapped | hipHostMallocPortable`); freed with [`GpuRuntime::host_free`].
     fn host_alloc_mapped(&self, len: usize) -> HipResult<NonNull<u8>>;

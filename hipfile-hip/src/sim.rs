@@ -882,14 +882,18 @@ impl SimRuntime {
 
     /// A handle not live in `table`: the address of the next word of the handle arena, taken
     /// in turn (after the arena's last word, the first again), skipping words whose handle is
-    /// still live.
-    fn new_handle<T>(&self, table: &HashMap<usize, T>) -> usize {
+    /// still live. With every word's handle live (as many as the arena has words), `call` fails
+    /// with `hipErrorOutOfMemory`, as a GPU runtime out of resources for one more does.
+    fn new_handle<T>(&self, table: &HashMap<usize, T>, call: &'static str) -> HipResult<usize> {
+        if table.len() >= HANDLE_ARENA_WORDS {
+            return Err(HipError::call(call, HipErrorCode::OUT_OF_MEMORY));
+        }
         let base = self.handle_arena.as_ptr() as usize;
         loop {
             let n = self.next_handle.fetch_add(1, Ordering::Relaxed) % HANDLE_ARENA_WORDS;
             let id = base + n * std::mem::size_of::<u64>();
             if !table.contains_key(&id) {
-                return id;
+                return Ok(id);
             }
         }
     }
@@ -897,7 +901,7 @@ impl SimRuntime {
     /// A new stream of `kind` on the current device, with its worker thread; its number.
     fn create_stream(&self, kind: StreamKind) -> HipResult<usize> {
         let mut streams = lock(&self.streams);
-        let id = self.new_handle(&streams);
+        let id = self.new_handle(&streams, "hipStreamCreate")?;
         let s = Self::spawn_stream(kind, self.current(), format!("sim-stream-{id:#x}"))?;
         streams.insert(id, s);
         Ok(id)
@@ -988,6 +992,31 @@ impl SimRuntime {
         )
     }
 
+    /// Queue on stream number `stream` an atomic store of `value` into the `u32` at `addr`, made
+    /// once the stream's earlier work has run (`hipStreamWriteValue32`).
+    fn queue_value_write(&self, stream: usize, addr: usize, value: u32) -> HipResult<()> {
+        const CALL: &str = "hipStreamWriteValue32";
+        if !self.config.memops {
+            return Err(HipError::call(CALL, HipErrorCode::NOT_SUPPORTED));
+        }
+        if addr % 4 != 0 {
+            return Err(HipError::call(CALL, HipErrorCode::INVALID_VALUE));
+        }
+        self.check_range(addr, 4, CALL)?;
+        let allocations = Arc::clone(&self.allocations);
+        self.enqueue(
+            stream,
+            Box::new(move || {
+                Self::with_range(&allocations, addr, 4, CALL, || {
+                    // SAFETY: the word is 4-byte aligned (checked when queued) and lies inside a
+                    // live allocation (held by `with_range`); the host accesses such words only
+                    // atomically (the caller's contract).
+                    unsafe { AtomicU32::from_ptr(addr as *mut u32) }.store(value, Ordering::Release)
+                })
+            }),
+        )
+    }
+
     /// Poll the `u32` at `addr` until `ready` says so: yield a few times, then sleep in steps of
     /// at most 100 µs. No lock is held between polls (another thread stores the value).
     fn wait_for_word(
@@ -1030,11 +1059,11 @@ impl SimRuntime {
     }
 
     /// A new event; its number.
-    fn create_event(&self) -> usize {
+    fn create_event(&self) -> HipResult<usize> {
         let mut events = lock(&self.events);
-        let id = self.new_handle(&events);
+        let id = self.new_handle(&events, "hipEventCreate")?;
         events.insert(id, Arc::new(SimEvent::default()));
-        id
+        Ok(id)
     }
 
     /// Record event number `event` on stream number `stream`.
@@ -1236,7 +1265,7 @@ impl GpuRuntime for SimRuntime {
             return Err(HipError::call("hipCtxCreate", HipErrorCode::INVALID_DEVICE));
         }
         let mut contexts = lock(&self.contexts);
-        let id = self.new_handle(&contexts);
+        let id = self.new_handle(&contexts, "hipCtxCreate")?;
         contexts.insert(id, device);
         // SAFETY: made just above; it lives until `context_destroy`.
         Ok(Some(unsafe { ContextHandle::from_raw(id) }))
@@ -1397,6 +1426,15 @@ impl GpuRuntime for SimRuntime {
         self.queue_value_wait(stream.as_raw(), addr, move |v| v >= value)
     }
 
+    unsafe fn stream_write_value(
+        &self,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()> {
+        self.queue_value_write(stream.as_raw(), addr, value)
+    }
+
     unsafe fn memset_device_async(
         &self,
         dst: usize,
@@ -1419,7 +1457,7 @@ impl GpuRuntime for SimRuntime {
     }
 
     fn event_create(&self) -> HipResult<EventHandle> {
-        let id = self.create_event();
+        let id = self.create_event()?;
         // SAFETY: the event was just made and is used with this runtime only.
         Ok(unsafe { EventHandle::from_raw(id) })
     }
@@ -1490,6 +1528,22 @@ mod tests {
 
     fn rt() -> Arc<dyn GpuRuntime> {
         Arc::new(SimRuntime::default())
+    }
+
+    #[test]
+    fn an_event_past_the_last_handle_is_out_of_memory_not_a_hang() {
+        let sim = SimRuntime::default();
+        let made: Vec<EventHandle> = (0..HANDLE_ARENA_WORDS)
+            .map(|_| sim.event_create().unwrap())
+            .collect();
+        let err = sim.event_create().unwrap_err();
+        assert_eq!(err.code(), HipErrorCode::OUT_OF_MEMORY, "{err}");
+        // SAFETY: made above by this runtime and destroyed once.
+        unsafe { sim.event_destroy(made[7]) }.unwrap();
+        assert!(
+            sim.event_create().is_ok(),
+            "a handle given back is taken again"
+        );
     }
 
     #[test]

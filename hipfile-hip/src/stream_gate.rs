@@ -282,6 +282,67 @@ impl<'a> StreamRef<'a> {
         }
     }
 
+    /// Mark the stream's position, then hold it: once the work queued before this point is done,
+    /// word `slot` of `marks` is set to `value` (so the host learns the stream reached the point,
+    /// with no event per point), and later work waits until word `slot` of `flags` is at least
+    /// `value`, as [`StreamRef::hold`]. With [`Hold::Memop`] the mark is a stream memory write
+    /// ([`GpuRuntime::stream_write_value`]) followed by the wait; with [`Hold::HostFunction`] the
+    /// one host function that waits stores the mark first. Both word sets must belong to the
+    /// stream's runtime and have the slot.
+    pub fn mark_and_hold(
+        &self,
+        marks: &Arc<HostFlags>,
+        flags: &Arc<HostFlags>,
+        slot: usize,
+        value: u32,
+        how: Hold,
+    ) -> HipResult<()> {
+        if !Arc::ptr_eq(marks.runtime(), self.runtime) {
+            return Err(HipError::call(
+                "StreamRef::mark_and_hold: marks of another runtime",
+                HipErrorCode::INVALID_HANDLE,
+            ));
+        }
+        let mark = marks.device_addr(slot).ok_or_else(|| {
+            HipError::call(
+                "StreamRef::mark_and_hold: no such mark",
+                HipErrorCode::INVALID_VALUE,
+            )
+        })?;
+        match how {
+            Hold::Memop => {
+                // SAFETY: the stream is live for the borrow; `mark` is the device address of an
+                // aligned word of host-mapped memory of this runtime (checked above), which the
+                // host only accesses atomically and which stays allocated until the store has run
+                // because freeing it (`HostFlags::drop`) synchronizes the device first.
+                unsafe { self.runtime.stream_write_value(self.handle, mark, value) }?;
+                self.hold(flags, slot, value, how)
+            }
+            Hold::HostFunction => {
+                if !Arc::ptr_eq(flags.runtime(), self.runtime) {
+                    return Err(HipError::call(
+                        "StreamRef::mark_and_hold: flags of another runtime",
+                        HipErrorCode::INVALID_HANDLE,
+                    ));
+                }
+                if flags.device_addr(slot).is_none() {
+                    return Err(HipError::call(
+                        "StreamRef::mark_and_hold: no such slot",
+                        HipErrorCode::INVALID_VALUE,
+                    ));
+                }
+                let (marks, flags) = (Arc::clone(marks), Arc::clone(flags));
+                self.launch_host_func(Box::new(move || {
+                    // The slot exists (checked above): the store cannot fail.
+                    let _ = marks.store(slot, value);
+                    flags.wait_until(slot, value);
+                    drop_off_the_runtime_thread(marks, "hipfile-flags-free");
+                    drop_off_the_runtime_thread(flags, "hipfile-flags-free");
+                }))
+            }
+        }
+    }
+
     /// Run `f` on a runtime thread once the work queued before it on the stream is done. `f`
     /// must make no runtime call (GPU runtimes forbid it in host functions).
     pub fn launch_host_func(&self, f: HostFn) -> HipResult<()> {
@@ -392,6 +453,53 @@ mod tests {
         assert_eq!(sim.live_allocations(MemoryKind::Host), 1);
         drop(flags);
         assert_eq!(sim.live_allocations(MemoryKind::Host), 0);
+    }
+
+    /// The mark is stored only once the stream reached it (after the work queued before it),
+    /// and the stream goes on only once the flag is stored.
+    fn a_mark_tells_the_stream_reached_it_and_the_hold_keeps_it(how: Hold) {
+        let (_sim, rt) = sim();
+        let flags = Arc::new(HostFlags::new(Arc::clone(&rt), 2).unwrap());
+        let marks = Arc::new(HostFlags::new(Arc::clone(&rt), 2).unwrap());
+        let stream = OwnedStream::new_independent(Arc::clone(&rt)).unwrap();
+        let s = StreamRef::of(&stream);
+        let before = Arc::new(HostFlags::new(Arc::clone(&rt), 1).unwrap());
+        // Earlier work on the stream: held on a word of its own.
+        s.hold(&before, 0, 1, how).unwrap();
+        s.mark_and_hold(&marks, &flags, 1, 5, how).unwrap();
+        let passed = OwnedEvent::new(Arc::clone(&rt)).unwrap();
+        s.record(&passed).unwrap();
+        std::thread::sleep(SETTLE);
+        assert_eq!(
+            marks.load(1),
+            Some(0),
+            "{how:?}: not reached while earlier work waits"
+        );
+        before.store(0, 1).unwrap();
+        let since = std::time::Instant::now();
+        while marks.load(1) != Some(5) {
+            assert!(
+                since.elapsed() < Duration::from_secs(10),
+                "{how:?}: never marked"
+            );
+            std::thread::yield_now();
+        }
+        std::thread::sleep(SETTLE);
+        assert!(!passed.query().unwrap(), "{how:?}: marked, still held");
+        flags.store(1, 5).unwrap();
+        passed.synchronize().unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(marks.load(0), Some(0), "other marks untouched");
+    }
+
+    #[test]
+    fn a_mark_and_hold_by_stream_memory_operations() {
+        a_mark_tells_the_stream_reached_it_and_the_hold_keeps_it(Hold::Memop);
+    }
+
+    #[test]
+    fn a_mark_and_hold_by_a_host_function() {
+        a_mark_tells_the_stream_reached_it_and_the_hold_keeps_it(Hold::HostFunction);
     }
 
     fn a_hold_keeps_the_stream_until_the_value_is_stored(how: Hold) {

@@ -294,6 +294,16 @@ impl LoadedRuntime for NvidiaRuntime {
         unsafe { self.queue_stream_wait(stream, addr, value) }
     }
 
+    unsafe fn write_value(
+        &self,
+        stream: crate::StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.queue_stream_write(stream, addr, value) }
+    }
+
     /// Work on memory of another device switches to that device for the call and back.
     fn enter_device_of(&self, ptr: usize) -> HipResult<Option<DeviceGuard<'_>>> {
         self.enter_owning_device(ptr)

@@ -11,7 +11,7 @@
 //!   that only grow. The call is made with the stream's context current (the current device's
 //!   primary context for the null stream), as driver calls need a context.
 
-use super::symbols::{DevicePtr, RawContext};
+use super::symbols::{DevicePtr, RawContext, StreamWaitValue};
 use super::NvidiaRuntime;
 use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::loaded::RawStream;
@@ -19,6 +19,8 @@ use crate::runtime::{DeviceGuard, GpuRuntime, StreamHandle};
 
 /// `CU_STREAM_WAIT_VALUE_GEQ`.
 const CU_STREAM_WAIT_VALUE_GEQ: u32 = 0x0;
+/// `CU_STREAM_WRITE_VALUE_DEFAULT`: the store waits for the stream's earlier work.
+const CU_STREAM_WRITE_VALUE_DEFAULT: u32 = 0x0;
 /// `CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1` (`..._CAN_USE_STREAM_MEM_OPS` before CUDA 12).
 const CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1: i32 = 92;
 
@@ -151,10 +153,64 @@ impl NvidiaRuntime {
         addr: usize,
         value: u32,
     ) -> HipResult<()> {
+        let op = self.driver()?.stream_wait_value;
+        // SAFETY: the caller's contract; the driver only reads the word.
+        unsafe {
+            self.queue_memop(
+                op,
+                "cuStreamWaitValue32_v2",
+                stream,
+                addr,
+                value,
+                CU_STREAM_WAIT_VALUE_GEQ,
+            )
+        }
+    }
+
+    /// Queue the stream memory write: `value` stored at `addr` once the stream's earlier work is
+    /// done.
+    ///
+    /// # Safety
+    /// The contract of [`GpuRuntime::stream_write_value`].
+    pub(super) unsafe fn queue_stream_write(
+        &self,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+    ) -> HipResult<()> {
+        let op = self.driver()?.stream_write_value;
+        // SAFETY: the caller's contract; the host accesses the word only atomically.
+        unsafe {
+            self.queue_memop(
+                op,
+                "cuStreamWriteValue32_v2",
+                stream,
+                addr,
+                value,
+                CU_STREAM_WRITE_VALUE_DEFAULT,
+            )
+        }
+    }
+
+    /// Queue stream memory operation `op` (a wait or a write) on `stream`, with the stream's
+    /// context current (the current device's primary context for the null stream).
+    ///
+    /// # Safety
+    /// `stream` is live; `addr` is the device address of a live, aligned word of host-mapped
+    /// memory of this runtime that stays allocated until the operation has run.
+    unsafe fn queue_memop(
+        &self,
+        op: Option<StreamWaitValue>,
+        wanted: &'static str,
+        stream: StreamHandle,
+        addr: usize,
+        value: u32,
+        flags: u32,
+    ) -> HipResult<()> {
         let drv = self.driver()?;
-        let Some(wait) = drv.stream_wait_value else {
+        let Some(op) = op else {
             return Err(HipError::Call {
-                call: "cuStreamWaitValue32_v2",
+                call: wanted,
                 code: HipErrorCode::NOT_SUPPORTED,
                 detail: Some(format!(
                     "{} has no stream memory operations",
@@ -172,15 +228,15 @@ impl NvidiaRuntime {
             (_, Some(get_ctx)) => self.enter_raw_context(self.stream_context(stream, get_ctx)?)?,
         };
         // SAFETY: the caller guarantees a live stream and a live, aligned word of host-mapped
-        // memory at the device address `addr`; the driver only reads it.
+        // memory at the device address `addr`.
         let rc = unsafe {
-            (wait.call)(
+            (op.call)(
                 stream.as_raw() as RawStream,
                 addr as DevicePtr,
                 value,
-                CU_STREAM_WAIT_VALUE_GEQ,
+                flags,
             )
         };
-        self.check_driver(wait.name, rc)
+        self.check_driver(op.name, rc)
     }
 }

@@ -69,7 +69,7 @@ pub(super) struct RuntimeApi {
     pub stream_get_device: Option<unsafe extern "C" fn(RawStream, *mut i32) -> i32>,
 }
 
-/// The stream memory wait the driver offers.
+/// A stream memory operation the driver offers (the wait, or the write of the same signature).
 #[derive(Clone, Copy)]
 pub(super) struct StreamWaitValue {
     /// `cuStreamWaitValue32_v2`, else `cuStreamWaitValue32`:
@@ -97,6 +97,9 @@ pub(super) struct DriverApi {
     pub device_get: unsafe extern "C" fn(*mut i32, i32) -> i32,
     /// Optional: a driver without it has no stream memory operations.
     pub stream_wait_value: Option<StreamWaitValue>,
+    /// The stream memory write, `cuStreamWriteValue32_v2` else `cuStreamWriteValue32` (same
+    /// signature and availability as the wait): optional as the wait.
+    pub stream_write_value: Option<StreamWaitValue>,
     /// `cuStreamGetCtx`, `cuCtxGetDevice` and `cuDeviceGetAttribute`: optional, the device of a
     /// stream through the driver, and the legacy stream memory operations check.
     pub stream_get_ctx: Option<unsafe extern "C" fn(RawStream, *mut RawContext) -> i32>,
@@ -160,6 +163,7 @@ impl DriverApi {
             ctx_set_current: sym!("cuCtxSetCurrent"),
             device_get: sym!("cuDeviceGet"),
             stream_wait_value: resolve_stream_wait_value(lib, library),
+            stream_write_value: resolve_stream_write_value(lib, library),
             // SAFETY: declared with its cuda.h signature.
             stream_get_ctx: unsafe { symbol(lib, library, "cuStreamGetCtx") }.ok(),
             // SAFETY: declared with its cuda.h signature.
@@ -174,6 +178,21 @@ impl DriverApi {
             ctx_pop_current: unsafe { symbol(lib, library, "cuCtxPopCurrent_v2") }.ok(),
         })
     }
+}
+
+/// `cuStreamWriteValue32_v2`, else the legacy `cuStreamWriteValue32` (same signature), else none.
+fn resolve_stream_write_value(lib: &Library, library: &str) -> Option<StreamWaitValue> {
+    for (name, legacy) in [
+        ("cuStreamWriteValue32_v2", false),
+        ("cuStreamWriteValue32", true),
+    ] {
+        // SAFETY: both are declared in cuda.h as
+        // `CUresult (CUstream, CUdeviceptr, cuuint32_t, unsigned int)`.
+        if let Ok(call) = unsafe { symbol(lib, library, name) } {
+            return Some(StreamWaitValue { call, name, legacy });
+        }
+    }
+    None
 }
 
 /// `cuStreamWaitValue32_v2`, else the legacy `cuStreamWaitValue32` (same signature), else none.

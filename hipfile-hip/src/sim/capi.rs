@@ -332,6 +332,23 @@ impl SimRuntime {
         })
     }
 
+    /// Queue on `stream` a store of `value` into the `u32` at `ptr`, made once the stream's
+    /// earlier work has run (`hipStreamWriteValue32`, `cuStreamWriteValue32_v2`). `flags` must be
+    /// 0 (the default write); the word must be 4-byte aligned memory the simulator tracks, else
+    /// `hipErrorInvalidValue`. Without stream memory operations it is `hipErrorNotSupported`.
+    pub fn write_c_value(
+        &self,
+        stream: CStream,
+        ptr: *mut c_void,
+        value: u32,
+        flags: u32,
+    ) -> HipResult<()> {
+        if flags != 0 {
+            return Err(invalid("write value flags"));
+        }
+        self.queue_value_write(stream as usize, ptr as usize, value)
+    }
+
     /// The device address of pinned host memory at `host` (`hipHostGetDevicePointer`,
     /// `cudaHostGetDevicePointer`): the simulated devices see host memory at its host address.
     /// `flags` must be 0; memory that is not pinned by the simulator is `hipErrorInvalidValue`.
@@ -356,8 +373,8 @@ impl SimRuntime {
     }
 
     /// A new event (`hipEventCreate`, `cudaEventCreate`).
-    pub fn create_c_event(&self) -> CEvent {
-        self.create_event() as CEvent
+    pub fn create_c_event(&self) -> HipResult<CEvent> {
+        Ok(self.create_event()? as CEvent)
     }
 
     /// Record `event` on `stream`.

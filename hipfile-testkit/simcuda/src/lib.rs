@@ -550,7 +550,7 @@ pub unsafe extern "C" fn cudaEventCreateWithFlags(out: *mut CudaEvent, flags: c_
             return Err(fail(code::INVALID_VALUE));
         }
         // SAFETY: the caller's contract.
-        Ok(unsafe { capi::put_new(out, || Ok(sim().create_c_event())) }?)
+        Ok(unsafe { capi::put_new(out, || sim().create_c_event()) }?)
     })
 }
 
@@ -817,6 +817,23 @@ pub extern "C" fn cuStreamWaitValue32_v2(
     })
 }
 
+/// `cuStreamWriteValue32_v2`: `value` is stored into the word at `addr` once the work queued on
+/// `stream` before it has run. `flags` must be 0 (`CU_STREAM_WRITE_VALUE_DEFAULT`); the word must
+/// be 4-byte aligned memory the simulator tracks, else `CUDA_ERROR_INVALID_VALUE`.
+#[no_mangle]
+pub extern "C" fn cuStreamWriteValue32_v2(
+    s: CudaStream,
+    addr: CuDevicePtr,
+    value: u32,
+    flags: c_uint,
+) -> c_int {
+    run(|| {
+        driver_ready()?;
+        let ptr = usize::try_from(addr).map_err(|_| fail(code::INVALID_VALUE))?;
+        Ok(sim().write_c_value(s, ptr as *mut c_void, value, flags)?)
+    })
+}
+
 /// `cuStreamGetCtx`: the primary context of the stream's device; for the NULL stream, the
 /// current context (`CUDA_ERROR_INVALID_CONTEXT` when there is none).
 ///
@@ -928,6 +945,7 @@ pub const DRIVER_SYMBOLS: &[&str] = &[
     "cuDeviceGet",
     "cuDeviceGetAttribute",
     "cuStreamWaitValue32_v2",
+    "cuStreamWriteValue32_v2",
     "cuStreamGetCtx",
     "cuCtxGetDevice",
 ];

@@ -615,6 +615,20 @@ pub extern "C" fn hipStreamWaitValue32(
     run(|| Ok(sim().wait_c_value(s, ptr, value, flags, mask)?))
 }
 
+/// `hipStreamWriteValue32`: `value` is stored into the word at `ptr` once the work queued on
+/// `stream` before it has run. `flags` must be 0; the word must be 4-byte aligned memory the
+/// simulator tracks, else `hipErrorInvalidValue`; with `HIPFILE_SIM_MEMOPS` off it is
+/// `hipErrorNotSupported`.
+#[no_mangle]
+pub extern "C" fn hipStreamWriteValue32(
+    s: HipStream,
+    ptr: *mut c_void,
+    value: u32,
+    flags: c_uint,
+) -> c_int {
+    run(|| Ok(sim().write_c_value(s, ptr, value, flags)?))
+}
+
 /// `hipStreamDestroy`: queued work still completes.
 #[no_mangle]
 pub extern "C" fn hipStreamDestroy(s: HipStream) -> c_int {
@@ -644,7 +658,7 @@ pub unsafe extern "C" fn hipEventCreate(out: *mut HipEvent) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn hipEventCreateWithFlags(out: *mut HipEvent, _flags: c_uint) -> c_int {
     // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(out, || Ok(sim().create_c_event())) }?))
+    run(|| Ok(unsafe { capi::put_new(out, || sim().create_c_event()) }?))
 }
 
 /// `hipEventRecord`.
@@ -859,6 +873,7 @@ exported!(
     hipStreamGetDevice,
     hipStreamQuery,
     hipStreamWaitValue32,
+    hipStreamWriteValue32,
     hipEventCreate,
     hipEventCreateWithFlags,
     hipEventRecord,

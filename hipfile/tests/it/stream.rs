@@ -620,6 +620,57 @@ fn ops_queued_on_one_stream_by_many_threads_at_once_all_run() {
     });
 }
 
+/// More ops queued on one held stream than the simulator has event handles (16,384): the
+/// library marks each op's place with a word the stream stores, not with an event of its own, so
+/// queueing never runs out, and every op runs once the stream is let go.
+#[test]
+fn more_ops_than_a_runtime_has_events_queue_on_one_held_stream_and_all_run() {
+    within(
+        Duration::from_secs(120),
+        "many ops on one held stream",
+        || {
+            const OPS: usize = 20_000;
+            const PIECE: usize = 512;
+            let rig = plain_rig();
+            let driver = &rig.driver;
+            let dir = scratch_dir();
+            let content = pattern(41, 0, 64 * KIB);
+            let (_, file) = data_file(dir.path(), "data", &content);
+            let handle = driver.register_file(&file).unwrap();
+            let dst = sentinel_buffer(driver, content.len());
+            let stream = OwnedStream::new_independent(Arc::clone(&rig.gpu)).unwrap();
+            let s = StreamRef::of(&stream);
+            let hold = StreamHold::on(&s);
+            let pieces = content.len() / PIECE;
+            let slots: Vec<Arc<CoreSlots>> = (0..OPS)
+                .map(|i| {
+                    let at = (i % pieces) * PIECE;
+                    submit_core(
+                        driver.core(),
+                        IoOp::Read,
+                        handle.id(),
+                        dst.ptr() + at,
+                        PIECE,
+                        at as i64,
+                        &s,
+                    )
+                    .unwrap_or_else(|e| panic!("queueing op {i}: {e}"))
+                })
+                .collect();
+            assert!(slots[0].result().is_none(), "the stream is held");
+            hold.release();
+            s.synchronize().unwrap();
+            for (i, op) in slots.iter().enumerate() {
+                assert_eq!(op.result().map(|r| outcome(&r)), Some(Ok(PIECE)), "op {i}");
+            }
+            assert!(
+                dst.to_vec().unwrap() == content,
+                "every op's bytes in place"
+            );
+        },
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Late binding and stream flags
 
