@@ -977,14 +977,7 @@ impl SimRuntime {
         addr: usize,
         ready: impl Fn(u32) -> bool + Send + 'static,
     ) -> HipResult<()> {
-        const CALL: &str = "hipStreamWaitValue32";
-        if !self.config.memops {
-            return Err(HipError::call(CALL, HipErrorCode::NOT_SUPPORTED));
-        }
-        if addr % 4 != 0 {
-            return Err(HipError::call(CALL, HipErrorCode::INVALID_VALUE));
-        }
-        self.check_range(addr, 4, CALL)?;
+        self.check_memop_word(addr, "hipStreamWaitValue32")?;
         let allocations = Arc::clone(&self.allocations);
         self.enqueue(
             stream,
@@ -992,17 +985,24 @@ impl SimRuntime {
         )
     }
 
+    /// What a stream memory operation `call` on the word at `addr` needs: stream memory
+    /// operations ([`SimConfig::memops`]), else `hipErrorNotSupported`; a 4-byte aligned word
+    /// inside memory the simulator tracks, else `hipErrorInvalidValue`.
+    fn check_memop_word(&self, addr: usize, call: &'static str) -> HipResult<()> {
+        if !self.config.memops {
+            return Err(HipError::call(call, HipErrorCode::NOT_SUPPORTED));
+        }
+        if addr % 4 != 0 {
+            return Err(HipError::call(call, HipErrorCode::INVALID_VALUE));
+        }
+        self.check_range(addr, 4, call)
+    }
+
     /// Queue on stream number `stream` an atomic store of `value` into the `u32` at `addr`, made
     /// once the stream's earlier work has run (`hipStreamWriteValue32`).
     fn queue_value_write(&self, stream: usize, addr: usize, value: u32) -> HipResult<()> {
         const CALL: &str = "hipStreamWriteValue32";
-        if !self.config.memops {
-            return Err(HipError::call(CALL, HipErrorCode::NOT_SUPPORTED));
-        }
-        if addr % 4 != 0 {
-            return Err(HipError::call(CALL, HipErrorCode::INVALID_VALUE));
-        }
-        self.check_range(addr, 4, CALL)?;
+        self.check_memop_word(addr, CALL)?;
         let allocations = Arc::clone(&self.allocations);
         self.enqueue(
             stream,

@@ -324,24 +324,8 @@ impl<F: Borrow<FileHandle> + 'static, M: 'static> OwningStreamOp<F, M> {
         M: AsDeviceMut,
     {
         let view = dst.as_device_mut();
-        let (base, offset, size) = (view.base(), view.offset(), view.len());
-        let op = queue(
-            core,
-            stream,
-            Queued {
-                op: IoOp::Read,
-                file: file.borrow(),
-                base,
-                offset,
-                size,
-                file_offset,
-            },
-        )?;
-        Ok(OwningStreamOp {
-            op,
-            _file: file,
-            _memory: dst,
-        })
+        let place = (view.base(), view.offset(), view.len());
+        Self::queued(core, stream, IoOp::Read, file, dst, place, file_offset)
     }
 
     /// Queue a write of all of `src` to `file` at `file_offset` on `stream` through `core`.
@@ -356,12 +340,25 @@ impl<F: Borrow<FileHandle> + 'static, M: 'static> OwningStreamOp<F, M> {
         M: AsDevice,
     {
         let view = src.as_device();
-        let (base, offset, size) = (view.base(), view.offset(), view.len());
+        let place = (view.base(), view.offset(), view.len());
+        Self::queued(core, stream, IoOp::Write, file, src, place, file_offset)
+    }
+
+    /// Queue `op` of the `(base, offset, size)` of `memory` on `stream`, owning file and memory.
+    fn queued(
+        core: &CoreDriver,
+        stream: &StreamRef<'_>,
+        op: IoOp,
+        file: F,
+        memory: M,
+        (base, offset, size): (usize, usize, usize),
+        file_offset: u64,
+    ) -> Result<Self> {
         let op = queue(
             core,
             stream,
             Queued {
-                op: IoOp::Write,
+                op,
                 file: file.borrow(),
                 base,
                 offset,
@@ -372,7 +369,7 @@ impl<F: Borrow<FileHandle> + 'static, M: 'static> OwningStreamOp<F, M> {
         Ok(OwningStreamOp {
             op,
             _file: file,
-            _memory: src,
+            _memory: memory,
         })
     }
 }

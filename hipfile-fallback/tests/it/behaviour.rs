@@ -212,7 +212,7 @@ fn pieces_cachestat_calls_cold_go_to_the_disk_without_a_probe() {
 }
 
 #[test]
-fn deregistering_a_file_or_buffer_with_io_in_flight_is_refused() {
+fn deregistering_a_buffer_with_io_in_flight_is_refused_and_a_file_waits_for_its_io() {
     let (started_tx, started_rx) = std::sync::mpsc::channel();
     let (release_tx, release_rx) = std::sync::mpsc::channel();
     // The first pread waits until the test has tried to deregister.
@@ -233,9 +233,10 @@ fn deregistering_a_file_or_buffer_with_io_in_flight_is_refused() {
     std::fs::write(&path, pattern(9, 0, 1 << 20)).unwrap();
     let file = std::fs::File::open(&path).unwrap();
     let handle = d.handle_register(file.as_raw_fd()).unwrap();
+    let registration = Arc::downgrade(&d.file(handle).unwrap());
     let dev = DeviceBuffer::new(sim.clone(), 1 << 20).unwrap();
     d.buf_register(dev.ptr(), 1 << 20, 0).unwrap();
-    thread::scope(|s| {
+    let (buffer, file_handle, read) = thread::scope(|s| {
         let reader = s.spawn(|| {
             d.io(IoCall {
                 op: IoOp::Read,
@@ -247,19 +248,33 @@ fn deregistering_a_file_or_buffer_with_io_in_flight_is_refused() {
             })
         });
         started_rx.recv().unwrap();
-        assert_eq!(
-            d.handle_deregister(handle).unwrap_err().kind(),
-            hipfile_core::ErrorKind::InternalError
-        );
-        assert_eq!(
-            d.buf_deregister(dev.ptr()).unwrap_err().kind(),
-            hipfile_core::ErrorKind::InternalError
-        );
+        // Looked at only once the read was let go, so a failed check cannot leave it held.
+        let buffer = d.buf_deregister(dev.ptr()).map_err(|e| e.kind());
+        let file_handle = d.handle_deregister(handle).map_err(|e| e.kind());
+        let held = registration.upgrade().is_some();
         release_tx.send(()).unwrap();
-        assert_eq!(reader.join().unwrap().unwrap(), 1 << 20);
+        (buffer, (file_handle, held), reader.join().unwrap())
     });
+    assert_eq!(
+        buffer,
+        Err(hipfile_core::ErrorKind::InvalidValue),
+        "the memory a read is filling"
+    );
+    assert_eq!(
+        file_handle,
+        (Ok(()), true),
+        "the handle is forgotten, the read holds its registration"
+    );
+    assert_eq!(read.unwrap(), 1 << 20, "the read ran to its end");
+    assert!(
+        registration.upgrade().is_none(),
+        "then the registration ended"
+    );
     d.buf_deregister(dev.ptr()).unwrap();
-    d.handle_deregister(handle).unwrap();
+    assert_eq!(
+        d.handle_deregister(handle).unwrap_err().kind(),
+        hipfile_core::ErrorKind::HandleNotRegistered
+    );
     assert_eq!(dev.to_vec().unwrap(), pattern(9, 0, 1 << 20));
 }
 

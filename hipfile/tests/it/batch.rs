@@ -1,8 +1,8 @@
 //! Batches through the Rust API (`Driver::batch`, `BatchRequest`, `Batch`) on the simulated GPU:
 //! round trips through registered and plain memory, short reads, an entry failing next to ones
 //! that succeed, failover of one entry from the direct path to the staged one, cancel, the batch
-//! IO timeout, deregistration refused while an entry runs, and the end of a batch (its closure
-//! returning, or the driver closing to zero under it).
+//! IO timeout, what an entry in flight holds against deregistration, and the end of a batch (its
+//! closure returning, or the driver closing to zero under it).
 //!
 //! Most tests run in every feature row: [`build_and_host_copy`] adds a test backend below the
 //! built-in ones, which serves what they decline. Tests that must know exactly which entries

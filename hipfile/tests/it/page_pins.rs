@@ -26,20 +26,25 @@ fn pinned_bytes_served(driver: &Driver) -> u64 {
         .map_or(0, |(_, v)| v)
 }
 
-#[test]
-fn reads_out_of_the_pinned_page_cache_follow_the_file_byte_for_byte() {
-    let gpu = runtime_under_test().unwrap().runtime;
-    let driver = Driver::with_options(DriverOptions {
+/// A driver of the staged engine alone on `gpu`, counting, that pins at once (the files are
+/// written by the tests themselves).
+fn pinning_driver(gpu: &std::sync::Arc<dyn hipfile_hip::GpuRuntime>) -> Driver {
+    Driver::with_options(DriverOptions {
         selection: Some("fallback".into()),
         settings: Settings {
-            // The file is written by the test itself: pin it at once.
             page_cache_pin_settle_ms: 0,
             stats_level: 1,
             ..Settings::default()
         },
         ..DriverOptions::with_runtime(gpu.clone())
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn reads_out_of_the_pinned_page_cache_follow_the_file_byte_for_byte() {
+    let gpu = runtime_under_test().unwrap().runtime;
+    let driver = pinning_driver(&gpu);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
     let size = WINDOW + 12345;
@@ -289,16 +294,7 @@ fn changes_by_another_process_are_never_read_stale() {
     let rut = runtime_under_test().unwrap();
     let on_gpu = rut.sim.is_none();
     let gpu = rut.runtime;
-    let driver = Driver::with_options(DriverOptions {
-        selection: Some("fallback".into()),
-        settings: Settings {
-            page_cache_pin_settle_ms: 0,
-            stats_level: 1,
-            ..Settings::default()
-        },
-        ..DriverOptions::with_runtime(gpu.clone())
-    })
-    .unwrap();
+    let driver = pinning_driver(&gpu);
     // 128 MiB on the GPU (two windows), as the probe that found no stale read; on the sim, where
     // the device reads the live mapping anyway, a few MiB in one window.
     let size = if on_gpu { 128 << 20 } else { (4 << 20) + 12345 };
