@@ -9,12 +9,15 @@
 //!    marks the op's place on the stream (once the stream's earlier work is done, the op's value
 //!    is stored into the stream's mark word, so the library learns that the stream reached the
 //!    op) and makes the stream wait until the stream's flag word, a 32-bit word of host-mapped
-//!    memory ([`HostFlags`]), reaches that value: stream memory operations
-//!    (`hipStreamWriteValue32` then `hipStreamWaitValue32`, CUDA's `cuStream*Value32`), or, where
-//!    the device has none or `stream_memops_bypass` is set, one host function that stores the
-//!    mark and then waits for the flag ([`Hold`]). Then it hands the op to the session's stream
-//!    engine and returns. No event is made or recorded per op: a stream with ops in flight holds
-//!    one flag word and one mark word however many ops are queued on it.
+//!    memory ([`HostFlags`]), reaches that value. The mark is a stream memory write
+//!    (`hipStreamWriteValue32`, `cuStreamWriteValue32_v2`) wherever the device has one, NVIDIA
+//!    included: a host function would wait behind any other stream's host function there (CUDA
+//!    runs them one at a time), and so would the op. The hold is a stream memory wait
+//!    (`hipStreamWaitValue32`) where the platform holds streams so, else a host function that
+//!    waits for the flag ([`Hold`]); with `stream_memops_bypass` set, one host function stores
+//!    the mark and waits ([`Mark`]). Then it hands the op to the session's stream engine and
+//!    returns. No event is made or recorded per op: a stream with ops in flight holds one flag
+//!    word and one mark word however many ops are queued on it.
 //! 2. The engine's watcher thread reads the mark of the op at the head of each stream's queue. Once the
 //!    stream reached an op, the op's arguments are bound (those the stream's flags do not fix are
 //!    read through the caller's slots now, so work earlier on the stream may compute them) and
@@ -30,8 +33,11 @@
 //! in flight holds one flag word and the mark word of the same number; the values of a word only
 //! grow (an op's value is one past the word's last), so a word can pass to another stream once
 //! its own has nothing in flight, whatever the GPU has seen of it, and a mark at or past an op's
-//! value always means the stream reached that op. A stream whose earlier work fails for good
-//! never reaches its op, which then waits as behind a stream the application never lets run.
+//! value always means the stream reached that op; a word whose mark may still land for an op
+//! that was never queued (its hold failed after its mark) is retired. A device whose context
+//! broke (a sticky error) lets no stream of it reach its op: ops that have waited a quarter of a
+//! second with no stream moving ask the device (a never-recorded event's query answers its
+//! error), and those of a broken device end with that error.
 //!
 //! Results follow upstream: the bytes moved; `-hipFileInvalidValue` (as [`ErrorKind::InvalidValue`])
 //! for a bound size larger than at submission or a bound region that is invalid; an OS error for a
@@ -46,7 +52,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use hipfile_hip::{GpuRuntime, Hold, HostFlags, StreamRef};
+use hipfile_hip::{GpuRuntime, Hold, HostFlags, Mark, OwnedEvent, StreamRef};
 
 use crate::backend::IoOp;
 use crate::driver::{Driver, FileHandleId, IoCall, Prepared, Session};
@@ -77,6 +83,9 @@ const RUNNERS: usize = 64;
 const SPIN: Duration = Duration::from_millis(2);
 /// The longest sleep between two polls of a stream that has not reached its op.
 const LONGEST_NAP: Duration = Duration::from_millis(1);
+/// How long ops may wait with no stream moving before the watcher asks whether their devices
+/// broke, and how often it asks again while they still wait.
+const PROBE_AFTER: Duration = Duration::from_millis(250);
 /// How long an idle watcher stays before it exits (the next op starts another).
 const WATCHER_LINGER: Duration = Duration::from_secs(2);
 
@@ -450,7 +459,11 @@ pub(crate) struct StreamEngine {
     /// of these once it reached the op.
     marks: Arc<HostFlags>,
     words: Mutex<Words>,
-    memops: Mutex<HashMap<i32, bool>>,
+    /// Per device: whether its streams can wait for a value and store one.
+    memops: Mutex<HashMap<i32, (bool, bool)>>,
+    /// Per device, made once an op waited long: a never-recorded event whose query answers the
+    /// error of a context that broke (a sticky error), which no mark would ever tell.
+    probes: Mutex<HashMap<i32, OwnedEvent>>,
     watcher: Mutex<Option<Sender<Message>>>,
     runners: Runners,
 }
@@ -473,25 +486,37 @@ impl StreamEngine {
             marks: Arc::new(marks),
             words: Mutex::new(Words::default()),
             memops: Mutex::new(HashMap::new()),
+            probes: Mutex::new(HashMap::new()),
             watcher: Mutex::new(None),
             runners: Runners::new(RUNNERS),
         })
     }
 
-    /// How streams of `device` are held: a stream memory operation where the device has them
-    /// and the settings allow them, else a host function that waits.
-    fn hold(&self, session: &Session, device: i32) -> Hold {
+    /// How streams of `device` are marked and held: stream memory operations where the device
+    /// has them (the store also where it has no waits the platform holds streams with) and the
+    /// settings allow them, else host functions.
+    fn marking(&self, session: &Session, device: i32) -> (Mark, Hold) {
         if session.settings().stream_memops_bypass {
-            return Hold::HostFunction;
+            return (Mark::HostFunction, Hold::HostFunction);
         }
-        let memops = *lock(&self.memops)
-            .entry(device)
-            .or_insert_with(|| self.runtime.stream_memops(device));
-        if memops {
-            Hold::Memop
-        } else {
-            Hold::HostFunction
-        }
+        let (waits, writes) = *lock(&self.memops).entry(device).or_insert_with(|| {
+            (
+                self.runtime.stream_memops(device),
+                self.runtime.stream_writes(device),
+            )
+        });
+        (
+            if writes {
+                Mark::StreamWrite
+            } else {
+                Mark::HostFunction
+            },
+            if waits {
+                Hold::Memop
+            } else {
+                Hold::HostFunction
+            },
+        )
     }
 
     /// The line of `stream`: the one it holds, or a free or fresh word, which starts from the
@@ -538,24 +563,21 @@ impl StreamEngine {
         device: i32,
         mut op: AsyncOp,
     ) -> Result<()> {
-        let how = self.hold(session, device);
+        let (mark, how) = self.marking(session, device);
         let mut words = lock(&self.words);
         let key = StreamKey::of(stream.raw(), device);
         let mut line = self.line(&mut words, key)?;
         let value = line.last + 1;
-        if let Err(e) = stream.mark_and_hold(&self.marks, &self.flags, line.word, value, how) {
-            // The value is used up either way: a mark store queued before the failure may still
-            // land, and must not stand for a later op of the word. A word nothing else waits
-            // on is let go at that value, so whoever takes it next starts past it.
-            line.last = value;
-            if line.in_flight == 0 {
-                let _ = self.flags.store(line.word, value);
-                words.by_stream.remove(&key);
-                if value < RETIRE_AT {
-                    words.free.push(line.word);
-                }
-            } else {
+        let queued = stream.mark_and_hold(&self.marks, &self.flags, line.word, value, mark, how);
+        if let Err(e) = queued {
+            // A mark store queued before the failure may still land, whenever the stream gets
+            // there: the word could never again tell which op its stream reached. It is retired
+            // (never freed); the stream's ops already on it end there, its next op takes another.
+            line.last = RETIRE_AT;
+            if line.in_flight > 0 {
                 words.by_stream.insert(key, line);
+            } else {
+                words.by_stream.remove(&key);
             }
             return Err(Error::hip(&e, "queueing the op on its stream"));
         }
@@ -615,6 +637,7 @@ impl StreamEngine {
     fn watcher_loop(self: Arc<Self>, rx: Receiver<Message>) {
         let mut streams: HashMap<StreamKey, VecDeque<Box<AsyncOp>>> = HashMap::new();
         let mut last_news = Instant::now();
+        let mut probed = Instant::now();
         loop {
             let quiet = last_news.elapsed();
             let message = if quiet < SPIN {
@@ -662,7 +685,53 @@ impl StreamEngine {
                 }
                 !queue.is_empty()
             });
+            let stuck = !streams.is_empty() && last_news.elapsed() >= PROBE_AFTER;
+            if stuck && probed.elapsed() >= PROBE_AFTER {
+                probed = Instant::now();
+                self.end_ops_of_broken_devices(&mut streams);
+            }
         }
+    }
+
+    /// Ops whose streams have not moved for a while may wait on a device whose context broke
+    /// (a kernel fault leaves CUDA's context failing every call): no stream of it will ever
+    /// store a mark. Ask each such device's probe; the ops of a broken one end with its error,
+    /// which lets their streams go (a broken stream runs nothing more anyway).
+    fn end_ops_of_broken_devices(
+        self: &Arc<Self>,
+        streams: &mut HashMap<StreamKey, VecDeque<Box<AsyncOp>>>,
+    ) {
+        let devices: std::collections::BTreeSet<i32> = streams.keys().map(|k| k.device).collect();
+        for device in devices {
+            let Some(e) = self.probe(device) else {
+                continue;
+            };
+            log::warn!("stream-ordered ops on device {device}: the device failed: {e}");
+            streams.retain(|key, queue| {
+                if key.device != device {
+                    return true;
+                }
+                for op in queue.drain(..) {
+                    self.start(op, Err(Error::hip(&e, "the stream's device failed")));
+                }
+                false
+            });
+        }
+    }
+
+    /// The failure `device`'s context reports now, if any (see [`StreamEngine::probes`]).
+    fn probe(&self, device: i32) -> Option<hipfile_hip::HipError> {
+        let mut probes = lock(&self.probes);
+        let probe = match probes.entry(device) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                match OwnedEvent::on_device(Arc::clone(&self.runtime), device) {
+                    Ok(event) => v.insert(event),
+                    Err(e) => return Some(e),
+                }
+            }
+        };
+        probe.query().err()
     }
 
     /// While DEBUG logging is on, how long the watcher took to see that `op`'s stream reached
@@ -748,8 +817,9 @@ impl StreamEngine {
             if line.word == gate.word {
                 line.in_flight -= 1;
                 if line.in_flight == 0 {
+                    let retired = line.last >= RETIRE_AT;
                     words.by_stream.remove(&gate.stream);
-                    if gate.value < RETIRE_AT {
+                    if !retired {
                         words.free.push(gate.word);
                     }
                 }

@@ -645,6 +645,11 @@ impl LoadedRuntime for AmdRuntime {
         self.check("hipStreamWaitValue32", rc)
     }
 
+    /// As [`LoadedRuntime::memops`]: HIP offers the store and the wait together.
+    fn writes(&self, device: i32) -> bool {
+        self.memops(device)
+    }
+
     unsafe fn write_value(&self, stream: StreamHandle, addr: usize, value: u32) -> HipResult<()> {
         let Some(write) = self.api.stream_write_value32 else {
             return Err(HipError::Call {

@@ -37,6 +37,8 @@ pub enum RuntimeOp {
     /// `context_create` (a context of the library's own: the device out of memory, or a GPU in
     /// a compute mode that allows one context).
     ContextCreate,
+    /// `stream_wait_value` (queueing a stream memory wait).
+    StreamWait,
 }
 
 /// One fault that fired.
@@ -70,6 +72,7 @@ pub struct ScriptedRuntime {
     stream_syncs: AtomicU64,
     host_registers: AtomicU64,
     event_waits: AtomicU64,
+    stream_waits: AtomicU64,
     context_creates: AtomicU64,
     fired: Mutex<Vec<FiredRuntimeFault>>,
 }
@@ -95,6 +98,7 @@ impl ScriptedRuntime {
             stream_syncs: AtomicU64::new(0),
             host_registers: AtomicU64::new(0),
             event_waits: AtomicU64::new(0),
+            stream_waits: AtomicU64::new(0),
             context_creates: AtomicU64::new(0),
             fired: Mutex::new(Vec::new()),
         }
@@ -166,6 +170,7 @@ impl ScriptedRuntime {
             RuntimeOp::StreamSynchronize => &self.stream_syncs,
             RuntimeOp::HostRegister => &self.host_registers,
             RuntimeOp::EventWait => &self.event_waits,
+            RuntimeOp::StreamWait => &self.stream_waits,
             RuntimeOp::ContextCreate => &self.context_creates,
         }
     }
@@ -315,12 +320,17 @@ impl GpuRuntime for ScriptedRuntime {
         self.inner.stream_memops(device)
     }
 
+    fn stream_writes(&self, device: i32) -> bool {
+        self.inner.stream_writes(device)
+    }
+
     unsafe fn stream_wait_value(
         &self,
         stream: StreamHandle,
         addr: usize,
         value: u32,
     ) -> HipResult<()> {
+        self.check(RuntimeOp::StreamWait, "hipStreamWaitValue32")?;
         // SAFETY: the caller's contract, passed on unchanged.
         unsafe { self.inner.stream_wait_value(stream, addr, value) }
     }

@@ -154,6 +154,9 @@ pub(crate) trait LoadedRuntime: Send + Sync + fmt::Debug + Sized {
     /// [`GpuRuntime::stream_memops`].
     fn memops(&self, device: i32) -> bool;
 
+    /// [`GpuRuntime::stream_writes`].
+    fn writes(&self, device: i32) -> bool;
+
     /// [`GpuRuntime::stream_wait_value`].
     ///
     /// # Safety
@@ -616,6 +619,10 @@ impl<T: LoadedRuntime> GpuRuntime for T {
 
     fn stream_memops(&self, device: i32) -> bool {
         self.memops(device)
+    }
+
+    fn stream_writes(&self, device: i32) -> bool {
+        self.writes(device)
     }
 
     unsafe fn stream_wait_value(

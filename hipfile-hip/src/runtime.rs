@@ -319,6 +319,11 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     /// Whether streams of `device` can wait for a 32-bit value in host-mapped memory
     /// ([`GpuRuntime::stream_wait_value`]). `false` when the runtime cannot say.
     fn stream_memops(&self, device: i32) -> bool;
+    /// Whether streams of `device` can store a 32-bit value into host-mapped memory
+    /// ([`GpuRuntime::stream_write_value`]). A platform may offer the store where it does not
+    /// hold streams with waits (NVIDIA: a store stalls no other stream). `false` when the
+    /// runtime cannot say.
+    fn stream_writes(&self, device: i32) -> bool;
     /// Queue on `stream` a wait until the `u32` at device-visible address `addr` is at least
     /// `value`: work queued on `stream` after it starts only then. Fails with
     /// `hipErrorNotSupported` where the platform has no stream memory operations

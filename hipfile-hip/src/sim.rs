@@ -1385,6 +1385,10 @@ impl GpuRuntime for SimRuntime {
         self.config.memops && device >= 0 && device < self.config.devices
     }
 
+    fn stream_writes(&self, device: i32) -> bool {
+        self.stream_memops(device)
+    }
+
     fn host_alloc_mapped(&self, len: usize) -> HipResult<NonNull<u8>> {
         // Every pinned allocation of the simulator is reachable from its devices.
         self.host_alloc(len)

@@ -294,6 +294,11 @@ impl LoadedRuntime for NvidiaRuntime {
         unsafe { self.queue_stream_wait(stream, addr, value) }
     }
 
+    /// The driver's stream memory write is there (see [`NvidiaRuntime::stream_writes_on`]).
+    fn writes(&self, device: i32) -> bool {
+        self.stream_writes_on(device)
+    }
+
     unsafe fn write_value(
         &self,
         stream: crate::StreamHandle,

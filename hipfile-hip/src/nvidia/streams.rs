@@ -108,10 +108,24 @@ impl NvidiaRuntime {
     /// legacy one, and the device allows it). The platform does not use them to hold streams (see
     /// its `GpuRuntime::stream_memops`).
     pub fn stream_memops_on(&self, device: i32) -> bool {
+        self.driver()
+            .is_ok_and(|drv| self.memop_usable(drv.stream_wait_value, device))
+    }
+
+    /// Whether the driver offers stream memory writes: `cuStreamWriteValue32_v2` is exported (or
+    /// the legacy one, and the device allows it).
+    pub fn stream_writes_on(&self, device: i32) -> bool {
+        self.driver()
+            .is_ok_and(|drv| self.memop_usable(drv.stream_write_value, device))
+    }
+
+    /// Whether stream memory operation `op` may be used on `device`: it is exported, and where it
+    /// is the legacy entry point the device says it can use stream memory operations.
+    fn memop_usable(&self, op: Option<StreamWaitValue>, device: i32) -> bool {
         let Ok(drv) = self.driver() else {
             return false;
         };
-        let Some(wait) = drv.stream_wait_value else {
+        let Some(op) = op else {
             return false;
         };
         if !self
@@ -120,7 +134,7 @@ impl NvidiaRuntime {
         {
             return false;
         }
-        if !wait.legacy {
+        if !op.legacy {
             return true;
         }
         let Some(attribute) = drv.device_get_attribute else {

@@ -671,6 +671,134 @@ fn more_ops_than_a_runtime_has_events_queue_on_one_held_stream_and_all_run() {
     );
 }
 
+/// An op whose stream wait could not be queued after its mark was: the mark still lands when
+/// the stream gets there, so its word can never again tell which op a stream reached. Another
+/// stream that later holds an op must not find its op "reached" by that stale mark.
+#[test]
+fn a_mark_left_by_a_failed_hold_never_starts_another_streams_op() {
+    use hipfile_testkit::faults::{RuntimeOp, ScriptedRuntime, Trigger};
+    within(TEST_LIMIT, "a stale mark", || {
+        let sim = Arc::new(SimRuntime::default());
+        let scripted = Arc::new(ScriptedRuntime::new(sim.clone()).rule(
+            RuntimeOp::StreamWait,
+            Trigger::Nth(2),
+            hipfile_hip::HipErrorCode::OUT_OF_MEMORY,
+        ));
+        let gpu: Arc<dyn GpuRuntime> = scripted.clone();
+        let driver = Driver::with_options(DriverOptions {
+            backends: Some(build_and_host_copy()),
+            selection: None,
+            ..DriverOptions::with_runtime(Arc::clone(&gpu))
+        })
+        .unwrap();
+        let dir = scratch_dir();
+        let content = pattern(43, 0, 64 * KIB);
+        let (_, file) = data_file(dir.path(), "data", &content);
+        let handle = driver.register_file(&file).unwrap();
+        let dst = sentinel_buffer(&driver, 32 * KIB);
+        let read = |s: &StreamRef<'_>, at: usize| {
+            submit_core(
+                driver.core(),
+                IoOp::Read,
+                handle.id(),
+                dst.ptr() + at,
+                4096,
+                at as i64,
+                s,
+            )
+        };
+        let (a, b) = (
+            OwnedStream::new_independent(Arc::clone(&gpu)).unwrap(),
+            OwnedStream::new_independent(Arc::clone(&gpu)).unwrap(),
+        );
+        let (sa, sb) = (StreamRef::of(&a), StreamRef::of(&b));
+        let hold_a = StreamHold::on(&sa);
+        let first = read(&sa, 0).unwrap();
+        assert_eq!(
+            read(&sa, 4096).unwrap_err().kind(),
+            ErrorKind::HipDriverError,
+            "the second op's wait could not be queued"
+        );
+        hold_a.release();
+        assert_eq!(outcome(&first.ended()), Ok(4096));
+        sa.synchronize().unwrap();
+        let hold_b = StreamHold::on(&sb);
+        let held = read(&sb, 8192).unwrap();
+        thread::sleep(STILL);
+        assert!(
+            held.result().is_none(),
+            "the op of the held stream started: a stale mark stood for it"
+        );
+        hold_b.release();
+        assert_eq!(outcome(&held.ended()), Ok(4096));
+        sb.synchronize().unwrap();
+        assert_eq!(
+            device_bytes(&gpu, dst.ptr() + 8192, 4096),
+            content[8192..12288]
+        );
+    });
+}
+
+/// A device whose context broke (a kernel fault makes CUDA's context fail every call, event
+/// queries included) never lets a stream reach an op queued on it: the op ends with the
+/// device's error after a short while instead of waiting for ever, and its memory is free again.
+#[test]
+fn an_op_waiting_on_a_device_whose_context_broke_ends_with_the_error() {
+    use hipfile_testkit::faults::{RuntimeOp, ScriptedRuntime, Trigger};
+    within(TEST_LIMIT, "a broken device under a held op", || {
+        let sim = Arc::new(SimRuntime::default());
+        let scripted = Arc::new(ScriptedRuntime::new(sim.clone()).rule(
+            RuntimeOp::EventWait,
+            Trigger::From(1),
+            hipfile_hip::HipErrorCode::ILLEGAL_ADDRESS,
+        ));
+        let gpu: Arc<dyn GpuRuntime> = scripted.clone();
+        let driver = Driver::with_options(DriverOptions {
+            backends: Some(build_and_host_copy()),
+            selection: None,
+            ..DriverOptions::with_runtime(Arc::clone(&gpu))
+        })
+        .unwrap();
+        let dir = scratch_dir();
+        let (_, file) = data_file(dir.path(), "data", &pattern(42, 0, 64 * KIB));
+        let handle = driver.register_file(&file).unwrap();
+        let dst = sentinel_buffer(&driver, 16 * KIB);
+        let stream = OwnedStream::new_independent(Arc::clone(&gpu)).unwrap();
+        let s = StreamRef::of(&stream);
+        let hold = StreamHold::on(&s);
+        let op = submit_core(
+            driver.core(),
+            IoOp::Read,
+            handle.id(),
+            dst.ptr(),
+            16 * KIB,
+            0,
+            &s,
+        )
+        .unwrap();
+        let result = op.ended();
+        assert_eq!(
+            outcome(&result),
+            Err(ErrorKind::HipDriverError),
+            "{result:?}"
+        );
+        assert!(
+            scripted
+                .fired()
+                .iter()
+                .any(|f| f.op == RuntimeOp::EventWait),
+            "the device's probe answered the failure"
+        );
+        assert_eq!(
+            device_bytes(&gpu, dst.ptr(), 16),
+            vec![SENTINEL; 16],
+            "no byte moved"
+        );
+        hold.release();
+        s.synchronize().unwrap();
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Late binding and stream flags
 
