@@ -34,8 +34,15 @@ fn paths() -> MutexGuard<'static, Vec<(u64, PathBuf)>> {
 pub fn install() -> Result<(), String> {
     INSTALLED
         .get_or_init(|| {
-            let mut signals =
-                Signals::new(ENDING).map_err(|e| format!("handling SIGINT/SIGTERM/SIGHUP: {e}"))?;
+            // A signal the process was started with ignored (SIGHUP under nohup) stays ignored:
+            // handling it would end a copy its caller asked to survive the terminal.
+            let handled: Vec<i32> = ENDING
+                .iter()
+                .copied()
+                .filter(|&s| !hipfile_hip::os::signal_ignored(s))
+                .collect();
+            let mut signals = Signals::new(&handled)
+                .map_err(|e| format!("handling SIGINT/SIGTERM/SIGHUP: {e}"))?;
             std::thread::Builder::new()
                 .name("hipfile-signals".into())
                 .spawn(move || {

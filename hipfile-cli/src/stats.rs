@@ -217,7 +217,13 @@ fn run_program(args: &StatsArgs, out: &mut dyn Write) -> Result<bool, String> {
         }
     };
     // A driver that closed sent its final counters: they hold everything, the last poll may not.
-    if let Some(doc) = reports.collect().pop() {
+    // Only the program's own: processes it started inherit the report's name too.
+    let own = u64::from(child.id());
+    if let Some(doc) = reports
+        .collect()
+        .into_iter()
+        .rfind(|doc| doc["pid"].as_u64() == Some(own))
+    {
         last = Some(doc);
     }
     let text = match (&last, args.json) {

@@ -373,17 +373,23 @@ pub(crate) struct BatchTable {
 }
 
 impl BatchTable {
-    /// Let entries reported as timed out that have finished since go, so that the file and
-    /// memory they held are free: what a deregistration looks at.
-    pub(crate) fn release_finished(&self) {
-        for batch in self.by_id.values() {
-            batch.lock().release_overdue();
-        }
+    /// Every batch set up now (the table's lock is not held while they are looked at).
+    pub(crate) fn batches(&self) -> Vec<Arc<Batch>> {
+        self.by_id.values().cloned().collect()
     }
 
     /// Forget every batch; the caller cancels and waits for them.
     pub(crate) fn take_all(&mut self) -> Vec<Arc<Batch>> {
         self.by_id.drain().map(|(_, b)| b).collect()
+    }
+}
+
+/// Let entries of `batches` reported as timed out that have finished since go, so that the file
+/// and memory they held are free: what a deregistration looks at. Each batch is locked in turn,
+/// with no other lock held.
+pub(crate) fn release_finished(batches: Vec<Arc<Batch>>) {
+    for batch in batches {
+        batch.lock().release_overdue();
     }
 }
 

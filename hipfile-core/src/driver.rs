@@ -765,7 +765,8 @@ impl Driver {
             // Batch entries reported as timed out hold their memory until they are looked at
             // again: look now, before the buffers' lock (a submission takes the two the other
             // way round).
-            self.batch_table().release_finished();
+            let batches = self.batch_table().batches();
+            crate::batch::release_finished(batches);
         }
         let mut buffers = session
             .buffers

@@ -417,8 +417,15 @@ fn bind_file(pid: u32) -> Result<(UnixListener, SocketFile), String> {
     let listener = match UnixListener::bind(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
             // Left by an earlier process with this pid, or by an earlier driver of this one
-            // that a forked child may still hold: no driver of this process serves it now (the
-            // claim says so), and nobody else can write in this directory.
+            // (no driver of this process serves it now: the claim says so), and nobody else can
+            // write in this directory. A file someone still answers on is a live process of
+            // this user with our number (another pid namespace sharing the directory): left be.
+            if UnixStream::connect(&path).is_ok() {
+                return Err(format!(
+                    "{}: a process of this user with the same number listens there",
+                    path.display()
+                ));
+            }
             let _ = std::fs::remove_file(&path);
             UnixListener::bind(&path)
         }
@@ -521,7 +528,15 @@ fn answer(
     };
     let mut line = document.to_string();
     line.push('\n');
+    send_whole(&mut stream, &line);
+}
+
+/// Write `line` and end the connection's sending side: the reader sees its end at once, even
+/// where a process forked meanwhile holds a copy of the descriptor (a shutdown acts on the
+/// socket, not on one descriptor of it).
+fn send_whole(stream: &mut UnixStream, line: &str) {
     let _ = stream.write_all(line.as_bytes());
+    let _ = stream.shutdown(std::net::Shutdown::Write);
 }
 
 /// Send `session`'s counters, as a closing driver's last word, to the socket [`REPORT_ENV`]
@@ -558,7 +573,7 @@ pub(crate) fn report_final(session: &Session) {
     }
     let mut line = doc.to_string();
     line.push('\n');
-    let _ = stream.write_all(line.as_bytes());
+    send_whole(&mut stream, &line);
 }
 
 fn refusal(why: &str) -> serde_json::Value {

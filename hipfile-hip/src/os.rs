@@ -181,6 +181,17 @@ pub fn descriptor_state(fd: RawFd) -> io::Result<DescriptorState> {
     })
 }
 
+/// Whether signal `sig` is ignored in this process (`SIG_IGN`, as `nohup` leaves SIGHUP for the
+/// programs it starts): a program that handles ending signals itself leaves such a signal
+/// ignored. `false` for a number that names no signal.
+pub fn signal_ignored(sig: i32) -> bool {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a NULL new action only reads the current one into `old`, a writable sigaction.
+    let rc = unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) };
+    // SAFETY: the call succeeded, so it filled `old` (which started zeroed anyway).
+    rc == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
+}
+
 /// A descriptor of this process's own for the open file the application's number `fd` names
 /// (`fcntl(F_DUPFD_CLOEXEC)`): the same open file description, so the same access, status flags
 /// (`O_APPEND`, `O_DIRECT`) and offset as the application's, never more. For a file whose mode
@@ -224,6 +235,19 @@ mod tests {
         }
         assert_eq!(cached_pages(file.as_fd(), 0, 0), None);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_ignored_signal_is_told_apart_from_a_handled_or_default_one() {
+        // SIGWINCH: nothing else in the tests touches it.
+        assert!(!signal_ignored(libc::SIGWINCH), "default at start");
+        // SAFETY: SIG_IGN, then the default back: no handler code runs.
+        unsafe { libc::signal(libc::SIGWINCH, libc::SIG_IGN) };
+        assert!(signal_ignored(libc::SIGWINCH));
+        // SAFETY: as above.
+        unsafe { libc::signal(libc::SIGWINCH, libc::SIG_DFL) };
+        assert!(!signal_ignored(libc::SIGWINCH));
+        assert!(!signal_ignored(12345), "no such signal");
     }
 
     #[test]

@@ -413,6 +413,33 @@ fn a_read_only_source_is_copied_by_a_user_without_root() {
     );
 }
 
+/// A copy started with SIGHUP ignored (as `nohup` starts it) keeps it ignored: the hangup of its
+/// terminal does not end it, and it completes.
+#[test]
+fn a_copy_started_with_sighup_ignored_survives_a_hangup() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let data = pattern(1 << 20, 14).repeat(64);
+    std::fs::write(&src, &data).unwrap();
+    let dst = dir.path().join("dst");
+    // The shell sets SIGHUP to ignored and execs the copy, which inherits that.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' HUP; exec \"$0\" cp --platform sim --chunk 4K \"$1\" \"$2\"")
+        .arg(env!("CARGO_BIN_EXE_hipfile"))
+        .arg(&src)
+        .arg(&dst)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_name(dir.path(), &mut child, |n| n.contains(".hipfile-cp-"));
+    send(&child, Signal::HUP);
+    let status = wait_for_end(&mut child, Duration::from_secs(120));
+    assert!(status.success(), "{status}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+}
+
 /// Wait up to `deadline` for `child` to end; kill it and fail when it does not.
 fn wait_for_end(child: &mut std::process::Child, deadline: Duration) -> ExitStatus {
     let start = Instant::now();

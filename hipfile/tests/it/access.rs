@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hipfile::{Driver, DriverOptions, ErrorKind};
+use hipfile::{AsDevice, Driver, DriverOptions, ErrorKind};
 use hipfile_hip::{sim::SimRuntime, DeviceBuffer, GpuRuntime};
 
 use crate::harness;
@@ -101,9 +101,16 @@ fn cases() {
     if is_root() {
         become_nobody();
     }
+    // The temporary directory the environment names may be root's alone (the GPU bundle points
+    // TMPDIR into its own folder): then /tmp, which every user may write.
     let dir = tempfile::Builder::new()
         .prefix("hipfile-access-")
         .tempdir_in(std::env::temp_dir())
+        .or_else(|_| {
+            tempfile::Builder::new()
+                .prefix("hipfile-access-")
+                .tempdir_in("/tmp")
+        })
         .unwrap();
     let (gpu, driver) = driver();
 
@@ -139,6 +146,51 @@ fn cases() {
     let whole = std::fs::read(&path).unwrap();
     assert_eq!(&whole[..100], &[7u8; 100][..], "appending never overwrites");
     assert_eq!(&whole[100..], &data[..]);
+
+    // An O_DIRECT descriptor of such a file: the duplicates are O_DIRECT too (they share the
+    // application's status flags), so aligned requests move their bytes and unaligned ones fail
+    // with EINVAL, as pread/pwrite on the application's descriptor would; none moves wrong bytes.
+    let path = dir.path().join("direct");
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+    {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            println!(
+                "{}: no O_DIRECT there, its case not run",
+                dir.path().display()
+            );
+            std::fs::remove_file(&path).ok();
+        }
+        Err(e) => panic!("creating an O_DIRECT file: {e}"),
+        Ok(file) => {
+            let handle = driver.register_file(&file).unwrap();
+            let data = pattern(1 << 16, 3);
+            let mut src = DeviceBuffer::new(gpu.clone(), data.len()).unwrap();
+            src.write_at(0, &data).unwrap();
+            assert_eq!(handle.write(&src, 0).unwrap(), data.len(), "aligned");
+            let mut back = DeviceBuffer::new(gpu.clone(), data.len()).unwrap();
+            assert_eq!(handle.read(&mut back, 0).unwrap(), data.len());
+            assert_eq!(back.to_vec().unwrap(), data);
+            let odd = src.slice(0..12_345).unwrap();
+            match handle.write(odd, 4096 * 3 + 5) {
+                Ok(n) => panic!("an unaligned write through O_DIRECT reported {n} bytes"),
+                Err(e) => assert_eq!(e.errno(), Some(libc::EINVAL), "{e}"),
+            }
+            let mut odd_back = DeviceBuffer::new(gpu.clone(), 12_345).unwrap();
+            match handle.read(&mut odd_back, 100) {
+                Ok(n) => {
+                    let got = odd_back.to_vec().unwrap();
+                    assert_eq!(&got[..n], &data[100..100 + n], "bytes read unaligned");
+                }
+                Err(e) => assert_eq!(e.errno(), Some(libc::EINVAL), "{e}"),
+            }
+        }
+    }
 
     // Never more access than the descriptor: a read-only descriptor of such a file reads and
     // refuses writes, a write-only one writes and refuses reads (EBADF, as pread/pwrite there).
