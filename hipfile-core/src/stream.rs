@@ -6,21 +6,20 @@
 //! caller's thread:
 //!
 //! 1. [`Driver::submit_async`] (the caller's thread) validates the op as upstream does at submit,
-//!    marks the op's place on the stream (once the stream's earlier work is done, the op's value
-//!    is stored into the stream's mark word, so the library learns that the stream reached the
-//!    op) and makes the stream wait until the stream's flag word, a 32-bit word of host-mapped
-//!    memory ([`HostFlags`]), reaches that value. The mark is a stream memory write
-//!    (`hipStreamWriteValue32`, `cuStreamWriteValue32_v2`) wherever the device has one, NVIDIA
-//!    included: a host function would wait behind any other stream's host function there (CUDA
-//!    runs them one at a time), and so would the op. The hold is a stream memory wait
-//!    (`hipStreamWaitValue32`) where the platform holds streams so, else a host function that
-//!    waits for the flag ([`Hold`]); with `stream_memops_bypass` set, one host function stores
-//!    the mark and waits ([`Mark`]). Then it hands the op to the session's stream engine and
-//!    returns. No event is made or recorded per op: a stream with ops in flight holds one flag
-//!    word and one mark word however many ops are queued on it.
-//! 2. The engine's watcher thread reads the mark of the op at the head of each stream's queue. Once the
-//!    stream reached an op, the op's arguments are bound (those the stream's flags do not fix are
-//!    read through the caller's slots now, so work earlier on the stream may compute them) and
+//!    marks the op's place on the stream, so that the library learns when the stream reached it,
+//!    and makes the stream wait until the stream's flag word, a 32-bit word of host-mapped memory
+//!    ([`HostFlags`]), reaches the op's value. Where the device's streams store values
+//!    (`hipStreamWriteValue32`: AMD GPUs, the sim) the mark is such a store of the op's value
+//!    into the stream's mark word, and the hold a stream memory wait (`hipStreamWaitValue32`):
+//!    no event per op, one flag and one mark word per stream however many ops are queued on it.
+//!    Elsewhere (NVIDIA, whose stream memory operations stall unrelated work; or with
+//!    `stream_memops_bypass` set) an event is recorded per op (events are pooled) and a host
+//!    function that only waits for the flag holds the stream ([`Hold`]). Then it hands the op
+//!    to the session's stream engine and returns.
+//! 2. The engine's watcher thread reads the mark (or queries the event) of the op at the head of
+//!    each stream's queue. Once the stream reached an op, the op's arguments are bound (those
+//!    the stream's flags do not fix are read through the caller's slots now, so work earlier on
+//!    the stream may compute them) and
 //!    the op runs on a runner thread as a synchronous request through the registry: the same
 //!    engines, failover and statistics as `hipFileRead`/`hipFileWrite`, with
 //!    [`IoRequest::stream_ordered`](crate::IoRequest::stream_ordered) set so the engines' own GPU
@@ -28,8 +27,8 @@
 //! 3. The runner writes the result into the caller's slot and stores the awaited value into the
 //!    flag word: the stream goes on.
 //!
-//! Ops on one stream run strictly in stream order (the next op's mark is stored only after the
-//! previous op let the stream go); ops on different streams run side by side. Each stream with ops
+//! Ops on one stream run strictly in stream order (the next op's mark is stored, or its event
+//! completes, only after the previous op let the stream go); ops on different streams run side by side. Each stream with ops
 //! in flight holds one flag word and the mark word of the same number; the values of a word only
 //! grow (an op's value is one past the word's last), so a word can pass to another stream once
 //! its own has nothing in flight, whatever the GPU has seen of it, and a mark at or past an op's
@@ -52,7 +51,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use hipfile_hip::{GpuRuntime, Hold, HostFlags, Mark, OwnedEvent, StreamRef};
+use hipfile_hip::{GpuRuntime, Hold, HostFlags, OwnedEvent, StreamRef};
 
 use crate::backend::IoOp;
 use crate::driver::{Driver, FileHandleId, IoCall, Prepared, Session};
@@ -309,14 +308,17 @@ impl StreamKey {
     }
 }
 
-/// Where an op stands on its stream: the word and value that tell the stream reached it (its
-/// mark) and that let the stream go on (its flag).
+/// Where an op stands on its stream: what tells that the stream reached it (its mark: the mark
+/// word reaching its value, or an event of its own) and the flag word and value that let the
+/// stream go on.
 #[derive(Debug, Default)]
 struct Gate {
     /// The op's place among all ops queued on the engine: the watcher keeps each stream's ops in
     /// this order (the order the stream holds them), whatever order they reach it in.
     seq: u64,
     stream: StreamKey,
+    /// The op's event, where its device's streams store no values.
+    event: Option<OwnedEvent>,
     word: usize,
     value: u32,
 }
@@ -461,6 +463,8 @@ pub(crate) struct StreamEngine {
     words: Mutex<Words>,
     /// Per device: whether its streams can wait for a value and store one.
     memops: Mutex<HashMap<i32, (bool, bool)>>,
+    /// Events of ops that ended, per device, for the next ops marked by events.
+    events: Mutex<HashMap<i32, Vec<OwnedEvent>>>,
     /// Per device, made once an op waited long: a never-recorded event whose query answers the
     /// error of a context that broke (a sticky error), which no mark would ever tell.
     probes: Mutex<HashMap<i32, OwnedEvent>>,
@@ -487,17 +491,18 @@ impl StreamEngine {
             words: Mutex::new(Words::default()),
             memops: Mutex::new(HashMap::new()),
             probes: Mutex::new(HashMap::new()),
+            events: Mutex::new(HashMap::new()),
             watcher: Mutex::new(None),
             runners: Runners::new(RUNNERS),
         })
     }
 
-    /// How streams of `device` are marked and held: stream memory operations where the device
-    /// has them (the store also where it has no waits the platform holds streams with) and the
-    /// settings allow them, else host functions.
-    fn marking(&self, session: &Session, device: i32) -> (Mark, Hold) {
+    /// How ops on streams of `device` are marked (`true`: a stream memory write, where the
+    /// device's streams store values and the settings allow it; `false`: an event per op) and
+    /// held (a stream memory wait where the platform holds streams so, else a host function).
+    fn marking(&self, session: &Session, device: i32) -> (bool, Hold) {
         if session.settings().stream_memops_bypass {
-            return (Mark::HostFunction, Hold::HostFunction);
+            return (false, Hold::HostFunction);
         }
         let (waits, writes) = *lock(&self.memops).entry(device).or_insert_with(|| {
             (
@@ -506,17 +511,21 @@ impl StreamEngine {
             )
         });
         (
-            if writes {
-                Mark::StreamWrite
-            } else {
-                Mark::HostFunction
-            },
+            writes,
             if waits {
                 Hold::Memop
             } else {
                 Hold::HostFunction
             },
         )
+    }
+
+    fn event(&self, device: i32) -> Result<OwnedEvent> {
+        if let Some(event) = lock(&self.events).get_mut(&device).and_then(Vec::pop) {
+            return Ok(event);
+        }
+        OwnedEvent::on_device(Arc::clone(&self.runtime), device)
+            .map_err(|e| Error::hip(&e, "creating a stream event"))
     }
 
     /// The line of `stream`: the one it holds, or a free or fresh word, which starts from the
@@ -563,12 +572,21 @@ impl StreamEngine {
         device: i32,
         mut op: AsyncOp,
     ) -> Result<()> {
-        let (mark, how) = self.marking(session, device);
+        let (writes, how) = self.marking(session, device);
+        let event = match writes {
+            true => None,
+            false => Some(self.event(device)?),
+        };
         let mut words = lock(&self.words);
         let key = StreamKey::of(stream.raw(), device);
         let mut line = self.line(&mut words, key)?;
         let value = line.last + 1;
-        let queued = stream.mark_and_hold(&self.marks, &self.flags, line.word, value, mark, how);
+        let queued = match &event {
+            None => stream.mark_and_hold(&self.marks, &self.flags, line.word, value, how),
+            Some(event) => stream
+                .record(event)
+                .and_then(|()| stream.hold(&self.flags, line.word, value, how)),
+        };
         if let Err(e) = queued {
             // A mark store queued before the failure may still land, whenever the stream gets
             // there: the word could never again tell which op its stream reached. It is retired
@@ -578,6 +596,10 @@ impl StreamEngine {
                 words.by_stream.insert(key, line);
             } else {
                 words.by_stream.remove(&key);
+            }
+            drop(words);
+            if let Some(event) = event {
+                lock(&self.events).entry(device).or_default().push(event);
             }
             return Err(Error::hip(&e, "queueing the op on its stream"));
         }
@@ -592,6 +614,7 @@ impl StreamEngine {
         op.gate = Gate {
             seq,
             stream: key,
+            event,
             word: line.word,
             value,
         };
@@ -675,12 +698,21 @@ impl StreamEngine {
                     let gate = &head.gate;
                     // Marks of one word only grow: a mark at or past the op's value says the
                     // stream passed everything queued before the op.
-                    if !self.marks.load(gate.word).is_some_and(|m| m >= gate.value) {
-                        break;
+                    let reached = match &gate.event {
+                        Some(event) => event.query(),
+                        None => Ok(self.marks.load(gate.word).is_some_and(|m| m >= gate.value)),
+                    };
+                    let op = match reached {
+                        Ok(false) => break,
+                        _ => queue.pop_front().expect("the head is there"),
+                    };
+                    match reached {
+                        Err(e) => self.start(op, Err(Error::hip(&e, "waiting for the stream"))),
+                        Ok(_) => {
+                            let waited = self.waited(&op);
+                            self.start(op, Ok(waited));
+                        }
                     }
-                    let op = queue.pop_front().expect("the head is there");
-                    let waited = self.waited(&op);
-                    self.start(op, Ok(waited));
                     last_news = Instant::now();
                 }
                 !queue.is_empty()
@@ -812,6 +844,12 @@ impl StreamEngine {
     /// An op ended: its stream's word is freed when the stream has nothing else in flight on it
     /// (a retired word is never freed).
     fn settle(&self, gate: &mut Gate) {
+        if let Some(event) = gate.event.take() {
+            lock(&self.events)
+                .entry(gate.stream.device)
+                .or_default()
+                .push(event);
+        }
         let mut words = lock(&self.words);
         if let Some(line) = words.by_stream.get_mut(&gate.stream) {
             if line.word == gate.word {

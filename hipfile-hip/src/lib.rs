@@ -96,4 +96,4 @@ pub use runtime::{
 };
 pub use slice::{DeviceSlice, DeviceSliceMut};
 pub use staging::{EventWait, LaneError, StagingLane};
-pub use stream_gate::{Hold, HostFlags, Mark, StreamRef};
+pub use stream_gate::{Hold, HostFlags, StreamRef};

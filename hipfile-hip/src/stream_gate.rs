@@ -172,17 +172,6 @@ impl Drop for HostFlags {
     }
 }
 
-/// How [`StreamRef::mark_and_hold`] marks a stream's position.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mark {
-    /// A stream memory write ([`GpuRuntime::stream_writes`]): the device stores the mark, nothing
-    /// runs on the host. Where host functions run one at a time (CUDA), a mark made by one would
-    /// wait behind any other stream's host function, however long that one holds its stream.
-    StreamWrite,
-    /// A host function queued on the stream stores it (no stream memory writes).
-    HostFunction,
-}
-
 /// How [`StreamRef::hold`] holds a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hold {
@@ -294,20 +283,18 @@ impl<'a> StreamRef<'a> {
     }
 
     /// Mark the stream's position, then hold it: once the work queued before this point is done,
-    /// word `slot` of `marks` is set to `value` (so the host learns the stream reached the point,
-    /// with no event per point), and later work waits until word `slot` of `flags` is at least
-    /// `value`, as [`StreamRef::hold`]. With [`Mark::StreamWrite`] the mark is a stream memory
-    /// write ([`GpuRuntime::stream_write_value`]), which needs no runtime thread; with
-    /// [`Mark::HostFunction`] a host function stores it (the one that waits, when the hold is
-    /// [`Hold::HostFunction`]). Both word sets must belong to the stream's runtime and have the
-    /// slot, else nothing is queued.
+    /// the stream itself stores `value` into word `slot` of `marks` (a stream memory write,
+    /// [`GpuRuntime::stream_write_value`]: the host learns that the stream reached the point with
+    /// no event per point and no runtime thread), and later work waits until word `slot` of
+    /// `flags` is at least `value`, as [`StreamRef::hold`]. Both word sets must belong to the
+    /// stream's runtime and have the slot, else nothing is queued; a failure of the hold leaves
+    /// the store queued.
     pub fn mark_and_hold(
         &self,
         marks: &Arc<HostFlags>,
         flags: &Arc<HostFlags>,
         slot: usize,
         value: u32,
-        mark: Mark,
         how: Hold,
     ) -> HipResult<()> {
         for words in [marks, flags] {
@@ -317,43 +304,19 @@ impl<'a> StreamRef<'a> {
                     HipErrorCode::INVALID_HANDLE,
                 ));
             }
-            if words.device_addr(slot).is_none() {
-                return Err(HipError::call(
-                    "StreamRef::mark_and_hold: no such slot",
-                    HipErrorCode::INVALID_VALUE,
-                ));
-            }
         }
-        match (mark, how) {
-            (Mark::StreamWrite, _) => {
-                let at = marks.device_addr(slot).expect("the slot was checked above");
-                // SAFETY: the stream is live for the borrow; `at` is the device address of an
-                // aligned word of host-mapped memory of this runtime (checked above), which the
-                // host only accesses atomically and which stays allocated until the store has run
-                // because freeing it (`HostFlags::drop`) synchronizes the device first.
-                unsafe { self.runtime.stream_write_value(self.handle, at, value) }?;
-                self.hold(flags, slot, value, how)
-            }
-            (Mark::HostFunction, Hold::Memop) => {
-                let marks = Arc::clone(marks);
-                self.launch_host_func(Box::new(move || {
-                    // The slot exists (checked above): the store cannot fail.
-                    let _ = marks.store(slot, value);
-                    drop_off_the_runtime_thread(marks, "hipfile-flags-free");
-                }))?;
-                self.hold(flags, slot, value, how)
-            }
-            (Mark::HostFunction, Hold::HostFunction) => {
-                let (marks, flags) = (Arc::clone(marks), Arc::clone(flags));
-                self.launch_host_func(Box::new(move || {
-                    // The slot exists (checked above): the store cannot fail.
-                    let _ = marks.store(slot, value);
-                    flags.wait_until(slot, value);
-                    drop_off_the_runtime_thread(marks, "hipfile-flags-free");
-                    drop_off_the_runtime_thread(flags, "hipfile-flags-free");
-                }))
-            }
-        }
+        let (Some(at), Some(_)) = (marks.device_addr(slot), flags.device_addr(slot)) else {
+            return Err(HipError::call(
+                "StreamRef::mark_and_hold: no such slot",
+                HipErrorCode::INVALID_VALUE,
+            ));
+        };
+        // SAFETY: the stream is live for the borrow; `at` is the device address of an aligned
+        // word of host-mapped memory of this runtime (checked above), which the host only
+        // accesses atomically and which stays allocated until the store has run because freeing
+        // it (`HostFlags::drop`) synchronizes the device first.
+        unsafe { self.runtime.stream_write_value(self.handle, at, value) }?;
+        self.hold(flags, slot, value, how)
     }
 
     /// Run `f` on a runtime thread once the work queued before it on the stream is done. `f`
@@ -470,7 +433,7 @@ mod tests {
 
     /// The mark is stored only once the stream reached it (after the work queued before it),
     /// and the stream goes on only once the flag is stored.
-    fn a_mark_tells_the_stream_reached_it_and_the_hold_keeps_it(mark: Mark, how: Hold) {
+    fn a_mark_tells_the_stream_reached_it_and_the_hold_keeps_it(how: Hold) {
         let (_sim, rt) = sim();
         let flags = Arc::new(HostFlags::new(Arc::clone(&rt), 2).unwrap());
         let marks = Arc::new(HostFlags::new(Arc::clone(&rt), 2).unwrap());
@@ -479,7 +442,7 @@ mod tests {
         let before = Arc::new(HostFlags::new(Arc::clone(&rt), 1).unwrap());
         // Earlier work on the stream: held on a word of its own.
         s.hold(&before, 0, 1, how).unwrap();
-        s.mark_and_hold(&marks, &flags, 1, 5, mark, how).unwrap();
+        s.mark_and_hold(&marks, &flags, 1, 5, how).unwrap();
         let passed = OwnedEvent::new(Arc::clone(&rt)).unwrap();
         s.record(&passed).unwrap();
         std::thread::sleep(SETTLE);
@@ -506,11 +469,9 @@ mod tests {
     }
 
     #[test]
-    fn marks_and_holds_of_every_kind_mark_when_reached_and_hold_until_let_go() {
-        for mark in [Mark::StreamWrite, Mark::HostFunction] {
-            for how in [Hold::Memop, Hold::HostFunction] {
-                a_mark_tells_the_stream_reached_it_and_the_hold_keeps_it(mark, how);
-            }
+    fn a_mark_lands_when_reached_and_either_hold_keeps_the_stream_until_let_go() {
+        for how in [Hold::Memop, Hold::HostFunction] {
+            a_mark_tells_the_stream_reached_it_and_the_hold_keeps_it(how);
         }
     }
 
