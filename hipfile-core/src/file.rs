@@ -151,6 +151,14 @@ impl RegisteredFile {
             _ => OFlags::RDONLY,
         } | OFlags::CLOEXEC;
         let reopen = |extra: OFlags| rustix::fs::open(path.as_str(), flags | extra, Mode::empty());
+        let duplicate = || {
+            hipfile_hip::os::duplicate_descriptor(fd).map_err(|e| {
+                Error::new(
+                    ErrorKind::GetNewFdFailed,
+                    format!("duplicating descriptor {fd}: {e}"),
+                )
+            })
+        };
         // A reopen is a fresh open, checked against the file's mode now: a file the
         // application created read-only (`open(O_CREAT | O_RDWR, 0444)`), or whose mode
         // changed since it was opened, refuses the access its descriptor still has. Then
@@ -158,15 +166,7 @@ impl RegisteredFile {
         // its access, as upstream (which reads and writes through the application's descriptor).
         let (buffered, shared) = match reopen(OFlags::empty()) {
             Ok(own) => (own, false),
-            Err(Errno::ACCESS | Errno::PERM) => {
-                let dup = hipfile_hip::os::duplicate_descriptor(fd).map_err(|e| {
-                    Error::new(
-                        ErrorKind::GetNewFdFailed,
-                        format!("duplicating descriptor {fd}: {e}"),
-                    )
-                })?;
-                (dup, true)
-            }
+            Err(Errno::ACCESS | Errno::PERM) => (duplicate()?, true),
             Err(e) => return Err(reopen_error(e, fd, "buffered")),
         };
         // The number could have been made to name another file between the query and the
@@ -186,15 +186,7 @@ impl RegisteredFile {
             // A duplicate shares the application's status flags and cannot set O_DIRECT
             // without setting it for the application too: it is a direct descriptor only when
             // the application's already is. Otherwise every request goes through the page cache.
-            match caller.direct {
-                true => Some(hipfile_hip::os::duplicate_descriptor(fd).map_err(|e| {
-                    Error::new(
-                        ErrorKind::GetNewFdFailed,
-                        format!("duplicating descriptor {fd}: {e}"),
-                    )
-                })?),
-                false => None,
-            }
+            caller.direct.then(duplicate).transpose()?
         } else {
             match reopen(OFlags::DIRECT) {
                 Ok(d) => Some(d),

@@ -671,26 +671,42 @@ fn more_ops_than_a_runtime_has_events_queue_on_one_held_stream_and_all_run() {
     );
 }
 
+/// The sim under a fault script of one rule (`op` calls chosen by `trigger` fail with `code`),
+/// and a driver on it serving every request (the build's backends, then a host copy).
+fn scripted_rig(
+    op: hipfile_testkit::faults::RuntimeOp,
+    trigger: hipfile_testkit::faults::Trigger,
+    code: hipfile_hip::HipErrorCode,
+) -> (
+    Arc<hipfile_testkit::faults::ScriptedRuntime>,
+    Arc<dyn GpuRuntime>,
+    Driver,
+) {
+    let sim: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
+    let scripted =
+        Arc::new(hipfile_testkit::faults::ScriptedRuntime::new(sim).rule(op, trigger, code));
+    let gpu: Arc<dyn GpuRuntime> = scripted.clone();
+    let driver = Driver::with_options(DriverOptions {
+        backends: Some(build_and_host_copy()),
+        selection: None,
+        ..DriverOptions::with_runtime(Arc::clone(&gpu))
+    })
+    .unwrap();
+    (scripted, gpu, driver)
+}
+
 /// An op whose stream wait could not be queued after its mark was: the mark still lands when
 /// the stream gets there, so its word can never again tell which op a stream reached. Another
 /// stream that later holds an op must not find its op "reached" by that stale mark.
 #[test]
 fn a_mark_left_by_a_failed_hold_never_starts_another_streams_op() {
-    use hipfile_testkit::faults::{RuntimeOp, ScriptedRuntime, Trigger};
+    use hipfile_testkit::faults::{RuntimeOp, Trigger};
     within(TEST_LIMIT, "a stale mark", || {
-        let sim = Arc::new(SimRuntime::default());
-        let scripted = Arc::new(ScriptedRuntime::new(sim.clone()).rule(
+        let (_scripted, gpu, driver) = scripted_rig(
             RuntimeOp::StreamWait,
             Trigger::Nth(2),
             hipfile_hip::HipErrorCode::OUT_OF_MEMORY,
-        ));
-        let gpu: Arc<dyn GpuRuntime> = scripted.clone();
-        let driver = Driver::with_options(DriverOptions {
-            backends: Some(build_and_host_copy()),
-            selection: None,
-            ..DriverOptions::with_runtime(Arc::clone(&gpu))
-        })
-        .unwrap();
+        );
         let dir = scratch_dir();
         let content = pattern(43, 0, 64 * KIB);
         let (_, file) = data_file(dir.path(), "data", &content);
@@ -744,21 +760,13 @@ fn a_mark_left_by_a_failed_hold_never_starts_another_streams_op() {
 /// device's error after a short while instead of waiting for ever, and its memory is free again.
 #[test]
 fn an_op_waiting_on_a_device_whose_context_broke_ends_with_the_error() {
-    use hipfile_testkit::faults::{RuntimeOp, ScriptedRuntime, Trigger};
+    use hipfile_testkit::faults::{RuntimeOp, Trigger};
     within(TEST_LIMIT, "a broken device under a held op", || {
-        let sim = Arc::new(SimRuntime::default());
-        let scripted = Arc::new(ScriptedRuntime::new(sim.clone()).rule(
+        let (scripted, gpu, driver) = scripted_rig(
             RuntimeOp::EventWait,
             Trigger::From(1),
             hipfile_hip::HipErrorCode::ILLEGAL_ADDRESS,
-        ));
-        let gpu: Arc<dyn GpuRuntime> = scripted.clone();
-        let driver = Driver::with_options(DriverOptions {
-            backends: Some(build_and_host_copy()),
-            selection: None,
-            ..DriverOptions::with_runtime(Arc::clone(&gpu))
-        })
-        .unwrap();
+        );
         let dir = scratch_dir();
         let (_, file) = data_file(dir.path(), "data", &pattern(42, 0, 64 * KIB));
         let handle = driver.register_file(&file).unwrap();
