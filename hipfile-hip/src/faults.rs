@@ -1,21 +1,19 @@
 //! [`ScriptedRuntime`]: a [`GpuRuntime`] decorator that fails chosen copies and pinned allocations.
 //!
 //! It lives here, beside the runtimes, because [`GpuRuntime`] declares its copy, free, stream and
-//! event entry points `unsafe fn`: implementing the trait means declaring them, and this crate is
-//! where the GPU boundary's `unsafe` belongs. Each forward passes the caller's own contract on
-//! unchanged and adds no memory access of its own; a scripted failure touches no memory at all.
-//! `hipfile-testkit` re-exports it with its other fault-injection decorators. Built with the
+//! event entry points `unsafe fn`: the forwarding impl, made by `forward_gpu_runtime!` next to
+//! the trait, declares them, and this crate is where the GPU boundary's `unsafe` belongs. This
+//! module writes only what it changes (which calls it counts and fails) and no `unsafe` of its
+//! own; a scripted failure touches no memory at all. `hipfile-testkit` re-exports it with its
+//! other fault-injection decorators. Built with the
 //! `faults` feature only, which the test kit turns on: the shipping library does not contain it.
 
 use std::fmt;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::{
-    EventHandle, GpuRuntime, HipError, HipErrorCode, HipResult, HostFn, PointerInfo, RuntimeInfo,
-    StreamHandle,
-};
+use crate::runtime::{forward_gpu_runtime, RuntimeCall};
+use crate::{GpuRuntime, HipError, HipErrorCode, HipResult};
 
 /// Which runtime call a rule is about. Synchronous and asynchronous copies of one direction share
 /// a counter: "the 3rd copy to the device" is the 3rd whichever entry point made it.
@@ -203,234 +201,31 @@ impl ScriptedRuntime {
     }
 }
 
-impl GpuRuntime for ScriptedRuntime {
-    fn info(&self) -> RuntimeInfo {
-        self.inner.info()
-    }
+forward_gpu_runtime!(ScriptedRuntime, inner: inner, admit: admit);
 
-    fn p2p(&self) -> Option<Arc<dyn crate::P2pDriver>> {
-        self.inner.p2p()
-    }
-
-    fn device_count(&self) -> HipResult<i32> {
-        self.inner.device_count()
-    }
-
-    fn current_device(&self) -> HipResult<i32> {
-        self.inner.current_device()
-    }
-
-    fn set_device(&self, device: i32) -> HipResult<()> {
-        self.inner.set_device(device)
-    }
-
-    fn pointer_info(&self, ptr: usize) -> HipResult<PointerInfo> {
-        self.inner.pointer_info(ptr)
-    }
-
-    fn device_alloc(&self, len: usize) -> HipResult<usize> {
-        self.inner.device_alloc(len)
-    }
-
-    fn managed_alloc(&self, len: usize) -> HipResult<usize> {
-        self.inner.managed_alloc(len)
-    }
-
-    unsafe fn device_free(&self, ptr: usize) -> HipResult<()> {
-        // SAFETY: the caller's contract for `device_free` is the inner runtime's, passed on as is.
-        unsafe { self.inner.device_free(ptr) }
-    }
-
-    fn host_alloc(&self, len: usize) -> HipResult<NonNull<u8>> {
-        self.check(RuntimeOp::HostAlloc, "hipHostMalloc")?;
-        self.inner.host_alloc(len)
-    }
-
-    unsafe fn host_free(&self, ptr: NonNull<u8>) -> HipResult<()> {
-        // SAFETY: `ptr` came from `host_alloc` of this runtime, which is the inner one's.
-        unsafe { self.inner.host_free(ptr) }
-    }
-
-    unsafe fn host_register(&self, ptr: NonNull<u8>, len: usize, read_only: bool) -> HipResult<()> {
-        self.check(RuntimeOp::HostRegister, "hipHostRegister")?;
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.host_register(ptr, len, read_only) }
-    }
-
-    unsafe fn host_unregister(&self, ptr: NonNull<u8>) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.host_unregister(ptr) }
-    }
-
-    unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()> {
-        self.check(RuntimeOp::CopyToDevice, "hipMemcpy")?;
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.copy_to_device(dst, src) }
-    }
-
-    unsafe fn copy_from_device(&self, dst: &mut [u8], src: usize) -> HipResult<()> {
-        self.check(RuntimeOp::CopyFromDevice, "hipMemcpy")?;
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.copy_from_device(dst, src) }
-    }
-
-    unsafe fn memset_device(&self, dst: usize, value: u8, len: usize) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.memset_device(dst, value, len) }
-    }
-
-    unsafe fn copy_to_device_async(
-        &self,
-        dst: usize,
-        src: *const u8,
-        len: usize,
-        stream: StreamHandle,
-    ) -> HipResult<()> {
-        self.check(RuntimeOp::CopyToDevice, "hipMemcpyAsync")?;
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.copy_to_device_async(dst, src, len, stream) }
-    }
-
-    unsafe fn copy_from_device_async(
-        &self,
-        dst: *mut u8,
-        src: usize,
-        len: usize,
-        stream: StreamHandle,
-    ) -> HipResult<()> {
-        self.check(RuntimeOp::CopyFromDevice, "hipMemcpyAsync")?;
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.copy_from_device_async(dst, src, len, stream) }
-    }
-
-    fn stream_create(&self) -> HipResult<StreamHandle> {
-        self.inner.stream_create()
-    }
-
-    fn stream_create_independent(&self) -> HipResult<StreamHandle> {
-        self.inner.stream_create_independent()
-    }
-
-    unsafe fn stream_device(&self, stream: StreamHandle) -> HipResult<i32> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.stream_device(stream) }
-    }
-
-    fn stream_memops(&self, device: i32) -> bool {
-        self.inner.stream_memops(device)
-    }
-
-    fn stream_writes(&self, device: i32) -> bool {
-        self.inner.stream_writes(device)
-    }
-
-    unsafe fn stream_wait_value(
-        &self,
-        stream: StreamHandle,
-        addr: usize,
-        value: u32,
-    ) -> HipResult<()> {
-        self.check(RuntimeOp::StreamWait, "hipStreamWaitValue32")?;
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.stream_wait_value(stream, addr, value) }
-    }
-
-    unsafe fn stream_write_value(
-        &self,
-        stream: StreamHandle,
-        addr: usize,
-        value: u32,
-    ) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.stream_write_value(stream, addr, value) }
-    }
-
-    fn host_alloc_mapped(&self, len: usize) -> HipResult<NonNull<u8>> {
-        self.check(RuntimeOp::HostAlloc, "hipHostMalloc")?;
-        self.inner.host_alloc_mapped(len)
-    }
-
-    unsafe fn host_device_pointer(&self, ptr: NonNull<u8>) -> HipResult<usize> {
-        // SAFETY: the caller's contract, passed on unchanged: `host_alloc_mapped` forwards.
-        unsafe { self.inner.host_device_pointer(ptr) }
-    }
-
-    unsafe fn memset_device_async(
-        &self,
-        dst: usize,
-        value: u8,
-        len: usize,
-        stream: StreamHandle,
-    ) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.memset_device_async(dst, value, len, stream) }
-    }
-
-    unsafe fn stream_destroy(&self, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged: the handles of this runtime are the
-        // inner runtime's (`stream_create` and `event_create` forward).
-        unsafe { self.inner.stream_destroy(stream) }
-    }
-
-    fn context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
-        self.check(RuntimeOp::ContextCreate, "hipCtxCreate")?;
-        self.inner.context_create(device)
-    }
-
-    fn offers_contexts(&self) -> bool {
-        self.inner.offers_contexts()
-    }
-
-    unsafe fn in_context(
-        &self,
-        ctx: crate::ContextHandle,
-        f: &mut dyn FnMut() -> HipResult<()>,
-    ) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged (the contexts are the inner
-        // runtime's).
-        unsafe { self.inner.in_context(ctx, f) }
-    }
-
-    unsafe fn context_destroy(&self, ctx: crate::ContextHandle) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.context_destroy(ctx) }
-    }
-
-    unsafe fn stream_synchronize(&self, stream: StreamHandle) -> HipResult<()> {
-        self.check(RuntimeOp::StreamSynchronize, "hipStreamSynchronize")?;
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.stream_synchronize(stream) }
-    }
-
-    fn event_create(&self) -> HipResult<EventHandle> {
-        self.inner.event_create()
-    }
-
-    unsafe fn event_record(&self, event: EventHandle, stream: StreamHandle) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.event_record(event, stream) }
-    }
-
-    unsafe fn event_synchronize(&self, event: EventHandle) -> HipResult<()> {
-        self.check(RuntimeOp::EventWait, "hipEventSynchronize")?;
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.event_synchronize(event) }
-    }
-
-    unsafe fn event_query(&self, event: EventHandle) -> HipResult<bool> {
-        self.check(RuntimeOp::EventWait, "hipEventQuery")?;
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.event_query(event) }
-    }
-
-    unsafe fn event_destroy(&self, event: EventHandle) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.event_destroy(event) }
-    }
-
-    unsafe fn launch_host_func(&self, stream: StreamHandle, f: HostFn) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        unsafe { self.inner.launch_host_func(stream, f) }
+impl ScriptedRuntime {
+    /// The script's say on `call`: the calls it counts are numbered, and the numbers a rule
+    /// selects fail; every other call passes.
+    fn admit(&self, call: RuntimeCall) -> HipResult<()> {
+        let (op, name) = match call {
+            RuntimeCall::CopyToDevice => (RuntimeOp::CopyToDevice, "hipMemcpy"),
+            RuntimeCall::CopyToDeviceAsync => (RuntimeOp::CopyToDevice, "hipMemcpyAsync"),
+            RuntimeCall::CopyFromDevice => (RuntimeOp::CopyFromDevice, "hipMemcpy"),
+            RuntimeCall::CopyFromDeviceAsync => (RuntimeOp::CopyFromDevice, "hipMemcpyAsync"),
+            RuntimeCall::HostAlloc | RuntimeCall::HostAllocMapped => {
+                (RuntimeOp::HostAlloc, "hipHostMalloc")
+            }
+            RuntimeCall::HostRegister => (RuntimeOp::HostRegister, "hipHostRegister"),
+            RuntimeCall::StreamSynchronize => {
+                (RuntimeOp::StreamSynchronize, "hipStreamSynchronize")
+            }
+            RuntimeCall::StreamWaitValue => (RuntimeOp::StreamWait, "hipStreamWaitValue32"),
+            RuntimeCall::EventSynchronize => (RuntimeOp::EventWait, "hipEventSynchronize"),
+            RuntimeCall::EventQuery => (RuntimeOp::EventWait, "hipEventQuery"),
+            RuntimeCall::ContextCreate => (RuntimeOp::ContextCreate, "hipCtxCreate"),
+            _ => return Ok(()),
+        };
+        self.check(op, name)
     }
 }
 

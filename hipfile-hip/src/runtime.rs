@@ -425,6 +425,170 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     }
 }
 
+/// One fallible method of [`GpuRuntime`], named for a wrapper made with [`forward_gpu_runtime!`]
+/// that looks at each call before passing it on (the fault decorator fails chosen ones).
+#[cfg(feature = "faults")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum RuntimeCall {
+    DeviceCount,
+    CurrentDevice,
+    SetDevice,
+    PointerInfo,
+    DeviceAlloc,
+    ManagedAlloc,
+    DeviceFree,
+    HostAlloc,
+    HostFree,
+    HostRegister,
+    HostUnregister,
+    ContextCreate,
+    InContext,
+    ContextDestroy,
+    CopyToDevice,
+    CopyFromDevice,
+    MemsetDevice,
+    CopyToDeviceAsync,
+    CopyFromDeviceAsync,
+    StreamCreate,
+    StreamCreateIndependent,
+    StreamDevice,
+    StreamWaitValue,
+    StreamWriteValue,
+    HostAllocMapped,
+    HostDevicePointer,
+    MemsetDeviceAsync,
+    StreamDestroy,
+    StreamSynchronize,
+    EventCreate,
+    EventRecord,
+    EventSynchronize,
+    EventQuery,
+    EventDestroy,
+    LaunchHostFunc,
+}
+
+/// `impl GpuRuntime for $ty` that passes every call on to the runtime in field `$inner`, after
+/// asking `self.$admit(RuntimeCall::...)` about each fallible one: an `Err` from it is the
+/// call's answer and the inner runtime never sees the call. The wrapper writes only what it
+/// changes, in `$admit`, and restates no signature or `unsafe` contract: each `unsafe fn` passes
+/// its caller's contract on unchanged, which holds because every call that makes a handle or an
+/// address is forwarded too, so the wrapper's handles and addresses are the inner runtime's.
+///
+/// Every method of [`GpuRuntime`] is listed here, those with a provided body included (a wrapper
+/// must not fall back to the provided answer where its inner runtime has its own): a method
+/// added to the trait is added here. Built with the wrapper that uses it, the fault decorator
+/// (feature `faults`).
+#[cfg(feature = "faults")]
+macro_rules! forward_gpu_runtime {
+    ($ty:ty, inner: $inner:ident, admit: $admit:ident) => {
+        impl $crate::runtime::GpuRuntime for $ty {
+            $crate::runtime::forward_gpu_runtime! { @plain $inner;
+                info() -> $crate::runtime::RuntimeInfo;
+                offers_contexts() -> bool;
+                stream_memops(device: i32) -> bool;
+                stream_writes(device: i32) -> bool;
+                p2p() -> Option<::std::sync::Arc<dyn $crate::p2p::P2pDriver>>;
+            }
+            $crate::runtime::forward_gpu_runtime! { @safe $inner, $admit;
+                device_count() -> i32 = DeviceCount;
+                current_device() -> i32 = CurrentDevice;
+                set_device(device: i32) -> () = SetDevice;
+                pointer_info(ptr: usize) -> $crate::runtime::PointerInfo = PointerInfo;
+                device_alloc(len: usize) -> usize = DeviceAlloc;
+                managed_alloc(len: usize) -> usize = ManagedAlloc;
+                host_alloc(len: usize) -> ::std::ptr::NonNull<u8> = HostAlloc;
+                host_alloc_mapped(len: usize) -> ::std::ptr::NonNull<u8> = HostAllocMapped;
+                context_create(device: i32)
+                    -> Option<$crate::runtime::ContextHandle> = ContextCreate;
+                stream_create() -> $crate::runtime::StreamHandle = StreamCreate;
+                stream_create_independent()
+                    -> $crate::runtime::StreamHandle = StreamCreateIndependent;
+                event_create() -> $crate::runtime::EventHandle = EventCreate;
+            }
+            $crate::runtime::forward_gpu_runtime! { @unsafe $inner, $admit;
+                device_free(ptr: usize) -> () = DeviceFree;
+                host_free(ptr: ::std::ptr::NonNull<u8>) -> () = HostFree;
+                host_register(ptr: ::std::ptr::NonNull<u8>, len: usize, read_only: bool)
+                    -> () = HostRegister;
+                host_unregister(ptr: ::std::ptr::NonNull<u8>) -> () = HostUnregister;
+                in_context(
+                    ctx: $crate::runtime::ContextHandle,
+                    f: &mut dyn FnMut() -> $crate::HipResult<()>
+                ) -> () = InContext;
+                context_destroy(ctx: $crate::runtime::ContextHandle) -> () = ContextDestroy;
+                copy_to_device(dst: usize, src: &[u8]) -> () = CopyToDevice;
+                copy_from_device(dst: &mut [u8], src: usize) -> () = CopyFromDevice;
+                memset_device(dst: usize, value: u8, len: usize) -> () = MemsetDevice;
+                copy_to_device_async(
+                    dst: usize,
+                    src: *const u8,
+                    len: usize,
+                    stream: $crate::runtime::StreamHandle
+                ) -> () = CopyToDeviceAsync;
+                copy_from_device_async(
+                    dst: *mut u8,
+                    src: usize,
+                    len: usize,
+                    stream: $crate::runtime::StreamHandle
+                ) -> () = CopyFromDeviceAsync;
+                stream_device(stream: $crate::runtime::StreamHandle) -> i32 = StreamDevice;
+                stream_wait_value(stream: $crate::runtime::StreamHandle, addr: usize, value: u32)
+                    -> () = StreamWaitValue;
+                stream_write_value(stream: $crate::runtime::StreamHandle, addr: usize, value: u32)
+                    -> () = StreamWriteValue;
+                host_device_pointer(ptr: ::std::ptr::NonNull<u8>) -> usize = HostDevicePointer;
+                memset_device_async(
+                    dst: usize,
+                    value: u8,
+                    len: usize,
+                    stream: $crate::runtime::StreamHandle
+                ) -> () = MemsetDeviceAsync;
+                stream_destroy(stream: $crate::runtime::StreamHandle) -> () = StreamDestroy;
+                stream_synchronize(stream: $crate::runtime::StreamHandle)
+                    -> () = StreamSynchronize;
+                event_record(
+                    event: $crate::runtime::EventHandle,
+                    stream: $crate::runtime::StreamHandle
+                ) -> () = EventRecord;
+                event_synchronize(event: $crate::runtime::EventHandle) -> () = EventSynchronize;
+                event_query(event: $crate::runtime::EventHandle) -> bool = EventQuery;
+                event_destroy(event: $crate::runtime::EventHandle) -> () = EventDestroy;
+                launch_host_func(stream: $crate::runtime::StreamHandle, f: $crate::runtime::HostFn)
+                    -> () = LaunchHostFunc;
+            }
+        }
+    };
+    (@plain $inner:ident; $($name:ident($($arg:ident: $t:ty),*) -> $ret:ty;)*) => {
+        $(
+            fn $name(&self, $($arg: $t),*) -> $ret {
+                self.$inner.$name($($arg),*)
+            }
+        )*
+    };
+    (@safe $inner:ident, $admit:ident;
+        $($name:ident($($arg:ident: $t:ty),*) -> $ret:ty = $call:ident;)*) => {
+        $(
+            fn $name(&self, $($arg: $t),*) -> $crate::HipResult<$ret> {
+                self.$admit($crate::runtime::RuntimeCall::$call)?;
+                self.$inner.$name($($arg),*)
+            }
+        )*
+    };
+    (@unsafe $inner:ident, $admit:ident;
+        $($name:ident($($arg:ident: $t:ty),*) -> $ret:ty = $call:ident;)*) => {
+        $(
+            unsafe fn $name(&self, $($arg: $t),*) -> $crate::HipResult<$ret> {
+                self.$admit($crate::runtime::RuntimeCall::$call)?;
+                // SAFETY: the caller's contract for this call, passed on unchanged: the wrapper's
+                // handles and addresses are the inner runtime's (see the macro's documentation).
+                unsafe { self.$inner.$name($($arg),*) }
+            }
+        )*
+    };
+}
+#[cfg(feature = "faults")]
+pub(crate) use forward_gpu_runtime;
+
 /// Pinned host memory owned by Rust; freed on drop.
 pub struct PinnedBuffer {
     runtime: Arc<dyn GpuRuntime>,
