@@ -11,7 +11,8 @@ use std::ffi::c_void;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::{SimRuntime, StreamKind};
+use super::streams::StreamKind;
+use super::SimRuntime;
 use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::runtime::{GpuRuntime, MemoryKind};
 
@@ -183,14 +184,13 @@ impl SimRuntime {
             }
             (direction, None) => {
                 self.check_generic_copy(dst, src, size, direction)?;
-                // SAFETY: tracked sides were checked above, the caller vouches for the others;
-                // `run_on_null` runs the copy before returning, while the caller keeps both sides.
-                unsafe {
-                    self.run_on_null(Box::new(move || {
-                        raw_copy(dst, src, size);
-                        Ok(())
-                    }))
-                }
+                self.run_on_null(Box::new(move || {
+                    // SAFETY: tracked sides were checked above, the caller vouches for the
+                    // others; `run_on_null` runs the copy before returning, while the caller
+                    // keeps both sides.
+                    unsafe { raw_copy(dst, src, size) };
+                    Ok(())
+                }))
             }
             (direction, Some(stream)) => {
                 self.check_generic_copy(dst, src, size, direction)?;
