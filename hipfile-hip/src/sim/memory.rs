@@ -130,7 +130,7 @@ impl SimRuntime {
     }
 
     /// [`SimRuntime::check_range`] against `allocations`, for queued work that outlives `&self`.
-    pub(super) fn check_range_in(
+    fn check_range_in(
         allocations: &AllocationTable,
         ptr: usize,
         len: usize,

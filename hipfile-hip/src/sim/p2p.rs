@@ -80,7 +80,7 @@ pub struct SimP2p {
 }
 
 impl SimP2p {
-    pub(super) fn check_device(&self, ptr: usize, len: usize) -> io::Result<()> {
+    fn check_device(&self, ptr: usize, len: usize) -> io::Result<()> {
         let allocs = self
             .allocations
             .read()
@@ -92,7 +92,7 @@ impl SimP2p {
     }
 
     /// The size this call moves after the script had its say.
-    pub(super) fn scripted_size(&self, size: usize) -> io::Result<usize> {
+    fn scripted_size(&self, size: usize) -> io::Result<usize> {
         let size = size.min(MAX_P2P_TRANSFER);
         match self.script.next_call() {
             None => Ok(size),
@@ -100,4 +100,24 @@ impl SimP2p {
             Some(SimP2pFault::Short(by)) => Ok(size.saturating_sub(by).max(1).min(size)),
         }
     }
+
+    /// What a transfer of `size` bytes at `device_ptr` and `file_offset` moves, after checking
+    /// that the device range lies inside one device allocation and letting the script have its
+    /// say: the size and the file offset for `pread`/`pwrite`.
+    pub(super) fn admit(
+        &self,
+        device_ptr: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> io::Result<(usize, libc::off_t)> {
+        self.check_device(device_ptr, size.min(MAX_P2P_TRANSFER))?;
+        let size = self.scripted_size(size)?;
+        let offset = libc::off_t::try_from(file_offset).map_err(|_| errno_error(libc::EINVAL))?;
+        Ok((size, offset))
+    }
+}
+
+/// The bytes a `pread`/`pwrite` moved, or the errno it failed with.
+pub(super) fn os_result(n: isize) -> io::Result<usize> {
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }

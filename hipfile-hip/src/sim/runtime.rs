@@ -15,10 +15,11 @@ use std::sync::{Arc, PoisonError};
 use std::thread;
 
 use super::memory::{AllocationTable, SIM_ALIGN};
+use super::p2p::os_result;
 use super::streams::StreamKind;
 use super::{lock, SimP2p, SimRuntime, CURRENT_CONTEXT, CURRENT_DEVICE};
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::p2p::{errno_error, P2pDriver, MAX_P2P_TRANSFER};
+use crate::p2p::P2pDriver;
 use crate::runtime::{
     ContextHandle, EventHandle, GpuRuntime, HostFn, MemoryKind, Platform, PointerInfo, RuntimeInfo,
     StreamHandle,
@@ -26,12 +27,7 @@ use crate::runtime::{
 
 impl SimRuntime {
     /// Allocate `len` zeroed, page-aligned bytes of `kind` on the current device and track them.
-    pub(super) fn alloc(
-        &self,
-        len: usize,
-        kind: MemoryKind,
-        call: &'static str,
-    ) -> HipResult<usize> {
+    fn alloc(&self, len: usize, kind: MemoryKind, call: &'static str) -> HipResult<usize> {
         let layout = Layout::from_size_align(len.max(1), SIM_ALIGN)
             .map_err(|_| HipError::call(call, HipErrorCode::OUT_OF_MEMORY))?;
         // SAFETY: the layout has a non-zero size.
@@ -45,12 +41,7 @@ impl SimRuntime {
     }
 
     /// Free memory the simulator allocated as one of `kinds`; 0 is a no-op.
-    pub(super) fn free(
-        &self,
-        ptr: usize,
-        kinds: &[MemoryKind],
-        call: &'static str,
-    ) -> HipResult<()> {
+    fn free(&self, ptr: usize, kinds: &[MemoryKind], call: &'static str) -> HipResult<()> {
         if ptr == 0 {
             return Ok(());
         }
@@ -522,10 +513,6 @@ impl GpuRuntime for SimRuntime {
     }
 }
 
-fn os_result(n: isize) -> io::Result<usize> {
-    usize::try_from(n).map_err(|_| io::Error::last_os_error())
-}
-
 impl P2pDriver for SimP2p {
     fn name(&self) -> &'static str {
         "sim"
@@ -538,20 +525,11 @@ impl P2pDriver for SimP2p {
         size: usize,
         file_offset: u64,
     ) -> io::Result<usize> {
-        self.check_device(device_ptr, size.min(MAX_P2P_TRANSFER))?;
-        let size = self.scripted_size(size)?;
-        let offset = libc::off_t::try_from(file_offset).map_err(|_| errno_error(libc::EINVAL))?;
-        // SAFETY: the range lies inside a live device allocation (checked above), which is host
-        // memory in the sim, and the caller guarantees nothing else accesses it meanwhile.
-        let n = unsafe {
-            libc::pread(
-                fd.as_raw_fd(),
-                device_ptr as *mut libc::c_void,
-                size,
-                offset,
-            )
-        };
-        os_result(n)
+        let (size, offset) = self.admit(device_ptr, size, file_offset)?;
+        let buf = device_ptr as *mut libc::c_void;
+        // SAFETY: the range lies inside a live device allocation (`admit`), which is host memory
+        // in the sim, and the caller guarantees nothing else accesses it meanwhile.
+        os_result(unsafe { libc::pread(fd.as_raw_fd(), buf, size, offset) })
     }
 
     unsafe fn write(
@@ -561,19 +539,10 @@ impl P2pDriver for SimP2p {
         size: usize,
         file_offset: u64,
     ) -> io::Result<usize> {
-        self.check_device(device_ptr, size.min(MAX_P2P_TRANSFER))?;
-        let size = self.scripted_size(size)?;
-        let offset = libc::off_t::try_from(file_offset).map_err(|_| errno_error(libc::EINVAL))?;
-        // SAFETY: the range lies inside a live device allocation (checked above); it is only read.
-        let n = unsafe {
-            libc::pwrite(
-                fd.as_raw_fd(),
-                device_ptr as *const libc::c_void,
-                size,
-                offset,
-            )
-        };
-        os_result(n)
+        let (size, offset) = self.admit(device_ptr, size, file_offset)?;
+        let buf = device_ptr as *const libc::c_void;
+        // SAFETY: the range lies inside a live device allocation (`admit`); it is only read.
+        os_result(unsafe { libc::pwrite(fd.as_raw_fd(), buf, size, offset) })
     }
 }
 
