@@ -3,9 +3,12 @@
 //! `hipfile-simhip` (the HIP ABI) and `hipfile-simcuda` (the CUDA ABI) export C functions built on
 //! one process-wide [`SimRuntime`]. What they do alike lives here, once: the argument checks of
 //! copies and fills, the dispatch of a copy by its direction, C host functions, allocation range
-//! queries, stream and event calls on C handles, and out-pointer writes. The libraries keep only their ABI: exported
-//! names and signatures, their error numbering (everything here fails with HIP codes, which simcuda
-//! maps onto CUDA's), their memory-type numbering, and the `catch_unwind` guard around every export.
+//! queries, stream and event calls on C handles, and out-pointer writes, and the exports whose
+//! C signature and behaviour the two ABIs share, written once in
+//! [`sim_c_exports!`](crate::sim_c_exports) and named by each library. The libraries keep only
+//! their ABI: exported names, the calls whose signature or checks differ, their error numbering
+//! (everything here fails with HIP codes, which simcuda maps onto CUDA's), their memory-type
+//! numbering, and the `catch_unwind` guard around every export.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -87,6 +90,9 @@ pub type CStream = *mut c_void;
 /// `hipStreamNonBlocking` / `cudaStreamNonBlocking`: a stream not ordered with the null stream.
 pub const STREAM_NON_BLOCKING: u32 = 1;
 
+/// `hipHostRegisterReadOnly` / `cudaHostRegisterReadOnly`: memory the process may only read.
+pub const HOST_REGISTER_READ_ONLY: u32 = 0x8;
+
 /// A C event handle (`hipEvent_t`, `cudaEvent_t`): the simulator's event number as a pointer.
 pub type CEvent = *mut c_void;
 
@@ -126,6 +132,15 @@ impl SimRuntime {
             // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
             Some(p) => unsafe { self.host_free(p) },
         }
+    }
+
+    /// Pin caller-owned host memory (`hipHostRegister`, `cudaHostRegister`): NULL is
+    /// `hipErrorInvalidValue`; [`HOST_REGISTER_READ_ONLY`] in `flags` registers it read-only.
+    pub fn register_c_host(&self, ptr: *mut c_void, size: usize, flags: u32) -> HipResult<()> {
+        if ptr.is_null() {
+            return Err(invalid("host register"));
+        }
+        self.register_host(ptr as usize, size, flags & HOST_REGISTER_READ_ONLY != 0)
     }
 
     /// Base and length of the allocation holding `ptr`; memory the simulator does not track is
@@ -441,4 +456,210 @@ impl SimRuntime {
         self.check_side(dst, size, device)?;
         self.check_side(src, size, device)
     }
+}
+
+/// The C exports whose signature and behaviour the HIP and CUDA ABIs share, each generated under
+/// the name a simulated library gives it. `runtime` names the library's function answering its
+/// process-wide `&'static SimRuntime`, `boundary` its panic guard (`fn(impl FnOnce() -> Result<(),
+/// S>) -> c_int`, where `S: From<HipError>` turns the simulator's HIP codes into the ABI's
+/// numbering); then one `kind => name;` per export:
+///
+/// | kind | HIP | CUDA |
+/// | --- | --- | --- |
+/// | `device_count`, `current_device` | `hipGetDeviceCount`, `hipGetDevice` | `cudaGetDeviceCount`, `cudaGetDevice` |
+/// | `malloc`, `free` | `hipMalloc`, `hipFree` | `cudaMalloc`, `cudaFree` |
+/// | `host_free`, `host_register`, `host_device_pointer` | `hipHostFree`, `hipHostRegister`, `hipHostGetDevicePointer` | `cudaFreeHost`, `cudaHostRegister`, `cudaHostGetDevicePointer` |
+/// | `memcpy`, `memcpy_async`, `memset`, `memset_async` | `hipMemcpy`, ... | `cudaMemcpy`, ... |
+/// | `stream_create_with_flags`, `stream_get_device`, `stream_query`, `stream_destroy`, `stream_synchronize` | `hipStream...` | `cudaStream...` |
+/// | `event_record`, `event_synchronize`, `event_query`, `event_destroy` | `hipEvent...` | `cudaEvent...` |
+/// | `launch_host_func` | `hipLaunchHostFunc` | `cudaLaunchHostFunc` |
+///
+/// Every export answers NULL out-pointers with the ABI's invalid-value error and never unwinds
+/// into C (the boundary catches panics).
+#[macro_export]
+macro_rules! sim_c_exports {
+    (runtime: $sim:ident, boundary: $run:ident; $($kind:ident => $name:ident;)*) => {
+        $( $crate::sim_c_exports!(@ $kind $name, $sim, $run); )*
+    };
+
+    // Exports that write what the simulator makes through an out-pointer (`capi::put_new`).
+    (@ device_count $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@put $name, $run, "the number of simulated devices.";
+            (count: *mut ::std::ffi::c_int) into count
+                => $crate::GpuRuntime::device_count($sim()));
+    };
+    (@ current_device $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@put $name, $run, "the calling thread's current device.";
+            (device: *mut ::std::ffi::c_int) into device
+                => $crate::GpuRuntime::current_device($sim()));
+    };
+    (@ malloc $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@put $name, $run,
+            "device memory on the current device; size 0 gives NULL.";
+            (ptr: *mut *mut ::std::ffi::c_void, size: usize) into ptr
+                => $sim().device_alloc_or_null(size));
+    };
+    (@ host_device_pointer $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@put $name, $run,
+            "the device address of pinned host memory, which is its host address in the \
+             simulator. `flags` must be 0; memory the simulator did not pin is an invalid value.";
+            (dev_ptr: *mut *mut ::std::ffi::c_void, host_ptr: *mut ::std::ffi::c_void,
+                flags: ::std::ffi::c_uint) into dev_ptr
+                => $sim().host_c_device_pointer(host_ptr, flags));
+    };
+    (@ stream_create_with_flags $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@put $name, $run,
+            "flags 0 (Default) make a stream ordered with the NULL stream, 1 (NonBlocking) one \
+             that is not; other flags are an invalid value.";
+            (out: *mut $crate::sim::capi::CStream, flags: ::std::ffi::c_uint) into out
+                => $sim().create_c_stream_with_flags(flags));
+    };
+    (@ stream_get_device $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@put $name, $run,
+            "the device the stream was made on; the current device for NULL.";
+            (stream: $crate::sim::capi::CStream, device: *mut ::std::ffi::c_int) into device
+                => $sim().c_stream_device(stream));
+    };
+    (@put $name:ident, $run:ident, $doc:literal;
+        ($($arg:ident: $ty:ty),*) into $out:ident => $make:expr) => {
+        #[doc = concat!("`", stringify!($name), "`: ", $doc)]
+        ///
+        /// # Safety
+        /// The out-pointer is NULL or valid for writing one value of its type.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> ::std::ffi::c_int {
+            // SAFETY: the caller's contract.
+            $run(|| Ok(unsafe { $crate::sim::capi::put_new($out, || $make) }?))
+        }
+    };
+
+    // Exports that hand C pointers on to a simulator call with its own `# Safety` contract,
+    // which is the export's.
+    (@ free $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@trusting $name, $run,
+            "device or managed memory; NULL is a no-op.",
+            "`ptr` is NULL or came from the library's device or managed allocation and no \
+             queued work uses it.";
+            (ptr: *mut ::std::ffi::c_void) => $crate::GpuRuntime::device_free($sim(), ptr as usize));
+    };
+    (@ host_free $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@trusting $name, $run,
+            "pinned host memory; NULL is a no-op.",
+            "`ptr` is NULL or came from the library's pinned host allocation and is no longer \
+             used.";
+            (ptr: *mut ::std::ffi::c_void) => $sim().host_free_or_null(ptr));
+    };
+    (@ memcpy $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@trusting $name, $run,
+            "synchronous.",
+            "The host sides of the copy are valid for `size` bytes (device sides are checked).";
+            (dst: *mut ::std::ffi::c_void, src: *const ::std::ffi::c_void, size: usize,
+                kind: ::std::ffi::c_int)
+                => $sim().copy(dst as usize, src as usize, size,
+                    $crate::sim::capi::CopyDirection::from_memcpy_kind(kind), None));
+    };
+    (@ memcpy_async $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@trusting $name, $run,
+            "queued on `stream`.",
+            "The host sides of the copy stay valid for `size` bytes until the copy completes.";
+            (dst: *mut ::std::ffi::c_void, src: *const ::std::ffi::c_void, size: usize,
+                kind: ::std::ffi::c_int, stream: $crate::sim::capi::CStream)
+                => $sim().copy(dst as usize, src as usize, size,
+                    $crate::sim::capi::CopyDirection::from_memcpy_kind(kind), Some(stream)));
+    };
+    (@ memset $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@trusting $name, $run,
+            "fills device memory with the low byte of `value`.",
+            "Nothing else accesses the range meanwhile (the range itself is checked).";
+            (dst: *mut ::std::ffi::c_void, value: ::std::ffi::c_int, size: usize)
+                => $sim().memset(dst as usize, value as u8, size, None));
+    };
+    (@ memset_async $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@trusting $name, $run,
+            "queued on `stream`.",
+            "Nothing else accesses the range until the fill completes (the range itself is \
+             checked).";
+            (dst: *mut ::std::ffi::c_void, value: ::std::ffi::c_int, size: usize,
+                stream: $crate::sim::capi::CStream)
+                => $sim().memset(dst as usize, value as u8, size, Some(stream)));
+    };
+    (@ launch_host_func $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@trusting $name, $run,
+            "`f(user_data)` runs once the work queued before it is done.",
+            "`f` is safe to call once with `user_data` from another thread.";
+            (stream: $crate::sim::capi::CStream, f: $crate::sim::capi::CHostFn,
+                user_data: *mut ::std::ffi::c_void)
+                => $sim().launch_c_host_func(stream, f, user_data));
+    };
+    (@ host_register $name:ident, $sim:ident, $run:ident) => {
+        #[doc = concat!(
+            "`", stringify!($name), "`: track caller-owned host memory as pinned; the read-only ",
+            "flag (0x08) marks memory the process may only read."
+        )]
+        ///
+        /// # Safety
+        /// `[ptr, ptr + size)` is host memory that stays mapped until it is unregistered: later
+        /// copies trust it.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            ptr: *mut ::std::ffi::c_void,
+            size: usize,
+            flags: ::std::ffi::c_uint,
+        ) -> ::std::ffi::c_int {
+            $run(|| Ok($sim().register_c_host(ptr, size, flags)?))
+        }
+    };
+    (@trusting $name:ident, $run:ident, $doc:literal, $safety:literal;
+        ($($arg:ident: $ty:ty),*) => $call:expr) => {
+        #[doc = concat!("`", stringify!($name), "`: ", $doc)]
+        ///
+        /// # Safety
+        #[doc = $safety]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> ::std::ffi::c_int {
+            // SAFETY: the caller's contract, which is the simulator call's; the simulator checks
+            // every side it tracks.
+            $run(|| Ok(unsafe { $call }?))
+        }
+    };
+
+    // Exports that take no pointer the simulator must trust: safe to call with any value.
+    (@ stream_query $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@checked $name, $run,
+            "success when the stream's queued work has run, not ready otherwise.";
+            (stream: $crate::sim::capi::CStream) => $sim().stream_status(stream));
+    };
+    (@ stream_destroy $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@checked $name, $run, "queued work still completes.";
+            (stream: $crate::sim::capi::CStream) => $sim().destroy_c_stream(stream));
+    };
+    (@ stream_synchronize $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@checked $name, $run, "waits for the stream's queued work.";
+            (stream: $crate::sim::capi::CStream) => $sim().synchronize_c_stream(stream));
+    };
+    (@ event_record $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@checked $name, $run, "records the event on the stream.";
+            (event: $crate::sim::capi::CEvent, stream: $crate::sim::capi::CStream)
+                => $sim().record_c_event(event, stream));
+    };
+    (@ event_synchronize $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@checked $name, $run, "waits for the event.";
+            (event: $crate::sim::capi::CEvent) => $sim().synchronize_c_event(event));
+    };
+    (@ event_query $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@checked $name, $run, "success when complete, not ready otherwise.";
+            (event: $crate::sim::capi::CEvent) => $sim().event_status(event));
+    };
+    (@ event_destroy $name:ident, $sim:ident, $run:ident) => {
+        $crate::sim_c_exports!(@checked $name, $run, "destroys the event.";
+            (event: $crate::sim::capi::CEvent) => $sim().destroy_c_event(event));
+    };
+    (@checked $name:ident, $run:ident, $doc:literal;
+        ($($arg:ident: $ty:ty),*) => $call:expr) => {
+        #[doc = concat!("`", stringify!($name), "`: ", $doc)]
+        #[no_mangle]
+        pub extern "C" fn $name($($arg: $ty),*) -> ::std::ffi::c_int {
+            $run(|| Ok($call?))
+        }
+    };
 }

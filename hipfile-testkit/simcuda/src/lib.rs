@@ -41,6 +41,10 @@
 //! `cuInit(0)` fail with `CUDA_ERROR_NOT_INITIALIZED` (the runtime API does not initialise the
 //! driver API for its caller), and `cuMemGetAddressRange_v2` without a current context fails with
 //! `CUDA_ERROR_INVALID_CONTEXT` (no runtime call binds a context implicitly, only `cudaSetDevice`).
+//!
+//! The exports whose C signature and behaviour the CUDA and HIP ABIs share (memory, copies,
+//! streams, events, host functions) are written once, in `hipfile_hip::sim_c_exports!`, and
+//! named here; this file writes the rest, whose signature, checks or numbering are CUDA's own.
 #![allow(non_snake_case)]
 
 use std::cell::Cell;
@@ -49,7 +53,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use hipfile_hip::sim::capi::{self, CopyDirection};
+use hipfile_hip::sim::capi;
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{GpuRuntime, HipError, MemoryKind, PlatformOptions};
 
@@ -209,24 +213,10 @@ pub unsafe extern "C" fn cudaDriverGetVersion(version: *mut c_int) -> c_int {
     run(|| unsafe { put(version, CUDA_VERSION) })
 }
 
-/// `cudaGetDeviceCount`.
-///
-/// # Safety
-/// `count` is NULL or valid for writing an `int`.
-#[no_mangle]
-pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(count, || sim().device_count()) }?))
-}
-
-/// `cudaGetDevice`.
-///
-/// # Safety
-/// `device` is NULL or valid for writing an `int`.
-#[no_mangle]
-pub unsafe extern "C" fn cudaGetDevice(device: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(device, || sim().current_device()) }?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    device_count => cudaGetDeviceCount;
+    current_device => cudaGetDevice;
 }
 
 /// `cudaSetDevice`: also makes the device's primary context current, as CUDA 12+ does.
@@ -328,14 +318,10 @@ pub unsafe extern "C" fn cudaPointerGetAttributes(
     })
 }
 
-/// `cudaMalloc`: device memory on the current device; size 0 gives NULL.
-///
-/// # Safety
-/// `ptr` is NULL or valid for writing a pointer.
-#[no_mangle]
-pub unsafe extern "C" fn cudaMalloc(ptr: *mut *mut c_void, size: usize) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(ptr, || sim().device_alloc_or_null(size)) }?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    malloc => cudaMalloc;
+    free => cudaFree;
 }
 
 /// `cudaMallocManaged`: `flags` must be `cudaMemAttachGlobal` (1) or `cudaMemAttachHost` (2).
@@ -357,16 +343,6 @@ pub unsafe extern "C" fn cudaMallocManaged(
     })
 }
 
-/// `cudaFree`: device or managed memory; NULL is a no-op.
-///
-/// # Safety
-/// `ptr` is NULL or came from `cudaMalloc`/`cudaMallocManaged` and no queued work uses it.
-#[no_mangle]
-pub unsafe extern "C" fn cudaFree(ptr: *mut c_void) -> c_int {
-    // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
-    run(|| Ok(unsafe { sim().device_free(ptr as usize) }?))
-}
-
 /// `cudaHostAlloc`: pinned host memory; `flags` is a set of Portable (1), Mapped (2) and
 /// WriteCombined (4); size 0 gives NULL.
 ///
@@ -383,37 +359,10 @@ pub unsafe extern "C" fn cudaHostAlloc(ptr: *mut *mut c_void, size: usize, flags
     })
 }
 
-/// `cudaHostGetDevicePointer`: the device address of pinned host memory, which is its host
-/// address in the simulator. `flags` must be 0; memory the simulator did not pin is
-/// `cudaErrorInvalidValue`.
-///
-/// # Safety
-/// `dev_ptr` is NULL or valid for writing a pointer.
-#[no_mangle]
-pub unsafe extern "C" fn cudaHostGetDevicePointer(
-    dev_ptr: *mut *mut c_void,
-    host_ptr: *mut c_void,
-    flags: c_uint,
-) -> c_int {
-    run(|| {
-        // SAFETY: the caller's contract.
-        Ok(unsafe { capi::put_new(dev_ptr, || sim().host_c_device_pointer(host_ptr, flags)) }?)
-    })
-}
-
-/// `cudaHostRegister`: track caller-owned host memory as pinned; `cudaHostRegisterReadOnly`
-/// (0x08) marks memory the process may only read.
-///
-/// # Safety
-/// `[ptr, ptr + size)` is host memory that stays mapped until `cudaHostUnregister`.
-#[no_mangle]
-pub unsafe extern "C" fn cudaHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> c_int {
-    run(|| {
-        if ptr.is_null() {
-            return Err(fail(code::INVALID_VALUE));
-        }
-        Ok(sim().register_host(ptr as usize, size, flags & 0x8 != 0)?)
-    })
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    host_device_pointer => cudaHostGetDevicePointer;
+    host_register => cudaHostRegister;
 }
 
 /// `cudaHostUnregister`.
@@ -425,117 +374,25 @@ pub unsafe extern "C" fn cudaHostUnregister(ptr: *mut c_void) -> c_int {
     run(|| Ok(sim().host_unregister(ptr as usize)?))
 }
 
-/// `cudaFreeHost`: NULL is a no-op.
-///
-/// # Safety
-/// `ptr` is NULL or came from `cudaHostAlloc` and is no longer used.
-#[no_mangle]
-pub unsafe extern "C" fn cudaFreeHost(ptr: *mut c_void) -> c_int {
-    // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
-    run(|| Ok(unsafe { sim().host_free_or_null(ptr) }?))
-}
-
-/// `cudaMemcpy`, synchronous.
-///
-/// # Safety
-/// The host sides of the copy are valid for `size` bytes (device sides are checked).
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpy(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: c_int,
-) -> c_int {
-    let direction = CopyDirection::from_memcpy_kind(kind);
-    // SAFETY: the caller's contract; the simulator checks every side it tracks.
-    run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, None) }?))
-}
-
-/// `cudaMemcpyAsync`: queued on `stream`.
-///
-/// # Safety
-/// The host sides of the copy stay valid for `size` bytes until the copy completes.
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemcpyAsync(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: c_int,
-    s: CudaStream,
-) -> c_int {
-    let (direction, s) = (CopyDirection::from_memcpy_kind(kind), Some(s));
-    // SAFETY: the caller's contract; the simulator checks every side it tracks.
-    run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, s) }?))
-}
-
-/// `cudaMemset`: fills device memory with the low byte of `value`.
-///
-/// # Safety
-/// Nothing else accesses the range meanwhile (the range itself is checked).
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemset(dst: *mut c_void, value: c_int, size: usize) -> c_int {
-    // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
-    run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, None) }?))
-}
-
-/// `cudaMemsetAsync`: queued on `stream`.
-///
-/// # Safety
-/// Nothing else accesses the range until the fill completes (the range itself is checked).
-#[no_mangle]
-pub unsafe extern "C" fn cudaMemsetAsync(
-    dst: *mut c_void,
-    value: c_int,
-    size: usize,
-    s: CudaStream,
-) -> c_int {
-    let s = Some(s);
-    // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
-    run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, s) }?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    host_free => cudaFreeHost;
+    memcpy => cudaMemcpy;
+    memcpy_async => cudaMemcpyAsync;
+    memset => cudaMemset;
+    memset_async => cudaMemsetAsync;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Runtime API: streams, events, host functions.
 
-/// `cudaStreamCreateWithFlags`: `cudaStreamDefault` (0) makes a stream ordered with the NULL
-/// stream, `cudaStreamNonBlocking` (1) one that is not; other flags are `cudaErrorInvalidValue`.
-///
-/// # Safety
-/// `out` is NULL or valid for writing a `cudaStream_t`.
-#[no_mangle]
-pub unsafe extern "C" fn cudaStreamCreateWithFlags(out: *mut CudaStream, flags: c_uint) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(out, || sim().create_c_stream_with_flags(flags)) }?))
-}
-
-/// `cudaStreamGetDevice` (CUDA 12.8+): the device the stream was made on; the current device for
-/// NULL.
-///
-/// # Safety
-/// `device` is NULL or valid for writing an `int`.
-#[no_mangle]
-pub unsafe extern "C" fn cudaStreamGetDevice(s: CudaStream, device: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(device, || sim().c_stream_device(s)) }?))
-}
-
-/// `cudaStreamQuery`: `cudaSuccess` when the stream's queued work has run, `cudaErrorNotReady`
-/// otherwise.
-#[no_mangle]
-pub extern "C" fn cudaStreamQuery(s: CudaStream) -> c_int {
-    run(|| Ok(sim().stream_status(s)?))
-}
-
-/// `cudaStreamDestroy`: queued work still completes.
-#[no_mangle]
-pub extern "C" fn cudaStreamDestroy(s: CudaStream) -> c_int {
-    run(|| Ok(sim().destroy_c_stream(s)?))
-}
-
-/// `cudaStreamSynchronize`.
-#[no_mangle]
-pub extern "C" fn cudaStreamSynchronize(s: CudaStream) -> c_int {
-    run(|| Ok(sim().synchronize_c_stream(s)?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    stream_create_with_flags => cudaStreamCreateWithFlags;
+    stream_get_device => cudaStreamGetDevice;
+    stream_query => cudaStreamQuery;
+    stream_destroy => cudaStreamDestroy;
+    stream_synchronize => cudaStreamSynchronize;
 }
 
 /// `cudaEventCreateWithFlags`: `flags` is a set of BlockingSync (1), DisableTiming (2) and
@@ -554,42 +411,13 @@ pub unsafe extern "C" fn cudaEventCreateWithFlags(out: *mut CudaEvent, flags: c_
     })
 }
 
-/// `cudaEventRecord`.
-#[no_mangle]
-pub extern "C" fn cudaEventRecord(e: CudaEvent, s: CudaStream) -> c_int {
-    run(|| Ok(sim().record_c_event(e, s)?))
-}
-
-/// `cudaEventSynchronize`.
-#[no_mangle]
-pub extern "C" fn cudaEventSynchronize(e: CudaEvent) -> c_int {
-    run(|| Ok(sim().synchronize_c_event(e)?))
-}
-
-/// `cudaEventQuery`: `cudaSuccess` when complete, `cudaErrorNotReady` otherwise.
-#[no_mangle]
-pub extern "C" fn cudaEventQuery(e: CudaEvent) -> c_int {
-    run(|| Ok(sim().event_status(e)?))
-}
-
-/// `cudaEventDestroy`.
-#[no_mangle]
-pub extern "C" fn cudaEventDestroy(e: CudaEvent) -> c_int {
-    run(|| Ok(sim().destroy_c_event(e)?))
-}
-
-/// `cudaLaunchHostFunc`: `f(user_data)` runs once the work queued before it is done.
-///
-/// # Safety
-/// `f` is safe to call once with `user_data` from another thread.
-#[no_mangle]
-pub unsafe extern "C" fn cudaLaunchHostFunc(
-    s: CudaStream,
-    f: CudaHostFn,
-    user_data: *mut c_void,
-) -> c_int {
-    // SAFETY: the caller's contract of cudaLaunchHostFunc.
-    run(|| Ok(unsafe { sim().launch_c_host_func(s, f, user_data) }?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    event_record => cudaEventRecord;
+    event_synchronize => cudaEventSynchronize;
+    event_query => cudaEventQuery;
+    event_destroy => cudaEventDestroy;
+    launch_host_func => cudaLaunchHostFunc;
 }
 
 // ---------------------------------------------------------------------------------------------

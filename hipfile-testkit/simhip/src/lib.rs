@@ -51,6 +51,10 @@
 //! Copies that touch simulated device memory are checked against its allocations and fail with
 //! `hipErrorInvalidValue` where a GPU would fault; host pointers the simulator does not know are
 //! trusted, as a real runtime trusts them.
+//!
+//! The exports whose C signature and behaviour the HIP and CUDA ABIs share (memory, copies,
+//! streams, events, host functions) are written once, in `hipfile_hip::sim_c_exports!`, and
+//! named here; this file writes the rest, whose signature, checks or numbering are HIP's own.
 #![allow(non_snake_case)]
 
 use std::cell::Cell;
@@ -60,7 +64,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
 use hipfile_hip::amd::AmdFileHandle;
-use hipfile_hip::sim::capi::{self, CopyDirection};
+use hipfile_hip::sim::capi;
 use hipfile_hip::sim::{SimAbi, SimRuntime};
 use hipfile_hip::{GpuRuntime, HipError, HipErrorCode, MemoryKind, PlatformOptions};
 
@@ -202,24 +206,10 @@ pub unsafe extern "C" fn hipDriverGetVersion(version: *mut c_int) -> c_int {
     run(|| unsafe { put(version, sim().config().abi.runtime_version()) })
 }
 
-/// `hipGetDeviceCount`.
-///
-/// # Safety
-/// `count` is NULL or valid for writing an `int`.
-#[no_mangle]
-pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(count, || sim().device_count()) }?))
-}
-
-/// `hipGetDevice`.
-///
-/// # Safety
-/// `device` is NULL or valid for writing an `int`.
-#[no_mangle]
-pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(device, || sim().current_device()) }?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    device_count => hipGetDeviceCount;
+    current_device => hipGetDevice;
 }
 
 /// `hipSetDevice`.
@@ -329,14 +319,13 @@ pub extern "C" fn hipPeekAtLastError() -> c_int {
 // ---------------------------------------------------------------------------------------------
 // Memory.
 
-/// `hipMalloc`: device memory on the current device; size 0 gives NULL.
-///
-/// # Safety
-/// `ptr` is NULL or valid for writing a pointer.
-#[no_mangle]
-pub unsafe extern "C" fn hipMalloc(ptr: *mut *mut c_void, size: usize) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(ptr, || sim().device_alloc_or_null(size)) }?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    malloc => hipMalloc;
+    free => hipFree;
+    host_device_pointer => hipHostGetDevicePointer;
+    host_free => hipHostFree;
+    host_register => hipHostRegister;
 }
 
 /// `hipMallocManaged`: managed memory (reported with `isManaged = 1`).
@@ -358,16 +347,6 @@ pub unsafe extern "C" fn hipMallocManaged(
     })
 }
 
-/// `hipFree`: device or managed memory; NULL is a no-op.
-///
-/// # Safety
-/// `ptr` is NULL or came from `hipMalloc`/`hipMallocManaged` and no queued work uses it.
-#[no_mangle]
-pub unsafe extern "C" fn hipFree(ptr: *mut c_void) -> c_int {
-    // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
-    run(|| Ok(unsafe { sim().device_free(ptr as usize) }?))
-}
-
 /// `hipHostMalloc`: pinned host memory; size 0 gives NULL. Every simulated pinned allocation is
 /// mapped into the devices' address space (`hipHostMallocMapped` is always honoured; the
 /// devices see it at its host address, [`hipHostGetDevicePointer`]) and portable.
@@ -382,49 +361,6 @@ pub unsafe extern "C" fn hipHostMalloc(
 ) -> c_int {
     // SAFETY: the caller's contract.
     run(|| Ok(unsafe { capi::put_new(ptr, || sim().host_alloc_or_null(size)) }?))
-}
-
-/// `hipHostGetDevicePointer`: the device address of pinned host memory, which is its host
-/// address in the simulator. `flags` must be 0; memory the simulator did not pin is
-/// `hipErrorInvalidValue`.
-///
-/// # Safety
-/// `dev_ptr` is NULL or valid for writing a pointer.
-#[no_mangle]
-pub unsafe extern "C" fn hipHostGetDevicePointer(
-    dev_ptr: *mut *mut c_void,
-    host_ptr: *mut c_void,
-    flags: c_uint,
-) -> c_int {
-    run(|| {
-        // SAFETY: the caller's contract.
-        Ok(unsafe { capi::put_new(dev_ptr, || sim().host_c_device_pointer(host_ptr, flags)) }?)
-    })
-}
-
-/// `hipHostFree`: NULL is a no-op.
-///
-/// # Safety
-/// `ptr` is NULL or came from `hipHostMalloc` and is no longer used.
-#[no_mangle]
-pub unsafe extern "C" fn hipHostFree(ptr: *mut c_void) -> c_int {
-    // SAFETY: the caller's contract; the simulator refuses pointers it did not hand out.
-    run(|| Ok(unsafe { sim().host_free_or_null(ptr) }?))
-}
-
-/// `hipHostRegister`: track caller-owned host memory as pinned.
-///
-/// # Safety
-/// `[ptr, ptr + size)` is host memory that stays allocated until `hipHostUnregister`.
-#[no_mangle]
-pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, size: usize, flags: c_uint) -> c_int {
-    run(|| {
-        if ptr.is_null() {
-            return Err(invalid());
-        }
-        // hipHostRegisterReadOnly.
-        Ok(sim().register_host(ptr as usize, size, flags & 0x8 != 0)?)
-    })
 }
 
 /// `hipHostUnregister`.
@@ -499,63 +435,12 @@ pub unsafe extern "C" fn hipMemGetAddressRange(
     })
 }
 
-/// `hipMemcpy`, synchronous.
-///
-/// # Safety
-/// The host sides of the copy are valid for `size` bytes (device sides are checked).
-#[no_mangle]
-pub unsafe extern "C" fn hipMemcpy(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: c_int,
-) -> c_int {
-    let direction = CopyDirection::from_memcpy_kind(kind);
-    // SAFETY: the caller's contract; the simulator checks every side it tracks.
-    run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, None) }?))
-}
-
-/// `hipMemcpyAsync`: queued on `stream`.
-///
-/// # Safety
-/// The host sides of the copy stay valid for `size` bytes until the copy completes.
-#[no_mangle]
-pub unsafe extern "C" fn hipMemcpyAsync(
-    dst: *mut c_void,
-    src: *const c_void,
-    size: usize,
-    kind: c_int,
-    s: HipStream,
-) -> c_int {
-    let (direction, s) = (CopyDirection::from_memcpy_kind(kind), Some(s));
-    // SAFETY: the caller's contract; the simulator checks every side it tracks.
-    run(|| Ok(unsafe { sim().copy(dst as usize, src as usize, size, direction, s) }?))
-}
-
-/// `hipMemset`: fills device memory with the low byte of `value`.
-///
-/// # Safety
-/// Nothing else accesses the range meanwhile (the range itself is checked).
-#[no_mangle]
-pub unsafe extern "C" fn hipMemset(dst: *mut c_void, value: c_int, size: usize) -> c_int {
-    // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
-    run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, None) }?))
-}
-
-/// `hipMemsetAsync`: queued on `stream`.
-///
-/// # Safety
-/// Nothing else accesses the range until the fill completes (the range itself is checked).
-#[no_mangle]
-pub unsafe extern "C" fn hipMemsetAsync(
-    dst: *mut c_void,
-    value: c_int,
-    size: usize,
-    s: HipStream,
-) -> c_int {
-    let s = Some(s);
-    // SAFETY: the simulator checks the range; the caller guarantees exclusive access.
-    run(|| Ok(unsafe { sim().memset(dst as usize, value as u8, size, s) }?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    memcpy => hipMemcpy;
+    memcpy_async => hipMemcpyAsync;
+    memset => hipMemset;
+    memset_async => hipMemsetAsync;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -571,32 +456,11 @@ pub unsafe extern "C" fn hipStreamCreate(out: *mut HipStream) -> c_int {
     unsafe { hipStreamCreateWithFlags(out, 0) }
 }
 
-/// `hipStreamCreateWithFlags`: `hipStreamDefault` (0) makes a stream ordered with the NULL
-/// stream, `hipStreamNonBlocking` (1) one that is not; other flags are `hipErrorInvalidValue`.
-///
-/// # Safety
-/// `out` is NULL or valid for writing a `hipStream_t`.
-#[no_mangle]
-pub unsafe extern "C" fn hipStreamCreateWithFlags(out: *mut HipStream, flags: c_uint) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(out, || sim().create_c_stream_with_flags(flags)) }?))
-}
-
-/// `hipStreamGetDevice`: the device the stream was made on; the current device for NULL.
-///
-/// # Safety
-/// `device` is NULL or valid for writing an `int`.
-#[no_mangle]
-pub unsafe extern "C" fn hipStreamGetDevice(s: HipStream, device: *mut c_int) -> c_int {
-    // SAFETY: the caller's contract.
-    run(|| Ok(unsafe { capi::put_new(device, || sim().c_stream_device(s)) }?))
-}
-
-/// `hipStreamQuery`: `hipSuccess` when the stream's queued work has run, `hipErrorNotReady`
-/// otherwise.
-#[no_mangle]
-pub extern "C" fn hipStreamQuery(s: HipStream) -> c_int {
-    run(|| Ok(sim().stream_status(s)?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    stream_create_with_flags => hipStreamCreateWithFlags;
+    stream_get_device => hipStreamGetDevice;
+    stream_query => hipStreamQuery;
 }
 
 /// `hipStreamWaitValue32`: later work on `stream` waits until the word at `ptr` passes the test
@@ -629,16 +493,10 @@ pub extern "C" fn hipStreamWriteValue32(
     run(|| Ok(sim().write_c_value(s, ptr, value, flags)?))
 }
 
-/// `hipStreamDestroy`: queued work still completes.
-#[no_mangle]
-pub extern "C" fn hipStreamDestroy(s: HipStream) -> c_int {
-    run(|| Ok(sim().destroy_c_stream(s)?))
-}
-
-/// `hipStreamSynchronize`.
-#[no_mangle]
-pub extern "C" fn hipStreamSynchronize(s: HipStream) -> c_int {
-    run(|| Ok(sim().synchronize_c_stream(s)?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    stream_destroy => hipStreamDestroy;
+    stream_synchronize => hipStreamSynchronize;
 }
 
 /// `hipEventCreate`.
@@ -661,42 +519,13 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(out: *mut HipEvent, _flags: c_u
     run(|| Ok(unsafe { capi::put_new(out, || sim().create_c_event()) }?))
 }
 
-/// `hipEventRecord`.
-#[no_mangle]
-pub extern "C" fn hipEventRecord(e: HipEvent, s: HipStream) -> c_int {
-    run(|| Ok(sim().record_c_event(e, s)?))
-}
-
-/// `hipEventSynchronize`.
-#[no_mangle]
-pub extern "C" fn hipEventSynchronize(e: HipEvent) -> c_int {
-    run(|| Ok(sim().synchronize_c_event(e)?))
-}
-
-/// `hipEventQuery`: `hipSuccess` when complete, `hipErrorNotReady` otherwise.
-#[no_mangle]
-pub extern "C" fn hipEventQuery(e: HipEvent) -> c_int {
-    run(|| Ok(sim().event_status(e)?))
-}
-
-/// `hipEventDestroy`.
-#[no_mangle]
-pub extern "C" fn hipEventDestroy(e: HipEvent) -> c_int {
-    run(|| Ok(sim().destroy_c_event(e)?))
-}
-
-/// `hipLaunchHostFunc`: `f(user_data)` runs once the work queued before it is done.
-///
-/// # Safety
-/// `f` is safe to call once with `user_data` from another thread.
-#[no_mangle]
-pub unsafe extern "C" fn hipLaunchHostFunc(
-    s: HipStream,
-    f: HipHostFn,
-    user_data: *mut c_void,
-) -> c_int {
-    // SAFETY: the caller's contract of hipLaunchHostFunc.
-    run(|| Ok(unsafe { sim().launch_c_host_func(s, f, user_data) }?))
+hipfile_hip::sim_c_exports! {
+    runtime: sim, boundary: run;
+    event_record => hipEventRecord;
+    event_synchronize => hipEventSynchronize;
+    event_query => hipEventQuery;
+    event_destroy => hipEventDestroy;
+    launch_host_func => hipLaunchHostFunc;
 }
 
 // ---------------------------------------------------------------------------------------------
