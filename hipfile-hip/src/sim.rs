@@ -40,6 +40,10 @@
 //! (`events`); the P2P driver and its fault script (`p2p`); the platform traits' entry points,
 //! stream memory operations and every other access through an address, which is all of the
 //! simulator's `unsafe` (`runtime`); what the C libraries share ([`capi`]).
+//!
+//! [`GpuRuntime::stream_create`]: crate::GpuRuntime::stream_create
+//! [`GpuRuntime::stream_create_independent`]: crate::GpuRuntime::stream_create_independent
+//! [`GpuRuntime::stream_wait_value`]: crate::GpuRuntime::stream_wait_value
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};

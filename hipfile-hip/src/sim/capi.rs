@@ -464,15 +464,16 @@ impl SimRuntime {
 /// S>) -> c_int`, where `S: From<HipError>` turns the simulator's HIP codes into the ABI's
 /// numbering); then one `kind => name;` per export:
 ///
-/// | kind | HIP | CUDA |
-/// | --- | --- | --- |
-/// | `device_count`, `current_device` | `hipGetDeviceCount`, `hipGetDevice` | `cudaGetDeviceCount`, `cudaGetDevice` |
-/// | `malloc`, `free` | `hipMalloc`, `hipFree` | `cudaMalloc`, `cudaFree` |
-/// | `host_free`, `host_register`, `host_device_pointer` | `hipHostFree`, `hipHostRegister`, `hipHostGetDevicePointer` | `cudaFreeHost`, `cudaHostRegister`, `cudaHostGetDevicePointer` |
-/// | `memcpy`, `memcpy_async`, `memset`, `memset_async` | `hipMemcpy`, ... | `cudaMemcpy`, ... |
-/// | `stream_create_with_flags`, `stream_get_device`, `stream_query`, `stream_destroy`, `stream_synchronize` | `hipStream...` | `cudaStream...` |
-/// | `event_record`, `event_synchronize`, `event_query`, `event_destroy` | `hipEvent...` | `cudaEvent...` |
-/// | `launch_host_func` | `hipLaunchHostFunc` | `cudaLaunchHostFunc` |
+/// - `device_count`, `current_device`: `hipGetDeviceCount`, `hipGetDevice`; `cudaGet...`;
+/// - `malloc`, `free`: `hipMalloc`, `hipFree`; `cudaMalloc`, `cudaFree`;
+/// - `host_free`, `host_register`, `host_device_pointer`: `hipHostFree`, `hipHostRegister`,
+///   `hipHostGetDevicePointer`; `cudaFreeHost`, `cudaHostRegister`, `cudaHostGetDevicePointer`;
+/// - `memcpy`, `memcpy_async`, `memset`, `memset_async`: `hipMemcpy`, ...; `cudaMemcpy`, ...;
+/// - `stream_create_with_flags`, `stream_get_device`, `stream_query`, `stream_destroy`,
+///   `stream_synchronize`: `hipStreamCreateWithFlags`, ...; `cudaStreamCreateWithFlags`, ...;
+/// - `event_record`, `event_synchronize`, `event_query`, `event_destroy`: `hipEventRecord`, ...;
+///   `cudaEventRecord`, ...;
+/// - `launch_host_func`: `hipLaunchHostFunc`; `cudaLaunchHostFunc`.
 ///
 /// Every export answers NULL out-pointers with the ABI's invalid-value error and never unwinds
 /// into C (the boundary catches panics).
@@ -540,7 +541,8 @@ macro_rules! sim_c_exports {
             "device or managed memory; NULL is a no-op.",
             "`ptr` is NULL or came from the library's device or managed allocation and no \
              queued work uses it.";
-            (ptr: *mut ::std::ffi::c_void) => $crate::GpuRuntime::device_free($sim(), ptr as usize));
+            (ptr: *mut ::std::ffi::c_void)
+                => $crate::GpuRuntime::device_free($sim(), ptr as usize));
     };
     (@ host_free $name:ident, $sim:ident, $run:ident) => {
         $crate::sim_c_exports!(@trusting $name, $run,

@@ -27,13 +27,17 @@ pub struct SimConfig {
     pub devices: i32,
     /// The ABI generation reported.
     pub abi: SimAbi,
-    /// Whether the simulated platform offers a P2P driver ([`SimP2p`]).
+    /// Whether the simulated platform offers a P2P driver ([`SimP2p`](super::SimP2p)).
     pub p2p: bool,
     /// Whether its streams can wait for a value in host memory
     /// ([`GpuRuntime::stream_wait_value`]); without, that call fails with `hipErrorNotSupported`.
+    ///
+    /// [`GpuRuntime::stream_wait_value`]: crate::GpuRuntime::stream_wait_value
     pub memops: bool,
     /// Whether it makes contexts of the library's own ([`GpuRuntime::context_create`]), as the
     /// CUDA platform does; without, that call answers `None`, as the HIP platform does.
+    ///
+    /// [`GpuRuntime::context_create`]: crate::GpuRuntime::context_create
     pub own_contexts: bool,
 }
 
