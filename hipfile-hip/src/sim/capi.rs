@@ -10,7 +10,7 @@
 //! (everything here fails with HIP codes, which simcuda maps onto CUDA's), their memory-type
 //! numbering, and the `catch_unwind` guard around every export.
 
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -95,6 +95,116 @@ pub const HOST_REGISTER_READ_ONLY: u32 = 0x8;
 
 /// A C event handle (`hipEvent_t`, `cudaEvent_t`): the simulator's event number as a pointer.
 pub type CEvent = *mut c_void;
+
+/// What the simulated libraries call an error code they report: each ABI's name and message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorText {
+    /// HIP's name and message (`hipGetErrorName`, `hipGetErrorString`).
+    pub hip: (&'static CStr, &'static CStr),
+    /// CUDA's name and message (`cudaGetErrorName`, `cudaGetErrorString`).
+    pub cuda: (&'static CStr, &'static CStr),
+}
+
+/// Names that differ over one message.
+fn alike(hip: &'static CStr, cuda: &'static CStr, message: &'static CStr) -> ErrorText {
+    ErrorText {
+        hip: (hip, message),
+        cuda: (cuda, message),
+    }
+}
+
+/// The names and messages of `code` (HIP numbered its errors after CUDA's) for the codes the
+/// simulated libraries report; `None` for any other, which each library answers as unknown.
+pub fn error_text(code: i32) -> Option<ErrorText> {
+    Some(match code {
+        0 => alike(c"hipSuccess", c"cudaSuccess", c"no error"),
+        1 => alike(
+            c"hipErrorInvalidValue",
+            c"cudaErrorInvalidValue",
+            c"invalid argument",
+        ),
+        2 => alike(
+            c"hipErrorOutOfMemory",
+            c"cudaErrorMemoryAllocation",
+            c"out of memory",
+        ),
+        3 => alike(
+            c"hipErrorNotInitialized",
+            c"cudaErrorInitializationError",
+            c"initialization error",
+        ),
+        17 => alike(
+            c"hipErrorInvalidDevicePointer",
+            c"cudaErrorInvalidDevicePointer",
+            c"invalid device pointer",
+        ),
+        21 => alike(
+            c"hipErrorInvalidMemcpyDirection",
+            c"cudaErrorInvalidMemcpyDirection",
+            c"invalid copy direction for memcpy",
+        ),
+        101 => alike(
+            c"hipErrorInvalidDevice",
+            c"cudaErrorInvalidDevice",
+            c"invalid device ordinal",
+        ),
+        201 => alike(
+            c"hipErrorInvalidContext",
+            c"cudaErrorDeviceUninitialized",
+            c"invalid device context",
+        ),
+        400 => alike(
+            c"hipErrorInvalidHandle",
+            c"cudaErrorInvalidResourceHandle",
+            c"invalid resource handle",
+        ),
+        500 => alike(
+            c"hipErrorNotFound",
+            c"cudaErrorSymbolNotFound",
+            c"named symbol not found",
+        ),
+        600 => alike(
+            c"hipErrorNotReady",
+            c"cudaErrorNotReady",
+            c"device not ready",
+        ),
+        700 => alike(
+            c"hipErrorIllegalAddress",
+            c"cudaErrorIllegalAddress",
+            c"an illegal memory access was encountered",
+        ),
+        712 => alike(
+            c"hipErrorHostMemoryAlreadyRegistered",
+            c"cudaErrorHostMemoryAlreadyRegistered",
+            c"part or all of the requested memory range is already mapped",
+        ),
+        713 => alike(
+            c"hipErrorHostMemoryNotRegistered",
+            c"cudaErrorHostMemoryNotRegistered",
+            c"pointer does not correspond to a registered memory region",
+        ),
+        801 => alike(
+            c"hipErrorNotSupported",
+            c"cudaErrorNotSupported",
+            c"operation not supported",
+        ),
+        35 => ErrorText {
+            hip: (
+                c"hipErrorInsufficientDriver",
+                c"driver version is insufficient for runtime version",
+            ),
+            cuda: (
+                c"cudaErrorInsufficientDriver",
+                c"CUDA driver version is insufficient for CUDA runtime version",
+            ),
+        },
+        100 => ErrorText {
+            hip: (c"hipErrorNoDevice", c"no ROCm-capable device is detected"),
+            cuda: (c"cudaErrorNoDevice", c"no CUDA-capable device is detected"),
+        },
+        _ => return None,
+    })
+}
 
 /// Copy `size` bytes; the caller has checked the ranges.
 ///

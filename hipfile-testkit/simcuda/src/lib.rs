@@ -229,45 +229,15 @@ pub extern "C" fn cudaSetDevice(device: c_int) -> c_int {
     })
 }
 
+/// CUDA's name and message for `code`; CUDA tells its own unknown error (999) from codes it
+/// does not know.
 fn error_text(code: c_int) -> (&'static CStr, &'static CStr) {
     match code {
-        0 => (c"cudaSuccess", c"no error"),
-        1 => (c"cudaErrorInvalidValue", c"invalid argument"),
-        2 => (c"cudaErrorMemoryAllocation", c"out of memory"),
-        3 => (c"cudaErrorInitializationError", c"initialization error"),
-        17 => (c"cudaErrorInvalidDevicePointer", c"invalid device pointer"),
-        21 => (
-            c"cudaErrorInvalidMemcpyDirection",
-            c"invalid copy direction for memcpy",
-        ),
-        35 => (
-            c"cudaErrorInsufficientDriver",
-            c"CUDA driver version is insufficient for CUDA runtime version",
-        ),
-        100 => (c"cudaErrorNoDevice", c"no CUDA-capable device is detected"),
-        101 => (c"cudaErrorInvalidDevice", c"invalid device ordinal"),
-        201 => (c"cudaErrorDeviceUninitialized", c"invalid device context"),
-        400 => (
-            c"cudaErrorInvalidResourceHandle",
-            c"invalid resource handle",
-        ),
-        500 => (c"cudaErrorSymbolNotFound", c"named symbol not found"),
-        600 => (c"cudaErrorNotReady", c"device not ready"),
-        700 => (
-            c"cudaErrorIllegalAddress",
-            c"an illegal memory access was encountered",
-        ),
-        712 => (
-            c"cudaErrorHostMemoryAlreadyRegistered",
-            c"part or all of the requested memory range is already mapped",
-        ),
-        713 => (
-            c"cudaErrorHostMemoryNotRegistered",
-            c"pointer does not correspond to a registered memory region",
-        ),
-        801 => (c"cudaErrorNotSupported", c"operation not supported"),
         999 => (c"cudaErrorUnknown", c"unknown error"),
-        _ => (c"cudaErrorUnknown", c"unrecognized error code"),
+        _ => capi::error_text(code)
+            .map_or((c"cudaErrorUnknown", c"unrecognized error code"), |t| {
+                t.cuda
+            }),
     }
 }
 
@@ -626,6 +596,15 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
     })
 }
 
+/// A driver stream memory operation on the word at device address `addr`.
+fn on_word(addr: CuDevicePtr, op: impl FnOnce(*mut c_void) -> Result<(), HipError>) -> c_int {
+    run(|| {
+        driver_ready()?;
+        let ptr = usize::try_from(addr).map_err(|_| fail(code::INVALID_VALUE))?;
+        Ok(op(ptr as *mut c_void)?)
+    })
+}
+
 /// `cuStreamWaitValue32_v2`: later work on `stream` waits until the word at `addr` passes the
 /// test `flags` names (`CU_STREAM_WAIT_VALUE_GEQ` 0, `EQ` 1, `AND` 2, `NOR` 3). The simulator
 /// compares `GEQ` plainly, where CUDA compares cyclically; the two agree for values that only
@@ -638,10 +617,8 @@ pub extern "C" fn cuStreamWaitValue32_v2(
     value: u32,
     flags: c_uint,
 ) -> c_int {
-    run(|| {
-        driver_ready()?;
-        let ptr = usize::try_from(addr).map_err(|_| fail(code::INVALID_VALUE))?;
-        Ok(sim().wait_c_value(s, ptr as *mut c_void, value, flags, u32::MAX)?)
+    on_word(addr, |ptr| {
+        sim().wait_c_value(s, ptr, value, flags, u32::MAX)
     })
 }
 
@@ -655,11 +632,7 @@ pub extern "C" fn cuStreamWriteValue32_v2(
     value: u32,
     flags: c_uint,
 ) -> c_int {
-    run(|| {
-        driver_ready()?;
-        let ptr = usize::try_from(addr).map_err(|_| fail(code::INVALID_VALUE))?;
-        Ok(sim().write_c_value(s, ptr as *mut c_void, value, flags)?)
-    })
+    on_word(addr, |ptr| sim().write_c_value(s, ptr, value, flags))
 }
 
 /// `cuStreamGetCtx`: the primary context of the stream's device; for the NULL stream, the

@@ -253,42 +253,9 @@ pub extern "C" fn hipDeviceSynchronize() -> c_int {
 // ---------------------------------------------------------------------------------------------
 // Errors.
 
+/// HIP's name and message for `code`.
 fn error_text(code: c_int) -> (&'static CStr, &'static CStr) {
-    match code {
-        0 => (c"hipSuccess", c"no error"),
-        1 => (c"hipErrorInvalidValue", c"invalid argument"),
-        2 => (c"hipErrorOutOfMemory", c"out of memory"),
-        3 => (c"hipErrorNotInitialized", c"initialization error"),
-        17 => (c"hipErrorInvalidDevicePointer", c"invalid device pointer"),
-        21 => (
-            c"hipErrorInvalidMemcpyDirection",
-            c"invalid copy direction for memcpy",
-        ),
-        35 => (
-            c"hipErrorInsufficientDriver",
-            c"driver version is insufficient for runtime version",
-        ),
-        100 => (c"hipErrorNoDevice", c"no ROCm-capable device is detected"),
-        101 => (c"hipErrorInvalidDevice", c"invalid device ordinal"),
-        201 => (c"hipErrorInvalidContext", c"invalid device context"),
-        400 => (c"hipErrorInvalidHandle", c"invalid resource handle"),
-        500 => (c"hipErrorNotFound", c"named symbol not found"),
-        600 => (c"hipErrorNotReady", c"device not ready"),
-        700 => (
-            c"hipErrorIllegalAddress",
-            c"an illegal memory access was encountered",
-        ),
-        712 => (
-            c"hipErrorHostMemoryAlreadyRegistered",
-            c"part or all of the requested memory range is already mapped",
-        ),
-        713 => (
-            c"hipErrorHostMemoryNotRegistered",
-            c"pointer does not correspond to a registered memory region",
-        ),
-        801 => (c"hipErrorNotSupported", c"operation not supported"),
-        _ => (c"hipErrorUnknown", c"unknown error"),
-    }
+    capi::error_text(code).map_or((c"hipErrorUnknown", c"unknown error"), |t| t.hip)
 }
 
 /// `hipGetErrorName`: a static string, never NULL.
@@ -531,123 +498,76 @@ hipfile_hip::sim_c_exports! {
 // ---------------------------------------------------------------------------------------------
 // Direct IO (AIS): hipAmdFileRead / hipAmdFileWrite.
 
-#[derive(Clone, Copy)]
-enum Direction {
-    Read,
-    Write,
+/// The two direct IO exports, one transfer through the simulator's P2P driver each; they differ
+/// only in its direction (the driver's `read` or `write`).
+macro_rules! amd_file_export {
+    ($(#[$doc:meta])* $name:ident => $transfer:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `handle` holds an open descriptor; `size_copied` and `status` are NULL or writable.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            handle: AmdFileHandle,
+            device_ptr: *mut c_void,
+            size: u64,
+            file_offset: i64,
+            size_copied: *mut u64,
+            status: *mut i32,
+        ) -> c_int {
+            run(|| {
+                if size_copied.is_null() || status.is_null() {
+                    return Err(invalid());
+                }
+                // SAFETY: both are non-null and writable by the caller's contract.
+                unsafe {
+                    put(size_copied, 0)?;
+                    put(status, 0)?;
+                }
+                if size == 0 {
+                    return Ok(());
+                }
+                let p2p = sim().p2p().ok_or(Status(HipErrorCode::NOT_SUPPORTED.0))?;
+                let size = usize::try_from(size).map_err(|_| invalid())?;
+                let offset = u64::try_from(file_offset).map_err(|_| invalid())?;
+                let fd = handle.fd();
+                if fd < 0 {
+                    return Err(invalid());
+                }
+                // SAFETY: the descriptor is open by the caller's contract; the driver checks that
+                // the device range lies inside one simulated device allocation before touching it.
+                let moved = unsafe {
+                    let fd = BorrowedFd::borrow_raw(fd);
+                    p2p.$transfer(fd, device_ptr as usize, size, offset)
+                };
+                match moved {
+                    Ok(n) => {
+                        // SAFETY: checked non-null above.
+                        unsafe { put(size_copied, n as u64) }
+                    }
+                    Err(e) => {
+                        let errno = e.raw_os_error().unwrap_or(5);
+                        // SAFETY: checked non-null above.
+                        unsafe { put(status, errno)? };
+                        Err(HipErrorCode::UNKNOWN.into())
+                    }
+                }
+            })
+        }
+    };
 }
 
-/// One direct transfer through the simulator's P2P driver.
-///
-/// # Safety
-/// `handle` holds an open descriptor; `size_copied` and `status` are NULL or writable.
-unsafe fn amd_file_io(
-    direction: Direction,
-    handle: AmdFileHandle,
-    device_ptr: *mut c_void,
-    size: u64,
-    file_offset: i64,
-    size_copied: *mut u64,
-    status: *mut i32,
-) -> c_int {
-    run(|| {
-        if size_copied.is_null() || status.is_null() {
-            return Err(invalid());
-        }
-        // SAFETY: both are non-null and writable by the caller's contract.
-        unsafe {
-            put(size_copied, 0)?;
-            put(status, 0)?;
-        }
-        if size == 0 {
-            return Ok(());
-        }
-        let p2p = sim().p2p().ok_or(Status(HipErrorCode::NOT_SUPPORTED.0))?;
-        let size = usize::try_from(size).map_err(|_| invalid())?;
-        let offset = u64::try_from(file_offset).map_err(|_| invalid())?;
-        let fd = handle.fd();
-        if fd < 0 {
-            return Err(invalid());
-        }
-        // SAFETY: the descriptor is open by the caller's contract; the driver checks that the
-        // device range lies inside one simulated device allocation before touching it.
-        let moved = unsafe {
-            let fd = BorrowedFd::borrow_raw(fd);
-            match direction {
-                Direction::Read => p2p.read(fd, device_ptr as usize, size, offset),
-                Direction::Write => p2p.write(fd, device_ptr as usize, size, offset),
-            }
-        };
-        match moved {
-            Ok(n) => {
-                // SAFETY: checked non-null above.
-                unsafe { put(size_copied, n as u64) }
-            }
-            Err(e) => {
-                let errno = e.raw_os_error().unwrap_or(5);
-                // SAFETY: checked non-null above.
-                unsafe { put(status, errno)? };
-                Err(HipErrorCode::UNKNOWN.into())
-            }
-        }
-    })
-}
+amd_file_export!(
+    /// `hipAmdFileRead`: read `size` bytes at `file_offset` of the handle's descriptor into device
+    /// memory; `*size_copied` gets the bytes moved, `*status` the errno of a failure.
+    hipAmdFileRead => read
+);
 
-/// `hipAmdFileRead`: read `size` bytes at `file_offset` of the handle's descriptor into device
-/// memory; `*size_copied` gets the bytes moved, `*status` the errno of a failure.
-///
-/// # Safety
-/// `handle` holds an open descriptor; `size_copied` and `status` are NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn hipAmdFileRead(
-    handle: AmdFileHandle,
-    device_ptr: *mut c_void,
-    size: u64,
-    file_offset: i64,
-    size_copied: *mut u64,
-    status: *mut i32,
-) -> c_int {
-    // SAFETY: the caller's contract.
-    unsafe {
-        amd_file_io(
-            Direction::Read,
-            handle,
-            device_ptr,
-            size,
-            file_offset,
-            size_copied,
-            status,
-        )
-    }
-}
-
-/// `hipAmdFileWrite`: write `size` bytes of device memory to `file_offset` of the handle's
-/// descriptor; `*size_copied` gets the bytes moved, `*status` the errno of a failure.
-///
-/// # Safety
-/// `handle` holds an open descriptor; `size_copied` and `status` are NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn hipAmdFileWrite(
-    handle: AmdFileHandle,
-    device_ptr: *mut c_void,
-    size: u64,
-    file_offset: i64,
-    size_copied: *mut u64,
-    status: *mut i32,
-) -> c_int {
-    // SAFETY: the caller's contract.
-    unsafe {
-        amd_file_io(
-            Direction::Write,
-            handle,
-            device_ptr,
-            size,
-            file_offset,
-            size_copied,
-            status,
-        )
-    }
-}
+amd_file_export!(
+    /// `hipAmdFileWrite`: write `size` bytes of device memory to `file_offset` of the handle's
+    /// descriptor; `*size_copied` gets the bytes moved, `*status` the errno of a failure.
+    hipAmdFileWrite => write
+);
 
 // ---------------------------------------------------------------------------------------------
 // hipGetProcAddress.
