@@ -66,9 +66,10 @@ mod device_range;
 mod error;
 #[cfg(feature = "faults")]
 pub mod faults;
+mod ffi;
 mod file_pins;
-mod loaded;
 pub mod nvidia;
+mod options;
 pub mod os;
 pub mod p2p;
 mod platform;
@@ -84,10 +85,9 @@ pub use device_range::{DeviceRange, Refusal};
 pub use error::{HipError, HipErrorCode, HipResult, LoadRefusal, PassedOver};
 pub use file_pins::{FileMapping, PinnedFileRange};
 pub use nvidia::open_libraries as nvidia_open_libraries;
+pub use options::{parse_platform, PlatformChoice, PlatformOptions, PLATFORM_ENV};
 pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};
-pub use platform::{
-    open_default, open_platform, parse_platform, PlatformChoice, PlatformOptions, PLATFORM_ENV,
-};
+pub use platform::{open_default, open_platform};
 pub use replay::HostFunctionReader;
 pub use runtime::{
     ContextHandle, DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind,
