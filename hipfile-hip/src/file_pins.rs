@@ -21,62 +21,25 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::runtime::{DeviceGuard, GpuRuntime, OwnedContext};
+use crate::runtime::{GpuRuntime, OwnedContext};
 
 pub use crate::ffi::os::FileMapping;
 
 /// A [`FileMapping`] pinned with a runtime: the device copies straight out of its pages.
 pub struct PinnedFileRange {
-    runtime: Arc<dyn GpuRuntime>,
+    pub(crate) runtime: Arc<dyn GpuRuntime>,
     /// The device the registration was made on (and is undone on).
-    device: i32,
+    pub(crate) device: i32,
     /// The context of the library's own it was made in (and is undone in), if any.
-    context: Option<Arc<OwnedContext>>,
-    mapping: FileMapping,
+    pub(crate) context: Option<Arc<OwnedContext>>,
+    pub(crate) mapping: FileMapping,
     /// Where the pinned bytes are counted while the range lives.
-    ledger: Option<Arc<AtomicUsize>>,
+    pub(crate) ledger: Option<Arc<AtomicUsize>>,
 }
 
 impl PinnedFileRange {
-    /// Pin `mapping` with the runtime's read-only registration, made on `device` (the calling
-    /// thread's current device is left as it was: a thread with none would otherwise bring up
-    /// device 0's context); every page must lie inside the file (the kernel brings in any page
-    /// that is not cached). While the range lives its bytes are added to `ledger`.
-    pub fn register(
-        runtime: &Arc<dyn GpuRuntime>,
-        device: i32,
-        mapping: FileMapping,
-        ledger: Option<Arc<AtomicUsize>>,
-    ) -> HipResult<Self> {
-        let _on_device = DeviceGuard::switch(&**runtime, device)?;
-        // SAFETY: `[map, map + len)` is mapped for as long as `mapping` lives, and `Drop`
-        // unregisters it before the mapping goes.
-        unsafe { runtime.host_register(mapping.ptr(), mapping.len(), true) }?;
-        Ok(Self::pinned(runtime, device, None, mapping, ledger))
-    }
-
-    /// [`PinnedFileRange::register`] in `context`, a context of the library's own on its
-    /// device: pinning there leaves the device's primary context (the application's work and
-    /// the library's copies) free meanwhile, and the pages are unpinned there too.
-    pub fn register_in(
-        context: &Arc<OwnedContext>,
-        mapping: FileMapping,
-        ledger: Option<Arc<AtomicUsize>>,
-    ) -> HipResult<Self> {
-        let runtime = context.runtime();
-        // SAFETY: as in `register`.
-        context.run(|| unsafe { runtime.host_register(mapping.ptr(), mapping.len(), true) })?;
-        Ok(Self::pinned(
-            runtime,
-            context.device(),
-            Some(Arc::clone(context)),
-            mapping,
-            ledger,
-        ))
-    }
-
     /// The range of `mapping` just registered, its bytes counted in `ledger`.
-    fn pinned(
+    pub(crate) fn pinned(
         runtime: &Arc<dyn GpuRuntime>,
         device: i32,
         context: Option<Arc<OwnedContext>>,
@@ -156,29 +119,6 @@ impl fmt::Debug for PinnedFileRange {
         f.debug_struct("PinnedFileRange")
             .field("mapping", &self.mapping)
             .finish()
-    }
-}
-
-impl Drop for PinnedFileRange {
-    fn drop(&mut self) {
-        // Every copy out of the range held it until the copy completed (`StagingLane`), so
-        // nothing reads it now. An unregistration that fails leaves the pages pinned; the
-        // mapping goes either way (after this, with the field), and the runtime forgets the pin
-        // with the address space.
-        let map = self.mapping.ptr();
-        // SAFETY: registered in `register` or `register_in` (in the same context); no copy out
-        // of it is queued (see above).
-        let unregister = || unsafe { self.runtime.host_unregister(map) };
-        let _ = match &self.context {
-            Some(context) => context.run(unregister),
-            None => {
-                let _on_device = DeviceGuard::switch(&*self.runtime, self.device);
-                unregister()
-            }
-        };
-        if let Some(l) = &self.ledger {
-            l.fetch_sub(self.mapping.len(), Ordering::AcqRel);
-        }
     }
 }
 
@@ -325,8 +265,7 @@ mod tests {
         assert_eq!((info.kind, info.device), (MemoryKind::Host, 1));
         assert_eq!(rt.current_device().unwrap(), 0);
         // The sim unpins only in the context the pin was made in: outside it, refused.
-        // SAFETY: nothing copies out of the range.
-        assert!(unsafe { rt.host_unregister(range.mapping.ptr()) }.is_err());
+        assert!(range.unregister_outside_its_context().is_err());
         // A context cannot go while something is pinned in it; the range holds it.
         drop(context);
         assert_eq!(sim.live_contexts(), 1);

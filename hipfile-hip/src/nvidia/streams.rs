@@ -16,7 +16,7 @@ use super::NvidiaRuntime;
 use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::ffi::cuda::StreamWaitValue;
 use crate::ffi::runtime_api::{device_of_stream, LiveStream, MappedWord};
-use crate::runtime::{DeviceGuard, StreamHandle};
+use crate::runtime::DeviceGuard;
 
 /// `CU_STREAM_WAIT_VALUE_GEQ`.
 const CU_STREAM_WAIT_VALUE_GEQ: u32 = 0x0;
@@ -35,19 +35,8 @@ impl NvidiaRuntime {
         self.device_through_driver(stream)
     }
 
-    /// The device of a live stream asked of the driver: `cuStreamGetCtx`, then `cuCtxGetDevice`
-    /// in that context. What [`crate::GpuRuntime::stream_device`] does where the runtime has no
-    /// `cudaStreamGetDevice`; public so that both ways can be checked against each other.
-    ///
-    /// # Safety
-    /// `stream` is a live stream of this runtime.
-    pub unsafe fn stream_device_through_driver(&self, stream: StreamHandle) -> HipResult<i32> {
-        // SAFETY: the caller guarantees a live stream of this runtime.
-        self.device_through_driver(unsafe { LiveStream::vouch(stream) })
-    }
-
     /// [`NvidiaRuntime::stream_device_through_driver`] of a stream vouched live.
-    fn device_through_driver(&self, stream: LiveStream<'_>) -> HipResult<i32> {
+    pub(crate) fn device_through_driver(&self, stream: LiveStream<'_>) -> HipResult<i32> {
         let drv = self.driver()?;
         if !drv.knows_stream_devices() {
             return Err(HipError::Call {
