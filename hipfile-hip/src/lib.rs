@@ -73,11 +73,13 @@ mod options;
 pub mod os;
 pub mod p2p;
 mod platform;
+mod platform_id;
 pub mod replay;
 mod runtime;
 pub mod sim;
 mod slice;
 mod staging;
+mod transfer;
 // The simulator's tests name the module by its old path.
 #[cfg(test)]
 use vouched as stream_gate;

@@ -3,7 +3,7 @@
 //! ([`PlatformOptions::from_env`]), so the platforms take options and never read the environment.
 
 use crate::error::{HipError, HipResult};
-use crate::runtime::Platform;
+use crate::platform_id::Platform;
 use crate::sim::SimConfig;
 
 /// The environment variable naming the HIP runtime library to load instead of the defaults
@@ -15,9 +15,6 @@ pub const CUDART_LIBRARY_ENV: &str = "HIPFILE_CUDART_LIBRARY";
 /// The environment variable naming the CUDA driver library to load instead of the default
 /// (also `hipfile_hip::nvidia::DRIVER_LIBRARY_ENV`).
 pub const CUDA_LIBRARY_ENV: &str = "HIPFILE_CUDA_LIBRARY";
-/// `true` offers cuFile even without nvidia-fs (testing only: it is then a staged engine; also
-/// `hipfile_hip::p2p::cufile::FORCE_ENV`).
-pub const CUFILE_FORCE_ENV: &str = "HIPFILE_CUFILE_FORCE";
 
 /// The environment variable naming the platform (`amd`, `nvidia`, `sim`).
 pub const PLATFORM_ENV: &str = "HIPFILE_PLATFORM";
@@ -78,7 +75,8 @@ impl PlatformOptions {
             hip_library: lookup(HIP_LIBRARY_ENV),
             cudart_library: lookup(CUDART_LIBRARY_ENV),
             cuda_library: lookup(CUDA_LIBRARY_ENV),
-            cufile_force: lookup(CUFILE_FORCE_ENV).is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            cufile_force: lookup(crate::p2p::cufile::FORCE_ENV)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
             sim: SimConfig::from_lookup(&lookup),
         }
     }

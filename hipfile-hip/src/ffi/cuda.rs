@@ -17,8 +17,9 @@ use super::runtime_api::{
     RetiredContext,
 };
 use crate::error::{HipError, HipResult};
-use crate::p2p::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
 use crate::runtime::ContextHandle;
+use crate::runtime::P2pDriver;
+use crate::transfer::{checked_count, errno_error, MAX_P2P_TRANSFER};
 
 /// `CUcontext`.
 type RawContext = *mut c_void;

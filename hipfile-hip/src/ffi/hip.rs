@@ -14,7 +14,8 @@ use libloading::Library;
 
 use super::runtime_api::{symbol, CommonApi, Dialect, LiveStream, MappedWord};
 use crate::error::{HipErrorCode, HipResult};
-use crate::p2p::{checked_count, errno_error, P2pDriver, MAX_P2P_TRANSFER};
+use crate::runtime::P2pDriver;
+use crate::transfer::{checked_count, errno_error, MAX_P2P_TRANSFER};
 
 /// `hipStreamWriteValue32`'s flags: a plain store, ordered after the stream's earlier work.
 const STREAM_WRITE_VALUE_DEFAULT: c_uint = 0;

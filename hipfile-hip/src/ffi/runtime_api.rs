@@ -26,10 +26,9 @@ use std::sync::Arc;
 use libloading::Library;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::p2p::P2pDriver;
 use crate::runtime::{
-    ContextHandle, DeviceGuard, EventHandle, GpuRuntime, HostFn, PointerInfo, RuntimeInfo,
-    StreamHandle,
+    ContextHandle, DeviceGuard, EventHandle, GpuRuntime, HostFn, P2pDriver, PointerInfo,
+    RuntimeInfo, StreamHandle,
 };
 
 /// `hipStream_t` / `cudaStream_t`.
@@ -847,7 +846,7 @@ pub(crate) fn device_of_stream<T: LoadedRuntime>(rt: &T, stream: LiveStream<'_>)
     // unless it is a special handle (`cudaStreamLegacy` 1, the per-thread streams 2) or
     // points to mapped memory. The other stream calls come after this one.
     let raw = stream.raw() as usize;
-    if raw > 2 && !crate::os::readable(raw, std::mem::size_of::<usize>()) {
+    if raw > 2 && !super::os::copies_from_self(raw, std::mem::size_of::<usize>()) {
         return Err(HipError::Call {
             call: "stream handle",
             code: HipErrorCode::INVALID_HANDLE,

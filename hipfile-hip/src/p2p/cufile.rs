@@ -23,7 +23,9 @@ use std::sync::{Arc, OnceLock};
 use super::P2pDriver;
 
 pub use crate::ffi::cuda::{CuFileDriver, CUFILE_LIBRARY};
-pub use crate::options::CUFILE_FORCE_ENV as FORCE_ENV;
+
+/// `true` offers cuFile even without nvidia-fs (testing only: it is then a staged engine).
+pub const FORCE_ENV: &str = "HIPFILE_CUFILE_FORCE";
 
 /// Present when the nvidia-fs kernel driver is loaded.
 pub const NVIDIA_FS_PROC: &str = "/proc/driver/nvidia-fs";
