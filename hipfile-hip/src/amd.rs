@@ -227,12 +227,16 @@ impl AmdRuntime {
         Ok((base, len))
     }
 
-    /// The error of a call this runtime does not export.
-    fn not_exported(&self, call: &'static str) -> HipError {
-        HipError::Call {
-            call,
-            code: HipErrorCode::NOT_SUPPORTED,
-            detail: Some(format!("{} does not export it", self.library_name)),
+    /// [`AmdRuntime::check`] of an optional entry point's return code; `None` (the runtime does
+    /// not export `call`) is `hipErrorNotSupported`.
+    fn check_exported(&self, call: &'static str, rc: Option<i32>) -> HipResult<()> {
+        match rc {
+            Some(rc) => self.check(call, rc),
+            None => Err(HipError::Call {
+                call,
+                code: HipErrorCode::NOT_SUPPORTED,
+                detail: Some(format!("{} does not export it", self.library_name)),
+            }),
         }
     }
 }
@@ -288,12 +292,9 @@ impl LoadedRuntime for AmdRuntime {
     }
 
     fn device_of_stream(&self, stream: LiveStream<'_>) -> HipResult<i32> {
-        let (rc, device) = self
-            .api
-            .stream_get_device(stream)
-            .ok_or_else(|| self.not_exported("hipStreamGetDevice"))?;
-        self.check("hipStreamGetDevice", rc)?;
-        Ok(device)
+        let answer = self.api.stream_get_device(stream);
+        self.check_exported("hipStreamGetDevice", answer.map(|(rc, _)| rc))?;
+        Ok(answer.map_or(-1, |(_, device)| device))
     }
 
     /// `hipStreamWaitValue32` and `hipStreamWriteValue32` are exported and the device says it can
@@ -314,11 +315,8 @@ impl LoadedRuntime for AmdRuntime {
         word: MappedWord<'_>,
         value: u32,
     ) -> HipResult<()> {
-        let rc = self
-            .api
-            .stream_wait_value32(stream, word, value)
-            .ok_or_else(|| self.not_exported("hipStreamWaitValue32"))?;
-        self.check("hipStreamWaitValue32", rc)
+        let rc = self.api.stream_wait_value32(stream, word, value);
+        self.check_exported("hipStreamWaitValue32", rc)
     }
 
     /// As [`LoadedRuntime::memops`]: HIP offers the store and the wait together.
@@ -332,11 +330,8 @@ impl LoadedRuntime for AmdRuntime {
         word: MappedWord<'_>,
         value: u32,
     ) -> HipResult<()> {
-        let rc = self
-            .api
-            .stream_write_value32(stream, word, value)
-            .ok_or_else(|| self.not_exported("hipStreamWriteValue32"))?;
-        self.check("hipStreamWriteValue32", rc)
+        let rc = self.api.stream_write_value32(stream, word, value);
+        self.check_exported("hipStreamWriteValue32", rc)
     }
 }
 

@@ -45,8 +45,42 @@
 //! legacy default stream faithfully, so code that would deadlock on a GPU deadlocks in its tests.
 //!
 //! Nothing here links a GPU runtime, so every build works on a machine without ROCm or CUDA. All
-//! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate, with the one
-//! kernel call `rustix` lacks that the engines need ([`os::cached_pages`], `cachestat(2)`).
+//! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate, with the kernel
+//! calls `rustix` lacks that the engines need ([`os::cached_pages`], `cachestat(2)`, and the rest
+//! of [`os`]).
+//!
+//! ## Which module owns what
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | `runtime` | the boundary's contracts: [`GpuRuntime`] and [`P2pDriver`], the handles, and the RAII types built on them ([`DeviceBuffer`], [`PinnedBuffer`], [`OwnedStream`], [`OwnedEvent`], [`OwnedContext`], [`DeviceGuard`]) |
+//! | `error`, `platform_id` | [`HipError`] and HIP's error numbers; [`Platform`], the name every layer uses |
+//! | `options`, `platform` | [`PlatformOptions`] (the one reader of the environment) and opening a platform from them |
+//! | [`amd`], [`nvidia`] | what the HIP and CUDA answers mean: memory-type numbering, CUDA errors in HIP's terms, contexts, devices of streams |
+//! | `ffi` | every call into C: loading libraries, the runtime API HIP and CUDA share (`ffi::runtime_api`), AMD's own calls and the KFD driver (`ffi::hip`), CUDA's runtime, driver and cuFile (`ffi::cuda`), the kernel (`ffi::os`) |
+//! | [`p2p`], `transfer` | direct IO: the drivers offered ([`p2p::cufile`]) and what every driver shares |
+//! | `slice`, `device_range` | views of device memory: [`DeviceSlice`], [`DeviceSliceMut`], [`DeviceRange`] |
+//! | `staging`, `file_pins`, [`replay`] | the staged engine's lane ([`StagingLane`]), pinned page-cache ranges ([`PinnedFileRange`]), the stream-ordered reader ([`HostFunctionReader`]) |
+//! | `vouched` | stream-ordered IO's pieces ([`StreamRef`], [`HostFlags`], [`Hold`]) and every place a safe type discharges an `unsafe` contract of the boundary |
+//! | [`os`] | what the library asks of the kernel beyond `rustix` |
+//! | [`sim`] | the simulated GPU and its C ABI for the simulated libraries |
+//!
+//! ## Where `unsafe` lives
+//!
+//! - `ffi/`: raw calls. Each is wrapped in a typed operation, safe where its arguments are plain
+//!   values or addresses only looked up; where C trusts a handle or an address, the operation takes
+//!   a vouched value (`LiveStream`, `MappedWord`, `LiveContext`, `RetiredContext`) that only an
+//!   `unsafe` [`GpuRuntime`] method makes, from its caller's contract. The platforms ([`amd`],
+//!   [`nvidia`]) therefore implement their part of [`GpuRuntime`] without `unsafe`.
+//! - `runtime`: the contracts themselves (the `unsafe fn`s of [`GpuRuntime`] and [`P2pDriver`],
+//!   each with its `# Safety`, and the handles' `from_raw`), and the RAII types that keep them.
+//! - `vouched`: the safe types' side of those contracts, each `impl` block with the invariant that
+//!   makes its calls sound (the pointer query behind a [`DeviceRange`], a [`StagingLane`]'s pending
+//!   halves, a [`PinnedFileRange`]'s mapping, a [`StreamRef`]'s borrow), and the public `unsafe`
+//!   entry points that take a caller's word ([`DeviceSlice::from_raw_parts`],
+//!   [`StreamRef::from_raw`], [`nvidia::NvidiaRuntime::stream_device_through_driver`]).
+//! - [`sim`], `contract` and `faults` (the simulator, the checks every runtime must pass, the
+//!   scripted-failure decorator): implementations and callers of the raw contract itself.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -4,6 +4,15 @@
 
 use std::io;
 
+/// Which way a direct-IO transfer moves bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// From the file into device memory ([`crate::P2pDriver::read`]).
+    Read,
+    /// From device memory into the file ([`crate::P2pDriver::write`]).
+    Write,
+}
+
 /// Largest transfer one driver call issues, as Linux caps `read(2)`/`write(2)` (`MAX_RW_COUNT`).
 /// Drivers cap every call at this; larger requests come back short and the caller continues.
 pub const MAX_P2P_TRANSFER: usize = 0x7fff_f000;

@@ -13,13 +13,12 @@ use std::sync::{Mutex, PoisonError};
 use libloading::Library;
 
 use super::runtime_api::{
-    c_text, dlopen, symbol, CommonApi, Dialect, LiveContext, LiveStream, MappedWord, RawStream,
-    RetiredContext,
+    c_text, dlopen, p2p_driver_by_transfer, symbol, CommonApi, Dialect, LiveContext, LiveStream,
+    MappedWord, RawStream, RetiredContext,
 };
 use crate::error::{HipError, HipResult};
 use crate::runtime::ContextHandle;
-use crate::runtime::P2pDriver;
-use crate::transfer::{checked_count, errno_error, MAX_P2P_TRANSFER};
+use crate::transfer::{checked_count, errno_error, Direction, MAX_P2P_TRANSFER};
 
 /// `CUcontext`.
 type RawContext = *mut c_void;
@@ -739,13 +738,14 @@ fn transfer_outcome(n: isize, asked: usize) -> io::Result<usize> {
     }
 }
 
-impl P2pDriver for CuFileDriver {
-    fn name(&self) -> &'static str {
-        "cufile"
-    }
-
-    unsafe fn read(
+impl CuFileDriver {
+    /// One `cuFileRead` or `cuFileWrite`, the descriptor registered first if it was not.
+    ///
+    /// # Safety
+    /// The contract of [`crate::P2pDriver::read`] (for a write, the device range is only read).
+    unsafe fn transfer(
         &self,
+        direction: Direction,
         fd: BorrowedFd<'_>,
         device_ptr: usize,
         size: usize,
@@ -754,26 +754,21 @@ impl P2pDriver for CuFileDriver {
         let handle = self.handle(fd)?;
         let size = size.min(MAX_P2P_TRANSFER);
         let offset = i64::try_from(file_offset).map_err(|_| errno_error(libc::EINVAL))?;
-        // SAFETY: the caller guarantees the device range; the handle is registered.
-        let n = unsafe { (self.api.read)(handle, device_ptr as *mut c_void, size, offset, 0) };
-        transfer_outcome(n, size)
-    }
-
-    unsafe fn write(
-        &self,
-        fd: BorrowedFd<'_>,
-        device_ptr: usize,
-        size: usize,
-        file_offset: u64,
-    ) -> io::Result<usize> {
-        let handle = self.handle(fd)?;
-        let size = size.min(MAX_P2P_TRANSFER);
-        let offset = i64::try_from(file_offset).map_err(|_| errno_error(libc::EINVAL))?;
-        // SAFETY: the caller guarantees the device range; the handle is registered.
-        let n = unsafe { (self.api.write)(handle, device_ptr as *const c_void, size, offset, 0) };
+        let n = match direction {
+            // SAFETY: the caller guarantees the device range; the handle is registered.
+            Direction::Read => unsafe {
+                (self.api.read)(handle, device_ptr as *mut c_void, size, offset, 0)
+            },
+            // SAFETY: as for a read; the device range is only read.
+            Direction::Write => unsafe {
+                (self.api.write)(handle, device_ptr as *const c_void, size, offset, 0)
+            },
+        };
         transfer_outcome(n, size)
     }
 }
+
+p2p_driver_by_transfer!(CuFileDriver, "cufile");
 
 impl Drop for CuFileDriver {
     fn drop(&mut self) {

@@ -12,10 +12,11 @@ use std::ptr::NonNull;
 
 use libloading::Library;
 
-use super::runtime_api::{symbol, CommonApi, Dialect, LiveStream, MappedWord};
+use super::runtime_api::{
+    p2p_driver_by_transfer, symbol, CommonApi, Dialect, LiveStream, MappedWord,
+};
 use crate::error::{HipErrorCode, HipResult};
-use crate::runtime::P2pDriver;
-use crate::transfer::{checked_count, errno_error, MAX_P2P_TRANSFER};
+use crate::transfer::{checked_count, errno_error, Direction, MAX_P2P_TRANSFER};
 
 /// `hipStreamWriteValue32`'s flags: a plain store, ordered after the stream's earlier work.
 const STREAM_WRITE_VALUE_DEFAULT: c_uint = 0;
@@ -330,17 +331,23 @@ impl KfdDriver {
         Ok(())
     }
 
+    /// One `hipAmdFileRead` or `hipAmdFileWrite`.
+    ///
     /// # Safety
-    /// The contract of [`P2pDriver::read`].
+    /// The contract of [`crate::P2pDriver::read`] (for a write, the device range is only read).
     unsafe fn transfer(
         &self,
-        call: AmdFileIoFn,
+        direction: Direction,
         fd: BorrowedFd<'_>,
         device_ptr: usize,
         size: usize,
         file_offset: u64,
     ) -> io::Result<usize> {
         self.ensure_init()?;
+        let call = match direction {
+            Direction::Read => self.read,
+            Direction::Write => self.write,
+        };
         let size = size.min(MAX_P2P_TRANSFER);
         let offset = i64::try_from(file_offset).map_err(|_| errno_error(libc::EINVAL))?;
         let mut copied = 0u64;
@@ -382,33 +389,7 @@ fn kfd_outcome(rc: c_int, status: i32, copied: u64, asked: usize) -> io::Result<
     checked_count(copied, asked)
 }
 
-impl P2pDriver for KfdDriver {
-    fn name(&self) -> &'static str {
-        "amd-kfd"
-    }
-
-    unsafe fn read(
-        &self,
-        fd: BorrowedFd<'_>,
-        device_ptr: usize,
-        size: usize,
-        file_offset: u64,
-    ) -> io::Result<usize> {
-        // SAFETY: the caller's contract is this function's.
-        unsafe { self.transfer(self.read, fd, device_ptr, size, file_offset) }
-    }
-
-    unsafe fn write(
-        &self,
-        fd: BorrowedFd<'_>,
-        device_ptr: usize,
-        size: usize,
-        file_offset: u64,
-    ) -> io::Result<usize> {
-        // SAFETY: the caller's contract is this function's.
-        unsafe { self.transfer(self.write, fd, device_ptr, size, file_offset) }
-    }
-}
+p2p_driver_by_transfer!(KfdDriver, "amd-kfd");
 
 #[cfg(test)]
 mod tests {

@@ -212,6 +212,44 @@ pub(crate) fn exports(lib: &Library, name: &str) -> bool {
     unsafe { lib.get::<*const u8>(name.as_bytes()) }.is_ok()
 }
 
+/// `impl P2pDriver for $driver`, named `$name`: reads and writes are both `$driver::transfer`,
+/// an `unsafe fn(&self, Direction, BorrowedFd<'_>, usize, usize, u64) -> io::Result<usize>` with
+/// the contract of [`P2pDriver::read`] (for a write, the device range is only read).
+macro_rules! p2p_driver_by_transfer {
+    ($driver:ty, $name:literal) => {
+        impl $crate::runtime::P2pDriver for $driver {
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            unsafe fn read(
+                &self,
+                fd: std::os::fd::BorrowedFd<'_>,
+                device_ptr: usize,
+                size: usize,
+                file_offset: u64,
+            ) -> std::io::Result<usize> {
+                let direction = $crate::transfer::Direction::Read;
+                // SAFETY: the caller's contract is `transfer`'s.
+                unsafe { self.transfer(direction, fd, device_ptr, size, file_offset) }
+            }
+
+            unsafe fn write(
+                &self,
+                fd: std::os::fd::BorrowedFd<'_>,
+                device_ptr: usize,
+                size: usize,
+                file_offset: u64,
+            ) -> std::io::Result<usize> {
+                let direction = $crate::transfer::Direction::Write;
+                // SAFETY: the caller's contract is `transfer`'s.
+                unsafe { self.transfer(direction, fd, device_ptr, size, file_offset) }
+            }
+        }
+    };
+}
+pub(crate) use p2p_driver_by_transfer;
+
 /// A C string a runtime returned, owned; `None` for NULL.
 ///
 /// # Safety
@@ -602,33 +640,15 @@ impl<T: LoadedRuntime> GpuRuntime for T {
     }
 
     unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()> {
-        let _device = self.enter_device_of(dst)?;
-        let api = self.common();
+        let (to, from) = (dst as *mut c_void, src.as_ptr().cast());
         // SAFETY: the caller guarantees the device range; `src` is a valid slice.
-        let rc = unsafe {
-            (api.memcpy)(
-                dst as *mut c_void,
-                src.as_ptr().cast(),
-                src.len(),
-                CopyKind::HostToDevice as i32,
-            )
-        };
-        self.check(api.dialect.memcpy, rc)
+        unsafe { memcpy(self, dst, to, from, src.len(), CopyKind::HostToDevice, None) }
     }
 
     unsafe fn copy_from_device(&self, dst: &mut [u8], src: usize) -> HipResult<()> {
-        let _device = self.enter_device_of(src)?;
-        let api = self.common();
+        let (to, from) = (dst.as_mut_ptr().cast(), src as *const c_void);
         // SAFETY: the caller guarantees the device range; `dst` is a valid, exclusive slice.
-        let rc = unsafe {
-            (api.memcpy)(
-                dst.as_mut_ptr().cast(),
-                src as *const c_void,
-                dst.len(),
-                CopyKind::DeviceToHost as i32,
-            )
-        };
-        self.check(api.dialect.memcpy, rc)
+        unsafe { memcpy(self, src, to, from, dst.len(), CopyKind::DeviceToHost, None) }
     }
 
     unsafe fn memset_device(&self, dst: usize, value: u8, len: usize) -> HipResult<()> {
@@ -646,20 +666,20 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         len: usize,
         stream: StreamHandle,
     ) -> HipResult<()> {
-        let _device = self.enter_device_of(dst)?;
-        let api = self.common();
+        let (to, from) = (dst as *mut c_void, src.cast());
         // SAFETY: the caller guarantees both ranges stay valid until the copy completes and that
         // `stream` is a live stream of this runtime.
-        let rc = unsafe {
-            (api.memcpy_async)(
-                dst as *mut c_void,
-                src.cast(),
+        unsafe {
+            memcpy(
+                self,
+                dst,
+                to,
+                from,
                 len,
-                CopyKind::HostToDevice as i32,
-                stream.as_raw() as RawStream,
+                CopyKind::HostToDevice,
+                Some(stream),
             )
-        };
-        self.check(api.dialect.memcpy_async, rc)
+        }
     }
 
     unsafe fn copy_from_device_async(
@@ -669,20 +689,19 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         len: usize,
         stream: StreamHandle,
     ) -> HipResult<()> {
-        let _device = self.enter_device_of(src)?;
-        let api = self.common();
-        // SAFETY: the caller guarantees both ranges stay valid until the copy completes and that
-        // `stream` is a live stream of this runtime.
-        let rc = unsafe {
-            (api.memcpy_async)(
-                dst.cast(),
-                src as *const c_void,
+        let (to, from) = (dst.cast(), src as *const c_void);
+        // SAFETY: as for `copy_to_device_async`.
+        unsafe {
+            memcpy(
+                self,
+                src,
+                to,
+                from,
                 len,
-                CopyKind::DeviceToHost as i32,
-                stream.as_raw() as RawStream,
+                CopyKind::DeviceToHost,
+                Some(stream),
             )
-        };
-        self.check(api.dialect.memcpy_async, rc)
+        }
     }
 
     fn stream_create(&self) -> HipResult<StreamHandle> {
@@ -854,6 +873,37 @@ pub(crate) fn device_of_stream<T: LoadedRuntime>(rt: &T, stream: LiveStream<'_>)
         });
     }
     rt.device_of_stream(stream)
+}
+
+/// One `memcpy` (no `stream`) or `memcpyAsync` of `len` bytes from `src` to `dst` in direction
+/// `kind`, with the device owning `device_side` (the device address of the two) current for the
+/// call where the platform needs that.
+///
+/// # Safety
+/// The contract of the [`GpuRuntime`] copy this serves: both ranges valid for the copy (until it
+/// completes, when queued), the device range inside one allocation of this runtime, `stream` live.
+unsafe fn memcpy<T: LoadedRuntime>(
+    rt: &T,
+    device_side: usize,
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+    kind: CopyKind,
+    stream: Option<StreamHandle>,
+) -> HipResult<()> {
+    let _device = rt.enter_device_of(device_side)?;
+    let api = rt.common();
+    let (call, rc) = match stream {
+        // SAFETY: the caller's contract.
+        None => (api.dialect.memcpy, unsafe {
+            (api.memcpy)(dst, src, len, kind as i32)
+        }),
+        // SAFETY: the caller's contract.
+        Some(s) => (api.dialect.memcpy_async, unsafe {
+            (api.memcpy_async)(dst, src, len, kind as i32, s.as_raw() as RawStream)
+        }),
+    };
+    rt.check(call, rc)
 }
 
 /// Pinned host memory with the allocation flags `flags`.

@@ -29,7 +29,7 @@
 //! outlive any handle, so its code stays mapped for the life of the process.
 //!
 //! The calls the CUDA runtime shares with HIP are made by the code both platforms share, spelled
-//! the CUDA way (`symbols`); this module adds what is NVIDIA's own: errors (`errors`), pointer
+//! the CUDA way (in `ffi::cuda`, with every raw call of the platform); this module adds what is NVIDIA's own: errors (`errors`), pointer
 //! queries and the device switch around memory work (`memory`), driver contexts (`context`), and
 //! what the driver alone knows of streams (`streams`: their device, the stream memory wait).
 
@@ -52,6 +52,7 @@ use crate::ffi::runtime_api::{
 use crate::options::PlatformOptions;
 use crate::runtime::{ContextHandle, DeviceGuard, GpuRuntime, Platform, PointerInfo, RuntimeInfo};
 use errors::driver_failed;
+use streams::StreamMemop;
 
 pub use crate::ffi::cuda::{
     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_IS_MANAGED,
@@ -279,7 +280,7 @@ impl LoadedRuntime for NvidiaRuntime {
         word: MappedWord<'_>,
         value: u32,
     ) -> HipResult<()> {
-        self.queue_stream_wait(stream, word, value)
+        self.queue_stream_memop(StreamMemop::Wait, stream, word, value)
     }
 
     /// Never, for the same reason as [`LoadedRuntime::memops`]: with each stream-ordered op's
@@ -299,7 +300,7 @@ impl LoadedRuntime for NvidiaRuntime {
         word: MappedWord<'_>,
         value: u32,
     ) -> HipResult<()> {
-        self.queue_stream_write(stream, word, value)
+        self.queue_stream_memop(StreamMemop::Write, stream, word, value)
     }
 
     /// Work on memory of another device switches to that device for the call and back.

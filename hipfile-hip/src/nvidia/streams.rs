@@ -18,6 +18,15 @@ use crate::ffi::cuda::StreamWaitValue;
 use crate::ffi::runtime_api::{device_of_stream, LiveStream, MappedWord};
 use crate::runtime::DeviceGuard;
 
+/// A stream memory operation of the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StreamMemop {
+    /// `cuStreamWaitValue32`: later work waits until a word is at least a value.
+    Wait,
+    /// `cuStreamWriteValue32`: the stream stores a value into a word.
+    Write,
+}
+
 /// `CU_STREAM_WAIT_VALUE_GEQ`.
 const CU_STREAM_WAIT_VALUE_GEQ: u32 = 0x0;
 /// `CU_STREAM_WRITE_VALUE_DEFAULT`: the store waits for the stream's earlier work.
@@ -120,41 +129,30 @@ impl NvidiaRuntime {
             .is_some_and(|(rc, can)| rc == 0 && can != 0)
     }
 
-    /// Queue the stream memory wait (see the module docs); the driver only reads the word.
-    pub(super) fn queue_stream_wait(
+    /// Queue stream memory operation `op` on `stream` for `word`: the wait (until the word is at
+    /// least `value`; the driver only reads it), or the write of `value` once the stream's earlier
+    /// work is done (see the module docs).
+    pub(super) fn queue_stream_memop(
         &self,
+        op: StreamMemop,
         stream: LiveStream<'_>,
         word: MappedWord<'_>,
         value: u32,
     ) -> HipResult<()> {
-        let op = self.driver()?.stream_wait_value;
-        self.queue_memop(
-            op,
-            "cuStreamWaitValue32_v2",
-            stream,
-            word,
-            value,
-            CU_STREAM_WAIT_VALUE_GEQ,
-        )
-    }
-
-    /// Queue the stream memory write: `value` stored at `word` once the stream's earlier work is
-    /// done.
-    pub(super) fn queue_stream_write(
-        &self,
-        stream: LiveStream<'_>,
-        word: MappedWord<'_>,
-        value: u32,
-    ) -> HipResult<()> {
-        let op = self.driver()?.stream_write_value;
-        self.queue_memop(
-            op,
-            "cuStreamWriteValue32_v2",
-            stream,
-            word,
-            value,
-            CU_STREAM_WRITE_VALUE_DEFAULT,
-        )
+        let drv = self.driver()?;
+        let (entry, wanted, flags) = match op {
+            StreamMemop::Wait => (
+                drv.stream_wait_value,
+                "cuStreamWaitValue32_v2",
+                CU_STREAM_WAIT_VALUE_GEQ,
+            ),
+            StreamMemop::Write => (
+                drv.stream_write_value,
+                "cuStreamWriteValue32_v2",
+                CU_STREAM_WRITE_VALUE_DEFAULT,
+            ),
+        };
+        self.queue_memop(entry, wanted, stream, word, value, flags)
     }
 
     /// Queue stream memory operation `op` (a wait or a write) on `stream`, with the stream's
