@@ -47,26 +47,26 @@ impl NvidiaRuntime {
     /// [`NvidiaRuntime::stream_device_through_driver`] of a stream vouched live.
     pub(crate) fn device_through_driver(&self, stream: LiveStream<'_>) -> HipResult<i32> {
         let drv = self.driver()?;
+        let lacking = || HipError::Call {
+            call: "cuStreamGetCtx",
+            code: HipErrorCode::NOT_SUPPORTED,
+            detail: Some(format!(
+                "{} lacks cuStreamGetCtx or cuCtxGetDevice",
+                self.driver_library
+            )),
+        };
+        // Both calls are asked for before the first is made.
         if !drv.knows_stream_devices() {
-            return Err(HipError::Call {
-                call: "cuStreamGetCtx",
-                code: HipErrorCode::NOT_SUPPORTED,
-                detail: Some(format!(
-                    "{} lacks cuStreamGetCtx or cuCtxGetDevice",
-                    self.driver_library
-                )),
-            });
+            return Err(lacking());
         }
+        let ctx = drv.stream_context(stream).ok_or_else(lacking)?;
         let handle = {
-            let ctx = drv
-                .stream_context(stream)
-                .expect("checked above")
-                .map_err(driver_failed)?;
+            let ctx = ctx.map_err(driver_failed)?;
             // Switching contexts moves the runtime's current device: it is restored on its own.
             let _device = DeviceGuard::keep(self)?;
             let _context = self.enter_live_context(ctx)?;
             drv.current_context_device()
-                .expect("checked above")
+                .ok_or_else(lacking)?
                 .map_err(driver_failed)?
         };
         self.ordinal_of(handle)

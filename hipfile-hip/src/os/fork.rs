@@ -85,14 +85,27 @@ fn hooks_registered() -> bool {
 /// docs). Dropped, it closes the descriptor in a way no concurrent fork can half see.
 #[derive(Debug)]
 pub struct ForkReleased<T: AsRawFd> {
-    /// Always `Some` until the drop, which closes it under the table's lock.
-    value: Option<T>,
+    /// Closed (dropped) under the table's lock: after `drop` has taken it and cleared the slot,
+    /// before `_unlock` lets it go.
+    value: T,
     /// The table slot and the stand-in it names; `None` when the table was full or the hooks
     /// could not be registered (children then keep the descriptor).
     slot: Option<(usize, OwnedFd)>,
     /// The process whose table holds the slot: a forked child's copy of this value has none
     /// (the child's table was emptied as it started, and the slot may be another's there now).
     pid: u32,
+    /// Dropped last of the fields: gives back the table's lock that `drop` takes.
+    _unlock: Unlock,
+}
+
+/// Gives back the table's lock when dropped.
+#[derive(Debug)]
+struct Unlock;
+
+impl Drop for Unlock {
+    fn drop(&mut self) {
+        unlock();
+    }
 }
 
 impl<T: AsRawFd> ForkReleased<T> {
@@ -105,9 +118,10 @@ impl<T: AsRawFd> ForkReleased<T> {
             None
         };
         ForkReleased {
-            value: Some(value),
+            value,
             slot,
             pid: std::process::id(),
+            _unlock: Unlock,
         }
     }
 
@@ -135,7 +149,7 @@ impl<T: AsRawFd> Deref for ForkReleased<T> {
     type Target = T;
 
     fn deref(&self) -> &T {
-        self.value.as_ref().expect("the value lives until the drop")
+        &self.value
     }
 }
 
@@ -148,8 +162,8 @@ impl<T: AsRawFd> Drop for ForkReleased<T> {
                 SPARE[*i].store(-1, Ordering::Relaxed);
             }
         }
-        drop(self.value.take());
-        unlock();
+        // The fields drop next, in order: `value` (its descriptor closes), the stand-in, and last
+        // `_unlock`, which gives the lock back.
     }
 }
 
