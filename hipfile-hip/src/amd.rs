@@ -25,7 +25,7 @@
 //! Direct IO: when the runtime's `hipGetProcAddress` knows both `hipAmdFileRead` and
 //! `hipAmdFileWrite` (they are not in the public headers), [`GpuRuntime::p2p`] offers a driver that
 //! calls them on the O_DIRECT descriptor: the KFD DMAs between the storage device and GPU memory.
-//! Each call is capped at [`MAX_P2P_TRANSFER`]; `hipInit(0)` runs once on each calling thread
+//! Each call is capped at [`crate::MAX_P2P_TRANSFER`]; `hipInit(0)` runs once on each calling thread
 //! before its first call; a non-zero KFD `status` is the errno of the failure, and a failing
 //! `hipError_t` with no status becomes ENODEV when it says the device cannot do it (so the request
 //! fails over) and EIO otherwise.

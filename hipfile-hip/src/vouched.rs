@@ -1,5 +1,19 @@
-//! Holding an application's stream until the library has done its part: the pieces of
-//! stream-ordered IO at the runtime boundary.
+//! Where the crate vouches for raw addresses and handles: the safe types' side of the boundary's
+//! `unsafe` contracts ([`GpuRuntime`]'s and [`P2pDriver`]'s), so that no other module of the
+//! crate but the raw layer (`ffi`) needs `unsafe`.
+//!
+//! Each `impl` block here says which invariant of its type makes its calls sound; the types, their
+//! fields and their other methods live in their own modules:
+//! - the public entry points that take a caller's word: [`DeviceSlice::from_raw_parts`],
+//!   [`DeviceSliceMut::from_raw_parts`], [`StreamRef::from_raw`] and
+//!   [`NvidiaRuntime::stream_device_through_driver`];
+//! - [`DeviceRange`]'s copies and direct IO (the runtime's pointer query vouched for the range);
+//! - [`StagingLane`]'s asynchronous copies (a half is never handed out with a copy in flight);
+//! - [`PinnedFileRange`]'s registration (the mapping outlives it);
+//! - [`HostFunctionReader::read_on`] (a claimed piece is touched by its op alone);
+//! - and, whole, the two types of stream-ordered IO below, which are raw memory and a raw handle.
+//!
+//! ## Holding an application's stream until the library has done its part
 //!
 //! When an application queues a read on its stream S, the library records an event on S (its
 //! workers poll it to learn that S reached the read), then *holds* S: later work on S waits until
@@ -17,17 +31,15 @@
 //! otherwise their work would queue behind the held stream and never run.
 
 use std::fmt;
-use std::marker::PhantomData;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::Duration;
-
 use std::fs::File;
 use std::io;
+use std::marker::PhantomData;
 use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::AtomicUsize;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use crate::device_range::DeviceRange;
 use crate::error::{HipError, HipErrorCode, HipResult};

@@ -1,5 +1,6 @@
 //! The raw layer: every call into C that hipfile-rs makes, and with them the crate's `unsafe`
-//! outside the memory views ([`crate::memory`]) and the runtime contract ([`crate::GpuRuntime`]).
+//! outside the boundary's contracts ([`crate::runtime`]), the safe types' side of them
+//! ([`crate::vouched`]) and the simulator.
 //!
 //! Each module resolves or declares its entry points and wraps each call in a typed operation:
 //! safe where the arguments are plain values, out-pointers or addresses only looked up, and taking
