@@ -4,7 +4,7 @@
 //! A [`DeviceRange`] is made only by asking the runtime ([`DeviceRange::query`]): the memory must
 //! be device (or managed) memory, and the whole range must lie inside the one allocation the
 //! pointer belongs to. Narrowing it ([`DeviceRange::slice`]) is checked against its bounds. Every
-//! operation on a range (synchronous copies, the direct-IO transfers of a [`P2pDriver`], and the
+//! operation on a range (synchronous copies, the direct-IO transfers of a [`crate::P2pDriver`], and the
 //! asynchronous copies of a [`crate::StagingLane`]) stays inside those bounds, so safe code above
 //! this crate can move bytes to and from GPU memory without restating that proof.
 //!
@@ -19,12 +19,9 @@
 //! two apart.
 
 use std::fmt;
-use std::io;
-use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::p2p::P2pDriver;
 use crate::runtime::{GpuRuntime, MemoryKind, PointerInfo};
 
 /// Why [`DeviceRange::check`] refused a range.
@@ -42,9 +39,9 @@ pub enum Refusal {
 /// query. Cheap to clone (one reference count).
 #[derive(Clone)]
 pub struct DeviceRange {
-    runtime: Arc<dyn GpuRuntime>,
-    ptr: usize,
-    len: usize,
+    pub(crate) runtime: Arc<dyn GpuRuntime>,
+    pub(crate) ptr: usize,
+    pub(crate) len: usize,
     device: i32,
     kind: MemoryKind,
 }
@@ -147,58 +144,7 @@ impl DeviceRange {
         std::ptr::addr_eq(Arc::as_ptr(&self.runtime), Arc::as_ptr(runtime))
     }
 
-    /// Copy `src` to the start of the range, synchronously; `src` may be shorter than the range,
-    /// not longer.
-    pub fn copy_from_host(&self, src: &[u8]) -> HipResult<()> {
-        self.check_len(src.len(), "DeviceRange::copy_from_host")?;
-        // SAFETY: `[ptr, ptr + src.len())` lies inside one device allocation of this runtime
-        // (checked by `query`/`slice` and just above); it is GPU memory, never memory Rust code
-        // references, so the copy cannot alias a Rust borrow (see the module docs).
-        unsafe { self.runtime.copy_to_device(self.ptr, src) }
-    }
-
-    /// Copy the start of the range into `dst`, synchronously; `dst` may be shorter than the
-    /// range, not longer.
-    pub fn copy_to_host(&self, dst: &mut [u8]) -> HipResult<()> {
-        self.check_len(dst.len(), "DeviceRange::copy_to_host")?;
-        // SAFETY: as in `copy_from_host`; only the device range is read.
-        unsafe { self.runtime.copy_from_device(dst, self.ptr) }
-    }
-
-    /// Fill the range with `value`, synchronously.
-    pub fn fill(&self, value: u8) -> HipResult<()> {
-        // SAFETY: the whole range, checked at construction (see `copy_from_host`).
-        unsafe { self.runtime.memset_device(self.ptr, value, self.len) }
-    }
-
-    /// Read from `fd` at `file_offset` into this range with the platform's direct path, as
-    /// [`P2pDriver::read`] does: up to `len()` bytes, fewer at end of file or when the driver
-    /// stops short (the caller continues). `driver` must be the P2P driver of this range's
-    /// runtime ([`GpuRuntime::p2p`]).
-    pub fn p2p_read(
-        &self,
-        driver: &dyn P2pDriver,
-        fd: BorrowedFd<'_>,
-        file_offset: u64,
-    ) -> io::Result<usize> {
-        // SAFETY: `[ptr, ptr + len)` is device memory inside one allocation of the runtime whose
-        // driver this is (module docs); the driver writes only inside it.
-        unsafe { driver.read(fd, self.ptr, self.len, file_offset) }
-    }
-
-    /// Write this range to `fd` at `file_offset` with the platform's direct path, as
-    /// [`P2pDriver::write`] does: up to `len()` bytes.
-    pub fn p2p_write(
-        &self,
-        driver: &dyn P2pDriver,
-        fd: BorrowedFd<'_>,
-        file_offset: u64,
-    ) -> io::Result<usize> {
-        // SAFETY: as in `p2p_read`; the device range is only read.
-        unsafe { driver.write(fd, self.ptr, self.len, file_offset) }
-    }
-
-    fn check_len(&self, len: usize, what: &'static str) -> HipResult<()> {
+    pub(crate) fn check_len(&self, len: usize, what: &'static str) -> HipResult<()> {
         if len <= self.len {
             Ok(())
         } else {

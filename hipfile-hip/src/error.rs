@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::runtime::Platform;
+use crate::platform_id::Platform;
 
 /// A `hipError_t` value. Kept as a plain integer on purpose: runtimes add codes between releases,
 /// and an unknown value must survive the round trip to the application untouched.

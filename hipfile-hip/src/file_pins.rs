@@ -17,170 +17,29 @@
 //! out of it are bounded by the range.
 
 use std::fmt;
-use std::os::fd::{AsRawFd, BorrowedFd};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::runtime::{DeviceGuard, GpuRuntime, OwnedContext};
+use crate::runtime::{GpuRuntime, OwnedContext};
 
-/// The size of a page of this process, which mappings are made of.
-pub(crate) fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
-}
-
-/// `len` bytes of a file at a page-aligned offset, mapped read-only (`PROT_READ`,
-/// `MAP_SHARED`) and not read by anyone yet: what [`PinnedFileRange::register`] pins. The
-/// mapping keeps the file open in the kernel (no descriptor) until it is dropped.
-pub struct FileMapping {
-    map: NonNull<u8>,
-    /// Bytes mapped: `len` rounded up to whole pages.
-    map_len: usize,
-    offset: u64,
-    len: usize,
-}
-
-// SAFETY: the mapping is never read or written through `map` by the CPU; the pointer is only
-// handed to the kernel (`mincore`, `munmap`) and to a runtime to register and copy out of.
-unsafe impl Send for FileMapping {}
-// SAFETY: as above; every method takes `&self` and reads nothing through the pointer.
-unsafe impl Sync for FileMapping {}
-
-impl FileMapping {
-    /// Map `len` bytes of the file open on `fd` at `offset`. `offset` must be a multiple of
-    /// the page size and `len` at least 1; `fd` must allow reading (a write-only or `O_PATH`
-    /// descriptor fails to map). Mapping past the end of the file succeeds; pinning such a
-    /// range fails, as the kernel has no page for it.
-    pub fn map(fd: BorrowedFd<'_>, offset: u64, len: usize) -> std::io::Result<Self> {
-        let page = page_size();
-        let invalid = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
-        if len == 0 || offset % page as u64 != 0 {
-            return Err(invalid(
-                "a file range to pin starts on a page and is not empty",
-            ));
-        }
-        let map_len = len
-            .checked_next_multiple_of(page)
-            .ok_or_else(|| invalid("range too large"))?;
-        let file_offset =
-            libc::off_t::try_from(offset).map_err(|_| invalid("offset past the largest file"))?;
-        // SAFETY: a new shared read-only mapping of the file; nothing else in the process is
-        // at the address the kernel picks. The descriptor is only used for the call.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                file_offset,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let map = NonNull::new(addr.cast::<u8>()).ok_or_else(|| invalid("mapped at 0"))?;
-        Ok(FileMapping {
-            map,
-            map_len,
-            offset,
-            len,
-        })
-    }
-
-    /// Bytes mapped (before rounding up to pages).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the range is empty (never: [`FileMapping::map`] refuses that).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Whether every page of the range is in the page cache (`mincore(2)`, which asks the page
-    /// cache for a shared file mapping and reads nothing). `false` where the kernel cannot say.
-    pub fn all_cached(&self) -> bool {
-        let pages = self.map_len / page_size();
-        let mut vec = vec![0u8; pages];
-        // SAFETY: `[map, map + map_len)` is this mapping; `vec` holds one byte per page.
-        let rc = unsafe { libc::mincore(self.map.as_ptr().cast(), self.map_len, vec.as_mut_ptr()) };
-        rc == 0 && vec.iter().all(|v| v & 1 == 1)
-    }
-}
-
-impl fmt::Debug for FileMapping {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FileMapping")
-            .field("offset", &self.offset)
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
-impl Drop for FileMapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, of `map_len` bytes; whoever pinned it unpinned it
-        // first (`PinnedFileRange`'s drop), and nothing reads it.
-        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
-    }
-}
+pub use crate::ffi::os::FileMapping;
 
 /// A [`FileMapping`] pinned with a runtime: the device copies straight out of its pages.
 pub struct PinnedFileRange {
-    runtime: Arc<dyn GpuRuntime>,
+    pub(crate) runtime: Arc<dyn GpuRuntime>,
     /// The device the registration was made on (and is undone on).
-    device: i32,
+    pub(crate) device: i32,
     /// The context of the library's own it was made in (and is undone in), if any.
-    context: Option<Arc<OwnedContext>>,
-    mapping: FileMapping,
+    pub(crate) context: Option<Arc<OwnedContext>>,
+    pub(crate) mapping: FileMapping,
     /// Where the pinned bytes are counted while the range lives.
-    ledger: Option<Arc<AtomicUsize>>,
+    pub(crate) ledger: Option<Arc<AtomicUsize>>,
 }
 
 impl PinnedFileRange {
-    /// Pin `mapping` with the runtime's read-only registration, made on `device` (the calling
-    /// thread's current device is left as it was: a thread with none would otherwise bring up
-    /// device 0's context); every page must lie inside the file (the kernel brings in any page
-    /// that is not cached). While the range lives its bytes are added to `ledger`.
-    pub fn register(
-        runtime: &Arc<dyn GpuRuntime>,
-        device: i32,
-        mapping: FileMapping,
-        ledger: Option<Arc<AtomicUsize>>,
-    ) -> HipResult<Self> {
-        let _on_device = DeviceGuard::switch(&**runtime, device)?;
-        // SAFETY: `[map, map + len)` is mapped for as long as `mapping` lives, and `Drop`
-        // unregisters it before the mapping goes.
-        unsafe { runtime.host_register(mapping.map, mapping.len, true) }?;
-        Ok(Self::pinned(runtime, device, None, mapping, ledger))
-    }
-
-    /// [`PinnedFileRange::register`] in `context`, a context of the library's own on its
-    /// device: pinning there leaves the device's primary context (the application's work and
-    /// the library's copies) free meanwhile, and the pages are unpinned there too.
-    pub fn register_in(
-        context: &Arc<OwnedContext>,
-        mapping: FileMapping,
-        ledger: Option<Arc<AtomicUsize>>,
-    ) -> HipResult<Self> {
-        let runtime = context.runtime();
-        // SAFETY: as in `register`.
-        context.run(|| unsafe { runtime.host_register(mapping.map, mapping.len, true) })?;
-        Ok(Self::pinned(
-            runtime,
-            context.device(),
-            Some(Arc::clone(context)),
-            mapping,
-            ledger,
-        ))
-    }
-
     /// The range of `mapping` just registered, its bytes counted in `ledger`.
-    fn pinned(
+    pub(crate) fn pinned(
         runtime: &Arc<dyn GpuRuntime>,
         device: i32,
         context: Option<Arc<OwnedContext>>,
@@ -188,7 +47,7 @@ impl PinnedFileRange {
         ledger: Option<Arc<AtomicUsize>>,
     ) -> Self {
         if let Some(l) = &ledger {
-            l.fetch_add(mapping.len, Ordering::AcqRel);
+            l.fetch_add(mapping.len(), Ordering::AcqRel);
         }
         PinnedFileRange {
             runtime: Arc::clone(runtime),
@@ -201,17 +60,17 @@ impl PinnedFileRange {
 
     /// The file offset of the first byte.
     pub fn offset(&self) -> u64 {
-        self.mapping.offset
+        self.mapping.offset()
     }
 
     /// Bytes pinned.
     pub fn len(&self) -> usize {
-        self.mapping.len
+        self.mapping.len()
     }
 
     /// Whether the range is empty (never: [`FileMapping::map`] refuses that).
     pub fn is_empty(&self) -> bool {
-        self.mapping.len == 0
+        self.mapping.len() == 0
     }
 
     /// The file offset past the last byte.
@@ -248,7 +107,7 @@ impl PinnedFileRange {
         }
         Ok(self
             .mapping
-            .map
+            .ptr()
             .as_ptr()
             .wrapping_add((file_offset - self.offset()) as usize)
             .cast_const())
@@ -263,36 +122,14 @@ impl fmt::Debug for PinnedFileRange {
     }
 }
 
-impl Drop for PinnedFileRange {
-    fn drop(&mut self) {
-        // Every copy out of the range held it until the copy completed (`StagingLane`), so
-        // nothing reads it now. An unregistration that fails leaves the pages pinned; the
-        // mapping goes either way (after this, with the field), and the runtime forgets the pin
-        // with the address space.
-        let map = self.mapping.map;
-        // SAFETY: registered in `register` or `register_in` (in the same context); no copy out
-        // of it is queued (see above).
-        let unregister = || unsafe { self.runtime.host_unregister(map) };
-        let _ = match &self.context {
-            Some(context) => context.run(unregister),
-            None => {
-                let _on_device = DeviceGuard::switch(&*self.runtime, self.device);
-                unregister()
-            }
-        };
-        if let Some(l) = &self.ledger {
-            l.fetch_sub(self.mapping.len, Ordering::AcqRel);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ffi::os::page_size;
     use crate::sim::SimRuntime;
     use crate::{DeviceBuffer, DeviceRange, MemoryKind, OwnedContext, StagingLane, StreamOrder};
     use std::io::Write;
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::{AsFd, BorrowedFd};
 
     /// Map and pin `len` bytes of the file open on `fd` at `offset`, on the current device.
     fn pin(
@@ -380,8 +217,7 @@ mod tests {
         let mapping = FileMapping::map(file.as_fd(), 0, 8 * page).unwrap();
         assert!(mapping.all_cached(), "a file just written is cached");
         file.sync_all().unwrap();
-        // SAFETY: advice on an open descriptor; it reads and writes no memory of ours.
-        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        crate::ffi::os::advise_dont_need(file.as_fd());
         let tail = FileMapping::map(file.as_fd(), 4 * page as u64, 4 * page).unwrap();
         // tmpfs keeps its pages whatever the advice: only a dropped page may say false.
         let still = FileMapping::map(file.as_fd(), 0, page)
@@ -401,7 +237,7 @@ mod tests {
         let (_dir, file) = file_of(&vec![4u8; 2 * page]);
         let mapping = FileMapping::map(file.as_fd(), 0, 2 * page).unwrap();
         let range = PinnedFileRange::register(&rt, 1, mapping, None).unwrap();
-        let at = range.mapping.map.as_ptr() as usize;
+        let at = range.mapping.ptr().as_ptr() as usize;
         let info = rt.pointer_info(at).unwrap();
         assert_eq!((info.kind, info.device), (MemoryKind::Host, 1));
         assert_eq!(rt.current_device().unwrap(), 0);
@@ -423,14 +259,13 @@ mod tests {
         let mapping = FileMapping::map(file.as_fd(), 0, 2 * page).unwrap();
         let ledger = Arc::new(AtomicUsize::new(0));
         let range = PinnedFileRange::register_in(&context, mapping, Some(ledger.clone())).unwrap();
-        let at = range.mapping.map.as_ptr() as usize;
+        let at = range.mapping.ptr().as_ptr() as usize;
         assert!(sim.registered_in_own_context(at));
         let info = rt.pointer_info(at).unwrap();
         assert_eq!((info.kind, info.device), (MemoryKind::Host, 1));
         assert_eq!(rt.current_device().unwrap(), 0);
         // The sim unpins only in the context the pin was made in: outside it, refused.
-        // SAFETY: nothing copies out of the range.
-        assert!(unsafe { rt.host_unregister(range.mapping.map) }.is_err());
+        assert!(range.unregister_outside_its_context().is_err());
         // A context cannot go while something is pinned in it; the range holds it.
         drop(context);
         assert_eq!(sim.live_contexts(), 1);

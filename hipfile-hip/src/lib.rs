@@ -45,8 +45,42 @@
 //! legacy default stream faithfully, so code that would deadlock on a GPU deadlocks in its tests.
 //!
 //! Nothing here links a GPU runtime, so every build works on a machine without ROCm or CUDA. All
-//! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate, with the one
-//! kernel call `rustix` lacks that the engines need ([`os::cached_pages`], `cachestat(2)`).
+//! of hipfile-rs's GPU FFI and the `unsafe` that goes with it live in this crate, with the kernel
+//! calls `rustix` lacks that the engines need ([`os::cached_pages`], `cachestat(2)`, and the rest
+//! of [`os`]).
+//!
+//! ## Which module owns what
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | `runtime` | the boundary's contracts: [`GpuRuntime`] and [`P2pDriver`], the handles, and the RAII types built on them ([`DeviceBuffer`], [`PinnedBuffer`], [`OwnedStream`], [`OwnedEvent`], [`OwnedContext`], [`DeviceGuard`]) |
+//! | `error`, `platform_id` | [`HipError`] and HIP's error numbers; [`Platform`], the name every layer uses |
+//! | `options`, `platform` | [`PlatformOptions`] (the one reader of the environment) and opening a platform from them |
+//! | [`amd`], [`nvidia`] | what the HIP and CUDA answers mean: memory-type numbering, CUDA errors in HIP's terms, contexts, devices of streams |
+//! | `ffi` | every call into C: loading libraries, the runtime API HIP and CUDA share (`ffi::runtime_api`), AMD's own calls and the KFD driver (`ffi::hip`), CUDA's runtime, driver and cuFile (`ffi::cuda`), the kernel (`ffi::os`) |
+//! | [`p2p`], `transfer` | direct IO: the drivers offered ([`p2p::cufile`]) and what every driver shares |
+//! | `slice`, `device_range` | views of device memory: [`DeviceSlice`], [`DeviceSliceMut`], [`DeviceRange`] |
+//! | `staging`, `file_pins`, [`replay`] | the staged engine's lane ([`StagingLane`]), pinned page-cache ranges ([`PinnedFileRange`]), the stream-ordered reader ([`HostFunctionReader`]) |
+//! | `vouched` | stream-ordered IO's pieces ([`StreamRef`], [`HostFlags`], [`Hold`]) and every place a safe type discharges an `unsafe` contract of the boundary |
+//! | [`os`] | what the library asks of the kernel beyond `rustix` |
+//! | [`sim`] | the simulated GPU and its C ABI for the simulated libraries |
+//!
+//! ## Where `unsafe` lives
+//!
+//! - `ffi/`: raw calls. Each is wrapped in a typed operation, safe where its arguments are plain
+//!   values or addresses only looked up; where C trusts a handle or an address, the operation takes
+//!   a vouched value (`LiveStream`, `MappedWord`, `LiveContext`, `RetiredContext`) that only an
+//!   `unsafe` [`GpuRuntime`] method makes, from its caller's contract. The platforms ([`amd`],
+//!   [`nvidia`]) therefore implement their part of [`GpuRuntime`] without `unsafe`.
+//! - `runtime`: the contracts themselves (the `unsafe fn`s of [`GpuRuntime`] and [`P2pDriver`],
+//!   each with its `# Safety`, and the handles' `from_raw`), and the RAII types that keep them.
+//! - `vouched`: the safe types' side of those contracts, each `impl` block with the invariant that
+//!   makes its calls sound (the pointer query behind a [`DeviceRange`], a [`StagingLane`]'s pending
+//!   halves, a [`PinnedFileRange`]'s mapping, a [`StreamRef`]'s borrow), and the public `unsafe`
+//!   entry points that take a caller's word ([`DeviceSlice::from_raw_parts`],
+//!   [`StreamRef::from_raw`], [`nvidia::NvidiaRuntime::stream_device_through_driver`]).
+//! - [`sim`], `contract` and `faults` (the simulator, the checks every runtime must pass, the
+//!   scripted-failure decorator): implementations and callers of the raw contract itself.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -66,28 +100,33 @@ mod device_range;
 mod error;
 #[cfg(feature = "faults")]
 pub mod faults;
+mod ffi;
 mod file_pins;
-mod loaded;
 pub mod nvidia;
+mod options;
 pub mod os;
 pub mod p2p;
 mod platform;
+mod platform_id;
 pub mod replay;
 mod runtime;
 pub mod sim;
 mod slice;
 mod staging;
-mod stream_gate;
+mod transfer;
+// The simulator's tests name the module by its old path.
+#[cfg(test)]
+use vouched as stream_gate;
+mod vouched;
 
 pub use amd::open_library as amd_open_library;
 pub use device_range::{DeviceRange, Refusal};
 pub use error::{HipError, HipErrorCode, HipResult, LoadRefusal, PassedOver};
 pub use file_pins::{FileMapping, PinnedFileRange};
 pub use nvidia::open_libraries as nvidia_open_libraries;
+pub use options::{parse_platform, PlatformChoice, PlatformOptions, PLATFORM_ENV};
 pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};
-pub use platform::{
-    open_default, open_platform, parse_platform, PlatformChoice, PlatformOptions, PLATFORM_ENV,
-};
+pub use platform::{open_default, open_platform};
 pub use replay::HostFunctionReader;
 pub use runtime::{
     ContextHandle, DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind,
@@ -96,4 +135,4 @@ pub use runtime::{
 };
 pub use slice::{DeviceSlice, DeviceSliceMut};
 pub use staging::{EventWait, LaneError, StagingLane};
-pub use stream_gate::{Hold, HostFlags, StreamRef};
+pub use vouched::{Hold, HostFlags, StreamRef};

@@ -1,7 +1,8 @@
-//! Kernel calls that `rustix` does not offer (or offers in a form that cannot hold every
-//! answer: its `SO_PEERCRED` types a process id as non-zero), kept here with the rest of
-//! hipfile-rs's `unsafe` so that `hipfile-core` stays free of it; and the fork hook that makes a
-//! forked child give up a listening socket ([`ForkReleased`]).
+//! What hipfile-rs asks of the kernel beyond `rustix` (which lacks these calls, or offers them in
+//! a form that cannot hold every answer: its `SO_PEERCRED` types a process id as non-zero), so
+//! that `hipfile-core` stays free of `unsafe`; and the fork hook that makes a forked child give
+//! up a listening socket ([`ForkReleased`]). The calls themselves, and their `unsafe`, are the
+//! crate's raw layer's (`ffi::os`); this module decides what to ask and what the answers mean.
 
 mod fork;
 mod peer;
@@ -9,7 +10,7 @@ pub use fork::{ForkReleased, FORK_RELEASED_SLOTS};
 pub use peer::{peer_credentials, PeerCredentials};
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the page cache holds of a file range (see [`cached_pages`]).
@@ -34,50 +35,20 @@ impl PageCount {
 /// where the kernel cannot say: a kernel without the call (remembered, so later calls cost
 /// nothing), one that refuses it for this file, or an empty range.
 pub fn cached_pages(fd: BorrowedFd<'_>, offset: u64, len: u64) -> Option<PageCount> {
-    /// The same number on every architecture (the call came after the tables were unified).
-    const SYS_CACHESTAT: libc::c_long = 451;
-    #[repr(C)]
-    struct Range {
-        off: u64,
-        len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct Stat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
     static MISSING: AtomicBool = AtomicBool::new(false);
     if len == 0 || MISSING.load(Ordering::Relaxed) {
         return None;
     }
-    let range = Range { off: offset, len };
-    let mut stat = Stat::default();
-    // SAFETY: both structs have the kernel's layout and live for the call; `stat` is writable;
-    // the flags must be 0.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            fd.as_raw_fd(),
-            &range as *const Range,
-            &mut stat as *mut Stat,
-            0 as libc::c_uint,
-        )
-    };
-    if rc != 0 {
-        if io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
-            MISSING.store(true, Ordering::Relaxed);
+    let stat = match crate::ffi::os::cachestat(fd, offset, len) {
+        Ok(stat) => stat,
+        Err(e) => {
+            if e.raw_os_error() == Some(libc::ENOSYS) {
+                MISSING.store(true, Ordering::Relaxed);
+            }
+            return None;
         }
-        return None;
-    }
-    // SAFETY: sysconf has no preconditions.
-    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        n if n > 0 => n as u64,
-        _ => 4096,
     };
+    let page = crate::ffi::os::page_size() as u64;
     let first = offset / page;
     let end = offset.saturating_add(len).div_ceil(page);
     Some(PageCount {
@@ -125,29 +96,6 @@ pub struct FileStamp {
     pub changed: (i64, i64),
 }
 
-/// `fstat(2)` of the descriptor number `fd`, as the kernel's own `fstat` call where the
-/// architecture has one. glibc (2.33 on) implements `fstat` as `fstatat(fd, "", AT_EMPTY_PATH)`,
-/// which copies and checks the empty path before it reaches the same answer: 410 ns against 367
-/// on a 6.18 kernel, more on kernels without the empty-path shortcut. Every request asks once
-/// ([`descriptor_state`]).
-fn fstat(fd: RawFd) -> io::Result<libc::stat> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::zeroed();
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    // SAFETY: `st` is a writable `struct stat` for the duration of the call, which is what the
-    // kernel's fstat of these architectures writes (libc's `stat` is the kernel's layout there);
-    // fstat on any number only reads the descriptor table.
-    let rc = unsafe { libc::syscall(libc::SYS_fstat, fd, st.as_mut_ptr()) };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    // SAFETY: `st` is a writable stat buffer for the duration of the call; fstat on any number
-    // only reads the descriptor table.
-    let rc = unsafe { libc::fstat(fd, st.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the call succeeded, so it filled the buffer (which started zeroed anyway).
-    Ok(unsafe { st.assume_init() })
-}
-
 /// Ask the kernel what the descriptor number `fd` of this process allows and which file it
 /// names. The number is only looked up, never closed or kept: a number that names nothing
 /// answers `EBADF`, as the calls themselves do.
@@ -155,13 +103,8 @@ pub fn descriptor_state(fd: RawFd) -> io::Result<DescriptorState> {
     if fd < 0 {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
-    // SAFETY: F_GETFL takes no third argument and only reads the descriptor table; any number
-    // is acceptable (an unused one fails with EBADF).
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let st = fstat(fd)?;
+    let flags = crate::ffi::os::status_flags(fd)?;
+    let st = crate::ffi::os::fstat(fd)?;
     let path_only = flags & libc::O_PATH != 0;
     let mode = flags & libc::O_ACCMODE;
     Ok(DescriptorState {
@@ -185,11 +128,7 @@ pub fn descriptor_state(fd: RawFd) -> io::Result<DescriptorState> {
 /// programs it starts): a program that handles ending signals itself leaves such a signal
 /// ignored. `false` for a number that names no signal.
 pub fn signal_ignored(sig: i32) -> bool {
-    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
-    // SAFETY: a NULL new action only reads the current one into `old`, a writable sigaction.
-    let rc = unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) };
-    // SAFETY: the call succeeded, so it filled `old` (which started zeroed anyway).
-    rc == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
+    crate::ffi::os::signal_is_ignored(sig)
 }
 
 /// A descriptor of this process's own for the open file the application's number `fd` names
@@ -202,20 +141,13 @@ pub fn duplicate_descriptor(fd: RawFd) -> io::Result<OwnedFd> {
     if fd < 0 {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
-    // SAFETY: F_DUPFD_CLOEXEC takes an int (the lowest number to use) and only reads the
-    // descriptor table; any number is acceptable (an unused one fails with EBADF).
-    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if dup < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the call succeeded, so `dup` is a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(dup) })
+    crate::ffi::os::duplicate(fd)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, AsRawFd};
 
     #[test]
     fn a_file_just_written_is_counted_as_cached() {
@@ -224,8 +156,7 @@ mod tests {
         let path = dir.join("f");
         std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
         let file = std::fs::File::open(&path).unwrap();
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+        let page = crate::ffi::os::page_size() as u64;
         // Kernels before 6.5 cannot say; a kernel that answers must count the range exactly:
         // every page of the file just written is in the cache, the page past its end is not.
         if let Some(count) = cached_pages(file.as_fd(), page / 2, 1 << 20) {
@@ -234,51 +165,6 @@ mod tests {
             assert!(count.mostly_cached());
         }
         assert_eq!(cached_pages(file.as_fd(), 0, 0), None);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn an_ignored_signal_is_told_apart_from_a_handled_or_default_one() {
-        // SIGWINCH: nothing else in the tests touches it.
-        assert!(!signal_ignored(libc::SIGWINCH), "default at start");
-        // SAFETY: SIG_IGN, then the default back: no handler code runs.
-        unsafe { libc::signal(libc::SIGWINCH, libc::SIG_IGN) };
-        assert!(signal_ignored(libc::SIGWINCH));
-        // SAFETY: as above.
-        unsafe { libc::signal(libc::SIGWINCH, libc::SIG_DFL) };
-        assert!(!signal_ignored(libc::SIGWINCH));
-        assert!(!signal_ignored(12345), "no such signal");
-    }
-
-    #[test]
-    fn a_duplicate_is_the_same_open_file_with_the_same_access() {
-        use std::os::unix::fs::OpenOptionsExt;
-        assert_eq!(
-            duplicate_descriptor(-1).unwrap_err().raw_os_error(),
-            Some(libc::EBADF)
-        );
-        let dir = std::env::temp_dir().join(format!("hipfile-dup-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f");
-        std::fs::write(&path, b"abc").unwrap();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .append(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&path)
-            .unwrap();
-        let dup = duplicate_descriptor(file.as_raw_fd()).unwrap();
-        assert_ne!(dup.as_raw_fd(), file.as_raw_fd());
-        let (mine, theirs) = (
-            descriptor_state(dup.as_raw_fd()).unwrap(),
-            descriptor_state(file.as_raw_fd()).unwrap(),
-        );
-        assert_eq!(mine, theirs, "same file, same access and flags");
-        assert!(mine.readable && mine.writable && mine.append && !mine.direct);
-        // SAFETY: F_GETFD on a descriptor this test owns.
-        let fd_flags = unsafe { libc::fcntl(dup.as_raw_fd(), libc::F_GETFD) };
-        assert_eq!(fd_flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
-        drop(file);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -299,58 +185,6 @@ mod tests {
             total: 1
         }
         .mostly_cached());
-    }
-
-    #[test]
-    fn fstat_answers_as_the_c_library_does() {
-        use std::os::unix::fs::OpenOptionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, [7u8; 5000]).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        let directory = std::fs::File::open(dir.path()).unwrap();
-        let null = std::fs::File::open("/dev/null").unwrap();
-        let path_only = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH)
-            .open(&path)
-            .unwrap();
-        let fds = [
-            file.as_raw_fd(),
-            directory.as_raw_fd(),
-            null.as_raw_fd(),
-            path_only.as_raw_fd(),
-        ];
-        for fd in fds {
-            let ours = fstat(fd).unwrap();
-            let mut theirs = std::mem::MaybeUninit::<libc::stat>::zeroed();
-            // SAFETY: `theirs` is a writable stat buffer for the duration of the call.
-            assert_eq!(unsafe { libc::fstat(fd, theirs.as_mut_ptr()) }, 0);
-            // SAFETY: the call succeeded and filled it.
-            let theirs = unsafe { theirs.assume_init() };
-            let fields = |st: &libc::stat| {
-                (
-                    st.st_dev,
-                    st.st_ino,
-                    st.st_mode,
-                    st.st_nlink,
-                    st.st_uid,
-                    st.st_gid,
-                    st.st_rdev,
-                    st.st_size,
-                    st.st_blksize,
-                    st.st_blocks,
-                )
-            };
-            assert_eq!(fields(&ours), fields(&theirs), "descriptor {fd}");
-        }
-        assert_eq!(ours_of(&file).st_size, 5000);
-        assert_eq!(ours_of(&null).st_mode & libc::S_IFMT, libc::S_IFCHR);
-        assert_eq!(fstat(-1).unwrap_err().raw_os_error(), Some(libc::EBADF));
-    }
-
-    fn ours_of(file: &std::fs::File) -> libc::stat {
-        fstat(file.as_raw_fd()).unwrap()
     }
 
     #[test]
@@ -402,19 +236,7 @@ pub fn readable(addr: usize, len: usize) -> bool {
     if addr == 0 || len == 0 {
         return false;
     }
-    let mut sink = vec![0u8; len];
-    let local = libc::iovec {
-        iov_base: sink.as_mut_ptr().cast(),
-        iov_len: len,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: len,
-    };
-    // SAFETY: `local` describes `sink`, writable for `len` bytes; the kernel reads the remote
-    // range itself and reports an unmapped one as EFAULT, so no access of ours can fault.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    usize::try_from(n).is_ok_and(|n| n == len)
+    crate::ffi::os::copies_from_self(addr, len)
 }
 
 #[cfg(test)]

@@ -31,42 +31,38 @@
 //! copy still moves the piece, so a caller that checks the bytes sees the failure too.
 
 use std::fmt;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use crate::device_range::DeviceRange;
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::runtime::{GpuRuntime, PinnedBuffer, StreamHandle};
-use crate::stream_gate::StreamRef;
+use crate::runtime::{GpuRuntime, PinnedBuffer};
 
 /// Reads a file into device memory as upstream hipFile's stream-ordered ops do: a `pread` in a
 /// host function into pinned memory, then an asynchronous copy, both on the caller's stream. See
 /// the module docs.
 pub struct HostFunctionReader {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 /// What the reader and its queued ops share.
-struct Shared {
+pub(crate) struct Shared {
     /// `slots * piece` bytes; never borrowed as a slice after it was made (only through
     /// `piece_ptr`, under the slot discipline of the module docs).
-    pinned: PinnedBuffer,
-    piece: usize,
+    pub(crate) pinned: PinnedBuffer,
+    pub(crate) piece: usize,
     slots: usize,
     /// `true` for a piece that no queued op holds.
     free: Mutex<Vec<bool>>,
     given_back: Condvar,
     /// Pieces that can never be given back (their last step could not be queued).
-    lost: AtomicUsize,
+    pub(crate) lost: AtomicUsize,
     failed: AtomicUsize,
     first_failure: Mutex<Option<String>>,
 }
 
 impl Shared {
     /// The first byte of piece `slot`.
-    fn piece_ptr(&self, slot: usize) -> *mut u8 {
+    pub(crate) fn piece_ptr(&self, slot: usize) -> *mut u8 {
         // `as_ptr` is the raw allocation address, not a pointer derived from a Rust borrow.
         self.pinned
             .as_ptr()
@@ -75,7 +71,7 @@ impl Shared {
     }
 
     /// Claim a free piece, waiting while every piece is held by a queued op.
-    fn claim(&self) -> HipResult<usize> {
+    pub(crate) fn claim(&self) -> HipResult<usize> {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(slot) = free.iter().position(|f| *f) {
@@ -95,14 +91,14 @@ impl Shared {
         }
     }
 
-    fn give_back(&self, slot: usize) {
+    pub(crate) fn give_back(&self, slot: usize) {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         free[slot] = true;
         drop(free);
         self.given_back.notify_all();
     }
 
-    fn fail(&self, why: String) {
+    pub(crate) fn fail(&self, why: String) {
         self.failed.fetch_add(1, Ordering::AcqRel);
         let mut first = self
             .first_failure
@@ -111,13 +107,6 @@ impl Shared {
         first.get_or_insert(why);
     }
 }
-
-/// A raw piece address that a host function may carry to the runtime's thread.
-struct Piece(*mut u8);
-
-// SAFETY: the address is only dereferenced by the one host function that owns the piece (the
-// slot discipline of the module docs); the memory is pinned host memory, valid on any thread.
-unsafe impl Send for Piece {}
 
 impl HostFunctionReader {
     /// A reader with `slots` pieces of `piece` bytes of pinned memory of `runtime` (touched, so
@@ -181,91 +170,6 @@ impl HostFunctionReader {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
-
-    /// Queue on `stream` a read of `dst.len()` bytes of `file` at `offset` into `dst`: a host
-    /// function that `pread`s them into a piece of this reader's pinned memory, then an
-    /// asynchronous copy of the piece to `dst`. Waits for a free piece when all are in flight.
-    /// Returns once both are queued; the bytes are in `dst` when the stream passed them.
-    ///
-    /// `dst` longer than a piece, or memory or a stream of another runtime than the reader's,
-    /// is `hipErrorInvalidValue`, before anything is queued. A failure to queue is returned;
-    /// a failure of the read itself is counted ([`HostFunctionReader::failed_reads`]).
-    pub fn read_on(
-        &self,
-        stream: &StreamRef<'_>,
-        file: Arc<File>,
-        offset: u64,
-        dst: &DeviceRange,
-    ) -> HipResult<()> {
-        let runtime = stream.runtime();
-        let len = dst.len();
-        if len > self.shared.piece {
-            return Err(HipError::call(
-                "HostFunctionReader::read_on: longer than a piece",
-                HipErrorCode::INVALID_VALUE,
-            ));
-        }
-        if !dst.belongs_to(runtime)
-            || !std::ptr::addr_eq(
-                Arc::as_ptr(self.shared.pinned.runtime()),
-                Arc::as_ptr(runtime),
-            )
-        {
-            return Err(HipError::call(
-                "HostFunctionReader::read_on: memory or stream of another runtime",
-                HipErrorCode::INVALID_VALUE,
-            ));
-        }
-        let slot = self.shared.claim()?;
-        let piece = Piece(self.shared.piece_ptr(slot));
-        let src = piece.0.cast_const();
-
-        let reader = Arc::clone(&self.shared);
-        let read = Box::new(move || {
-            let piece = piece;
-            // SAFETY: the first `len` bytes of piece `slot` (`len <= piece` was checked) are
-            // pinned memory of `reader`, alive while this share is. This op claimed the slot, so
-            // nothing else touches the piece until the op gives it back (step 3, after the copy
-            // that follows this function on the stream); the copy starts only after this
-            // function returned. No Rust borrow of the pinned memory exists (module docs).
-            let bytes = unsafe { std::slice::from_raw_parts_mut(piece.0, len) };
-            if let Err(e) = file.read_exact_at(bytes, offset) {
-                reader.fail(format!("pread of {len} bytes at {offset}: {e}"));
-            }
-            crate::stream_gate::drop_off_the_runtime_thread(reader, "hipfile-replay-free");
-        });
-        if let Err(e) = stream.launch_host_func(read) {
-            // Nothing was queued: the piece is free again.
-            self.shared.give_back(slot);
-            return Err(e);
-        }
-
-        // SAFETY: `stream` is live for its borrow (`StreamRef`'s contract), and the handle is
-        // used only during this call. `dst` is device memory of this runtime inside one
-        // allocation (its constructor's check, and `belongs_to` above); the source is the first
-        // `len` bytes of piece `slot`, pinned memory of the same runtime, which stays allocated
-        // and untouched by anything but this op until step 3 below has run, after this copy
-        // completed (module docs).
-        let copied = unsafe {
-            runtime.copy_to_device_async(dst.ptr(), src, len, StreamHandle::from_raw(stream.raw()))
-        };
-
-        let reader = Arc::clone(&self.shared);
-        let release = Box::new(move || {
-            reader.give_back(slot);
-            crate::stream_gate::drop_off_the_runtime_thread(reader, "hipfile-replay-free");
-        });
-        match stream.launch_host_func(release) {
-            Ok(()) => copied,
-            Err(e) => {
-                // The read queued above may still write the piece: it is never given back, and
-                // the memory is never freed.
-                self.shared.lost.fetch_add(1, Ordering::AcqRel);
-                std::mem::forget(Arc::clone(&self.shared));
-                Err(copied.err().unwrap_or(e))
-            }
-        }
-    }
 }
 
 impl fmt::Debug for HostFunctionReader {
@@ -284,6 +188,8 @@ mod tests {
     use super::*;
     use crate::runtime::{DeviceBuffer, OwnedStream};
     use crate::sim::SimRuntime;
+    use crate::{DeviceRange, StreamRef};
+    use std::fs::File;
     use std::io::Write;
     use std::sync::mpsc;
 

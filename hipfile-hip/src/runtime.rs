@@ -1,39 +1,14 @@
 //! The runtime trait every platform implements, and the RAII types built on it.
 
 use std::fmt;
+use std::io;
+use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::error::HipResult;
-use crate::p2p::P2pDriver;
 
-/// Which GPU platform a runtime drives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Platform {
-    /// AMD GPUs through the HIP runtime (`libamdhip64.so`).
-    Amd,
-    /// NVIDIA GPUs through the CUDA runtime, with HIP semantics.
-    Nvidia,
-    /// The simulated GPU in host memory.
-    Sim,
-}
-
-impl Platform {
-    /// The name used by `HIPFILE_PLATFORM` and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Platform::Amd => "amd",
-            Platform::Nvidia => "nvidia",
-            Platform::Sim => "sim",
-        }
-    }
-}
-
-impl fmt::Display for Platform {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::platform_id::Platform;
 
 /// What kind of memory a pointer refers to, decoded from the platform's own numbering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -80,6 +55,42 @@ pub struct RuntimeInfo {
     pub runtime_version: i32,
     /// The library that was loaded (a path or soname; "built-in" for the sim).
     pub library: String,
+}
+
+/// A platform's direct storage <-> GPU memory path.
+///
+/// Calls may come from any thread, concurrently. A call may move fewer bytes than asked (a read at
+/// end of file, a transfer capped at [`crate::MAX_P2P_TRANSFER`], a driver that splits work); the caller
+/// continues from where it stopped. `Ok(0)` from a read means end of file.
+pub trait P2pDriver: Send + Sync + fmt::Debug {
+    /// A short name for reports (`amd-kfd`, `cufile`, `sim`).
+    fn name(&self) -> &'static str;
+
+    /// Read up to `size` bytes at `file_offset` of `fd` into device memory at `device_ptr`.
+    ///
+    /// # Safety
+    /// `fd` is an open O_DIRECT descriptor; `[device_ptr, device_ptr + size)` is device memory of
+    /// this driver's runtime, inside one allocation (the caller validated it with the runtime's
+    /// pointer query), and nothing else accesses it until the call returns.
+    unsafe fn read(
+        &self,
+        fd: BorrowedFd<'_>,
+        device_ptr: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> io::Result<usize>;
+
+    /// Write up to `size` bytes from device memory at `device_ptr` to `file_offset` of `fd`.
+    ///
+    /// # Safety
+    /// As for [`P2pDriver::read`], except that the device range is only read.
+    unsafe fn write(
+        &self,
+        fd: BorrowedFd<'_>,
+        device_ptr: usize,
+        size: usize,
+        file_offset: u64,
+    ) -> io::Result<usize>;
 }
 
 /// An opaque stream handle of a runtime (`hipStream_t`).

@@ -14,8 +14,8 @@
 //!
 //! Memory allocated elsewhere (a framework's tensor, a pointer from C) enters through the
 //! `unsafe` constructors [`DeviceSlice::from_raw_parts`] and [`DeviceSliceMut::from_raw_parts`]:
-//! their contract is what the borrow checker proves for the safe ones. They live here, beside
-//! [`DeviceBuffer`], because this crate holds hipfile-rs's `unsafe`.
+//! their contract is what the borrow checker proves for the safe ones. They live with the crate's
+//! other vouched values (`vouched.rs`), because this crate holds hipfile-rs's `unsafe`.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -27,10 +27,10 @@ use crate::DeviceBuffer;
 /// bytes from one), nothing may write it while the view lives.
 #[derive(Clone, Copy)]
 pub struct DeviceSlice<'a> {
-    base: usize,
-    offset: usize,
-    len: usize,
-    memory: PhantomData<&'a [u8]>,
+    pub(crate) base: usize,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+    pub(crate) memory: PhantomData<&'a [u8]>,
 }
 
 /// Exclusive view of `len` bytes of device memory: a file read may land in it, and nothing else
@@ -53,10 +53,10 @@ pub struct DeviceSlice<'a> {
 /// # Ok::<(), hipfile_hip::HipError>(())
 /// ```
 pub struct DeviceSliceMut<'a> {
-    base: usize,
-    offset: usize,
-    len: usize,
-    memory: PhantomData<&'a mut [u8]>,
+    pub(crate) base: usize,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+    pub(crate) memory: PhantomData<&'a mut [u8]>,
 }
 
 /// `(start, end)` of `range` within `0..len`, or `None` when it does not fit.
@@ -105,25 +105,6 @@ macro_rules! region_accessors {
 }
 
 impl<'a> DeviceSlice<'a> {
-    /// A shared view of `len` bytes of device memory at `ptr`, allocated by someone else (a
-    /// framework's tensor, a C caller). Its base is `ptr`.
-    ///
-    /// # Safety
-    ///
-    /// For `'a`, `[ptr, ptr + len)` must be device memory that stays allocated (it is not freed,
-    /// nor freed and allocated again), that no kernel, copy or other view writes, and whose end
-    /// `ptr + len` does not overflow. hipfile-rs still checks the range against the GPU runtime
-    /// before moving a byte, so an address the runtime does not know is refused; what it cannot
-    /// check is how long the memory stays allocated and who else uses it.
-    pub unsafe fn from_raw_parts(ptr: usize, len: usize) -> DeviceSlice<'a> {
-        DeviceSlice {
-            base: ptr,
-            offset: 0,
-            len,
-            memory: PhantomData,
-        }
-    }
-
     region_accessors!();
 
     /// The bytes `range` of this slice (relative to its start), with the same base; `None` when
@@ -151,25 +132,6 @@ impl<'a> DeviceSlice<'a> {
 }
 
 impl<'a> DeviceSliceMut<'a> {
-    /// An exclusive view of `len` bytes of device memory at `ptr`, allocated by someone else (a
-    /// framework's tensor, a C caller). Its base is `ptr`.
-    ///
-    /// # Safety
-    ///
-    /// For `'a`, `[ptr, ptr + len)` must be device memory that stays allocated (it is not freed,
-    /// nor freed and allocated again), that no kernel, copy or other view reads or writes, and
-    /// whose end `ptr + len` does not overflow. hipfile-rs still checks the range against the GPU
-    /// runtime before moving a byte, so an address the runtime does not know is refused; what it
-    /// cannot check is how long the memory stays allocated and who else uses it.
-    pub unsafe fn from_raw_parts(ptr: usize, len: usize) -> DeviceSliceMut<'a> {
-        DeviceSliceMut {
-            base: ptr,
-            offset: 0,
-            len,
-            memory: PhantomData,
-        }
-    }
-
     region_accessors!();
 
     /// A shared view of the same bytes, for as long as it is borrowed.
@@ -375,19 +337,5 @@ mod tests {
         assert_eq!((inner.base(), inner.offset()), (base + 4096, 8));
         let shared: DeviceSlice<'_> = part.into();
         assert_eq!(shared.rebased().base(), base + 4096);
-    }
-
-    #[test]
-    fn raw_parts_name_their_pointer_as_the_base() {
-        let buf = buffer(4096);
-        // SAFETY: the buffer lives to the end of the test and nothing else touches it meanwhile.
-        let raw = unsafe { DeviceSliceMut::from_raw_parts(buf.ptr() + 512, 1024) };
-        assert_eq!(
-            (raw.base(), raw.offset(), raw.len()),
-            (buf.ptr() + 512, 0, 1024)
-        );
-        // SAFETY: as above; the shared view only reads.
-        let shared = unsafe { DeviceSlice::from_raw_parts(buf.ptr(), 16) };
-        assert_eq!(shared.get(4..).map(|s| s.ptr()), Some(buf.ptr() + 4));
     }
 }

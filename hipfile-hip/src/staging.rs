@@ -51,7 +51,7 @@ pub struct StagingLane {
     wait: EventWait,
     order: StreamOrder,
     buffer: PinnedBuffer,
-    stream: OwnedStream,
+    pub(crate) stream: OwnedStream,
     events: [OwnedEvent; 2],
     pending: [bool; 2],
     /// Recorded after copies out of pinned file pages, so `finish` waits for them the way the
@@ -65,7 +65,7 @@ pub struct StagingLane {
     untracked: bool,
     /// The pinned file ranges that copies queued since the last drain read from; kept until the
     /// stream has drained, so none is unpinned under a running copy.
-    held: Vec<Arc<PinnedFileRange>>,
+    pub(crate) held: Vec<Arc<PinnedFileRange>>,
 }
 
 impl StagingLane {
@@ -152,74 +152,6 @@ impl StagingLane {
         Ok(&self.buffer.as_slice()[slot * chunk..(slot + 1) * chunk])
     }
 
-    /// Queue a copy of the first `dst.len()` bytes of half `slot` to `dst` on the lane's stream
-    /// and record the half's event; the half stays borrowed by the copy until it is waited for.
-    pub fn upload(&mut self, slot: usize, dst: &DeviceRange) -> HipResult<()> {
-        self.check(slot, dst)?;
-        let src = self.half_ptr(slot);
-        self.mark_queued();
-        // SAFETY: `dst` is device memory inside one allocation of this lane's runtime, checked by
-        // its constructor and `check`; the source is the first `dst.len()` bytes of the half,
-        // owned by the lane, and marked pending below, so no borrow of it is handed out (and
-        // the buffer is not freed) before the copy's event has completed. The stream is the
-        // lane's own, made by the same runtime, and lives as long as the lane.
-        unsafe {
-            self.runtime().copy_to_device_async(
-                dst.ptr(),
-                src.cast_const(),
-                dst.len(),
-                self.stream.handle(),
-            )
-        }?;
-        self.record(slot)
-    }
-
-    /// Queue a copy of `src` into the first `src.len()` bytes of half `slot` and record the
-    /// half's event; read the bytes with [`StagingLane::half`], which waits for the copy.
-    pub fn download(&mut self, slot: usize, src: &DeviceRange) -> HipResult<()> {
-        self.check(slot, src)?;
-        // A copy still queued into this half must finish before another one is queued into it.
-        self.wait(slot)?;
-        let dst = self.half_ptr(slot);
-        self.mark_queued();
-        // SAFETY: as in `upload`, the other way round: the half is written by the copy and no
-        // borrow of it is handed out until its event has completed.
-        unsafe {
-            self.runtime()
-                .copy_from_device_async(dst, src.ptr(), src.len(), self.stream.handle())
-        }?;
-        self.record(slot)
-    }
-
-    /// Queue a copy of `dst.len()` bytes of the file at `file_offset` out of the pinned pages of
-    /// `src` to `dst`, on the lane's stream; `src` is kept until [`StagingLane::finish`] has
-    /// drained the stream. The halves are not involved, so any number of these may be queued
-    /// between two drains.
-    pub fn upload_pinned(
-        &mut self,
-        src: &Arc<PinnedFileRange>,
-        file_offset: u64,
-        dst: &DeviceRange,
-    ) -> HipResult<()> {
-        if !dst.belongs_to(self.runtime()) || !src.belongs_to(self.runtime()) {
-            return Err(HipError::call(
-                "StagingLane: memory of another runtime",
-                HipErrorCode::INVALID_VALUE,
-            ));
-        }
-        let from = src.source(file_offset, dst.len())?;
-        self.mark_queued();
-        self.held.push(Arc::clone(src));
-        // SAFETY: `dst` is device memory inside one allocation of this lane's runtime (checked by
-        // its constructor and above); the source lies inside the pinned mapping of `src`
-        // (checked by `source`), which the lane holds until its stream has drained. The stream
-        // is the lane's own.
-        unsafe {
-            self.runtime()
-                .copy_to_device_async(dst.ptr(), from, dst.len(), self.stream.handle())
-        }
-    }
-
     /// Wait for both halves, and drain the stream where work was queued after the last event
     /// (copies out of pinned file pages): afterwards nothing of this lane is in flight. Reports
     /// the first failure of the queued work; returns at once when nothing was queued since the
@@ -261,21 +193,21 @@ impl StagingLane {
         }
     }
 
-    fn mark_queued(&mut self) {
+    pub(crate) fn mark_queued(&mut self) {
         self.queued = true;
         self.untracked = true;
     }
 
-    fn runtime(&self) -> &Arc<dyn GpuRuntime> {
+    pub(crate) fn runtime(&self) -> &Arc<dyn GpuRuntime> {
         self.buffer.runtime()
     }
 
-    fn half_ptr(&mut self, slot: usize) -> *mut u8 {
+    pub(crate) fn half_ptr(&mut self, slot: usize) -> *mut u8 {
         // In bounds: `slot` is 0 or 1 (checked by the caller) and the buffer holds two halves.
         self.buffer.as_mut_ptr().wrapping_add(slot * self.chunk)
     }
 
-    fn check(&self, slot: usize, range: &DeviceRange) -> HipResult<()> {
+    pub(crate) fn check(&self, slot: usize, range: &DeviceRange) -> HipResult<()> {
         if slot > 1 || range.len() > self.chunk {
             return Err(HipError::call(
                 "StagingLane: piece larger than a half",
@@ -291,7 +223,7 @@ impl StagingLane {
         Ok(())
     }
 
-    fn record(&mut self, slot: usize) -> HipResult<()> {
+    pub(crate) fn record(&mut self, slot: usize) -> HipResult<()> {
         // Marked before recording: if recording fails, the copy may still be queued, and the
         // half must still be waited for (the stream drain in `finish` and drop covers it).
         self.pending[slot] = true;

@@ -4,7 +4,7 @@
 
 use super::NvidiaRuntime;
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::loaded::c_text;
+use crate::ffi::cuda::Failed;
 
 /// The HIP error number for a CUDA runtime (`cudaError_t`) or driver (`CUresult`) code.
 ///
@@ -66,8 +66,9 @@ impl NvidiaRuntime {
         if rc == 0 {
             return Ok(());
         }
-        // SAFETY: cudaGetErrorName takes any integer and returns a static string or NULL.
-        let name = unsafe { c_text((self.rt.get_error_name)(rc)) }
+        let name = self
+            .rt
+            .error_name(rc)
             .unwrap_or_else(|| "cudaError_t".to_string());
         let text = self.rt.common.error_string(rc);
         let detail = match text {
@@ -86,11 +87,17 @@ impl NvidiaRuntime {
         if rc == 0 {
             return Ok(());
         }
-        Err(HipError::Call {
-            call,
-            code: hip_code(rc),
-            detail: Some(format!("CUresult {rc}")),
-        })
+        Err(driver_failed(Failed { call, rc }))
+    }
+}
+
+/// The error of a failed driver call (the driver's own strings are not part of our symbol set).
+pub(super) fn driver_failed(failed: Failed) -> HipError {
+    let Failed { call, rc } = failed;
+    HipError::Call {
+        call,
+        code: hip_code(rc),
+        detail: Some(format!("CUresult {rc}")),
     }
 }
 

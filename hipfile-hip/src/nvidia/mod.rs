@@ -29,7 +29,7 @@
 //! outlive any handle, so its code stays mapped for the life of the process.
 //!
 //! The calls the CUDA runtime shares with HIP are made by the code both platforms share, spelled
-//! the CUDA way (`symbols`); this module adds what is NVIDIA's own: errors (`errors`), pointer
+//! the CUDA way (in `ffi::cuda`, with every raw call of the platform); this module adds what is NVIDIA's own: errors (`errors`), pointer
 //! queries and the device switch around memory work (`memory`), driver contexts (`context`), and
 //! what the driver alone knows of streams (`streams`: their device, the stream memory wait).
 
@@ -37,30 +37,32 @@ mod context;
 mod errors;
 mod memory;
 mod streams;
-mod symbols;
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use libloading::Library;
 
 use crate::error::HipResult;
-use crate::loaded::{dlopen, dlopen_first, CommonApi, LoadedRuntime};
-use crate::platform::PlatformOptions;
-use crate::runtime::{DeviceGuard, GpuRuntime, Platform, PointerInfo, RuntimeInfo};
-use symbols::{DriverApi, RuntimeApi};
-
-pub use errors::hip_code;
-pub use memory::{
-    decode_driver_memory_type, decode_memory_type, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-    CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+use crate::ffi::cuda::{DriverApi, PrimaryContexts, RuntimeApi};
+use crate::ffi::runtime_api::{
+    dlopen, dlopen_first, CommonApi, LiveContext, LiveStream, LoadedRuntime, MappedWord,
+    RetiredContext,
 };
+use crate::options::PlatformOptions;
+use crate::runtime::{ContextHandle, DeviceGuard, GpuRuntime, Platform, PointerInfo, RuntimeInfo};
+use errors::driver_failed;
+use streams::StreamMemop;
 
-/// The environment variable naming the CUDA runtime library to load instead of the defaults.
-pub const RUNTIME_LIBRARY_ENV: &str = "HIPFILE_CUDART_LIBRARY";
-/// The environment variable naming the CUDA driver library to load instead of the default.
-pub const DRIVER_LIBRARY_ENV: &str = "HIPFILE_CUDA_LIBRARY";
+pub use crate::ffi::cuda::{
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+};
+pub use crate::options::{
+    CUDART_LIBRARY_ENV as RUNTIME_LIBRARY_ENV, CUDA_LIBRARY_ENV as DRIVER_LIBRARY_ENV,
+};
+pub use errors::hip_code;
+pub use memory::{decode_driver_memory_type, decode_memory_type};
 /// The CUDA runtime sonames tried, in order, when [`RUNTIME_LIBRARY_ENV`] is not set.
 pub const DEFAULT_RUNTIME_LIBRARIES: [&str; 2] = ["libcudart.so.13", "libcudart.so.12"];
 /// The CUDA driver soname loaded when [`DRIVER_LIBRARY_ENV`] is not set.
@@ -77,8 +79,8 @@ pub struct NvidiaRuntime {
     driver_init: OnceLock<i32>,
     /// The device count, asked once: a process's set of CUDA devices never changes.
     devices: OnceLock<i32>,
-    /// Primary contexts this runtime retained (device -> `CUcontext`), released on drop.
-    primary_contexts: Mutex<HashMap<i32, usize>>,
+    /// Primary contexts this runtime retained, released on drop.
+    primary_contexts: PrimaryContexts,
     /// Offer cuFile without the nvidia-fs driver ([`PlatformOptions::cufile_force`]).
     cufile_force: bool,
     // Keep the code behind every pointer in `rt` and `drv` mapped; never used after load.
@@ -166,7 +168,7 @@ impl NvidiaRuntime {
             driver_library: driver_name.to_string(),
             driver_init: OnceLock::new(),
             devices: OnceLock::new(),
-            primary_contexts: Mutex::new(HashMap::new()),
+            primary_contexts: PrimaryContexts::new(drv),
             cufile_force: options.cufile_force,
             _runtime_lib: runtime_lib,
             _driver_lib: driver_lib,
@@ -182,20 +184,14 @@ impl NvidiaRuntime {
 
     /// The CUDA version the installed driver supports (`cudaDriverGetVersion`; 0 without a driver).
     pub fn driver_version(&self) -> HipResult<i32> {
-        let mut v = 0i32;
-        // SAFETY: `v` is a valid out-pointer.
-        let rc = unsafe { (self.rt.driver_get_version)(&mut v) };
+        let (rc, v) = self.rt.driver_version();
         self.check("cudaDriverGetVersion", rc)?;
         Ok(v)
     }
 
     /// The driver API's own version answer (`cuDriverGetVersion`).
     pub fn driver_api_version(&self) -> HipResult<i32> {
-        let mut v = 0i32;
-        // SAFETY: `v` is a valid out-pointer.
-        let rc = unsafe { (self.drv.driver_get_version)(&mut v) };
-        self.check_driver("cuDriverGetVersion", rc)?;
-        Ok(v)
+        self.drv.version().map_err(driver_failed)
     }
 
     /// The device count, asked of the runtime once.
@@ -239,36 +235,30 @@ impl LoadedRuntime for NvidiaRuntime {
         crate::p2p::cufile::cufile_driver(self.cufile_force)
     }
 
-    fn own_context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
-        Ok(self.create_own_context(device)?.map(|ctx| {
-            // SAFETY: the driver just made `ctx`; it lives until `own_context_destroy`.
-            unsafe { crate::ContextHandle::from_raw(ctx as usize) }
-        }))
+    fn own_context_create(&self, device: i32) -> HipResult<Option<ContextHandle>> {
+        self.create_own_context(device)
     }
 
     fn offers_own_contexts(&self) -> bool {
-        let d = &self.drv;
-        d.ctx_create.is_some() && d.ctx_destroy.is_some() && d.ctx_pop_current.is_some()
+        self.drv.offers_own_contexts()
     }
 
-    unsafe fn in_own_context(
+    fn in_own_context(
         &self,
-        ctx: crate::ContextHandle,
+        ctx: LiveContext<'_>,
         f: &mut dyn FnMut() -> HipResult<()>,
     ) -> HipResult<()> {
         // The CUDA runtime's calls run in the context current on the thread.
-        let _current = self.enter_raw_context(ctx.as_raw() as symbols::RawContext)?;
+        let _current = self.enter_live_context(ctx)?;
         f()
     }
 
-    unsafe fn own_context_destroy(&self, ctx: crate::ContextHandle) -> HipResult<()> {
-        // SAFETY: the caller's contract: `ctx` came from `own_context_create`.
-        unsafe { self.destroy_own_context(ctx.as_raw() as symbols::RawContext) }
+    fn own_context_destroy(&self, ctx: RetiredContext) -> HipResult<()> {
+        self.destroy_own_context(ctx)
     }
 
-    unsafe fn device_of_stream(&self, stream: crate::StreamHandle) -> HipResult<i32> {
-        // SAFETY: the caller's contract.
-        unsafe { self.stream_device_of(stream) }
+    fn device_of_stream(&self, stream: LiveStream<'_>) -> HipResult<i32> {
+        self.stream_device_of(stream)
     }
 
     /// Never: a stream held by a value wait blocks CUDA work it cannot see is unrelated. CUDA
@@ -284,14 +274,13 @@ impl LoadedRuntime for NvidiaRuntime {
         false
     }
 
-    unsafe fn wait_value(
+    fn wait_value(
         &self,
-        stream: crate::StreamHandle,
-        addr: usize,
+        stream: LiveStream<'_>,
+        word: MappedWord<'_>,
         value: u32,
     ) -> HipResult<()> {
-        // SAFETY: the caller's contract.
-        unsafe { self.queue_stream_wait(stream, addr, value) }
+        self.queue_stream_memop(StreamMemop::Wait, stream, word, value)
     }
 
     /// Never, for the same reason as [`LoadedRuntime::memops`]: with each stream-ordered op's
@@ -305,14 +294,13 @@ impl LoadedRuntime for NvidiaRuntime {
         false
     }
 
-    unsafe fn write_value(
+    fn write_value(
         &self,
-        stream: crate::StreamHandle,
-        addr: usize,
+        stream: LiveStream<'_>,
+        word: MappedWord<'_>,
         value: u32,
     ) -> HipResult<()> {
-        // SAFETY: the caller's contract.
-        unsafe { self.queue_stream_write(stream, addr, value) }
+        self.queue_stream_memop(StreamMemop::Write, stream, word, value)
     }
 
     /// Work on memory of another device switches to that device for the call and back.

@@ -11,11 +11,21 @@
 //!   that only grow. The call is made with the stream's context current (the current device's
 //!   primary context for the null stream), as driver calls need a context.
 
-use super::symbols::{DevicePtr, RawContext, StreamWaitValue};
+use super::errors::driver_failed;
 use super::NvidiaRuntime;
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::loaded::RawStream;
-use crate::runtime::{DeviceGuard, GpuRuntime, StreamHandle};
+use crate::ffi::cuda::StreamWaitValue;
+use crate::ffi::runtime_api::{device_of_stream, LiveStream, MappedWord};
+use crate::runtime::DeviceGuard;
+
+/// A stream memory operation of the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StreamMemop {
+    /// `cuStreamWaitValue32`: later work waits until a word is at least a value.
+    Wait,
+    /// `cuStreamWriteValue32`: the stream stores a value into a word.
+    Write,
+}
 
 /// `CU_STREAM_WAIT_VALUE_GEQ`.
 const CU_STREAM_WAIT_VALUE_GEQ: u32 = 0x0;
@@ -26,75 +36,47 @@ const CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1: i32 = 92;
 
 impl NvidiaRuntime {
     /// The device of a live stream other than the null stream (see the module docs).
-    ///
-    /// # Safety
-    /// `stream` is a live stream of this runtime.
-    pub(super) unsafe fn stream_device_of(&self, stream: StreamHandle) -> HipResult<i32> {
-        if let Some(get) = self.rt.stream_get_device {
-            let mut device = -1;
-            // SAFETY: the caller guarantees a live stream; `device` is a valid out-pointer.
-            let rc = unsafe { get(stream.as_raw() as RawStream, &mut device) };
+    pub(super) fn stream_device_of(&self, stream: LiveStream<'_>) -> HipResult<i32> {
+        if let Some((rc, device)) = self.rt.stream_get_device(stream) {
             self.check("cudaStreamGetDevice", rc)?;
             return Ok(device);
         }
-        // SAFETY: the caller's contract.
-        unsafe { self.stream_device_through_driver(stream) }
+        self.device_through_driver(stream)
     }
 
-    /// The device of a live stream asked of the driver: `cuStreamGetCtx`, then `cuCtxGetDevice`
-    /// in that context. What [`GpuRuntime::stream_device`] does where the runtime has no
-    /// `cudaStreamGetDevice`; public so that both ways can be checked against each other.
-    ///
-    /// # Safety
-    /// `stream` is a live stream of this runtime.
-    pub unsafe fn stream_device_through_driver(&self, stream: StreamHandle) -> HipResult<i32> {
+    /// [`NvidiaRuntime::stream_device_through_driver`] of a stream vouched live.
+    pub(crate) fn device_through_driver(&self, stream: LiveStream<'_>) -> HipResult<i32> {
         let drv = self.driver()?;
-        let (Some(get_ctx), Some(get_device)) = (drv.stream_get_ctx, drv.ctx_get_device) else {
-            return Err(HipError::Call {
-                call: "cuStreamGetCtx",
-                code: HipErrorCode::NOT_SUPPORTED,
-                detail: Some(format!(
-                    "{} lacks cuStreamGetCtx or cuCtxGetDevice",
-                    self.driver_library
-                )),
-            });
+        let lacking = || HipError::Call {
+            call: "cuStreamGetCtx",
+            code: HipErrorCode::NOT_SUPPORTED,
+            detail: Some(format!(
+                "{} lacks cuStreamGetCtx or cuCtxGetDevice",
+                self.driver_library
+            )),
         };
-        let ctx = self.stream_context(stream, get_ctx)?;
+        // Both calls are asked for before the first is made.
+        if !drv.knows_stream_devices() {
+            return Err(lacking());
+        }
+        let ctx = drv.stream_context(stream).ok_or_else(lacking)?;
         let handle = {
+            let ctx = ctx.map_err(driver_failed)?;
             // Switching contexts moves the runtime's current device: it is restored on its own.
             let _device = DeviceGuard::keep(self)?;
-            let _context = self.enter_raw_context(ctx)?;
-            let mut handle = -1;
-            // SAFETY: `handle` is a valid out-pointer; a context is current.
-            let rc = unsafe { get_device(&mut handle) };
-            self.check_driver("cuCtxGetDevice", rc)?;
-            handle
+            let _context = self.enter_live_context(ctx)?;
+            drv.current_context_device()
+                .ok_or_else(lacking)?
+                .map_err(driver_failed)?
         };
         self.ordinal_of(handle)
-    }
-
-    /// `cuStreamGetCtx` of a live stream.
-    fn stream_context(
-        &self,
-        stream: StreamHandle,
-        get_ctx: unsafe extern "C" fn(RawStream, *mut RawContext) -> i32,
-    ) -> HipResult<RawContext> {
-        let mut ctx: RawContext = std::ptr::null_mut();
-        // SAFETY: the stream is live (the callers' contract); `ctx` is a valid out-pointer.
-        let rc = unsafe { get_ctx(stream.as_raw() as RawStream, &mut ctx) };
-        self.check_driver("cuStreamGetCtx", rc)?;
-        Ok(ctx)
     }
 
     /// The ordinal of the `CUdevice` `handle`: the one whose `cuDeviceGet` gives it.
     fn ordinal_of(&self, handle: i32) -> HipResult<i32> {
         let drv = self.driver()?;
         for ordinal in 0..self.cached_device_count()? {
-            let mut h = -1;
-            // SAFETY: `h` is a valid out-pointer; the ordinal is in range.
-            let rc = unsafe { (drv.device_get)(&mut h, ordinal) };
-            self.check_driver("cuDeviceGet", rc)?;
-            if h == handle {
+            if drv.device(ordinal).map_err(driver_failed)? == handle {
                 return Ok(ordinal);
             }
         }
@@ -137,87 +119,50 @@ impl NvidiaRuntime {
         if !op.legacy {
             return true;
         }
-        let Some(attribute) = drv.device_get_attribute else {
-            return false;
-        };
-        let mut handle = -1;
-        // SAFETY: `handle` is a valid out-pointer; the ordinal is in range.
-        if unsafe { (drv.device_get)(&mut handle, device) } != 0 {
+        if !drv.knows_device_attributes() {
             return false;
         }
-        let mut can = 0;
-        // SAFETY: `can` is a valid out-pointer; `handle` came from cuDeviceGet.
-        let rc = unsafe {
-            attribute(
-                &mut can,
-                CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1,
-                handle,
-            )
+        let Ok(handle) = drv.device(device) else {
+            return false;
         };
-        rc == 0 && can != 0
+        drv.device_attribute(CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, handle)
+            .is_some_and(|(rc, can)| rc == 0 && can != 0)
     }
 
-    /// Queue the stream memory wait (see the module docs).
-    ///
-    /// # Safety
-    /// The contract of [`GpuRuntime::stream_wait_value`].
-    pub(super) unsafe fn queue_stream_wait(
+    /// Queue stream memory operation `op` on `stream` for `word`: the wait (until the word is at
+    /// least `value`; the driver only reads it), or the write of `value` once the stream's earlier
+    /// work is done (see the module docs).
+    pub(super) fn queue_stream_memop(
         &self,
-        stream: StreamHandle,
-        addr: usize,
+        op: StreamMemop,
+        stream: LiveStream<'_>,
+        word: MappedWord<'_>,
         value: u32,
     ) -> HipResult<()> {
-        let op = self.driver()?.stream_wait_value;
-        // SAFETY: the caller's contract; the driver only reads the word.
-        unsafe {
-            self.queue_memop(
-                op,
+        let drv = self.driver()?;
+        let (entry, wanted, flags) = match op {
+            StreamMemop::Wait => (
+                drv.stream_wait_value,
                 "cuStreamWaitValue32_v2",
-                stream,
-                addr,
-                value,
                 CU_STREAM_WAIT_VALUE_GEQ,
-            )
-        }
-    }
-
-    /// Queue the stream memory write: `value` stored at `addr` once the stream's earlier work is
-    /// done.
-    ///
-    /// # Safety
-    /// The contract of [`GpuRuntime::stream_write_value`].
-    pub(super) unsafe fn queue_stream_write(
-        &self,
-        stream: StreamHandle,
-        addr: usize,
-        value: u32,
-    ) -> HipResult<()> {
-        let op = self.driver()?.stream_write_value;
-        // SAFETY: the caller's contract; the host accesses the word only atomically.
-        unsafe {
-            self.queue_memop(
-                op,
+            ),
+            StreamMemop::Write => (
+                drv.stream_write_value,
                 "cuStreamWriteValue32_v2",
-                stream,
-                addr,
-                value,
                 CU_STREAM_WRITE_VALUE_DEFAULT,
-            )
-        }
+            ),
+        };
+        self.queue_memop(entry, wanted, stream, word, value, flags)
     }
 
     /// Queue stream memory operation `op` (a wait or a write) on `stream`, with the stream's
     /// context current (the current device's primary context for the null stream).
-    ///
-    /// # Safety
-    /// `stream` is live; `addr` is the device address of a live, aligned word of host-mapped
-    /// memory of this runtime that stays allocated until the operation has run.
-    unsafe fn queue_memop(
+    fn queue_memop(
         &self,
         op: Option<StreamWaitValue>,
         wanted: &'static str,
-        stream: StreamHandle,
-        addr: usize,
+        stream: LiveStream<'_>,
+        word: MappedWord<'_>,
         value: u32,
         flags: u32,
     ) -> HipResult<()> {
@@ -233,24 +178,19 @@ impl NvidiaRuntime {
             });
         };
         let _device = DeviceGuard::keep(self)?;
-        let _context = match (stream.as_raw(), drv.stream_get_ctx) {
-            (0, _) | (_, None) => {
-                // SAFETY: the caller guarantees a live stream.
-                let device = unsafe { self.stream_device(stream) }?;
+        let stream_context = if stream.is_null() {
+            None
+        } else {
+            drv.stream_context(stream)
+        };
+        let _context = match stream_context {
+            None => {
+                let device = device_of_stream(self, stream)?;
                 self.enter_context(device)?
             }
-            (_, Some(get_ctx)) => self.enter_raw_context(self.stream_context(stream, get_ctx)?)?,
+            Some(ctx) => self.enter_live_context(ctx.map_err(driver_failed)?)?,
         };
-        // SAFETY: the caller guarantees a live stream and a live, aligned word of host-mapped
-        // memory at the device address `addr`.
-        let rc = unsafe {
-            (op.call)(
-                stream.as_raw() as RawStream,
-                addr as DevicePtr,
-                value,
-                flags,
-            )
-        };
+        let rc = op.queue(stream, word, value, flags);
         self.check_driver(op.name, rc)
     }
 }

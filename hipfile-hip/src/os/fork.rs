@@ -11,11 +11,12 @@
 //! descriptor is either registered and open, or unregistered and closed, in every child, because
 //! [`ForkReleased`]'s drop clears the slot and closes the descriptor under the same lock.
 
-use std::mem::ManuallyDrop;
 use std::ops::Deref;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::OnceLock;
+
+use crate::ffi::os::{register_fork_hooks, replace_descriptor, unbound_socket};
 
 /// How many descriptors can be registered at once: a process serves its statistics on two
 /// sockets, and a few more spare.
@@ -62,15 +63,9 @@ extern "C" fn after_fork_in_child() {
         if fd < 0 || spare < 0 {
             continue;
         }
-        loop {
-            // SAFETY: both numbers are open in the child (the table and the descriptor table
-            // were copied together under the lock); dup3 onto an open number closes the old file
-            // and opens the copy atomically, so the number never dangles.
-            let rc = unsafe { libc::dup3(spare, fd, libc::O_CLOEXEC) };
-            if rc >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                break;
-            }
-        }
+        // Both numbers are open in the child: the table and the descriptor table were copied
+        // together under the lock.
+        replace_descriptor(spare, fd);
     }
     unlock();
 }
@@ -79,26 +74,9 @@ extern "C" fn after_fork_in_child() {
 /// memory).
 fn hooks_registered() -> bool {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
-    *REGISTERED.get_or_init(|| {
-        // SAFETY: the three hooks are `extern "C"` functions that live as long as the code of
-        // this library, take no arguments and make only async-signal-safe calls in the child.
-        let rc = unsafe {
-            libc::pthread_atfork(
-                Some(before_fork),
-                Some(after_fork_in_parent),
-                Some(after_fork_in_child),
-            )
-        };
-        rc == 0
-    })
-}
-
-/// An unbound Unix socket to stand in for a released descriptor.
-fn unbound_socket() -> Option<OwnedFd> {
-    // SAFETY: socket(2) takes no pointers.
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    // SAFETY: a non-negative answer is a new descriptor that nothing else owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    // The child's hook makes only async-signal-safe calls.
+    *REGISTERED
+        .get_or_init(|| register_fork_hooks(before_fork, after_fork_in_parent, after_fork_in_child))
 }
 
 /// `value`, whose descriptor a child made by `fork(2)` gives up as it starts: there, its number
@@ -107,13 +85,27 @@ fn unbound_socket() -> Option<OwnedFd> {
 /// docs). Dropped, it closes the descriptor in a way no concurrent fork can half see.
 #[derive(Debug)]
 pub struct ForkReleased<T: AsRawFd> {
-    value: ManuallyDrop<T>,
+    /// Closed (dropped) under the table's lock: after `drop` has taken it and cleared the slot,
+    /// before `_unlock` lets it go.
+    value: T,
     /// The table slot and the stand-in it names; `None` when the table was full or the hooks
     /// could not be registered (children then keep the descriptor).
     slot: Option<(usize, OwnedFd)>,
     /// The process whose table holds the slot: a forked child's copy of this value has none
     /// (the child's table was emptied as it started, and the slot may be another's there now).
     pid: u32,
+    /// Dropped last of the fields: gives back the table's lock that `drop` takes.
+    _unlock: Unlock,
+}
+
+/// Gives back the table's lock when dropped.
+#[derive(Debug)]
+struct Unlock;
+
+impl Drop for Unlock {
+    fn drop(&mut self) {
+        unlock();
+    }
 }
 
 impl<T: AsRawFd> ForkReleased<T> {
@@ -126,9 +118,10 @@ impl<T: AsRawFd> ForkReleased<T> {
             None
         };
         ForkReleased {
-            value: ManuallyDrop::new(value),
+            value,
             slot,
             pid: std::process::id(),
+            _unlock: Unlock,
         }
     }
 
@@ -169,15 +162,15 @@ impl<T: AsRawFd> Drop for ForkReleased<T> {
                 SPARE[*i].store(-1, Ordering::Relaxed);
             }
         }
-        // SAFETY: `value` is dropped here once and never used again.
-        unsafe { ManuallyDrop::drop(&mut self.value) };
-        unlock();
+        // The fields drop next, in order: `value` (its descriptor closes), the stand-in, and last
+        // `_unlock`, which gives the lock back.
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ffi::os::{fork_reporting, kill_child as kill};
     use std::io::Read;
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
@@ -200,50 +193,9 @@ mod tests {
     /// it and whether its table is empty, then waits to be killed; the child's pid and the
     /// parent's end of the pipe.
     fn fork_reporting_binding(fd: RawFd) -> (libc::pid_t, std::fs::File) {
-        let mut ends = [-1; 2];
-        // SAFETY: `ends` has room for the two descriptors pipe2 writes.
-        let rc = unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) };
-        assert_eq!(rc, 0, "pipe2: {}", std::io::Error::last_os_error());
-        // SAFETY: pipe2 succeeded: both numbers are new descriptors owned by nothing else.
-        let (reader, writer) =
-            unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
-        let writer_fd = writer.as_raw_fd();
-        // SAFETY: the child runs only async-signal-safe calls (prctl, getsockname, write, pause)
-        // and never returns into the test harness; the parent goes on as usual.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
-        if pid == 0 {
-            // SAFETY: `address` and `len` are writable for the call; write reads one byte of
-            // `answer`; prctl and pause take no pointers. The child never leaves this block, and
-            // dies with the test's thread if the test fails before it kills the child.
-            unsafe {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                let mut address: libc::sockaddr_un = std::mem::zeroed();
-                let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-                let rc = libc::getsockname(
-                    fd,
-                    &mut address as *mut libc::sockaddr_un as *mut libc::sockaddr,
-                    &mut len,
-                );
-                let bound = rc == 0 && len as usize > std::mem::size_of::<libc::sa_family_t>();
-                let emptied = HELD.iter().all(|held| held.load(Ordering::Relaxed) < 0);
-                let answer = [u8::from(bound), u8::from(emptied)];
-                libc::write(writer_fd, answer.as_ptr().cast(), 2);
-                loop {
-                    libc::pause();
-                }
-            }
-        }
-        drop(writer);
-        (pid, std::fs::File::from(reader))
-    }
-
-    fn kill(pid: libc::pid_t) {
-        // SAFETY: `pid` is our own child; waitpid reaps it so no zombie stays.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        }
+        fork_reporting(fd, || {
+            HELD.iter().all(|held| held.load(Ordering::Relaxed) < 0)
+        })
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Who is at the other end of a Unix socket: [`peer_credentials`].
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 /// The process and user at the other end of a connected Unix socket, as the kernel recorded
 /// them when that end connected (or, for the listening side, called `listen`): `SO_PEERCRED`.
@@ -20,27 +20,8 @@ pub struct PeerCredentials {
 /// namespace: kept as it is, never turned into a "no process" that a typed process id would
 /// have to assume away.
 pub fn peer_credentials(fd: BorrowedFd<'_>) -> io::Result<PeerCredentials> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` is a writable `struct ucred` of `len` bytes for the call, the layout
-    // SO_PEERCRED writes; any integer values are valid for its fields.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if len as usize != std::mem::size_of::<libc::ucred>() {
+    let (cred, len) = crate::ffi::os::peer_credentials(fd)?;
+    if len != std::mem::size_of::<libc::ucred>() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("SO_PEERCRED answered {len} bytes"),
@@ -57,6 +38,7 @@ pub fn peer_credentials(fd: BorrowedFd<'_>) -> io::Result<PeerCredentials> {
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
     use std::os::unix::net::UnixStream;
 
     #[test]
@@ -64,9 +46,9 @@ mod tests {
         let (a, _b) = UnixStream::pair().unwrap();
         let cred = peer_credentials(a.as_fd()).unwrap();
         assert_eq!(cred.pid, std::process::id() as i32);
-        // SAFETY: geteuid and getegid take nothing and cannot fail.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        assert_eq!((cred.uid, cred.gid), (uid, gid));
+        // A process's /proc directory belongs to its effective user and group.
+        let me = std::fs::metadata("/proc/self").unwrap();
+        assert_eq!((cred.uid, cred.gid), (me.uid(), me.gid()));
     }
 
     #[test]

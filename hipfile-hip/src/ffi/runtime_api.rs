@@ -18,6 +18,7 @@
 
 use std::ffi::{c_char, c_void, CStr};
 use std::fmt;
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -25,9 +26,9 @@ use std::sync::Arc;
 use libloading::Library;
 
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::p2p::P2pDriver;
 use crate::runtime::{
-    DeviceGuard, EventHandle, GpuRuntime, HostFn, PointerInfo, RuntimeInfo, StreamHandle,
+    ContextHandle, DeviceGuard, EventHandle, GpuRuntime, HostFn, P2pDriver, PointerInfo,
+    RuntimeInfo, StreamHandle,
 };
 
 /// `hipStream_t` / `cudaStream_t`.
@@ -36,6 +37,104 @@ pub(crate) type RawStream = *mut c_void;
 pub(crate) type RawEvent = *mut c_void;
 /// `hipHostFn_t` / `cudaHostFn_t`.
 pub(crate) type HostCallback = unsafe extern "C" fn(user_data: *mut c_void);
+
+/// A stream handle that the caller of an `unsafe` runtime call vouched for: a live stream of the
+/// runtime it is used with, for as long as the call (`'call`) runs. Made only where such a call
+/// hands its contract on, so the platform code that takes one needs no `unsafe` of its own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LiveStream<'call> {
+    handle: StreamHandle,
+    _call: PhantomData<&'call ()>,
+}
+
+impl LiveStream<'_> {
+    /// # Safety
+    /// `handle` is a live stream (or the null stream) of the runtime it is used with, and stays
+    /// live while the value is used.
+    pub(crate) unsafe fn vouch(handle: StreamHandle) -> Self {
+        LiveStream {
+            handle,
+            _call: PhantomData,
+        }
+    }
+
+    /// The handle as the runtime's C API takes it.
+    pub(crate) fn raw(self) -> RawStream {
+        self.handle.as_raw() as RawStream
+    }
+
+    /// Whether this is the null (legacy default) stream.
+    pub(crate) fn is_null(self) -> bool {
+        self.handle.as_raw() == 0
+    }
+}
+
+/// The device address of a live, aligned 32-bit word of host-mapped pinned memory of the runtime,
+/// vouched for by the caller of a stream memory operation: it stays allocated until the operation
+/// has run, and the host accesses it only atomically.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MappedWord<'call> {
+    addr: usize,
+    _call: PhantomData<&'call ()>,
+}
+
+impl MappedWord<'_> {
+    /// # Safety
+    /// `addr` is the device address of such a word (see the type).
+    pub(crate) unsafe fn vouch(addr: usize) -> Self {
+        MappedWord {
+            addr,
+            _call: PhantomData,
+        }
+    }
+
+    /// The device address.
+    pub(crate) fn addr(self) -> usize {
+        self.addr
+    }
+}
+
+/// A driver context vouched live for `'call`: one the runtime made for the library
+/// ([`GpuRuntime::context_create`]) and has not destroyed, or one the driver keeps alive meanwhile.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LiveContext<'call> {
+    raw: usize,
+    _call: PhantomData<&'call ()>,
+}
+
+impl LiveContext<'_> {
+    /// # Safety
+    /// `ctx` is a live context of the runtime it is used with, and stays live while the value is
+    /// used.
+    pub(crate) unsafe fn vouch(ctx: ContextHandle) -> Self {
+        LiveContext {
+            raw: ctx.as_raw(),
+            _call: PhantomData,
+        }
+    }
+
+    /// The context as the driver's C API takes it.
+    pub(crate) fn raw(self) -> *mut c_void {
+        self.raw as *mut c_void
+    }
+}
+
+/// A context of the library's own that nothing uses any more, to be destroyed.
+#[derive(Debug)]
+pub(crate) struct RetiredContext(usize);
+
+impl RetiredContext {
+    /// # Safety
+    /// `ctx` came from the runtime's [`GpuRuntime::context_create`] and nothing uses it any more.
+    pub(crate) unsafe fn vouch(ctx: ContextHandle) -> Self {
+        RetiredContext(ctx.as_raw())
+    }
+
+    /// The context as the driver's C API takes it.
+    pub(crate) fn raw(&self) -> *mut c_void {
+        self.0 as *mut c_void
+    }
+}
 
 /// `hipStreamDefault` / `cudaStreamDefault`: our streams stay ordered with the legacy default
 /// stream, so a staged copy waits for the application's earlier work there (a kernel still writing
@@ -107,6 +206,50 @@ pub(crate) unsafe fn symbol<T: Copy>(
     }
 }
 
+/// Whether `lib` exports `name` (only its presence is asked; nothing is read through it).
+pub(crate) fn exports(lib: &Library, name: &str) -> bool {
+    // SAFETY: the symbol's address is looked up as an opaque pointer and never dereferenced.
+    unsafe { lib.get::<*const u8>(name.as_bytes()) }.is_ok()
+}
+
+/// `impl P2pDriver for $driver`, named `$name`: reads and writes are both `$driver::transfer`,
+/// an `unsafe fn(&self, Direction, BorrowedFd<'_>, usize, usize, u64) -> io::Result<usize>` with
+/// the contract of [`P2pDriver::read`] (for a write, the device range is only read).
+macro_rules! p2p_driver_by_transfer {
+    ($driver:ty, $name:literal) => {
+        impl $crate::runtime::P2pDriver for $driver {
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            unsafe fn read(
+                &self,
+                fd: std::os::fd::BorrowedFd<'_>,
+                device_ptr: usize,
+                size: usize,
+                file_offset: u64,
+            ) -> std::io::Result<usize> {
+                let direction = $crate::transfer::Direction::Read;
+                // SAFETY: the caller's contract is `transfer`'s.
+                unsafe { self.transfer(direction, fd, device_ptr, size, file_offset) }
+            }
+
+            unsafe fn write(
+                &self,
+                fd: std::os::fd::BorrowedFd<'_>,
+                device_ptr: usize,
+                size: usize,
+                file_offset: u64,
+            ) -> std::io::Result<usize> {
+                let direction = $crate::transfer::Direction::Write;
+                // SAFETY: the caller's contract is `transfer`'s.
+                unsafe { self.transfer(direction, fd, device_ptr, size, file_offset) }
+            }
+        }
+    };
+}
+pub(crate) use p2p_driver_by_transfer;
+
 /// A C string a runtime returned, owned; `None` for NULL.
 ///
 /// # Safety
@@ -146,10 +289,7 @@ pub(crate) trait LoadedRuntime: Send + Sync + fmt::Debug + Sized {
     fn p2p_driver(&self) -> Option<Arc<dyn P2pDriver>>;
 
     /// [`GpuRuntime::stream_device`] for a stream other than the null stream.
-    ///
-    /// # Safety
-    /// `stream` is a live stream of this runtime, not the null stream.
-    unsafe fn device_of_stream(&self, stream: StreamHandle) -> HipResult<i32>;
+    fn device_of_stream(&self, stream: LiveStream<'_>) -> HipResult<i32>;
 
     /// [`GpuRuntime::stream_memops`].
     fn memops(&self, device: i32) -> bool;
@@ -158,19 +298,19 @@ pub(crate) trait LoadedRuntime: Send + Sync + fmt::Debug + Sized {
     fn writes(&self, device: i32) -> bool;
 
     /// [`GpuRuntime::stream_wait_value`].
-    ///
-    /// # Safety
-    /// The contract of [`GpuRuntime::stream_wait_value`].
-    unsafe fn wait_value(&self, stream: StreamHandle, addr: usize, value: u32) -> HipResult<()>;
+    fn wait_value(&self, stream: LiveStream<'_>, word: MappedWord<'_>, value: u32)
+        -> HipResult<()>;
 
     /// [`GpuRuntime::stream_write_value`].
-    ///
-    /// # Safety
-    /// The contract of [`GpuRuntime::stream_write_value`].
-    unsafe fn write_value(&self, stream: StreamHandle, addr: usize, value: u32) -> HipResult<()>;
+    fn write_value(
+        &self,
+        stream: LiveStream<'_>,
+        word: MappedWord<'_>,
+        value: u32,
+    ) -> HipResult<()>;
 
     /// [`GpuRuntime::context_create`]: none by default.
-    fn own_context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
+    fn own_context_create(&self, device: i32) -> HipResult<Option<ContextHandle>> {
         let _ = device;
         Ok(None)
     }
@@ -181,12 +321,9 @@ pub(crate) trait LoadedRuntime: Send + Sync + fmt::Debug + Sized {
     }
 
     /// [`GpuRuntime::in_context`].
-    ///
-    /// # Safety
-    /// The contract of [`GpuRuntime::in_context`].
-    unsafe fn in_own_context(
+    fn in_own_context(
         &self,
-        ctx: crate::ContextHandle,
+        ctx: LiveContext<'_>,
         f: &mut dyn FnMut() -> HipResult<()>,
     ) -> HipResult<()> {
         let _ = (ctx, f);
@@ -194,10 +331,7 @@ pub(crate) trait LoadedRuntime: Send + Sync + fmt::Debug + Sized {
     }
 
     /// [`GpuRuntime::context_destroy`].
-    ///
-    /// # Safety
-    /// The contract of [`GpuRuntime::context_destroy`].
-    unsafe fn own_context_destroy(&self, ctx: crate::ContextHandle) -> HipResult<()> {
+    fn own_context_destroy(&self, ctx: RetiredContext) -> HipResult<()> {
         let _ = ctx;
         Ok(())
     }
@@ -469,7 +603,7 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         self.check(d.host_register, rc)
     }
 
-    fn context_create(&self, device: i32) -> HipResult<Option<crate::ContextHandle>> {
+    fn context_create(&self, device: i32) -> HipResult<Option<ContextHandle>> {
         self.own_context_create(device)
     }
 
@@ -479,16 +613,16 @@ impl<T: LoadedRuntime> GpuRuntime for T {
 
     unsafe fn in_context(
         &self,
-        ctx: crate::ContextHandle,
+        ctx: ContextHandle,
         f: &mut dyn FnMut() -> HipResult<()>,
     ) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { self.in_own_context(ctx, f) }
+        // SAFETY: the caller guarantees `ctx` is a live context of this runtime.
+        self.in_own_context(unsafe { LiveContext::vouch(ctx) }, f)
     }
 
-    unsafe fn context_destroy(&self, ctx: crate::ContextHandle) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { self.own_context_destroy(ctx) }
+    unsafe fn context_destroy(&self, ctx: ContextHandle) -> HipResult<()> {
+        // SAFETY: the caller guarantees `ctx` came from `context_create` and is used no more.
+        self.own_context_destroy(unsafe { RetiredContext::vouch(ctx) })
     }
 
     unsafe fn host_unregister(&self, ptr: NonNull<u8>) -> HipResult<()> {
@@ -506,33 +640,15 @@ impl<T: LoadedRuntime> GpuRuntime for T {
     }
 
     unsafe fn copy_to_device(&self, dst: usize, src: &[u8]) -> HipResult<()> {
-        let _device = self.enter_device_of(dst)?;
-        let api = self.common();
+        let (to, from) = (dst as *mut c_void, src.as_ptr().cast());
         // SAFETY: the caller guarantees the device range; `src` is a valid slice.
-        let rc = unsafe {
-            (api.memcpy)(
-                dst as *mut c_void,
-                src.as_ptr().cast(),
-                src.len(),
-                CopyKind::HostToDevice as i32,
-            )
-        };
-        self.check(api.dialect.memcpy, rc)
+        unsafe { memcpy(self, dst, to, from, src.len(), CopyKind::HostToDevice, None) }
     }
 
     unsafe fn copy_from_device(&self, dst: &mut [u8], src: usize) -> HipResult<()> {
-        let _device = self.enter_device_of(src)?;
-        let api = self.common();
+        let (to, from) = (dst.as_mut_ptr().cast(), src as *const c_void);
         // SAFETY: the caller guarantees the device range; `dst` is a valid, exclusive slice.
-        let rc = unsafe {
-            (api.memcpy)(
-                dst.as_mut_ptr().cast(),
-                src as *const c_void,
-                dst.len(),
-                CopyKind::DeviceToHost as i32,
-            )
-        };
-        self.check(api.dialect.memcpy, rc)
+        unsafe { memcpy(self, src, to, from, dst.len(), CopyKind::DeviceToHost, None) }
     }
 
     unsafe fn memset_device(&self, dst: usize, value: u8, len: usize) -> HipResult<()> {
@@ -550,20 +666,20 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         len: usize,
         stream: StreamHandle,
     ) -> HipResult<()> {
-        let _device = self.enter_device_of(dst)?;
-        let api = self.common();
+        let (to, from) = (dst as *mut c_void, src.cast());
         // SAFETY: the caller guarantees both ranges stay valid until the copy completes and that
         // `stream` is a live stream of this runtime.
-        let rc = unsafe {
-            (api.memcpy_async)(
-                dst as *mut c_void,
-                src.cast(),
+        unsafe {
+            memcpy(
+                self,
+                dst,
+                to,
+                from,
                 len,
-                CopyKind::HostToDevice as i32,
-                stream.as_raw() as RawStream,
+                CopyKind::HostToDevice,
+                Some(stream),
             )
-        };
-        self.check(api.dialect.memcpy_async, rc)
+        }
     }
 
     unsafe fn copy_from_device_async(
@@ -573,20 +689,19 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         len: usize,
         stream: StreamHandle,
     ) -> HipResult<()> {
-        let _device = self.enter_device_of(src)?;
-        let api = self.common();
-        // SAFETY: the caller guarantees both ranges stay valid until the copy completes and that
-        // `stream` is a live stream of this runtime.
-        let rc = unsafe {
-            (api.memcpy_async)(
-                dst.cast(),
-                src as *const c_void,
+        let (to, from) = (dst.cast(), src as *const c_void);
+        // SAFETY: as for `copy_to_device_async`.
+        unsafe {
+            memcpy(
+                self,
+                src,
+                to,
+                from,
                 len,
-                CopyKind::DeviceToHost as i32,
-                stream.as_raw() as RawStream,
+                CopyKind::DeviceToHost,
+                Some(stream),
             )
-        };
-        self.check(api.dialect.memcpy_async, rc)
+        }
     }
 
     fn stream_create(&self) -> HipResult<StreamHandle> {
@@ -598,23 +713,8 @@ impl<T: LoadedRuntime> GpuRuntime for T {
     }
 
     unsafe fn stream_device(&self, stream: StreamHandle) -> HipResult<i32> {
-        if stream.as_raw() == 0 {
-            return self.current_device();
-        }
-        // HIP and CUDA dereference a stream handle unchecked: a made-up integer handed in by an
-        // application (which broke the contract, but must get an error, not a crash) is refused
-        // unless it is a special handle (`cudaStreamLegacy` 1, the per-thread streams 2) or
-        // points to mapped memory. The other stream calls come after this one.
-        let raw = stream.as_raw();
-        if raw > 2 && !crate::os::readable(raw, std::mem::size_of::<usize>()) {
-            return Err(HipError::Call {
-                call: "stream handle",
-                code: HipErrorCode::INVALID_HANDLE,
-                detail: Some(format!("{raw:#x} is no mapped address")),
-            });
-        }
-        // SAFETY: the caller guarantees `stream` is live; it is not the null stream.
-        unsafe { self.device_of_stream(stream) }
+        // SAFETY: the caller guarantees `stream` is a live stream of this runtime.
+        device_of_stream(self, unsafe { LiveStream::vouch(stream) })
     }
 
     fn stream_memops(&self, device: i32) -> bool {
@@ -631,8 +731,10 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         addr: usize,
         value: u32,
     ) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { self.wait_value(stream, addr, value) }
+        // SAFETY: the caller guarantees a live stream of this runtime and a live, aligned word of
+        // host-mapped memory at `addr` that stays allocated until the wait has run.
+        let (stream, word) = unsafe { (LiveStream::vouch(stream), MappedWord::vouch(addr)) };
+        self.wait_value(stream, word, value)
     }
 
     unsafe fn stream_write_value(
@@ -641,8 +743,11 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         addr: usize,
         value: u32,
     ) -> HipResult<()> {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { self.write_value(stream, addr, value) }
+        // SAFETY: the caller guarantees a live stream of this runtime and a live, aligned word of
+        // host-mapped memory at `addr` that stays allocated until the write has run, and that the
+        // host accesses only atomically.
+        let (stream, word) = unsafe { (LiveStream::vouch(stream), MappedWord::vouch(addr)) };
+        self.write_value(stream, word, value)
     }
 
     unsafe fn memset_device_async(
@@ -747,6 +852,58 @@ impl<T: LoadedRuntime> GpuRuntime for T {
         }
         self.check(api.dialect.launch_host_func, rc)
     }
+}
+
+/// [`GpuRuntime::stream_device`] of a stream vouched live: the current device for the null
+/// stream, else the platform's answer.
+pub(crate) fn device_of_stream<T: LoadedRuntime>(rt: &T, stream: LiveStream<'_>) -> HipResult<i32> {
+    if stream.is_null() {
+        return rt.current_device();
+    }
+    // HIP and CUDA dereference a stream handle unchecked: a made-up integer handed in by an
+    // application (which broke the contract, but must get an error, not a crash) is refused
+    // unless it is a special handle (`cudaStreamLegacy` 1, the per-thread streams 2) or
+    // points to mapped memory. The other stream calls come after this one.
+    let raw = stream.raw() as usize;
+    if raw > 2 && !super::os::copies_from_self(raw, std::mem::size_of::<usize>()) {
+        return Err(HipError::Call {
+            call: "stream handle",
+            code: HipErrorCode::INVALID_HANDLE,
+            detail: Some(format!("{raw:#x} is no mapped address")),
+        });
+    }
+    rt.device_of_stream(stream)
+}
+
+/// One `memcpy` (no `stream`) or `memcpyAsync` of `len` bytes from `src` to `dst` in direction
+/// `kind`, with the device owning `device_side` (the device address of the two) current for the
+/// call where the platform needs that.
+///
+/// # Safety
+/// The contract of the [`GpuRuntime`] copy this serves: both ranges valid for the copy (until it
+/// completes, when queued), the device range inside one allocation of this runtime, `stream` live.
+unsafe fn memcpy<T: LoadedRuntime>(
+    rt: &T,
+    device_side: usize,
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+    kind: CopyKind,
+    stream: Option<StreamHandle>,
+) -> HipResult<()> {
+    let _device = rt.enter_device_of(device_side)?;
+    let api = rt.common();
+    let (call, rc) = match stream {
+        // SAFETY: the caller's contract.
+        None => (api.dialect.memcpy, unsafe {
+            (api.memcpy)(dst, src, len, kind as i32)
+        }),
+        // SAFETY: the caller's contract.
+        Some(s) => (api.dialect.memcpy_async, unsafe {
+            (api.memcpy_async)(dst, src, len, kind as i32, s.as_raw() as RawStream)
+        }),
+    };
+    rt.check(call, rc)
 }
 
 /// Pinned host memory with the allocation flags `flags`.

@@ -1,5 +1,19 @@
-//! Holding an application's stream until the library has done its part: the pieces of
-//! stream-ordered IO at the runtime boundary.
+//! Where the crate vouches for raw addresses and handles: the safe types' side of the boundary's
+//! `unsafe` contracts ([`GpuRuntime`]'s and [`P2pDriver`]'s), so that no other module of the
+//! crate but the raw layer (`ffi`) needs `unsafe`.
+//!
+//! Each `impl` block here says which invariant of its type makes its calls sound; the types, their
+//! fields and their other methods live in their own modules:
+//! - the public entry points that take a caller's word: [`DeviceSlice::from_raw_parts`],
+//!   [`DeviceSliceMut::from_raw_parts`], [`StreamRef::from_raw`] and
+//!   [`NvidiaRuntime::stream_device_through_driver`];
+//! - [`DeviceRange`]'s copies and direct IO (the runtime's pointer query vouched for the range);
+//! - [`StagingLane`]'s asynchronous copies (a half is never handed out with a copy in flight);
+//! - [`PinnedFileRange`]'s registration (the mapping outlives it);
+//! - [`HostFunctionReader::read_on`] (a claimed piece is touched by its op alone);
+//! - and, whole, the two types of stream-ordered IO below, which are raw memory and a raw handle.
+//!
+//! ## Holding an application's stream until the library has done its part
 //!
 //! When an application queues a read on its stream S, the library records an event on S (its
 //! workers poll it to learn that S reached the read), then *holds* S: later work on S waits until
@@ -17,14 +31,29 @@
 //! otherwise their work would queue behind the held stream and never run.
 
 use std::fmt;
+use std::fs::File;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::BorrowedFd;
+use std::os::unix::fs::FileExt;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::device_range::DeviceRange;
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::runtime::{GpuRuntime, HostFn, OwnedEvent, OwnedStream, StreamHandle};
+use crate::ffi::os::FileMapping;
+use crate::ffi::runtime_api::LiveStream;
+use crate::file_pins::PinnedFileRange;
+use crate::nvidia::NvidiaRuntime;
+use crate::p2p::P2pDriver;
+use crate::replay::HostFunctionReader;
+use crate::runtime::{
+    DeviceGuard, GpuRuntime, HostFn, OwnedContext, OwnedEvent, OwnedStream, StreamHandle,
+};
+use crate::slice::{DeviceSlice, DeviceSliceMut};
+use crate::staging::StagingLane;
 
 /// 32-bit flag words in pinned host memory mapped into every device's address space: the host
 /// stores them, a stream waits for them. Zeroed when made; freed on drop.
@@ -385,6 +414,358 @@ impl fmt::Debug for StreamRef<'_> {
     }
 }
 
+impl<'a> DeviceSlice<'a> {
+    /// A shared view of `len` bytes of device memory at `ptr`, allocated by someone else (a
+    /// framework's tensor, a C caller). Its base is `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// For `'a`, `[ptr, ptr + len)` must be device memory that stays allocated (it is not freed,
+    /// nor freed and allocated again), that no kernel, copy or other view writes, and whose end
+    /// `ptr + len` does not overflow. hipfile-rs still checks the range against the GPU runtime
+    /// before moving a byte, so an address the runtime does not know is refused; what it cannot
+    /// check is how long the memory stays allocated and who else uses it.
+    pub unsafe fn from_raw_parts(ptr: usize, len: usize) -> DeviceSlice<'a> {
+        DeviceSlice {
+            base: ptr,
+            offset: 0,
+            len,
+            memory: PhantomData,
+        }
+    }
+}
+
+impl<'a> DeviceSliceMut<'a> {
+    /// An exclusive view of `len` bytes of device memory at `ptr`, allocated by someone else (a
+    /// framework's tensor, a C caller). Its base is `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// For `'a`, `[ptr, ptr + len)` must be device memory that stays allocated (it is not freed,
+    /// nor freed and allocated again), that no kernel, copy or other view reads or writes, and
+    /// whose end `ptr + len` does not overflow. hipfile-rs still checks the range against the GPU
+    /// runtime before moving a byte, so an address the runtime does not know is refused; what it
+    /// cannot check is how long the memory stays allocated and who else uses it.
+    pub unsafe fn from_raw_parts(ptr: usize, len: usize) -> DeviceSliceMut<'a> {
+        DeviceSliceMut {
+            base: ptr,
+            offset: 0,
+            len,
+            memory: PhantomData,
+        }
+    }
+}
+
+/// The synchronous copies and the direct IO of a [`DeviceRange`]: sound without an `unsafe`
+/// constructor because the range covers memory the runtime's pointer query vouched for (device or
+/// managed memory inside one allocation), never memory Rust code references.
+impl DeviceRange {
+    /// Copy `src` to the start of the range, synchronously; `src` may be shorter than the range,
+    /// not longer.
+    pub fn copy_from_host(&self, src: &[u8]) -> HipResult<()> {
+        self.check_len(src.len(), "DeviceRange::copy_from_host")?;
+        // SAFETY: `[ptr, ptr + src.len())` lies inside one device allocation of this runtime
+        // (checked by `query`/`slice` and just above); it is GPU memory, never memory Rust code
+        // references, so the copy cannot alias a Rust borrow (see the module docs).
+        unsafe { self.runtime.copy_to_device(self.ptr, src) }
+    }
+
+    /// Copy the start of the range into `dst`, synchronously; `dst` may be shorter than the
+    /// range, not longer.
+    pub fn copy_to_host(&self, dst: &mut [u8]) -> HipResult<()> {
+        self.check_len(dst.len(), "DeviceRange::copy_to_host")?;
+        // SAFETY: as in `copy_from_host`; only the device range is read.
+        unsafe { self.runtime.copy_from_device(dst, self.ptr) }
+    }
+
+    /// Fill the range with `value`, synchronously.
+    pub fn fill(&self, value: u8) -> HipResult<()> {
+        // SAFETY: the whole range, checked at construction (see `copy_from_host`).
+        unsafe { self.runtime.memset_device(self.ptr, value, self.len) }
+    }
+
+    /// Read from `fd` at `file_offset` into this range with the platform's direct path, as
+    /// [`crate::P2pDriver::read`] does: up to `len()` bytes, fewer at end of file or when the driver
+    /// stops short (the caller continues). `driver` must be the P2P driver of this range's
+    /// runtime ([`GpuRuntime::p2p`]).
+    pub fn p2p_read(
+        &self,
+        driver: &dyn P2pDriver,
+        fd: BorrowedFd<'_>,
+        file_offset: u64,
+    ) -> io::Result<usize> {
+        // SAFETY: `[ptr, ptr + len)` is device memory inside one allocation of the runtime whose
+        // driver this is (module docs); the driver writes only inside it.
+        unsafe { driver.read(fd, self.ptr, self.len, file_offset) }
+    }
+
+    /// Write this range to `fd` at `file_offset` with the platform's direct path, as
+    /// [`crate::P2pDriver::write`] does: up to `len()` bytes.
+    pub fn p2p_write(
+        &self,
+        driver: &dyn P2pDriver,
+        fd: BorrowedFd<'_>,
+        file_offset: u64,
+    ) -> io::Result<usize> {
+        // SAFETY: as in `p2p_read`; the device range is only read.
+        unsafe { driver.write(fd, self.ptr, self.len, file_offset) }
+    }
+}
+
+/// The lane's copies: a half is marked pending before its copy is queued and handed out again
+/// only after the copy's event completed, and pinned file ranges are held until the stream
+/// drained, which is what the runtime's asynchronous copies ask of their host memory.
+impl StagingLane {
+    /// Queue a copy of the first `dst.len()` bytes of half `slot` to `dst` on the lane's stream
+    /// and record the half's event; the half stays borrowed by the copy until it is waited for.
+    pub fn upload(&mut self, slot: usize, dst: &DeviceRange) -> HipResult<()> {
+        self.check(slot, dst)?;
+        let src = self.half_ptr(slot);
+        self.mark_queued();
+        // SAFETY: `dst` is device memory inside one allocation of this lane's runtime, checked by
+        // its constructor and `check`; the source is the first `dst.len()` bytes of the half,
+        // owned by the lane, and marked pending below, so no borrow of it is handed out (and
+        // the buffer is not freed) before the copy's event has completed. The stream is the
+        // lane's own, made by the same runtime, and lives as long as the lane.
+        unsafe {
+            self.runtime().copy_to_device_async(
+                dst.ptr(),
+                src.cast_const(),
+                dst.len(),
+                self.stream.handle(),
+            )
+        }?;
+        self.record(slot)
+    }
+
+    /// Queue a copy of `src` into the first `src.len()` bytes of half `slot` and record the
+    /// half's event; read the bytes with [`StagingLane::half`], which waits for the copy.
+    pub fn download(&mut self, slot: usize, src: &DeviceRange) -> HipResult<()> {
+        self.check(slot, src)?;
+        // A copy still queued into this half must finish before another one is queued into it.
+        self.wait(slot)?;
+        let dst = self.half_ptr(slot);
+        self.mark_queued();
+        // SAFETY: as in `upload`, the other way round: the half is written by the copy and no
+        // borrow of it is handed out until its event has completed.
+        unsafe {
+            self.runtime()
+                .copy_from_device_async(dst, src.ptr(), src.len(), self.stream.handle())
+        }?;
+        self.record(slot)
+    }
+
+    /// Queue a copy of `dst.len()` bytes of the file at `file_offset` out of the pinned pages of
+    /// `src` to `dst`, on the lane's stream; `src` is kept until [`StagingLane::finish`] has
+    /// drained the stream. The halves are not involved, so any number of these may be queued
+    /// between two drains.
+    pub fn upload_pinned(
+        &mut self,
+        src: &Arc<PinnedFileRange>,
+        file_offset: u64,
+        dst: &DeviceRange,
+    ) -> HipResult<()> {
+        if !dst.belongs_to(self.runtime()) || !src.belongs_to(self.runtime()) {
+            return Err(HipError::call(
+                "StagingLane: memory of another runtime",
+                HipErrorCode::INVALID_VALUE,
+            ));
+        }
+        let from = src.source(file_offset, dst.len())?;
+        self.mark_queued();
+        self.held.push(Arc::clone(src));
+        // SAFETY: `dst` is device memory inside one allocation of this lane's runtime (checked by
+        // its constructor and above); the source lies inside the pinned mapping of `src`
+        // (checked by `source`), which the lane holds until its stream has drained. The stream
+        // is the lane's own.
+        unsafe {
+            self.runtime()
+                .copy_to_device_async(dst.ptr(), from, dst.len(), self.stream.handle())
+        }
+    }
+}
+
+/// Registration with the runtime: the mapping lives as long as the range, and the drop
+/// unregisters it before the mapping goes.
+impl PinnedFileRange {
+    /// Pin `mapping` with the runtime's read-only registration, made on `device` (the calling
+    /// thread's current device is left as it was: a thread with none would otherwise bring up
+    /// device 0's context); every page must lie inside the file (the kernel brings in any page
+    /// that is not cached). While the range lives its bytes are added to `ledger`.
+    pub fn register(
+        runtime: &Arc<dyn GpuRuntime>,
+        device: i32,
+        mapping: FileMapping,
+        ledger: Option<Arc<AtomicUsize>>,
+    ) -> HipResult<Self> {
+        let _on_device = DeviceGuard::switch(&**runtime, device)?;
+        // SAFETY: `[map, map + len)` is mapped for as long as `mapping` lives, and `Drop`
+        // unregisters it before the mapping goes.
+        unsafe { runtime.host_register(mapping.ptr(), mapping.len(), true) }?;
+        Ok(Self::pinned(runtime, device, None, mapping, ledger))
+    }
+
+    /// [`PinnedFileRange::register`] in `context`, a context of the library's own on its
+    /// device: pinning there leaves the device's primary context (the application's work and
+    /// the library's copies) free meanwhile, and the pages are unpinned there too.
+    pub fn register_in(
+        context: &Arc<OwnedContext>,
+        mapping: FileMapping,
+        ledger: Option<Arc<AtomicUsize>>,
+    ) -> HipResult<Self> {
+        let runtime = context.runtime();
+        // SAFETY: as in `register`.
+        context.run(|| unsafe { runtime.host_register(mapping.ptr(), mapping.len(), true) })?;
+        Ok(Self::pinned(
+            runtime,
+            context.device(),
+            Some(Arc::clone(context)),
+            mapping,
+            ledger,
+        ))
+    }
+}
+
+impl PinnedFileRange {
+    /// Undo the registration on the calling thread as it is, whatever context it was made in:
+    /// for tests of a runtime that keeps registrations per context.
+    #[cfg(test)]
+    pub(crate) fn unregister_outside_its_context(&self) -> HipResult<()> {
+        // SAFETY: the tests that call this copy nothing out of the range.
+        unsafe { self.runtime.host_unregister(self.mapping.ptr()) }
+    }
+}
+
+impl Drop for PinnedFileRange {
+    fn drop(&mut self) {
+        // Every copy out of the range held it until the copy completed (`StagingLane`), so
+        // nothing reads it now. An unregistration that fails leaves the pages pinned; the
+        // mapping goes either way (after this, with the field), and the runtime forgets the pin
+        // with the address space.
+        let map = self.mapping.ptr();
+        // SAFETY: registered in `register` or `register_in` (in the same context); no copy out
+        // of it is queued (see above).
+        let unregister = || unsafe { self.runtime.host_unregister(map) };
+        let _ = match &self.context {
+            Some(context) => context.run(unregister),
+            None => {
+                let _on_device = DeviceGuard::switch(&*self.runtime, self.device);
+                unregister()
+            }
+        };
+        if let Some(l) = &self.ledger {
+            l.fetch_sub(self.mapping.len(), Ordering::AcqRel);
+        }
+    }
+}
+
+/// A raw piece address that a host function may carry to the runtime's thread.
+struct Piece(*mut u8);
+
+// SAFETY: the address is only dereferenced by the one host function that owns the piece (the
+// slot discipline of the module docs); the memory is pinned host memory, valid on any thread.
+unsafe impl Send for Piece {}
+
+impl HostFunctionReader {
+    /// Queue on `stream` a read of `dst.len()` bytes of `file` at `offset` into `dst`: a host
+    /// function that `pread`s them into a piece of this reader's pinned memory, then an
+    /// asynchronous copy of the piece to `dst`. Waits for a free piece when all are in flight.
+    /// Returns once both are queued; the bytes are in `dst` when the stream passed them.
+    ///
+    /// `dst` longer than a piece, or memory or a stream of another runtime than the reader's,
+    /// is `hipErrorInvalidValue`, before anything is queued. A failure to queue is returned;
+    /// a failure of the read itself is counted ([`HostFunctionReader::failed_reads`]).
+    pub fn read_on(
+        &self,
+        stream: &StreamRef<'_>,
+        file: Arc<File>,
+        offset: u64,
+        dst: &DeviceRange,
+    ) -> HipResult<()> {
+        let runtime = stream.runtime();
+        let len = dst.len();
+        if len > self.shared.piece {
+            return Err(HipError::call(
+                "HostFunctionReader::read_on: longer than a piece",
+                HipErrorCode::INVALID_VALUE,
+            ));
+        }
+        if !dst.belongs_to(runtime)
+            || !std::ptr::addr_eq(
+                Arc::as_ptr(self.shared.pinned.runtime()),
+                Arc::as_ptr(runtime),
+            )
+        {
+            return Err(HipError::call(
+                "HostFunctionReader::read_on: memory or stream of another runtime",
+                HipErrorCode::INVALID_VALUE,
+            ));
+        }
+        let slot = self.shared.claim()?;
+        let piece = Piece(self.shared.piece_ptr(slot));
+        let src = piece.0.cast_const();
+
+        let reader = Arc::clone(&self.shared);
+        let read = Box::new(move || {
+            let piece = piece;
+            // SAFETY: the first `len` bytes of piece `slot` (`len <= piece` was checked) are
+            // pinned memory of `reader`, alive while this share is. This op claimed the slot, so
+            // nothing else touches the piece until the op gives it back (step 3, after the copy
+            // that follows this function on the stream); the copy starts only after this
+            // function returned. No Rust borrow of the pinned memory exists (module docs).
+            let bytes = unsafe { std::slice::from_raw_parts_mut(piece.0, len) };
+            if let Err(e) = file.read_exact_at(bytes, offset) {
+                reader.fail(format!("pread of {len} bytes at {offset}: {e}"));
+            }
+            drop_off_the_runtime_thread(reader, "hipfile-replay-free");
+        });
+        if let Err(e) = stream.launch_host_func(read) {
+            // Nothing was queued: the piece is free again.
+            self.shared.give_back(slot);
+            return Err(e);
+        }
+
+        // SAFETY: `stream` is live for its borrow (`StreamRef`'s contract), and the handle is
+        // used only during this call. `dst` is device memory of this runtime inside one
+        // allocation (its constructor's check, and `belongs_to` above); the source is the first
+        // `len` bytes of piece `slot`, pinned memory of the same runtime, which stays allocated
+        // and untouched by anything but this op until step 3 below has run, after this copy
+        // completed (module docs).
+        let copied = unsafe {
+            runtime.copy_to_device_async(dst.ptr(), src, len, StreamHandle::from_raw(stream.raw()))
+        };
+
+        let reader = Arc::clone(&self.shared);
+        let release = Box::new(move || {
+            reader.give_back(slot);
+            drop_off_the_runtime_thread(reader, "hipfile-replay-free");
+        });
+        match stream.launch_host_func(release) {
+            Ok(()) => copied,
+            Err(e) => {
+                // The read queued above may still write the piece: it is never given back, and
+                // the memory is never freed.
+                self.shared.lost.fetch_add(1, Ordering::AcqRel);
+                std::mem::forget(Arc::clone(&self.shared));
+                Err(copied.err().unwrap_or(e))
+            }
+        }
+    }
+}
+
+impl NvidiaRuntime {
+    /// The device of a live stream asked of the driver: `cuStreamGetCtx`, then `cuCtxGetDevice`
+    /// in that context. What [`GpuRuntime::stream_device`] does where the runtime has no
+    /// `cudaStreamGetDevice`; public so that both ways can be checked against each other.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this runtime.
+    pub unsafe fn stream_device_through_driver(&self, stream: StreamHandle) -> HipResult<i32> {
+        // SAFETY: the caller guarantees a live stream of this runtime.
+        self.device_through_driver(unsafe { LiveStream::vouch(stream) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -592,5 +973,19 @@ mod tests {
         let theirs = DeviceBuffer::new(Arc::clone(&other), 64).unwrap();
         let theirs = DeviceRange::query(&other, theirs.ptr(), 64).unwrap();
         assert_eq!(code(s.fill_async(&theirs, 1)), HipErrorCode::INVALID_VALUE);
+    }
+
+    #[test]
+    fn raw_parts_name_their_pointer_as_the_base() {
+        let buf = DeviceBuffer::new(Arc::new(SimRuntime::default()), 4096).unwrap();
+        // SAFETY: the buffer lives to the end of the test and nothing else touches it meanwhile.
+        let raw = unsafe { DeviceSliceMut::from_raw_parts(buf.ptr() + 512, 1024) };
+        assert_eq!(
+            (raw.base(), raw.offset(), raw.len()),
+            (buf.ptr() + 512, 0, 1024)
+        );
+        // SAFETY: as above; the shared view only reads.
+        let shared = unsafe { DeviceSlice::from_raw_parts(buf.ptr(), 16) };
+        assert_eq!(shared.get(4..).map(|s| s.ptr()), Some(buf.ptr() + 4));
     }
 }
