@@ -114,9 +114,6 @@ pub mod sim;
 mod slice;
 mod staging;
 mod transfer;
-// The simulator's tests name the module by its old path.
-#[cfg(test)]
-use vouched as stream_gate;
 mod vouched;
 
 pub use amd::open_library as amd_open_library;

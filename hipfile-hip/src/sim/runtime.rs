@@ -811,7 +811,7 @@ mod tests {
         assert_eq!(rt.current_device().unwrap(), 0);
     }
 
-    use crate::stream_gate::HostFlags;
+    use crate::HostFlags;
     use std::time::Duration;
 
     /// Long enough for a worker that is free to run queued work to have run it.
