@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::platform_id::Platform;
+use crate::info::Platform;
 
 /// A `hipError_t` value. Kept as a plain integer on purpose: runtimes add codes between releases,
 /// and an unknown value must survive the round trip to the application untouched.

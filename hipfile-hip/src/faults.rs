@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::runtime::{forward_gpu_runtime, RuntimeCall};
+use crate::runtime::forward_gpu_runtime;
 use crate::{GpuRuntime, HipError, HipErrorCode, HipResult};
 
 /// Which runtime call a rule is about. Synchronous and asynchronous copies of one direction share
@@ -201,7 +201,48 @@ impl ScriptedRuntime {
     }
 }
 
-forward_gpu_runtime!(ScriptedRuntime, inner: inner, admit: admit);
+/// One fallible method of [`GpuRuntime`](crate::GpuRuntime), as the forwarding impl names it
+/// when it asks [`ScriptedRuntime::admit`] about a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum RuntimeCall {
+    DeviceCount,
+    CurrentDevice,
+    SetDevice,
+    PointerInfo,
+    DeviceAlloc,
+    ManagedAlloc,
+    DeviceFree,
+    HostAlloc,
+    HostFree,
+    HostRegister,
+    HostUnregister,
+    ContextCreate,
+    InContext,
+    ContextDestroy,
+    CopyToDevice,
+    CopyFromDevice,
+    MemsetDevice,
+    CopyToDeviceAsync,
+    CopyFromDeviceAsync,
+    StreamCreate,
+    StreamCreateIndependent,
+    StreamDevice,
+    StreamWaitValue,
+    StreamWriteValue,
+    HostAllocMapped,
+    HostDevicePointer,
+    MemsetDeviceAsync,
+    StreamDestroy,
+    StreamSynchronize,
+    EventCreate,
+    EventRecord,
+    EventSynchronize,
+    EventQuery,
+    EventDestroy,
+    LaunchHostFunc,
+}
+
+forward_gpu_runtime!(ScriptedRuntime, inner: inner, admit: admit, calls: RuntimeCall);
 
 impl ScriptedRuntime {
     /// The script's say on `call`: the calls it counts are numbered, and the numbers a rule

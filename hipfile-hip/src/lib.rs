@@ -54,7 +54,7 @@
 //! | module | owns |
 //! | --- | --- |
 //! | `runtime` | the boundary's contracts: [`GpuRuntime`] and [`P2pDriver`], the handles, and the RAII types built on them ([`DeviceBuffer`], [`PinnedBuffer`], [`OwnedStream`], [`OwnedEvent`], [`OwnedContext`], [`DeviceGuard`]) |
-//! | `error`, `platform_id` | [`HipError`] and HIP's error numbers; [`Platform`], the name every layer uses |
+//! | `error`, `info` | [`HipError`] and HIP's error numbers; [`Platform`], the name every layer uses, and what a runtime answers about itself and a pointer ([`RuntimeInfo`], [`PointerInfo`]) |
 //! | `options`, `platform` | [`PlatformOptions`] (the one reader of the environment) and opening a platform from them |
 //! | [`amd`], [`nvidia`] | what the HIP and CUDA answers mean: memory-type numbering, CUDA errors in HIP's terms, contexts, devices of streams |
 //! | `ffi` | every call into C: loading libraries, the runtime API HIP and CUDA share (`ffi::runtime_api`), AMD's own calls and the KFD driver (`ffi::hip`), CUDA's runtime, driver and cuFile (`ffi::cuda`), the kernel (`ffi::os`) |
@@ -102,12 +102,12 @@ mod error;
 pub mod faults;
 mod ffi;
 mod file_pins;
+mod info;
 pub mod nvidia;
 mod options;
 pub mod os;
 pub mod p2p;
 mod platform;
-mod platform_id;
 pub mod replay;
 mod runtime;
 pub mod sim;

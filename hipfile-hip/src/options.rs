@@ -3,7 +3,7 @@
 //! ([`PlatformOptions::from_env`]), so the platforms take options and never read the environment.
 
 use crate::error::{HipError, HipResult};
-use crate::platform_id::Platform;
+use crate::info::Platform;
 use crate::sim::SimConfig;
 
 /// The environment variable naming the HIP runtime library to load instead of the defaults

@@ -8,54 +8,7 @@ use std::sync::Arc;
 
 use crate::error::HipResult;
 
-pub use crate::platform_id::Platform;
-
-/// What kind of memory a pointer refers to, decoded from the platform's own numbering.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MemoryKind {
-    /// Memory the runtime does not know: ordinary pageable host memory.
-    Unregistered,
-    /// Host memory the runtime allocated pinned or registered.
-    Host,
-    /// Device memory.
-    Device,
-    /// Managed (unified, migratable) memory.
-    Managed,
-    /// A device array (texture memory).
-    Array,
-}
-
-/// What the runtime knows about a pointer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PointerInfo {
-    /// The kind of memory.
-    pub kind: MemoryKind,
-    /// The device that owns the memory (meaningful for device and managed memory).
-    pub device: i32,
-    /// Start of the allocation holding the pointer (0 when unknown).
-    pub base: usize,
-    /// Length of that allocation in bytes (0 when unknown).
-    pub len: usize,
-}
-
-impl PointerInfo {
-    /// Bytes from `ptr` to the end of its allocation, or `None` if `ptr` lies outside it.
-    pub fn remaining_from(&self, ptr: usize) -> Option<usize> {
-        let end = self.base.checked_add(self.len)?;
-        (ptr >= self.base && ptr <= end).then(|| end - ptr)
-    }
-}
-
-/// Facts about a loaded runtime, for reports such as `hipfile check`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RuntimeInfo {
-    /// The platform.
-    pub platform: Platform,
-    /// The runtime's version number as the runtime reports it (`hipRuntimeGetVersion`).
-    pub runtime_version: i32,
-    /// The library that was loaded (a path or soname; "built-in" for the sim).
-    pub library: String,
-}
+pub use crate::info::{MemoryKind, Platform, PointerInfo, RuntimeInfo};
 
 /// A platform's direct storage <-> GPU memory path.
 ///
@@ -436,50 +389,9 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     }
 }
 
-/// One fallible method of [`GpuRuntime`], named for a wrapper made with [`forward_gpu_runtime!`]
-/// that looks at each call before passing it on (the fault decorator fails chosen ones).
-#[cfg(feature = "faults")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum RuntimeCall {
-    DeviceCount,
-    CurrentDevice,
-    SetDevice,
-    PointerInfo,
-    DeviceAlloc,
-    ManagedAlloc,
-    DeviceFree,
-    HostAlloc,
-    HostFree,
-    HostRegister,
-    HostUnregister,
-    ContextCreate,
-    InContext,
-    ContextDestroy,
-    CopyToDevice,
-    CopyFromDevice,
-    MemsetDevice,
-    CopyToDeviceAsync,
-    CopyFromDeviceAsync,
-    StreamCreate,
-    StreamCreateIndependent,
-    StreamDevice,
-    StreamWaitValue,
-    StreamWriteValue,
-    HostAllocMapped,
-    HostDevicePointer,
-    MemsetDeviceAsync,
-    StreamDestroy,
-    StreamSynchronize,
-    EventCreate,
-    EventRecord,
-    EventSynchronize,
-    EventQuery,
-    EventDestroy,
-    LaunchHostFunc,
-}
-
 /// `impl GpuRuntime for $ty` that passes every call on to the runtime in field `$inner`, after
-/// asking `self.$admit(RuntimeCall::...)` about each fallible one: an `Err` from it is the
+/// asking `self.$admit($calls::...)` about each fallible one (`$calls` names the wrapper's enum
+/// of the fallible calls, one variant each, as the method's name in upper camel case): an `Err` from it is the
 /// call's answer and the inner runtime never sees the call. The wrapper writes only what it
 /// changes, in `$admit`, and restates no signature or `unsafe` contract: each `unsafe fn` passes
 /// its caller's contract on unchanged, which holds because every call that makes a handle or an
@@ -491,7 +403,7 @@ pub(crate) enum RuntimeCall {
 /// (feature `faults`).
 #[cfg(feature = "faults")]
 macro_rules! forward_gpu_runtime {
-    ($ty:ty, inner: $inner:ident, admit: $admit:ident) => {
+    ($ty:ty, inner: $inner:ident, admit: $admit:ident, calls: $calls:ident) => {
         impl $crate::runtime::GpuRuntime for $ty {
             $crate::runtime::forward_gpu_runtime! { @plain $inner;
                 info() -> $crate::runtime::RuntimeInfo;
@@ -500,7 +412,7 @@ macro_rules! forward_gpu_runtime {
                 stream_writes(device: i32) -> bool;
                 p2p() -> Option<::std::sync::Arc<dyn $crate::p2p::P2pDriver>>;
             }
-            $crate::runtime::forward_gpu_runtime! { @safe $inner, $admit;
+            $crate::runtime::forward_gpu_runtime! { @safe $inner, $admit, $calls;
                 device_count() -> i32 = DeviceCount;
                 current_device() -> i32 = CurrentDevice;
                 set_device(device: i32) -> () = SetDevice;
@@ -516,7 +428,7 @@ macro_rules! forward_gpu_runtime {
                     -> $crate::runtime::StreamHandle = StreamCreateIndependent;
                 event_create() -> $crate::runtime::EventHandle = EventCreate;
             }
-            $crate::runtime::forward_gpu_runtime! { @unsafe $inner, $admit;
+            $crate::runtime::forward_gpu_runtime! { @unsafe $inner, $admit, $calls;
                 device_free(ptr: usize) -> () = DeviceFree;
                 host_free(ptr: ::std::ptr::NonNull<u8>) -> () = HostFree;
                 host_register(ptr: ::std::ptr::NonNull<u8>, len: usize, read_only: bool)
@@ -576,20 +488,20 @@ macro_rules! forward_gpu_runtime {
             }
         )*
     };
-    (@safe $inner:ident, $admit:ident;
+    (@safe $inner:ident, $admit:ident, $calls:ident;
         $($name:ident($($arg:ident: $t:ty),*) -> $ret:ty = $call:ident;)*) => {
         $(
             fn $name(&self, $($arg: $t),*) -> $crate::HipResult<$ret> {
-                self.$admit($crate::runtime::RuntimeCall::$call)?;
+                self.$admit($calls::$call)?;
                 self.$inner.$name($($arg),*)
             }
         )*
     };
-    (@unsafe $inner:ident, $admit:ident;
+    (@unsafe $inner:ident, $admit:ident, $calls:ident;
         $($name:ident($($arg:ident: $t:ty),*) -> $ret:ty = $call:ident;)*) => {
         $(
             unsafe fn $name(&self, $($arg: $t),*) -> $crate::HipResult<$ret> {
-                self.$admit($crate::runtime::RuntimeCall::$call)?;
+                self.$admit($calls::$call)?;
                 // SAFETY: the caller's contract for this call, passed on unchanged: the wrapper's
                 // handles and addresses are the inner runtime's (see the macro's documentation).
                 unsafe { self.$inner.$name($($arg),*) }
@@ -910,72 +822,6 @@ impl Drop for OwnedEvent {
     }
 }
 
-/// Keeps the calling thread's current device while work runs on another: made by
-/// [`DeviceGuard::switch`] or [`DeviceGuard::keep`], it puts the device that was current back
-/// when it drops (the caller's current device must never change under it). A failure to restore
-/// cannot be reported from drop; short of a runtime teardown, making current a device that was
-/// current a moment ago does not fail.
-pub struct DeviceGuard<'a> {
-    runtime: &'a dyn GpuRuntime,
-    /// The device to put back, if any.
-    previous: Option<i32>,
-    /// Ask for the current device before restoring, and restore only if it moved.
-    only_if_moved: bool,
-}
-
-impl<'a> DeviceGuard<'a> {
-    /// Make `device` current until the guard drops, unless it already is (then nothing is
-    /// changed, nor restored).
-    pub fn switch(runtime: &'a dyn GpuRuntime, device: i32) -> HipResult<Self> {
-        let current = runtime.current_device()?;
-        if current == device {
-            return Ok(DeviceGuard {
-                runtime,
-                previous: None,
-                only_if_moved: false,
-            });
-        }
-        runtime.set_device(device)?;
-        Ok(DeviceGuard {
-            runtime,
-            previous: Some(current),
-            only_if_moved: false,
-        })
-    }
-
-    /// Put the current device back when the guard drops, if something in between moved it (on
-    /// NVIDIA, making a driver context current moves the runtime's current device with it).
-    pub fn keep(runtime: &'a dyn GpuRuntime) -> HipResult<Self> {
-        Ok(DeviceGuard {
-            runtime,
-            previous: Some(runtime.current_device()?),
-            only_if_moved: true,
-        })
-    }
-}
-
-impl fmt::Debug for DeviceGuard<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DeviceGuard")
-            .field("previous", &self.previous)
-            .field("only_if_moved", &self.only_if_moved)
-            .finish()
-    }
-}
-
-impl Drop for DeviceGuard<'_> {
-    fn drop(&mut self) {
-        let Some(device) = self.previous else {
-            return;
-        };
-        if self.only_if_moved && self.runtime.current_device().ok() == Some(device) {
-            return;
-        }
-        // A failure cannot be reported from drop.
-        let _ = self.runtime.set_device(device);
-    }
-}
-
 /// Device memory owned by Rust (tests, tools, examples); freed on drop.
 pub struct DeviceBuffer {
     runtime: Arc<dyn GpuRuntime>,
@@ -1062,5 +908,71 @@ impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // SAFETY: `ptr` came from this runtime's allocator and no copy borrows it past `&self`.
         let _ = unsafe { self.runtime.device_free(self.ptr) };
+    }
+}
+
+/// Keeps the calling thread's current device while work runs on another: made by
+/// [`DeviceGuard::switch`] or [`DeviceGuard::keep`], it puts the device that was current back
+/// when it drops (the caller's current device must never change under it). A failure to restore
+/// cannot be reported from drop; short of a runtime teardown, making current a device that was
+/// current a moment ago does not fail.
+pub struct DeviceGuard<'a> {
+    runtime: &'a dyn GpuRuntime,
+    /// The device to put back, if any.
+    previous: Option<i32>,
+    /// Ask for the current device before restoring, and restore only if it moved.
+    only_if_moved: bool,
+}
+
+impl<'a> DeviceGuard<'a> {
+    /// Make `device` current until the guard drops, unless it already is (then nothing is
+    /// changed, nor restored).
+    pub fn switch(runtime: &'a dyn GpuRuntime, device: i32) -> HipResult<Self> {
+        let current = runtime.current_device()?;
+        if current == device {
+            return Ok(DeviceGuard {
+                runtime,
+                previous: None,
+                only_if_moved: false,
+            });
+        }
+        runtime.set_device(device)?;
+        Ok(DeviceGuard {
+            runtime,
+            previous: Some(current),
+            only_if_moved: false,
+        })
+    }
+
+    /// Put the current device back when the guard drops, if something in between moved it (on
+    /// NVIDIA, making a driver context current moves the runtime's current device with it).
+    pub fn keep(runtime: &'a dyn GpuRuntime) -> HipResult<Self> {
+        Ok(DeviceGuard {
+            runtime,
+            previous: Some(runtime.current_device()?),
+            only_if_moved: true,
+        })
+    }
+}
+
+impl fmt::Debug for DeviceGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceGuard")
+            .field("previous", &self.previous)
+            .field("only_if_moved", &self.only_if_moved)
+            .finish()
+    }
+}
+
+impl Drop for DeviceGuard<'_> {
+    fn drop(&mut self) {
+        let Some(device) = self.previous else {
+            return;
+        };
+        if self.only_if_moved && self.runtime.current_device().ok() == Some(device) {
+            return;
+        }
+        // A failure cannot be reported from drop.
+        let _ = self.runtime.set_device(device);
     }
 }
