@@ -16,25 +16,27 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::IntoPyResult;
 use crate::foreign;
-use crate::memory::tuple;
+use crate::memory::{self, tuple};
 
 fn hip(e: &hipfile_hip::HipError, what: &str) -> PyErr {
     crate::errors::to_py(&hipfile::Error::hip(e, what))
 }
 
+/// The GPU runtime of `driver`'s open session.
+pub(crate) fn runtime_of(driver: &hipfile::Driver) -> hipfile::Result<Arc<dyn GpuRuntime>> {
+    let session = driver.core().session().ok_or_else(|| {
+        hipfile::Error::new(
+            hipfile::ErrorKind::DriverNotInitialized,
+            "the driver is not open",
+        )
+    })?;
+    Ok(Arc::clone(session.runtime()))
+}
+
 /// The process-wide driver (opened, or one more reference on it) and its GPU runtime.
 fn runtime() -> hipfile::Result<(hipfile::Driver, Arc<dyn GpuRuntime>)> {
     let driver = hipfile::Driver::open()?;
-    let runtime = driver
-        .core()
-        .session()
-        .map(|s| Arc::clone(s.runtime()))
-        .ok_or_else(|| {
-            hipfile::Error::new(
-                hipfile::ErrorKind::DriverNotInitialized,
-                "the driver is not open",
-            )
-        })?;
+    let runtime = runtime_of(&driver)?;
     Ok((driver, runtime))
 }
 
@@ -146,20 +148,10 @@ fn host_bytes<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     Ok(view.call_method0("tobytes")?.cast_into::<PyBytes>()?)
 }
 
+memory::device_span_getters!(DeviceBuffer, "The device address.", "Length in bytes.");
+
 #[pymethods]
 impl DeviceBuffer {
-    /// The device address.
-    #[getter]
-    fn ptr(&self) -> usize {
-        self.ptr
-    }
-
-    /// Length in bytes.
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.len
-    }
-
     fn __len__(&self) -> usize {
         self.len
     }

@@ -8,9 +8,10 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::device::runtime_of;
 use crate::errors::{to_py, IntoPyResult};
 use crate::foreign;
-use crate::memory::{memory_of, Memory};
+use crate::memory::{self, memory_of, Memory};
 use crate::slot;
 
 /// One reference on the process-wide driver (`hipFileDriverOpen`), shared with C callers of
@@ -66,34 +67,12 @@ impl PyDriver {
 
     /// The GPU platform the driver runs on: `"amd"`, `"nvidia"` or `"sim"`.
     fn platform(&self) -> PyResult<String> {
-        self.with(|d| {
-            d.core()
-                .session()
-                .map(|s| s.runtime().info().platform.name().to_string())
-        })?
-        .ok_or_else(|| {
-            to_py(&hipfile::Error::new(
-                ErrorKind::DriverNotInitialized,
-                "the driver is not open",
-            ))
-        })
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _ty: Option<&Bound<'_, PyAny>>,
-        _value: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> bool {
-        self.close(py);
-        false
+        self.with(|d| runtime_of(d).map(|rt| rt.info().platform.name().to_string()))?
+            .py()
     }
 }
+
+slot::with_block!(PyDriver, close);
 
 /// References held on the process-wide driver (`hipFileUseCount`): every open `Driver`, file,
 /// registered buffer and device buffer holds one, and so does each C caller's open.
@@ -167,6 +146,12 @@ pub(crate) struct Buffer {
     len: usize,
 }
 
+memory::device_span_getters!(
+    Buffer,
+    "The registered device address.",
+    "Registered length in bytes."
+);
+
 #[pymethods]
 impl Buffer {
     /// Register the device memory of `array` (`__cuda_array_interface__` or DLPack). Memory
@@ -197,18 +182,6 @@ impl Buffer {
         })
     }
 
-    /// The registered device address.
-    #[getter]
-    fn ptr(&self) -> usize {
-        self.ptr
-    }
-
-    /// Registered length in bytes.
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.len
-    }
-
     /// The array this registration holds.
     #[getter]
     fn array(&self, py: Python<'_>) -> Py<PyAny> {
@@ -225,19 +198,6 @@ impl Buffer {
     fn deregister(&self, py: Python<'_>) {
         slot::release(py, &self.registration);
     }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _ty: Option<&Bound<'_, PyAny>>,
-        _value: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> bool {
-        self.deregister(py);
-        false
-    }
 }
+
+slot::with_block!(Buffer, deregister);

@@ -24,16 +24,18 @@
 
 use std::borrow::Borrow;
 use std::ffi::OsStr;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 
-use hipfile::{AsDevice, AsDeviceMut, Error, ErrorKind, StreamOp};
+use hipfile::{AsDevice, AsDeviceMut, Error, ErrorKind, IoOp, StreamOp};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PySlice};
 
+use crate::device::runtime_of;
 use crate::errors::{to_py, IntoPyResult};
 use crate::foreign;
 use crate::memory::{memory_of, region, Memory};
@@ -125,7 +127,7 @@ impl Failure {
 struct Request {
     file: Arc<OpenFile>,
     memory: Memory,
-    read: bool,
+    op: IoOp,
     offset: usize,
     size: usize,
     file_offset: u64,
@@ -142,7 +144,7 @@ impl Request {
             .map(|start| Request {
                 file: Arc::clone(&self.file),
                 memory: self.memory.clone_ref(py),
-                read: self.read,
+                op: self.op,
                 offset: self.offset + start,
                 size: task.min(self.size - start),
                 file_offset: self.file_offset.saturating_add(start as u64),
@@ -173,37 +175,26 @@ impl Request {
     /// through the facade without the GIL; host memory through `os.preadv`/`os.pwrite`, which
     /// release the GIL while in the kernel.
     fn run(self) -> Result<usize, Failure> {
-        let Request {
-            file,
-            memory,
-            read,
-            offset,
-            size,
-            file_offset,
-        } = self;
-        if let Memory::Device { ptr: 0, .. } = memory {
-            // An empty array of a framework may have no memory at all (CuPy's is at address
-            // 0): nothing to move, as `readinto` of an empty buffer.
-            if size == 0 {
-                return Ok(0);
-            }
-        }
-        let range = offset..offset + size;
-        match memory {
-            Memory::Device { ptr, len, .. } if read => {
+        let range = self.offset..self.offset + self.size;
+        let (file, file_offset) = (&self.file, self.file_offset);
+        match (&self.memory, self.op) {
+            // An empty array of a framework may have no memory at all (CuPy's is at address 0):
+            // nothing to move, as `readinto` of an empty buffer.
+            (Memory::Device { ptr: 0, .. }, _) if self.size == 0 => Ok(0),
+            (&Memory::Device { ptr, len, .. }, IoOp::Read) => {
                 let mut whole = foreign::device_mut(ptr, len);
                 let part = whole.slice_mut(range).map_err(Failure::Core)?;
                 file.handle.read(part, file_offset).map_err(Failure::Core)
             }
-            Memory::Device { ptr, len, .. } => {
+            (&Memory::Device { ptr, len, .. }, IoOp::Write) => {
                 let whole = foreign::device(ptr, len);
                 let part = whole.slice(range).map_err(Failure::Core)?;
                 file.handle.write(part, file_offset).map_err(Failure::Core)
             }
-            Memory::Host { view, .. } => Python::attach(|py| {
-                host_io(py, file.fd, view.bind(py), read, offset, size, file_offset)
-            })
-            .map_err(Failure::Py),
+            (Memory::Host { view, .. }, op) => {
+                Python::attach(|py| host_io(py, file.fd, view.bind(py), op, range, file_offset))
+                    .map_err(Failure::Py)
+            }
         }
     }
 }
@@ -211,28 +202,23 @@ impl Request {
 /// Wait until the work queued on the array's stream (`__cuda_array_interface__`'s `stream`)
 /// ended, as the interface asks of a consumer before it touches the array.
 fn wait_for_stream(file: &OpenFile, raw: usize) -> Result<(), Error> {
-    let session = file
-        .driver
-        .core()
-        .session()
-        .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
-    let runtime = Arc::clone(session.runtime());
+    let runtime = runtime_of(&file.driver)?;
     foreign::stream(&runtime, raw)
         .synchronize()
         .map_err(|e| Error::hip(&e, "waiting for the array's stream"))
 }
 
-/// Positioned IO between the file and `size` bytes of a byte `memoryview` at `offset`: a read
-/// stops early only at the end of the file; a write writes everything.
+/// Positioned IO between the file and the bytes `range` of a byte `memoryview`: a read stops
+/// early only at the end of the file; a write writes everything.
 fn host_io(
     py: Python<'_>,
     fd: RawFd,
     view: &Bound<'_, PyAny>,
-    read: bool,
-    offset: usize,
-    size: usize,
+    op: IoOp,
+    range: Range<usize>,
     file_offset: u64,
 ) -> PyResult<usize> {
+    let (offset, size) = (range.start, range.len());
     let os = py.import("os")?;
     let mut done = 0;
     while done < size {
@@ -243,11 +229,11 @@ fn host_io(
             1,
         ))?;
         let at = file_offset + done as u64;
-        let n: usize = if read {
-            os.call_method1("preadv", (fd, PyList::new(py, [part])?, at))?
-                .extract()?
-        } else {
-            os.call_method1("pwrite", (fd, part, at))?.extract()?
+        let n: usize = match op {
+            IoOp::Read => os
+                .call_method1("preadv", (fd, PyList::new(py, [part])?, at))?
+                .extract()?,
+            IoOp::Write => os.call_method1("pwrite", (fd, part, at))?.extract()?,
         };
         if n == 0 {
             break;
@@ -468,6 +454,15 @@ pub(crate) struct CuFile {
     mode_text: String,
 }
 
+/// What a `CuFile` call that moves bytes was given, as Python passed it.
+struct IoArgs<'a, 'py> {
+    buf: &'a Bound<'py, PyAny>,
+    size: Option<usize>,
+    /// `None` only from a write: 0, or the end of the file in mode `a`.
+    file_offset: Option<i64>,
+    dev_offset: usize,
+}
+
 impl CuFile {
     fn file(&self) -> PyResult<Arc<OpenFile>> {
         self.open
@@ -477,38 +472,31 @@ impl CuFile {
             .ok_or_else(|| PyValueError::new_err("I/O operation on closed file"))
     }
 
-    /// The request `buf`, `size`, `file_offset`, `dev_offset` make, checked against the mode
-    /// and the memory. A write's `file_offset` of `None` is 0, or the end of the file in mode
-    /// `a`.
-    #[allow(clippy::too_many_arguments)]
-    fn request(
-        &self,
-        py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: Option<i64>,
-        dev_offset: usize,
-        read: bool,
-    ) -> PyResult<Request> {
+    /// The request `op` of `args` makes, checked against the mode and the memory. A write's
+    /// `file_offset` of `None` is 0, or the end of the file in mode `a`.
+    fn request(&self, py: Python<'_>, op: IoOp, args: IoArgs<'_, '_>) -> PyResult<Request> {
         let file = self.file()?;
         let unsupported = |why: &str| -> PyResult<PyErr> {
             let class = py.import("io")?.getattr("UnsupportedOperation")?;
             Ok(PyErr::from_value(class.call1((why,))?))
         };
-        if read && !file.mode.read {
-            return Err(unsupported("File not open for reading")?);
+        match op {
+            IoOp::Read if !file.mode.read => {
+                return Err(unsupported("File not open for reading")?);
+            }
+            IoOp::Write if !file.mode.write => {
+                return Err(unsupported("File not open for writing")?);
+            }
+            _ => {}
         }
-        if !read && !file.mode.write {
-            return Err(unsupported("File not open for writing")?);
-        }
-        let memory = memory_of(buf)?;
-        let (offset, size) = region(&memory, size, dev_offset, read)?;
-        let file_offset = match file_offset {
+        let memory = memory_of(args.buf)?;
+        let (offset, size) = region(&memory, args.size, args.dev_offset, op)?;
+        let file_offset = match args.file_offset {
             Some(o) => o,
             // Each write without an offset takes the bytes past the end of the file and past
             // the writes sent there before it (which may still be in flight): two appends in
             // flight at once never land at the same offset.
-            None if file.mode.append && !read => {
+            None if file.mode.append && op == IoOp::Write => {
                 let end = u64::try_from(file_size(py, file.fd)?).unwrap_or(0);
                 let mut next = file
                     .append_end
@@ -525,33 +513,46 @@ impl CuFile {
         Ok(Request {
             file,
             memory,
-            read,
+            op,
             offset,
             size,
             file_offset,
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_stream(
+    /// `read`/`write`: see [`blocking`].
+    fn run_blocking(&self, py: Python<'_>, op: IoOp, args: IoArgs<'_, '_>) -> PyResult<usize> {
+        blocking(py, self.request(py, op, args)?)
+    }
+
+    /// `pread`/`pwrite`: the request's parts on the pool.
+    fn run_on_pool(&self, py: Python<'_>, op: IoOp, args: IoArgs<'_, '_>) -> PyResult<IOFuture> {
+        submit(py, self.request(py, op, args)?, task_size())
+    }
+
+    /// `raw_read`/`raw_write`: one request to the library, on the calling thread.
+    fn run_here(&self, py: Python<'_>, op: IoOp, args: IoArgs<'_, '_>) -> PyResult<usize> {
+        let request = self.request(py, op, args)?;
+        py.detach(|| request.run_here()).map_err(Failure::into_py)
+    }
+
+    /// `read_async`/`write_async`: the op queued on `stream`, from the calling thread.
+    fn run_on_stream(
         &self,
         py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: Option<i64>,
-        dev_offset: usize,
+        op: IoOp,
+        args: IoArgs<'_, '_>,
         stream: Option<&Bound<'_, PyAny>>,
-        read: bool,
     ) -> PyResult<StreamFuture> {
         let raw = stream_handle(stream)?;
-        if file_offset.is_some_and(|o| o < 0) {
+        if args.file_offset.is_some_and(|o| o < 0) {
             // `hipFileReadAsync`'s answer to a negative offset.
             return Err(to_py(&Error::new(
                 ErrorKind::InvalidValue,
                 "a negative file offset",
             )));
         }
-        let request = self.request(py, buf, size, file_offset, dev_offset, read)?;
+        let request = self.request(py, op, args)?;
         let Memory::Device {
             ptr,
             len,
@@ -584,32 +585,25 @@ impl CuFile {
         // them; another thread would name other streams with the same handles.
         let (op, queued) = py
             .detach(|| -> hipfile::Result<(StreamOp, Box<dyn Send>)> {
-                let session = file.driver.core().session().ok_or_else(|| {
-                    Error::new(ErrorKind::DriverNotInitialized, "the driver is not open")
-                })?;
-                let runtime = Arc::clone(session.runtime());
+                let runtime = runtime_of(&file.driver)?;
                 let stream = foreign::stream(&runtime, raw);
                 let range = offset..offset + size;
                 let held = HeldFile(Arc::clone(&file));
                 let out_of_range =
                     || Error::new(ErrorKind::InvalidValue, "the range lies past the array");
-                if read {
-                    let part = foreign::device_mut(ptr, len)
-                        .get_mut(range)
-                        .ok_or_else(out_of_range)?;
-                    let queued = file
-                        .driver
-                        .read_on_stream(&stream, held, part, file_offset)?;
-                    Ok((queued.op().clone(), Box::new(queued)))
-                } else {
-                    let part = foreign::device(ptr, len)
-                        .get(range)
-                        .ok_or_else(out_of_range)?;
-                    let queued = file
-                        .driver
-                        .write_on_stream(&stream, held, part, file_offset)?;
-                    Ok((queued.op().clone(), Box::new(queued)))
-                }
+                let driver = &file.driver;
+                Ok(match op {
+                    IoOp::Read => {
+                        let part = foreign::device_mut(ptr, len).get_mut(range);
+                        let part = part.ok_or_else(out_of_range)?;
+                        owned(driver.read_on_stream(&stream, held, part, file_offset)?)
+                    }
+                    IoOp::Write => {
+                        let part = foreign::device(ptr, len).get(range);
+                        let part = part.ok_or_else(out_of_range)?;
+                        owned(driver.write_on_stream(&stream, held, part, file_offset)?)
+                    }
+                })
             })
             .py()?;
         // The op owns the file and its view of the memory until it ended; the Python objects that
@@ -629,6 +623,14 @@ impl CuFile {
         });
         Ok(StreamFuture { op })
     }
+}
+
+/// A queued op as `StreamFuture` answers it, and the owner that waits for it when dropped.
+fn owned<F, M>(queued: hipfile::OwningStreamOp<F, M>) -> (StreamOp, Box<dyn Send>)
+where
+    hipfile::OwningStreamOp<F, M>: Send + 'static,
+{
+    (queued.op().clone(), Box::new(queued))
 }
 
 /// A registered file as the op that uses it holds it: the `CuFile`'s, kept open until the op
@@ -669,6 +671,90 @@ fn file_size(py: Python<'_>, fd: RawFd) -> PyResult<i64> {
         .call_method1("fstat", (fd,))?
         .getattr("st_size")?
         .extract()
+}
+
+/// `CuFile`'s methods that move bytes, from a table. A row is a Python method: its docstring,
+/// the operation, `file_offset`'s type and Python default (`i64 = 0` for reads; `Option<i64> =
+/// None` for writes, where `None` is 0 or the end of the file in mode `a`), `stream` for a
+/// stream-ordered op, what it answers, and the `CuFile` method that runs it. PyO3 wants each
+/// Python method written out as a Rust method with its own signature; the table writes the
+/// parameters they share once. The block stands beside `CuFile`'s other `#[pymethods]` through
+/// PyO3's `multiple-pymethods` feature.
+macro_rules! cufile_methods {
+    (
+        $(
+            $(#[$doc:meta])*
+            fn $name:ident($op:ident, file_offset: $offset:ty = $default:tt $(, $stream:ident)?)
+                -> $answer:ty = $run:ident;
+        )*
+    ) => {
+        #[pymethods]
+        impl CuFile {
+            $(
+                $(#[$doc])*
+                #[pyo3(signature = (
+                    buf, size = None, file_offset = $default, dev_offset = 0 $(, $stream = None)?
+                ))]
+                fn $name(
+                    &self,
+                    py: Python<'_>,
+                    buf: &Bound<'_, PyAny>,
+                    size: Option<usize>,
+                    file_offset: $offset,
+                    dev_offset: usize,
+                    $($stream: Option<&Bound<'_, PyAny>>,)?
+                ) -> PyResult<$answer> {
+                    let args = IoArgs {
+                        buf,
+                        size,
+                        file_offset: file_offset.into(),
+                        dev_offset,
+                    };
+                    self.$run(py, IoOp::$op, args $(, $stream)?)
+                }
+            )*
+        }
+    };
+}
+
+cufile_methods! {
+    /// Read `size` bytes (default: to the end of `buf` from `dev_offset`) of the file at
+    /// `file_offset` into `buf` at `dev_offset`; answer the bytes read (fewer only at the end
+    /// of the file). A call larger than the task size runs as parts on the thread pool, a
+    /// smaller one on the calling thread; the GIL is released either way.
+    fn read(Read, file_offset: i64 = 0) -> usize = run_blocking;
+
+    /// Write `size` bytes (default: to the end of `buf`) of `buf` at `dev_offset` to the file at
+    /// `file_offset` (default 0; the end of the file in mode `a`); answer the bytes written
+    /// (all, or an error).
+    fn write(Write, file_offset: Option<i64> = None) -> usize = run_blocking;
+
+    /// `read` as a future: the request runs on the thread pool; `.get()` answers its bytes.
+    fn pread(Read, file_offset: i64 = 0) -> IOFuture = run_on_pool;
+
+    /// `write` as a future.
+    fn pwrite(Write, file_offset: Option<i64> = None) -> IOFuture = run_on_pool;
+
+    /// `read` on the calling thread (GIL released), as one request to the library: at most
+    /// `MAX_RW_COUNT` bytes (2 GiB less 4 KiB) move, as `hipFileRead` and `read(2)` cap a call.
+    fn raw_read(Read, file_offset: i64 = 0) -> usize = run_here;
+
+    /// `write` on the calling thread (GIL released), as one request to the library (at most
+    /// `MAX_RW_COUNT` bytes move, as `hipFileWrite` caps a call).
+    fn raw_write(Write, file_offset: Option<i64> = None) -> usize = run_here;
+
+    /// Queue a read on `stream` (an int handle, an object with `.ptr` or `.cuda_stream`, or
+    /// `None` for the null stream): it runs when the stream reaches it, and the stream's later
+    /// work waits for it (`hipFileReadAsync`). Device memory only. Answers a `StreamFuture`.
+    /// The op is queued on the calling thread, so the special handles mean what they mean there:
+    /// `None` or 0 (the null stream) and 1 (the legacy default stream) are the null stream of the
+    /// thread's current device, 2 (`hipStreamPerThread`, `cudaStreamPerThread`) the thread's own
+    /// default stream on it.
+    fn read_async(Read, file_offset: i64 = 0, stream) -> StreamFuture = run_on_stream;
+
+    /// Queue a write on `stream` (`hipFileWriteAsync`); see `read_async`. A `file_offset` of
+    /// `None` is 0, or the end of the file in mode `a` (as for `write`).
+    fn write_async(Write, file_offset: Option<i64> = None, stream) -> StreamFuture = run_on_stream;
 }
 
 #[pymethods]
@@ -721,132 +807,6 @@ impl CuFile {
         })
     }
 
-    /// Read `size` bytes (default: to the end of `buf` from `dev_offset`) of the file at
-    /// `file_offset` into `buf` at `dev_offset`; answer the bytes read (fewer only at the end
-    /// of the file). A call larger than the task size runs as parts on the thread pool, a
-    /// smaller one on the calling thread; the GIL is released either way.
-    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0))]
-    fn read(
-        &self,
-        py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: i64,
-        dev_offset: usize,
-    ) -> PyResult<usize> {
-        let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
-        blocking(py, request)
-    }
-
-    /// Write `size` bytes (default: to the end of `buf`) of `buf` at `dev_offset` to the file at
-    /// `file_offset` (default 0; the end of the file in mode `a`); answer the bytes written
-    /// (all, or an error).
-    #[pyo3(signature = (buf, size = None, file_offset = None, dev_offset = 0))]
-    fn write(
-        &self,
-        py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: Option<i64>,
-        dev_offset: usize,
-    ) -> PyResult<usize> {
-        let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
-        blocking(py, request)
-    }
-
-    /// `read` as a future: the request runs on the thread pool; `.get()` answers its bytes.
-    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0))]
-    fn pread(
-        &self,
-        py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: i64,
-        dev_offset: usize,
-    ) -> PyResult<IOFuture> {
-        let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
-        submit(py, request, task_size())
-    }
-
-    /// `write` as a future.
-    #[pyo3(signature = (buf, size = None, file_offset = None, dev_offset = 0))]
-    fn pwrite(
-        &self,
-        py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: Option<i64>,
-        dev_offset: usize,
-    ) -> PyResult<IOFuture> {
-        let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
-        submit(py, request, task_size())
-    }
-
-    /// `read` on the calling thread (GIL released), as one request to the library: at most
-    /// `MAX_RW_COUNT` bytes (2 GiB less 4 KiB) move, as `hipFileRead` and `read(2)` cap a call.
-    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0))]
-    fn raw_read(
-        &self,
-        py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: i64,
-        dev_offset: usize,
-    ) -> PyResult<usize> {
-        let request = self.request(py, buf, size, Some(file_offset), dev_offset, true)?;
-        py.detach(|| request.run_here()).map_err(Failure::into_py)
-    }
-
-    /// `write` on the calling thread (GIL released), as one request to the library (at most
-    /// `MAX_RW_COUNT` bytes move, as `hipFileWrite` caps a call).
-    #[pyo3(signature = (buf, size = None, file_offset = None, dev_offset = 0))]
-    fn raw_write(
-        &self,
-        py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: Option<i64>,
-        dev_offset: usize,
-    ) -> PyResult<usize> {
-        let request = self.request(py, buf, size, file_offset, dev_offset, false)?;
-        py.detach(|| request.run_here()).map_err(Failure::into_py)
-    }
-
-    /// Queue a read on `stream` (an int handle, an object with `.ptr` or `.cuda_stream`, or
-    /// `None` for the null stream): it runs when the stream reaches it, and the stream's later
-    /// work waits for it (`hipFileReadAsync`). Device memory only. Answers a `StreamFuture`.
-    /// The op is queued on the calling thread, so the special handles mean what they mean there:
-    /// `None` or 0 (the null stream) and 1 (the legacy default stream) are the null stream of the
-    /// thread's current device, 2 (`hipStreamPerThread`, `cudaStreamPerThread`) the thread's own
-    /// default stream on it.
-    #[pyo3(signature = (buf, size = None, file_offset = 0, dev_offset = 0, stream = None))]
-    fn read_async(
-        &self,
-        py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: i64,
-        dev_offset: usize,
-        stream: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<StreamFuture> {
-        self.on_stream(py, buf, size, Some(file_offset), dev_offset, stream, true)
-    }
-
-    /// Queue a write on `stream` (`hipFileWriteAsync`); see `read_async`. A `file_offset` of
-    /// `None` is 0, or the end of the file in mode `a` (as for `write`).
-    #[pyo3(signature = (buf, size = None, file_offset = None, dev_offset = 0, stream = None))]
-    fn write_async(
-        &self,
-        py: Python<'_>,
-        buf: &Bound<'_, PyAny>,
-        size: Option<usize>,
-        file_offset: Option<i64>,
-        dev_offset: usize,
-        stream: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<StreamFuture> {
-        self.on_stream(py, buf, size, file_offset, dev_offset, stream, false)
-    }
-
     /// Deregister and close the file (the descriptor of a file opened by path). Requests still
     /// running keep it open until they end. Closing twice does nothing.
     fn close(&self, py: Python<'_>) {
@@ -874,19 +834,6 @@ impl CuFile {
     fn nbytes(&self, py: Python<'_>) -> PyResult<i64> {
         file_size(py, self.file()?.fd)
     }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _ty: Option<&Bound<'_, PyAny>>,
-        _value: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> bool {
-        self.close(py);
-        false
-    }
 }
+
+slot::with_block!(CuFile, close);

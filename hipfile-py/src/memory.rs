@@ -7,6 +7,7 @@
 //! read does not land in read-only memory (`TypeError`, as `readinto` says for `bytes`), and the
 //! requested `size` and device offset lie within it (`ValueError`).
 
+use hipfile::IoOp;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -297,8 +298,9 @@ pub(crate) fn region(
     memory: &Memory,
     size: Option<usize>,
     offset: usize,
-    for_read: bool,
+    op: IoOp,
 ) -> PyResult<(usize, usize)> {
+    let for_read = op == IoOp::Read;
     if for_read && memory.readonly() {
         return Err(PyTypeError::new_err(
             "cannot read into read-only memory: pass a writable array",
@@ -329,3 +331,26 @@ pub(crate) fn region(
 pub(crate) fn tuple<'py>(py: Python<'py>, values: &[usize]) -> PyResult<Bound<'py, PyTuple>> {
     PyTuple::new(py, values)
 }
+
+/// The getters `ptr` and `nbytes` (with these docstrings) of the class `$class`, which stands for
+/// the `len` bytes of device memory at `ptr`.
+macro_rules! device_span_getters {
+    ($class:ident, $ptr_doc:literal, $len_doc:literal) => {
+        #[pyo3::pymethods]
+        impl $class {
+            #[doc = $ptr_doc]
+            #[getter]
+            fn ptr(&self) -> usize {
+                self.ptr
+            }
+
+            #[doc = $len_doc]
+            #[getter]
+            fn nbytes(&self) -> usize {
+                self.len
+            }
+        }
+    };
+}
+
+pub(crate) use device_span_getters;

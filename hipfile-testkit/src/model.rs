@@ -119,10 +119,48 @@ pub enum Answer {
 /// What the model expects of one call.
 pub type Expected = Result<Answer, ErrorKind>;
 
+/// The driver's references (`hipFileUseCount`), counted as upstream hipFile counts them; both
+/// models keep one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct UseCount(usize);
+
+impl UseCount {
+    pub(crate) fn get(self) -> usize {
+        self.0
+    }
+
+    pub(crate) fn is_open(self) -> bool {
+        self.0 > 0
+    }
+
+    /// `hipFileDriverOpen`: one reference more.
+    pub(crate) fn open(&mut self) {
+        self.0 += 1;
+    }
+
+    /// The open a registration makes: a closed driver opens (0 -> 1), an open one's count is not
+    /// touched.
+    pub(crate) fn open_implicitly(&mut self) {
+        if self.0 == 0 {
+            self.0 = 1;
+        }
+    }
+
+    /// `hipFileDriverClose`: one reference less; whether that closed the driver (which then
+    /// forgets everything registered). A closed driver is `DriverNotInitialized`.
+    pub(crate) fn close(&mut self) -> Result<bool, ErrorKind> {
+        if self.0 == 0 {
+            return Err(ErrorKind::DriverNotInitialized);
+        }
+        self.0 -= 1;
+        Ok(self.0 == 0)
+    }
+}
+
 /// The model's state.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Model {
-    refcount: usize,
+    refs: UseCount,
     files: BTreeSet<usize>,
     buffers: BTreeSet<usize>,
 }
@@ -135,12 +173,12 @@ impl Model {
 
     /// Whether the driver is open.
     pub fn is_open(&self) -> bool {
-        self.refcount > 0
+        self.refs.is_open()
     }
 
     /// `hipFileUseCount`.
     pub fn use_count(&self) -> usize {
-        self.refcount
+        self.refs.get()
     }
 
     /// Slots whose file is registered.
@@ -153,25 +191,15 @@ impl Model {
         &self.buffers
     }
 
-    fn open_implicitly(&mut self) {
-        if self.refcount == 0 {
-            self.refcount = 1;
-        }
-    }
-
     /// Apply `op`; returns what the driver must answer.
     pub fn apply(&mut self, op: &Op) -> Expected {
         match *op {
             Op::DriverOpen => {
-                self.refcount += 1;
+                self.refs.open();
                 Ok(Answer::Done)
             }
             Op::DriverClose => {
-                if self.refcount == 0 {
-                    return Err(ErrorKind::DriverNotInitialized);
-                }
-                self.refcount -= 1;
-                if self.refcount == 0 {
+                if self.refs.close()? {
                     self.files.clear();
                     self.buffers.clear();
                 }
@@ -181,24 +209,22 @@ impl Model {
                 if !valid {
                     return Err(ErrorKind::InternalError);
                 }
-                self.open_implicitly();
+                self.refs.open_implicitly();
                 if self.files.insert(slot) {
                     Ok(Answer::Done)
                 } else {
                     Err(ErrorKind::HandleAlreadyRegistered)
                 }
             }
-            Op::HandleDeregister { slot } => {
-                if !self.is_open() {
-                    Err(ErrorKind::DriverNotInitialized)
-                } else if self.files.remove(&slot) {
-                    Ok(Answer::Done)
-                } else {
-                    Err(ErrorKind::HandleNotRegistered)
-                }
-            }
+            Op::HandleDeregister { slot } => deregister(
+                self.refs,
+                &mut self.files,
+                slot,
+                ErrorKind::DriverNotInitialized,
+                ErrorKind::HandleNotRegistered,
+            ),
             Op::BufRegister { slot, target } => {
-                self.open_implicitly();
+                self.refs.open_implicitly();
                 match target {
                     BufTarget::Host | BufTarget::Managed => Err(ErrorKind::HipMemoryTypeInvalid),
                     BufTarget::PastEnd => Err(ErrorKind::HipPointerRangeError),
@@ -210,15 +236,13 @@ impl Model {
                     }
                 }
             }
-            Op::BufDeregister { slot } => {
-                if !self.is_open() {
-                    Err(ErrorKind::DriverClosing)
-                } else if self.buffers.remove(&slot) {
-                    Ok(Answer::Done)
-                } else {
-                    Err(ErrorKind::MemoryNotRegistered)
-                }
-            }
+            Op::BufDeregister { slot } => deregister(
+                self.refs,
+                &mut self.buffers,
+                slot,
+                ErrorKind::DriverClosing,
+                ErrorKind::MemoryNotRegistered,
+            ),
             Op::Read { slot, size } | Op::Write { slot, size } => {
                 if !self.is_open() {
                     Err(ErrorKind::Os)
@@ -229,6 +253,23 @@ impl Model {
                 }
             }
         }
+    }
+}
+
+/// Take `slot` out of `table`: `closed` on a closed driver, `unknown` when it is not there.
+fn deregister(
+    refs: UseCount,
+    table: &mut BTreeSet<usize>,
+    slot: usize,
+    closed: ErrorKind,
+    unknown: ErrorKind,
+) -> Expected {
+    if !refs.is_open() {
+        Err(closed)
+    } else if table.remove(&slot) {
+        Ok(Answer::Done)
+    } else {
+        Err(unknown)
     }
 }
 

@@ -54,7 +54,7 @@ use hipfile_testkit::model::api::batch::{
     BatchRef, EntrySpec, Event, EventStatus, StatusFlaw, SubmitFlaw, Timeout, BATCH_SLOTS,
 };
 use hipfile_testkit::model::api::{
-    ApiExpected, ApiModel, ApiOp, HandleRef, Memory, RegisterArgs, Target, ALLOCATIONS,
+    ApiExpected, ApiModel, ApiOp, HandleRef, IoArgs, Memory, RegisterArgs, Target, ALLOCATIONS,
     ALLOCATION_LEN, DESCRIPTORS, FILES,
 };
 use hipfile_testkit::model::Answer;
@@ -295,14 +295,14 @@ impl World {
             ApiOp::BufDeregister { memory } => CAnswer::status(hipFileBufDeregister(
                 memories.address(memory) as *const c_void,
             )),
-            ApiOp::Io {
+            ApiOp::Io(IoArgs {
                 op,
                 handle,
                 memory,
                 size,
                 file_offset,
                 buffer_offset,
-            } => {
+            }) => {
                 let fh = self.handle(handle);
                 let buffer = memories.address(memory) as *mut c_void;
                 let n = match op {
@@ -353,14 +353,14 @@ impl World {
                         mode: hipFileBatch,
                         u: hipFileIOParams_u {
                             batch: hipFileIOParams_batch_t {
-                                devPtr_base: memories.address(e.memory) as *mut c_void,
-                                file_offset: e.file_offset,
-                                devPtr_offset: e.buffer_offset,
-                                size: e.size,
+                                devPtr_base: memories.address(e.io.memory) as *mut c_void,
+                                file_offset: e.io.file_offset,
+                                devPtr_offset: e.io.buffer_offset,
+                                size: e.io.size,
                             },
                         },
-                        fh: self.handle(e.handle),
-                        opcode: match e.op {
+                        fh: self.handle(e.io.handle),
+                        opcode: match e.io.op {
                             IoOp::Read => hipFileBatchRead,
                             IoOp::Write => hipFileBatchWrite,
                         },
@@ -488,9 +488,9 @@ impl CAnswer {
     fn expected(op: &ApiOp, expected: &ApiExpected) -> CAnswer {
         match (op, expected) {
             (ApiOp::HandleDeregister { .. } | ApiOp::BatchDestroy { .. }, _) => CAnswer::Nothing,
-            (ApiOp::Io { .. }, Ok(Answer::Bytes(n))) => CAnswer::Ssize(*n as i64, None),
-            (ApiOp::Io { .. }, Err(f)) if f.kind == ErrorKind::Os => CAnswer::Ssize(-1, f.errno),
-            (ApiOp::Io { .. }, Err(f)) => CAnswer::Ssize(-i64::from(op_code(f.kind)), None),
+            (ApiOp::Io(_), Ok(Answer::Bytes(n))) => CAnswer::Ssize(*n as i64, None),
+            (ApiOp::Io(_), Err(f)) if f.kind == ErrorKind::Os => CAnswer::Ssize(-1, f.errno),
+            (ApiOp::Io(_), Err(f)) => CAnswer::Ssize(-i64::from(op_code(f.kind)), None),
             (_, Ok(_)) => CAnswer::Status { err: 0, hip: 0 },
             (_, Err(f)) => CAnswer::Status {
                 err: op_code(f.kind),
@@ -735,7 +735,7 @@ fn run_sequence(seed: u64, given: Option<&[ApiOp]>, len: usize) -> SequenceRun {
                 ),
                 format!("model {expected:?} ({expected_model:?}), C ABI {actual:?}"),
             );
-            if expected.succeeded() != actual.succeeded() && !matches!(op, ApiOp::Io { .. }) {
+            if expected.succeeded() != actual.succeeded() && !matches!(op, ApiOp::Io(_)) {
                 // The registrations or batches differ from here on: nothing later can be judged.
                 break;
             }
@@ -1055,35 +1055,37 @@ fn a_write_from_bytes_a_short_read_left_past_its_count_writes_what_the_read_left
         ApiOp::BatchSubmit {
             batch: BatchRef::Current(0),
             entries: vec![EntrySpec {
-                op: IoOp::Write,
-                handle: HandleRef::Current(0),
-                memory: device(0, 32768),
-                size: 4096,
-                file_offset: 0,
-                buffer_offset: 0,
+                io: IoArgs {
+                    op: IoOp::Write,
+                    handle: HandleRef::Current(0),
+                    memory: device(0, 32768),
+                    size: 4096,
+                    file_offset: 0,
+                    buffer_offset: 0,
+                },
                 cookie: 1,
             }],
             flaw: SubmitFlaw::None,
         },
         // Aligned, and short: the driver clips it to the end of the file's last block, which
         // the direct path reads whole.
-        ApiOp::Io {
+        ApiOp::Io(IoArgs {
             op: IoOp::Read,
             handle: HandleRef::Current(6),
             memory: device(0, 0),
             size: 16384,
             file_offset: last_page,
             buffer_offset: 0,
-        },
+        }),
         // Writes the bytes read and those past them back.
-        ApiOp::Io {
+        ApiOp::Io(IoArgs {
             op: IoOp::Write,
             handle: HandleRef::Current(6),
             memory: device(0, 0),
             size: 8192,
             file_offset: last_page,
             buffer_offset: 0,
-        },
+        }),
     ];
     let run = run_sequence(seed, Some(&ops), 0);
     assert_eq!(

@@ -193,10 +193,6 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-fn cargo_failed(args: &[&str], status: std::process::ExitStatus) -> String {
-    format!("cargo {} failed ({status})", args.join(" "))
-}
-
 /// Builds the release test binaries and returns them, as cargo names them.
 fn build_tests(packages: &[&str]) -> Result<Vec<TestBinary>, String> {
     let mut args = vec!["test", "--release", "--no-run", "--message-format=json"];
@@ -211,7 +207,7 @@ fn build_tests(packages: &[&str]) -> Result<Vec<TestBinary>, String> {
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !output.status.success() {
-        return Err(cargo_failed(&args, output.status));
+        return Err(workspace::cargo_failed(&args, output.status));
     }
     let text = String::from_utf8_lossy(&output.stdout);
     let tests = test_binaries(&text)?;
@@ -269,17 +265,7 @@ pub fn package_name(package_id: &str) -> Option<String> {
 
 /// The library and the CLI.
 fn build_artifacts() -> Result<(), String> {
-    let args = ["build", "--release", "-p", "hipfile", "-p", "hipfile-cli"];
-    println!("$ cargo {}", args.join(" "));
-    let status = workspace::cargo()
-        .args(args)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(cargo_failed(&args, status))
-    }
+    workspace::run_cargo(&["build", "--release", "-p", "hipfile", "-p", "hipfile-cli"])
 }
 
 /// The release wheel of the Python package, built by maturin from the venv of

@@ -42,6 +42,11 @@ impl Value {
     pub fn str_at(&self, key: &str) -> Option<&str> {
         self.get(key).and_then(Value::as_str)
     }
+
+    /// The items of the array at `key` (none when it is missing or not an array).
+    pub fn items_at(&self, key: &str) -> &[Value] {
+        self.get(key).map_or(&[], Value::items)
+    }
 }
 
 /// Parses one JSON document; trailing whitespace is allowed, trailing text is an error.
@@ -122,50 +127,52 @@ impl Reader<'_> {
     }
 
     fn array(&mut self) -> Result<Value, String> {
-        self.expect(b'[')?;
         let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(Value::Array(items));
-        }
-        loop {
-            items.push(self.value()?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(Value::Array(items));
-                }
-                _ => return Err(self.error("expected ',' or ']'")),
-            }
-        }
+        self.list(b'[', b']', |p| {
+            items.push(p.value()?);
+            Ok(())
+        })?;
+        Ok(Value::Array(items))
     }
 
     fn object(&mut self) -> Result<Value, String> {
-        self.expect(b'{')?;
         let mut map = BTreeMap::new();
+        self.list(b'{', b'}', |p| {
+            p.skip_ws();
+            let key = p.string()?;
+            p.skip_ws();
+            p.expect(b':')?;
+            let value = p.value()?;
+            map.insert(key, value);
+            Ok(())
+        })?;
+        Ok(Value::Object(map))
+    }
+
+    /// What an array and an object share: `open`, then items read by `item` and separated by
+    /// commas, then `close`.
+    fn list(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Result<(), String>,
+    ) -> Result<(), String> {
+        self.expect(open)?;
         self.skip_ws();
-        if self.peek() == Some(b'}') {
+        if self.peek() == Some(close) {
             self.pos += 1;
-            return Ok(Value::Object(map));
+            return Ok(());
         }
         loop {
-            self.skip_ws();
-            let key = self.string()?;
-            self.skip_ws();
-            self.expect(b':')?;
-            let value = self.value()?;
-            map.insert(key, value);
+            item(self)?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
-                Some(b'}') => {
+                Some(c) if c == close => {
                     self.pos += 1;
-                    return Ok(Value::Object(map));
+                    return Ok(());
                 }
-                _ => return Err(self.error("expected ',' or '}'")),
+                _ => return Err(self.error(&format!("expected ',' or '{}'", close as char))),
             }
         }
     }

@@ -170,14 +170,7 @@ fn run_command(command: &mut Command) -> Result<(), String> {
             .join(" ")
     );
     println!("$ {shown}");
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot run {shown}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{shown} failed ({status})"))
-    }
+    workspace::run_to_end(command, &shown, &shown)
 }
 
 #[cfg(test)]

@@ -20,6 +20,31 @@ pub fn cargo() -> Command {
     command
 }
 
+/// Runs `cargo args` in the workspace root, shown first (`$ cargo ...`), to its end.
+pub fn run_cargo(args: &[&str]) -> Result<(), String> {
+    let shown = format!("cargo {}", args.join(" "));
+    println!("$ {shown}");
+    run_to_end(cargo().args(args), "cargo", &shown)
+}
+
+/// Runs `command` to its end. The error says that `program` could not be started, or that
+/// `shown` (the command line as the user reads it) failed, with its exit status.
+pub fn run_to_end(command: &mut Command, program: &str, shown: &str) -> Result<(), String> {
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({status})"))
+    }
+}
+
+/// The error of `cargo args` that ended with `status`.
+pub fn cargo_failed(args: &[&str], status: std::process::ExitStatus) -> String {
+    format!("cargo {} failed ({status})", args.join(" "))
+}
+
 /// How a dependency is used. Dev-dependencies may point anywhere except into a cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DepKind {
@@ -92,9 +117,7 @@ impl Workspace {
     }
 
     fn from_metadata(doc: &Value) -> Result<Workspace, String> {
-        let target_dir = doc
-            .str_at("target_directory")
-            .ok_or("cargo metadata: no target_directory")?;
+        let target_dir = required(doc, "target_directory", "no target_directory")?;
         let members = doc
             .get("packages")
             .ok_or("cargo metadata: no packages")?
@@ -113,21 +136,22 @@ impl Workspace {
     }
 }
 
+/// The string at `key`, or the error that says it is `missing`.
+fn required<'a>(value: &'a Value, key: &str, missing: &str) -> Result<&'a str, String> {
+    value
+        .str_at(key)
+        .ok_or_else(|| format!("cargo metadata: {missing}"))
+}
+
 fn member_from_metadata(package: &Value) -> Result<Member, String> {
-    let name = package
-        .str_at("name")
-        .ok_or("cargo metadata: package without name")?;
-    let manifest_path = package
-        .str_at("manifest_path")
-        .ok_or("cargo metadata: package without manifest_path")?;
+    let name = required(package, "name", "package without name")?;
+    let manifest_path = required(package, "manifest_path", "package without manifest_path")?;
     let manifest_dir = Path::new(manifest_path)
         .parent()
         .unwrap_or(Path::new(manifest_path))
         .to_path_buf();
     let targets = package
-        .get("targets")
-        .map(Value::items)
-        .unwrap_or_default()
+        .items_at("targets")
         .iter()
         .filter_map(|t| {
             Some(Target {
@@ -143,9 +167,7 @@ fn member_from_metadata(package: &Value) -> Result<Member, String> {
         })
         .collect();
     let path_deps = package
-        .get("dependencies")
-        .map(Value::items)
-        .unwrap_or_default()
+        .items_at("dependencies")
         .iter()
         .filter(|d| d.str_at("path").is_some())
         .filter_map(|d| {

@@ -118,21 +118,13 @@ class FileHandle:
         self._file = CuFile(file, mode)
 
     def read(
-        self,
-        buffer: Any,
-        size: Optional[int] = None,
-        file_offset: int = 0,
-        buffer_offset: int = 0,
+        self, buffer: Any, size: Optional[int] = None, file_offset: int = 0, buffer_offset: int = 0
     ) -> int:
         """``hipFileRead``: the bytes read (fewer only at end of file)."""
         return self._file.raw_read(buffer, size, file_offset, buffer_offset)
 
     def write(
-        self,
-        buffer: Any,
-        size: Optional[int] = None,
-        file_offset: int = 0,
-        buffer_offset: int = 0,
+        self, buffer: Any, size: Optional[int] = None, file_offset: int = 0, buffer_offset: int = 0
     ) -> int:
         """``hipFileWrite``: the bytes written (all, or an error)."""
         return self._file.raw_write(buffer, size, file_offset, buffer_offset)

@@ -10,6 +10,10 @@ API_VERSION: Tuple[int, int, int]
 """The hipFile C API version implemented (``hipFileGetVersion``), not the package's."""
 
 _Stream = Union[None, int, Any]  # an int handle, or an object with .ptr / .cuda_stream
+# What `__exit__` is given: the exception leaving the `with` block, if one does.
+_ExcType = Optional[Type[BaseException]]
+_Exc = Optional[BaseException]
+_Traceback = Optional[TracebackType]
 
 class HipFileError(Exception):
     """A hipFile failure that is not an OS error."""
@@ -34,12 +38,7 @@ class Driver:
     def platform(self) -> str:
         """``"amd"``, ``"nvidia"`` or ``"sim"``."""
     def __enter__(self) -> "Driver": ...
-    def __exit__(
-        self,
-        ty: Optional[Type[BaseException]],
-        value: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
+    def __exit__(self, ty: _ExcType, value: _Exc, tb: _Traceback) -> bool: ...
 
 class Buffer:
     """Device memory registered with the driver (``hipFileBufRegister``)."""
@@ -56,12 +55,7 @@ class Buffer:
     def deregister(self) -> None:
         """``hipFileBufDeregister``; twice does nothing."""
     def __enter__(self) -> "Buffer": ...
-    def __exit__(
-        self,
-        ty: Optional[Type[BaseException]],
-        value: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
+    def __exit__(self, ty: _ExcType, value: _Exc, tb: _Traceback) -> bool: ...
 
 class IOFuture:
     """A read or write running on hipfile's thread pool."""
@@ -139,12 +133,7 @@ class CuFile:
     def fileno(self) -> int: ...
     def nbytes(self) -> int: ...
     def __enter__(self) -> "CuFile": ...
-    def __exit__(
-        self,
-        ty: Optional[Type[BaseException]],
-        value: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> bool: ...
+    def __exit__(self, ty: _ExcType, value: _Exc, tb: _Traceback) -> bool: ...
 
 class DeviceBuffer:
     """Device memory allocated through the driver: a 1-D ``uint8`` device array."""

@@ -871,14 +871,18 @@ fn eio_is_reported(f: &Fixture) -> Result<(), String> {
     let contents = pattern(12, 0, size);
     let file = g.file("eio", &contents)?;
     let dev = g.device(size)?;
-    let r = g.io_result(IoOp::Read, file.handle, dev.ptr(), size, 0, 0);
+    let r = g
+        .io(IoOp::Read, file.handle, dev.ptr(), size, 0, 0)
+        .map_err(|f| f.error);
     check_os_error("a read whose every pread fails with EIO", r, Errno::IO)?;
     same_bytes(
         "device buffer after a read that read nothing",
         &vec![SENTINEL; size],
         &dev.to_vec().map_err(|e| e.to_string())?,
     )?;
-    let r = g.io_result(IoOp::Write, file.handle, dev.ptr(), size, 0, 0);
+    let r = g
+        .io(IoOp::Write, file.handle, dev.ptr(), size, 0, 0)
+        .map_err(|f| f.error);
     check_os_error("a write whose every pwrite fails with EIO", r, Errno::IO)?;
     same_bytes(
         "file after a write that wrote nothing",
@@ -899,7 +903,9 @@ fn enospc_is_reported(f: &Fixture) -> Result<(), String> {
     let mut src = g.device(size)?;
     src.write_at(0, &pattern(13, 0, size))
         .map_err(|e| e.to_string())?;
-    let r = g.io_result(IoOp::Write, file.handle, src.ptr(), size, 0, 0);
+    let r = g
+        .io(IoOp::Write, file.handle, src.ptr(), size, 0, 0)
+        .map_err(|f| f.error);
     check_os_error(
         "a write whose 2nd pwrite fails with ENOSPC",
         r,

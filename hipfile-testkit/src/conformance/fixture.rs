@@ -1,6 +1,7 @@
 //! The world one conformance case runs in: a simulated GPU, a driver holding only the backend
 //! under test, and a temporary directory of files.
 
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -152,6 +153,27 @@ pub(crate) fn describe(req: &IoRequest<'_>) -> String {
         req.file_offset,
         req.memory.ptr()
     )
+}
+
+/// A read or write that failed: the driver's error, and which request it was (what `Display`
+/// and the conversion to `String`, for `?` in a case, give).
+#[derive(Debug)]
+pub struct IoFailure {
+    /// The driver's error.
+    pub error: hipfile_core::Error,
+    explanation: String,
+}
+
+impl fmt::Display for IoFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.explanation)
+    }
+}
+
+impl From<IoFailure> for String {
+    fn from(failure: IoFailure) -> String {
+        failure.explanation
+    }
 }
 
 /// One case's world. Public so backend crates can write cases of their own with the same tools.
@@ -344,7 +366,8 @@ impl Fixture {
         })
     }
 
-    /// One read or write through the driver, its failure explained.
+    /// One read or write through the driver; a failure keeps the driver's error and says
+    /// which request failed.
     pub fn io(
         &self,
         op: IoOp,
@@ -353,33 +376,21 @@ impl Fixture {
         size: usize,
         file_offset: u64,
         buffer_offset: usize,
-    ) -> Result<usize, String> {
-        self.io_result(op, handle, buffer, size, file_offset, buffer_offset)
-            .map_err(|e| {
-                format!(
-                    "{op:?} of {size} bytes at file offset {file_offset}, buffer \
-                     {buffer:#x}+{buffer_offset} failed: {e}"
-                )
-            })
-    }
-
-    /// One read or write through the driver, its error as the driver gave it.
-    pub fn io_result(
-        &self,
-        op: IoOp,
-        handle: FileHandleId,
-        buffer: usize,
-        size: usize,
-        file_offset: u64,
-        buffer_offset: usize,
-    ) -> hipfile_core::Result<usize> {
-        self.driver.io(IoCall {
+    ) -> Result<usize, IoFailure> {
+        let call = IoCall {
             op,
             handle,
             buffer,
             size,
             file_offset: file_offset as i64,
             buffer_offset: buffer_offset as i64,
+        };
+        self.driver.io(call).map_err(|error| IoFailure {
+            explanation: format!(
+                "{op:?} of {size} bytes at file offset {file_offset}, buffer \
+                 {buffer:#x}+{buffer_offset} failed: {error}"
+            ),
+            error,
         })
     }
 

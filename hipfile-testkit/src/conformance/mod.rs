@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use hipfile_core::{BackendDescriptor, FileIo, Settings};
 
-pub use fixture::{pattern, FileRequests, Fixture, TestFile, SENTINEL};
+pub use fixture::{pattern, FileRequests, Fixture, IoFailure, TestFile, SENTINEL};
 
 /// A change to the settings every driver of a run is opened with.
 pub type Tune = Arc<dyn Fn(&mut Settings) + Send + Sync>;

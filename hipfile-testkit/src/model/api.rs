@@ -49,159 +49,32 @@
 //!   allocation an entry may touch is not compared ([`ApiModel::take_comparable`]), and an
 //!   operation whose outcome would depend on how far such an entry has come is not run
 //!   ([`ApiModel::runnable`]).
+//!
+//! Who owns what: this module the calls ([`ApiOp`]), their answers and the model's state with
+//! the driver and registration rules; `world` the things calls name (re-exported here); `io`
+//! the checks and bytes of a read or write; [`batch`] the batch rules and the judging of
+//! entries in flight; `propose` the random sequences.
 
 pub mod batch;
+mod io;
+mod propose;
+mod world;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
-use hipfile_core::{ErrorKind, IoOp, MAX_RW_COUNT};
+use hipfile_core::{ErrorKind, IoOp};
 use rustix::io::Errno;
 
 use self::batch::{BatchRef, BatchState, EntrySpec, StatusCall, StatusFlaw, SubmitFlaw, Timeout};
-use super::Answer;
+use self::io::Effect;
+pub use self::propose::random_sequence;
+pub use self::world::{
+    Access, DescriptorSpec, HandleRef, Memory, RegisterArgs, Target, ALLOCATIONS, ALLOCATION_LEN,
+    DESCRIPTORS, FILES, INITIAL_FILE_MAX, WRITE_OFFSET_MAX,
+};
+use super::{Answer, UseCount};
 use crate::fuzz::SplitMix64;
-
-/// Files in the world.
-pub const FILES: usize = 3;
-
-/// Device allocations in the world.
-pub const ALLOCATIONS: usize = 3;
-
-/// Bytes of each device allocation (and of the pinned and managed memory).
-pub const ALLOCATION_LEN: usize = 64 * 1024;
-
-/// Longest initial file.
-pub const INITIAL_FILE_MAX: usize = 96 * 1024;
-
-/// Writes start below this offset (appends aside), so files stay small.
-pub const WRITE_OFFSET_MAX: usize = 160 * 1024;
-
-/// How a descriptor was opened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Access {
-    /// `O_RDWR`.
-    ReadWrite,
-    /// `O_RDONLY`.
-    ReadOnly,
-    /// `O_WRONLY`.
-    WriteOnly,
-    /// `O_RDWR | O_APPEND`.
-    Append,
-    /// `O_PATH`: names the file, allows no IO.
-    PathOnly,
-}
-
-impl Access {
-    /// Reads through it are allowed.
-    pub fn readable(self) -> bool {
-        matches!(self, Access::ReadWrite | Access::ReadOnly | Access::Append)
-    }
-
-    /// Writes through it are allowed.
-    pub fn writable(self) -> bool {
-        matches!(self, Access::ReadWrite | Access::WriteOnly | Access::Append)
-    }
-}
-
-/// One descriptor of the world.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DescriptorSpec {
-    /// The file it names.
-    pub file: usize,
-    /// How it was opened (a duplicate has its original's).
-    pub access: Access,
-    /// `dup(2)` of this earlier descriptor, rather than an `open(2)` of its own.
-    pub dup_of: Option<usize>,
-}
-
-const fn open(file: usize, access: Access) -> DescriptorSpec {
-    DescriptorSpec {
-        file,
-        access,
-        dup_of: None,
-    }
-}
-
-const fn dup(file: usize, access: Access, of: usize) -> DescriptorSpec {
-    DescriptorSpec {
-        file,
-        access,
-        dup_of: Some(of),
-    }
-}
-
-/// The descriptors the world opens, in order.
-pub const DESCRIPTORS: [DescriptorSpec; 9] = [
-    open(0, Access::ReadWrite),
-    dup(0, Access::ReadWrite, 0),
-    open(0, Access::ReadOnly),
-    open(1, Access::ReadWrite),
-    dup(1, Access::ReadWrite, 3),
-    open(1, Access::WriteOnly),
-    open(2, Access::ReadWrite),
-    open(2, Access::Append),
-    open(2, Access::PathOnly),
-];
-
-/// What `hipFileHandleRegister` is given as the descriptor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Target {
-    /// One of [`DESCRIPTORS`].
-    Descriptor(usize),
-    /// `-1`.
-    Negative,
-    /// A number no descriptor has.
-    Closed,
-    /// One end of a socket pair.
-    Socket,
-    /// A directory.
-    Directory,
-}
-
-/// How the arguments of `hipFileHandleRegister` are built.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RegisterArgs {
-    /// Both pointers valid, type `hipFileHandleTypeOpaqueFD`.
-    Proper,
-    /// `fh` is NULL.
-    NullHandle,
-    /// `descr` is NULL.
-    NullDescriptor,
-    /// Type `hipFileHandleTypeUserspaceFS`.
-    UnsupportedType,
-}
-
-/// The handle an operation passes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HandleRef {
-    /// The latest handle issued for this descriptor (a value no driver issued if none was).
-    Current(usize),
-    /// The handle issued before that one: never registered any more.
-    Previous(usize),
-    /// NULL.
-    Null,
-    /// A value no driver issues.
-    Bogus,
-}
-
-/// The memory an operation points at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Memory {
-    /// `offset` bytes into device allocation `allocation`.
-    Device {
-        /// Which allocation.
-        allocation: usize,
-        /// Bytes from its start.
-        offset: usize,
-    },
-    /// Pinned host memory.
-    PinnedHost,
-    /// Managed memory.
-    Managed,
-    /// NULL.
-    Null,
-}
 
 /// One call of the C API.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -235,20 +108,7 @@ pub enum ApiOp {
         memory: Memory,
     },
     /// `hipFileRead` or `hipFileWrite`.
-    Io {
-        /// Which.
-        op: IoOp,
-        /// The file.
-        handle: HandleRef,
-        /// The buffer base.
-        memory: Memory,
-        /// Bytes.
-        size: usize,
-        /// File offset.
-        file_offset: i64,
-        /// Offset from the buffer base.
-        buffer_offset: i64,
-    },
+    Io(IoArgs),
     /// `hipFileBatchIOSetUp`: a batch in slot `slot` (`0..`[`batch::BATCH_SLOTS`]).
     BatchSetUp {
         /// Where the sequence keeps the handle.
@@ -302,10 +162,10 @@ impl ApiOp {
             ApiOp::HandleDeregister { .. } => "hipFileHandleDeregister",
             ApiOp::BufRegister { .. } => "hipFileBufRegister",
             ApiOp::BufDeregister { .. } => "hipFileBufDeregister",
-            ApiOp::Io { op: IoOp::Read, .. } => "hipFileRead",
-            ApiOp::Io {
+            ApiOp::Io(IoArgs { op: IoOp::Read, .. }) => "hipFileRead",
+            ApiOp::Io(IoArgs {
                 op: IoOp::Write, ..
-            } => "hipFileWrite",
+            }) => "hipFileWrite",
             ApiOp::BatchSetUp { .. } => "hipFileBatchIOSetUp",
             ApiOp::BatchSubmit { .. } => "hipFileBatchIOSubmit",
             ApiOp::BatchGetStatus { .. } => "hipFileBatchIOGetStatus",
@@ -313,6 +173,24 @@ impl ApiOp {
             ApiOp::BatchDestroy { .. } => "hipFileBatchIODestroy",
         }
     }
+}
+
+/// What a read or write is given: the arguments of `hipFileRead`/`hipFileWrite`, and of a batch
+/// entry ([`EntrySpec`]) but its cookie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoArgs {
+    /// Read or write.
+    pub op: IoOp,
+    /// The file.
+    pub handle: HandleRef,
+    /// The buffer base (a batch entry's `devPtr_base`).
+    pub memory: Memory,
+    /// Bytes.
+    pub size: usize,
+    /// File offset.
+    pub file_offset: i64,
+    /// Offset from the buffer base (a batch entry's `devPtr_offset`).
+    pub buffer_offset: i64,
 }
 
 /// A failed call: the kind, and the errno for [`ErrorKind::Os`].
@@ -352,30 +230,10 @@ impl Failure {
 /// What the model expects of one call.
 pub type ApiExpected = Result<Answer, Failure>;
 
-/// A request that moves bytes, validated: where and how. Applied to the model's contents by
-/// [`ApiModel::apply_effect`], at once for `hipFileRead`/`hipFileWrite`, once it is known to have
-/// completed for a batch entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Effect {
-    op: IoOp,
-    /// The descriptor whose handle the request names.
-    descriptor: usize,
-    file: usize,
-    /// A write through an `O_APPEND` descriptor: it lands at the end of the file.
-    append: bool,
-    allocation: usize,
-    /// The first device byte, from the allocation's start.
-    start: usize,
-    size: usize,
-    file_offset: usize,
-    /// The registered buffer the request goes through (allocation, offset), if any.
-    registered: Option<(usize, usize)>,
-}
-
 /// The model's state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiModel {
-    refcount: usize,
+    refs: UseCount,
     /// Descriptors (indices into [`DESCRIPTORS`]) whose current handle is registered.
     handles: BTreeSet<usize>,
     /// Registered buffers: (allocation, offset) -> registered length.
@@ -408,7 +266,7 @@ impl ApiModel {
         assert_eq!(files.len(), FILES);
         assert_eq!(device.len(), ALLOCATIONS);
         ApiModel {
-            refcount: 0,
+            refs: UseCount::default(),
             handles: BTreeSet::new(),
             buffers: BTreeMap::new(),
             files,
@@ -453,7 +311,7 @@ impl ApiModel {
 
     /// `hipFileUseCount`.
     pub fn use_count(&self) -> usize {
-        self.refcount
+        self.refs.get()
     }
 
     /// The files' contents.
@@ -477,15 +335,9 @@ impl ApiModel {
         self.device[allocation] = bytes;
     }
 
-    fn open_implicitly(&mut self) {
-        if self.refcount == 0 {
-            self.refcount = 1;
-        }
-    }
-
     fn handle_file(&self, handle: HandleRef) -> Option<usize> {
         match handle {
-            HandleRef::Current(d) if self.refcount > 0 && self.handles.contains(&d) => Some(d),
+            HandleRef::Current(d) if self.refs.is_open() && self.handles.contains(&d) => Some(d),
             _ => None,
         }
     }
@@ -503,25 +355,12 @@ impl ApiModel {
     /// The files and allocations to compare with the world now, forgotten as dirty: those
     /// operations touched, where no batch entry in flight may be changing them.
     pub fn take_comparable(&mut self) -> (Vec<usize>, Vec<usize>) {
-        let busy = self.busy();
-        let files: Vec<usize> = self
-            .dirty_files
-            .iter()
-            .copied()
-            .filter(|f| !busy.iter().any(|e| e.file == *f))
-            .collect();
-        let allocations: Vec<usize> = self
-            .dirty_allocations
-            .iter()
-            .copied()
-            .filter(|a| !busy.iter().any(|e| e.allocation == *a))
-            .collect();
-        for f in &files {
-            self.dirty_files.remove(f);
-        }
-        for a in &allocations {
-            self.dirty_allocations.remove(a);
-        }
+        let busy: Vec<(usize, usize)> =
+            self.busy().iter().map(|e| (e.file, e.allocation)).collect();
+        let files = take_clean(&mut self.dirty_files, |f| busy.iter().any(|b| b.0 == f));
+        let allocations = take_clean(&mut self.dirty_allocations, |a| {
+            busy.iter().any(|b| b.1 == a)
+        });
         (files, allocations)
     }
 
@@ -544,15 +383,11 @@ impl ApiModel {
         self.awaiting = None;
         match *op {
             ApiOp::DriverOpen => {
-                self.refcount += 1;
+                self.refs.open();
                 Ok(Answer::Done)
             }
             ApiOp::DriverClose => {
-                if self.refcount == 0 {
-                    return Err(Failure::of(ErrorKind::DriverNotInitialized));
-                }
-                self.refcount -= 1;
-                if self.refcount == 0 {
+                if self.refs.close().map_err(Failure::of)? {
                     self.handles.clear();
                     self.buffers.clear();
                     self.destroy_all_batches();
@@ -568,7 +403,7 @@ impl ApiModel {
             }
             ApiOp::BufRegister { memory, len } => self.buf_register(memory, len),
             ApiOp::BufDeregister { memory } => {
-                if self.refcount == 0 {
+                if !self.refs.is_open() {
                     return Err(Failure::of(ErrorKind::DriverClosing));
                 }
                 let key = match memory {
@@ -580,16 +415,9 @@ impl ApiModel {
                     None => Err(Failure::of(ErrorKind::MemoryNotRegistered)),
                 }
             }
-            ApiOp::Io {
-                op,
-                handle,
-                memory,
-                size,
-                file_offset,
-                buffer_offset,
-            } => {
-                self.touch(handle, memory);
-                match self.check_io(op, handle, memory, size, file_offset, buffer_offset)? {
+            ApiOp::Io(ref io) => {
+                self.touch(io.handle, io.memory);
+                match self.check_io(io)? {
                     Some(effect) => Ok(Answer::Bytes(self.apply_effect(&effect))),
                     None => Ok(Answer::Bytes(0)),
                 }
@@ -634,7 +462,7 @@ impl ApiModel {
             }
             Target::Descriptor(d) => d,
         };
-        self.open_implicitly();
+        self.refs.open_implicitly();
         if self.handles.insert(d) {
             Ok(Answer::Done)
         } else {
@@ -643,7 +471,7 @@ impl ApiModel {
     }
 
     fn buf_register(&mut self, memory: Memory, len: usize) -> ApiExpected {
-        self.open_implicitly();
+        self.refs.open_implicitly();
         if memory == Memory::Null || len == 0 {
             return Err(Failure::of(ErrorKind::InvalidValue));
         }
@@ -666,347 +494,15 @@ impl ApiModel {
             }
         }
     }
-
-    /// Bytes a request may use from `memory`'s base: its registered length, else the rest of
-    /// its allocation; `None` when the memory is not device memory.
-    fn room(&self, memory: Memory) -> Option<usize> {
-        match memory {
-            Memory::Device { allocation, offset } => Some(
-                self.buffers
-                    .get(&(allocation, offset))
-                    .copied()
-                    .unwrap_or(ALLOCATION_LEN - offset),
-            ),
-            _ => None,
-        }
-    }
-
-    /// Validate a `hipFileRead`/`hipFileWrite` in the order the entry point checks: the error,
-    /// `None` for a request that moves nothing (zero bytes), else the request.
-    fn check_io(
-        &self,
-        op: IoOp,
-        handle: HandleRef,
-        memory: Memory,
-        size: usize,
-        file_offset: i64,
-        buffer_offset: i64,
-    ) -> Result<Option<Effect>, Failure> {
-        if self.refcount == 0 {
-            return Err(Failure::os(Errno::INVAL));
-        }
-        let Some(d) = self.handle_file(handle) else {
-            return Err(Failure::of(ErrorKind::HandleNotRegistered));
-        };
-        if file_offset < 0 || buffer_offset < 0 {
-            return Err(Failure::os(Errno::INVAL));
-        }
-        let size = size.min(MAX_RW_COUNT);
-        if (file_offset as u64).saturating_add(size as u64) > i64::MAX as u64 {
-            return Err(Failure::os(Errno::INVAL));
-        }
-        let past_end = Failure::of(ErrorKind::InvalidValue);
-        if memory == Memory::Null {
-            return Err(past_end);
-        }
-        let end = (buffer_offset as usize).checked_add(size).ok_or(past_end)?;
-        let room = self
-            .room(memory)
-            .ok_or(Failure::of(ErrorKind::HipMemoryTypeInvalid))?;
-        if end > room {
-            return Err(past_end);
-        }
-        if !self.allows(d, op) {
-            return Err(Failure::os(Errno::BADF));
-        }
-        if size == 0 {
-            return Ok(None);
-        }
-        Ok(Some(self.effect(
-            op,
-            d,
-            memory,
-            size,
-            file_offset,
-            buffer_offset,
-        )))
-    }
-
-    /// Whether descriptor `d` allows `op`.
-    fn allows(&self, d: usize, op: IoOp) -> bool {
-        let access = DESCRIPTORS[d].access;
-        match op {
-            IoOp::Read => access.readable(),
-            IoOp::Write => access.writable(),
-        }
-    }
-
-    /// The request of a call that passed its checks (`memory` is device memory).
-    fn effect(
-        &self,
-        op: IoOp,
-        d: usize,
-        memory: Memory,
-        size: usize,
-        file_offset: i64,
-        buffer_offset: i64,
-    ) -> Effect {
-        let Memory::Device { allocation, offset } = memory else {
-            unreachable!("room() is None for other memory")
-        };
-        Effect {
-            op,
-            descriptor: d,
-            file: DESCRIPTORS[d].file,
-            append: op == IoOp::Write && DESCRIPTORS[d].access == Access::Append,
-            allocation,
-            start: offset + buffer_offset as usize,
-            size,
-            file_offset: usize::try_from(file_offset).unwrap_or(usize::MAX),
-            registered: self
-                .buffers
-                .contains_key(&(allocation, offset))
-                .then_some((allocation, offset)),
-        }
-    }
-
-    /// Move the bytes of `effect` between the model's file and device memory; the bytes moved.
-    fn apply_effect(&mut self, effect: &Effect) -> usize {
-        self.dirty_files.insert(effect.file);
-        self.dirty_allocations.insert(effect.allocation);
-        let (start, size) = (effect.start, effect.size);
-        let file = &mut self.files[effect.file];
-        let device = &mut self.device[effect.allocation];
-        match effect.op {
-            IoOp::Read => {
-                let from = effect.file_offset;
-                let n = file.len().saturating_sub(from).min(size);
-                if n > 0 {
-                    device[start..start + n].copy_from_slice(&file[from..from + n]);
-                }
-                if n > 0 && n < size {
-                    let last_block = n.div_ceil(self.block) * self.block;
-                    self.unspecified
-                        .push((effect.allocation, start + n..start + size.min(last_block)));
-                }
-                n
-            }
-            IoOp::Write => {
-                let at = if effect.append {
-                    file.len()
-                } else {
-                    effect.file_offset
-                };
-                if file.len() < at + size {
-                    file.resize(at + size, 0);
-                }
-                file[at..at + size].copy_from_slice(&device[start..start + size]);
-                size
-            }
-        }
-    }
-
-    /// The next operation of a random sequence, picked with the state in view: mostly
-    /// registered handles and buffers and sizes that fit, sometimes everything else; never one
-    /// that is not [`ApiModel::runnable`].
-    pub fn propose(&self, rng: &mut SplitMix64) -> ApiOp {
-        for _ in 0..32 {
-            let op = self.propose_any(rng);
-            if self.runnable(&op) {
-                return op;
-            }
-        }
-        ApiOp::DriverOpen
-    }
-
-    fn propose_any(&self, rng: &mut SplitMix64) -> ApiOp {
-        let kind = rng.weighted(&[3, 3, 10, 4, 8, 4, 16, 16, 3, 14, 12, 3, 2]);
-        // Without a live batch most batch calls set one up instead, so that batches see work.
-        if kind > 8 && !self.has_live_batch() && rng.percent(75) {
-            return self.propose_setup(rng);
-        }
-        match kind {
-            0 => ApiOp::DriverOpen,
-            1 => ApiOp::DriverClose,
-            2 => ApiOp::HandleRegister {
-                target: match rng.weighted(&[88, 3, 3, 3, 3]) {
-                    0 => Target::Descriptor(rng.range(0..DESCRIPTORS.len())),
-                    1 => Target::Negative,
-                    2 => Target::Closed,
-                    3 => Target::Socket,
-                    _ => Target::Directory,
-                },
-                args: match rng.weighted(&[92, 3, 3, 2]) {
-                    0 => RegisterArgs::Proper,
-                    1 => RegisterArgs::NullHandle,
-                    2 => RegisterArgs::NullDescriptor,
-                    _ => RegisterArgs::UnsupportedType,
-                },
-            },
-            3 => ApiOp::HandleDeregister {
-                handle: self.pick_handle(rng),
-            },
-            4 => {
-                let memory = match rng.weighted(&[90, 4, 4, 2]) {
-                    0 => random_device(rng),
-                    1 => Memory::PinnedHost,
-                    2 => Memory::Managed,
-                    _ => Memory::Null,
-                };
-                let rest = match memory {
-                    Memory::Device { offset, .. } => ALLOCATION_LEN - offset,
-                    _ => ALLOCATION_LEN,
-                };
-                let len = match rng.weighted(&[50, 37, 5, 3]) {
-                    0 => rest,
-                    1 => rng.range(1..rest + 1),
-                    2 => rest + rng.range(1..4097),
-                    _ => 0,
-                };
-                ApiOp::BufRegister { memory, len }
-            }
-            5 => ApiOp::BufDeregister {
-                memory: match rng.weighted(&[70, 20, 5, 5]) {
-                    0 => self
-                        .pick_registered(rng)
-                        .unwrap_or_else(|| random_device(rng)),
-                    1 => random_device(rng),
-                    2 => Memory::PinnedHost,
-                    _ => Memory::Null,
-                },
-            },
-            6 => self.propose_io(IoOp::Read, rng),
-            7 => self.propose_io(IoOp::Write, rng),
-            8 => self.propose_setup(rng),
-            9 => self.propose_submit(rng),
-            10 => self.propose_status(rng),
-            11 => ApiOp::BatchCancel {
-                batch: self.pick_batch(rng),
-            },
-            _ => ApiOp::BatchDestroy {
-                batch: self.pick_batch(rng),
-            },
-        }
-    }
-
-    fn pick_handle(&self, rng: &mut SplitMix64) -> HandleRef {
-        let registered: Vec<usize> = self.handles.iter().copied().collect();
-        match rng.weighted(&[85, 8, 4, 3]) {
-            0 if !registered.is_empty() => {
-                HandleRef::Current(registered[rng.range(0..registered.len())])
-            }
-            0 | 1 => HandleRef::Current(rng.range(0..DESCRIPTORS.len())),
-            2 => HandleRef::Previous(rng.range(0..DESCRIPTORS.len())),
-            _ if rng.percent(50) => HandleRef::Null,
-            _ => HandleRef::Bogus,
-        }
-    }
-
-    fn pick_registered(&self, rng: &mut SplitMix64) -> Option<Memory> {
-        let keys: Vec<(usize, usize)> = self.buffers.keys().copied().collect();
-        if keys.is_empty() {
-            return None;
-        }
-        let (allocation, offset) = keys[rng.range(0..keys.len())];
-        Some(Memory::Device { allocation, offset })
-    }
-
-    fn propose_io(&self, op: IoOp, rng: &mut SplitMix64) -> ApiOp {
-        let handle = self.pick_handle(rng);
-        let memory = match rng.weighted(&[60, 20, 12, 3, 3, 2]) {
-            0 => self
-                .pick_registered(rng)
-                .unwrap_or_else(|| random_device(rng)),
-            1 => Memory::Device {
-                allocation: rng.range(0..ALLOCATIONS),
-                offset: 0,
-            },
-            2 => random_device(rng),
-            3 => Memory::PinnedHost,
-            4 => Memory::Managed,
-            _ => Memory::Null,
-        };
-        let room = self.room(memory).unwrap_or(ALLOCATION_LEN);
-        let buffer_offset: i64 = match rng.weighted(&[45, 20, 25, 2, 3, 3, 2]) {
-            0 => 0,
-            1 => (4096 * rng.range(0..room / 4096 + 1)) as i64,
-            2 => rng.range(0..room + 1) as i64,
-            3 => room as i64,
-            4 => room.saturating_sub(rng.range(1..64)) as i64,
-            5 if rng.percent(50) => -1,
-            5 => i64::MIN,
-            _ => i64::MAX,
-        };
-        let avail = usize::try_from(buffer_offset).map_or(0, |b| room.saturating_sub(b));
-        let size = match rng.weighted(&[4, 45, 25, 10, 5, 2, 2, 7]) {
-            0 => 0,
-            1 => rng.range(1..avail.min(32 * 1024) + 1),
-            2 => 4096 * rng.range(0..avail / 4096 + 1),
-            3 => avail,
-            4 => avail + rng.range(1..4097),
-            5 => usize::MAX,
-            6 => MAX_RW_COUNT + 1,
-            _ => rng.range(1..513),
-        };
-        let file_len = match handle {
-            HandleRef::Current(d) | HandleRef::Previous(d) => self.files[DESCRIPTORS[d].file].len(),
-            _ => 0,
-        };
-        let near = match op {
-            IoOp::Read => file_len + 8192,
-            IoOp::Write => (file_len + 8192).min(WRITE_OFFSET_MAX),
-        };
-        let file_offset: i64 = match rng.weighted(&[18, 27, 30, 10, 5, 4, 3]) {
-            0 => 0,
-            1 => (4096 * rng.range(0..near / 4096 + 1)) as i64,
-            2 => rng.range(0..near + 1) as i64,
-            3 => file_len.min(near) as i64,
-            4 => (file_len + rng.range(1..8192)).min(near + 1) as i64,
-            5 if rng.percent(50) => -1,
-            5 => i64::MIN,
-            _ if op == IoOp::Read && rng.percent(50) => 1 << 40,
-            // Near the largest file offset: past it (EINVAL) or, for reads, past the end.
-            _ if op == IoOp::Read => i64::MAX - rng.range(0..2 * size.min(1 << 20) + 1) as i64,
-            // A write never lands there: the filesystem's own limit would decide (EFBIG).
-            _ if rng.percent(50) => i64::MAX - rng.range(0..size.clamp(1, 1 << 20)) as i64,
-            _ => 4096 * rng.range(0..WRITE_OFFSET_MAX / 4096) as i64,
-        };
-        ApiOp::Io {
-            op,
-            handle,
-            memory,
-            size,
-            file_offset,
-            buffer_offset,
-        }
-    }
 }
 
-fn random_device(rng: &mut SplitMix64) -> Memory {
-    let allocation = rng.range(0..ALLOCATIONS);
-    let offset = match rng.weighted(&[50, 25, 25]) {
-        0 => 0,
-        1 => 4096 * rng.range(0..ALLOCATION_LEN / 4096),
-        _ => rng.range(0..ALLOCATION_LEN),
-    };
-    Memory::Device { allocation, offset }
-}
-
-/// A sequence of `len` operations from `seed`, each proposed by the model in the state the
-/// previous ones left (the model is applied as it goes, every batch entry taken as completed
-/// as soon as it can be: [`ApiModel::assume_completed`]). A test against the C ABI proposes
-/// as it runs instead, from what the entries really did.
-pub fn random_sequence(seed: u64, len: usize) -> Vec<ApiOp> {
-    let mut model = ApiModel::random(seed);
-    let mut rng = SplitMix64::new(seed);
-    (0..len)
-        .map(|_| {
-            let op = model.propose(&mut rng);
-            let _ = model.apply(&op);
-            model.assume_completed();
-            op
-        })
-        .collect()
+/// Take out of `dirty` (and answer) those that are not `busy`.
+fn take_clean(dirty: &mut BTreeSet<usize>, busy: impl Fn(usize) -> bool) -> Vec<usize> {
+    let clean: Vec<usize> = dirty.iter().copied().filter(|&x| !busy(x)).collect();
+    for x in &clean {
+        dirty.remove(x);
+    }
+    clean
 }
 
 #[cfg(test)]
@@ -1014,9 +510,10 @@ mod tests {
     use super::batch::{Event, EventStatus};
     use super::*;
 
-    fn read(d: usize, memory: Memory, size: usize, file_offset: i64) -> ApiOp {
-        ApiOp::Io {
-            op: IoOp::Read,
+    /// `op` through descriptor `d`'s current handle, from `memory` itself.
+    fn io(op: IoOp, d: usize, memory: Memory, size: usize, file_offset: i64) -> IoArgs {
+        IoArgs {
+            op,
             handle: HandleRef::Current(d),
             memory,
             size,
@@ -1025,15 +522,12 @@ mod tests {
         }
     }
 
+    fn read(d: usize, memory: Memory, size: usize, file_offset: i64) -> ApiOp {
+        ApiOp::Io(io(IoOp::Read, d, memory, size, file_offset))
+    }
+
     fn write(d: usize, memory: Memory, size: usize, file_offset: i64) -> ApiOp {
-        ApiOp::Io {
-            op: IoOp::Write,
-            handle: HandleRef::Current(d),
-            memory,
-            size,
-            file_offset,
-            buffer_offset: 0,
-        }
+        ApiOp::Io(io(IoOp::Write, d, memory, size, file_offset))
     }
 
     const BASE0: Memory = Memory::Device {
@@ -1129,16 +623,12 @@ mod tests {
     }
 
     fn entry(op: IoOp, d: usize, offset: usize, size: usize, at: i64, cookie: u64) -> EntrySpec {
+        let memory = Memory::Device {
+            allocation: 0,
+            offset,
+        };
         EntrySpec {
-            op,
-            handle: HandleRef::Current(d),
-            memory: Memory::Device {
-                allocation: 0,
-                offset,
-            },
-            size,
-            file_offset: at,
-            buffer_offset: 0,
+            io: io(op, d, memory, size, at),
             cookie,
         }
     }
@@ -1217,14 +707,7 @@ mod tests {
             "nothing ran yet"
         );
         // The read may not have run: an IO over its memory waits.
-        let over = ApiOp::Io {
-            op: IoOp::Read,
-            handle: HandleRef::Current(0),
-            memory: BASE0,
-            size: 2,
-            file_offset: 0,
-            buffer_offset: 0,
-        };
+        let over = ApiOp::Io(io(IoOp::Read, 0, BASE0, 2, 0));
         assert!(!m.runnable(&over));
         assert!(
             !m.runnable(&status(4, 4)),

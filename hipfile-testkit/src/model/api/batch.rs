@@ -46,11 +46,8 @@ use std::ops::Range;
 use hipfile_core::{ErrorKind, IoOp, MAX_RW_COUNT};
 use rustix::io::Errno;
 
-use super::{
-    random_device, ApiExpected, ApiModel, ApiOp, Effect, Failure, HandleRef, Memory,
-    ALLOCATION_LEN, DESCRIPTORS, WRITE_OFFSET_MAX,
-};
-use crate::fuzz::SplitMix64;
+use super::io::Effect;
+use super::{ApiExpected, ApiModel, ApiOp, Failure, HandleRef, IoArgs, Memory, DESCRIPTORS};
 use crate::model::Answer;
 
 /// Slots a sequence keeps batch handles in.
@@ -75,18 +72,8 @@ pub enum BatchRef {
 /// One entry of a `hipFileBatchIOSubmit` parameter array (mode `hipFileBatch`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntrySpec {
-    /// Read or write.
-    pub op: IoOp,
-    /// The file.
-    pub handle: HandleRef,
-    /// The buffer base (`devPtr_base`).
-    pub memory: Memory,
-    /// Bytes.
-    pub size: usize,
-    /// File offset.
-    pub file_offset: i64,
-    /// Offset from the buffer base (`devPtr_offset`).
-    pub buffer_offset: i64,
+    /// What it reads or writes, and where.
+    pub io: IoArgs,
     /// The cookie.
     pub cookie: u64,
 }
@@ -160,7 +147,7 @@ pub struct Event {
 
 /// What a request in flight may change: bytes of a file and of an allocation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Footprint {
+pub(super) struct Footprint {
     file: usize,
     file_range: Range<u64>,
     file_write: bool,
@@ -175,7 +162,7 @@ fn overlap<T: PartialOrd>(a: &Range<T>, b: &Range<T>) -> bool {
 
 impl Footprint {
     /// Whether the two may see each other's bytes: they share bytes and one of them writes them.
-    fn meets(&self, other: &Footprint) -> bool {
+    pub(super) fn meets(&self, other: &Footprint) -> bool {
         let files = self.file == other.file
             && (self.file_write || other.file_write)
             && overlap(&self.file_range, &other.file_range);
@@ -217,6 +204,18 @@ pub(crate) struct BatchState {
     entries: Vec<ModelEntry>,
 }
 
+impl BatchState {
+    /// Entries not yet collected, ended or not.
+    pub(super) fn in_flight(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Entries a submission may add: what is not yet collected takes room.
+    pub(super) fn room(&self) -> usize {
+        self.capacity - self.in_flight()
+    }
+}
+
 /// A `hipFileBatchIOGetStatus` the model accepted, waiting for the events it returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct StatusCall {
@@ -246,13 +245,18 @@ fn answered_event(result: &Result<usize, Failure>) -> (EventStatus, i64) {
 
 impl ApiModel {
     /// The serial number of the live batch `batch` names.
-    fn serial(&self, batch: BatchRef) -> Option<u64> {
+    pub(super) fn serial(&self, batch: BatchRef) -> Option<u64> {
         let serial = match batch {
             BatchRef::Current(slot) => self.batch_slots.get(slot)?[0],
             BatchRef::Previous(slot) => self.batch_slots.get(slot)?[1],
             BatchRef::Null | BatchRef::Bogus => None,
         }?;
         self.batches.contains_key(&serial).then_some(serial)
+    }
+
+    /// The live batch `batch` names.
+    pub(super) fn live(&self, batch: BatchRef) -> Option<&BatchState> {
+        self.serial(batch).map(|serial| &self.batches[&serial])
     }
 
     /// Entries handed to a backend and not yet collected, of every batch: their effect,
@@ -278,7 +282,7 @@ impl ApiModel {
 
     /// Where `effect` may change bytes while it is in flight. A write reaches from the end of
     /// the file (zeroes fill a hole) or, appending, anywhere.
-    fn footprint(&self, effect: &Effect) -> Footprint {
+    pub(super) fn footprint(&self, effect: &Effect) -> Footprint {
         let len = self.files[effect.file].len() as u64;
         let at = effect.file_offset as u64;
         let file_range = match (effect.op, effect.append) {
@@ -297,71 +301,46 @@ impl ApiModel {
     }
 
     /// Whether a request with `footprint` would meet an entry in flight.
-    fn conflicts(&self, footprint: &Footprint) -> bool {
+    pub(super) fn conflicts(&self, footprint: &Footprint) -> bool {
         self.running().any(|(_, f, _)| f.meets(footprint))
     }
 
     /// Check an entry as the submission does: its error, or what it does.
     fn classify(&self, e: &EntrySpec) -> Result<Classified, Failure> {
-        let Some(d) = self.handle_file(e.handle) else {
+        let io = &e.io;
+        let Some(d) = self.handle_file(io.handle) else {
             return Err(Failure::of(ErrorKind::HandleNotRegistered));
         };
-        if e.file_offset < 0 || e.buffer_offset < 0 {
+        if io.file_offset < 0 || io.buffer_offset < 0 {
             return Err(invalid());
         }
-        if (e.file_offset as u64).saturating_add(e.size as u64) > i64::MAX as u64 {
-            return Err(invalid());
-        }
-        if e.memory == Memory::Null {
+        if (io.file_offset as u64).saturating_add(io.size as u64) > i64::MAX as u64 {
             return Err(invalid());
         }
         // The first byte must be inside the memory even for an entry of no bytes.
-        let probe = e.size.clamp(1, MAX_RW_COUNT);
-        let end = (e.buffer_offset as usize)
-            .checked_add(probe)
-            .ok_or_else(invalid)?;
-        let room = self
-            .room(e.memory)
-            .ok_or(Failure::of(ErrorKind::HipMemoryTypeInvalid))?;
-        if end > room {
-            return Err(invalid());
-        }
-        if !self.allows(d, e.op) {
+        self.check_memory(io.memory, io.buffer_offset, io.size.clamp(1, MAX_RW_COUNT))?;
+        if !self.allows(d, io.op) {
             return Ok(Classified::Answered(Err(Failure::os(Errno::BADF))));
         }
-        if e.size == 0 {
+        if io.size == 0 {
             return Ok(Classified::Answered(Ok(0)));
         }
         let len = self.files[DESCRIPTORS[d].file].len() as u64;
-        if e.op == IoOp::Read && len > 0 && e.file_offset as u64 >= len {
+        if io.op == IoOp::Read && len > 0 && io.file_offset as u64 >= len {
             return Ok(Classified::Answered(Ok(0)));
         }
-        let size = e.size.min(MAX_RW_COUNT);
-        Ok(Classified::Runs(self.effect(
-            e.op,
-            d,
-            e.memory,
-            size,
-            e.file_offset,
-            e.buffer_offset,
-        )))
+        let size = io.size.min(MAX_RW_COUNT);
+        Ok(Classified::Runs(self.effect(io, d, size)))
     }
 
     /// The request an entry makes if it passes its checks and asks for bytes (reads at the end
     /// of the file included: what is there depends on the writes around it).
-    fn would_move(&self, e: &EntrySpec) -> Option<Effect> {
+    pub(super) fn would_move(&self, e: &EntrySpec) -> Option<Effect> {
         match self.classify(e).ok()? {
             Classified::Runs(effect) => Some(effect),
-            Classified::Answered(Ok(0)) if e.size > 0 => {
-                let d = self.handle_file(e.handle)?;
-                Some(self.effect(
-                    e.op,
-                    d,
-                    e.memory,
-                    e.size.min(MAX_RW_COUNT),
-                    e.file_offset,
-                    e.buffer_offset,
-                ))
+            Classified::Answered(Ok(0)) if e.io.size > 0 => {
+                let d = self.handle_file(e.io.handle)?;
+                Some(self.effect(&e.io, d, e.io.size.min(MAX_RW_COUNT)))
             }
             Classified::Answered(_) => None,
         }
@@ -399,13 +378,13 @@ impl ApiModel {
         }
         let serial = self.serial(batch).ok_or_else(invalid)?;
         let state = &self.batches[&serial];
-        if entries.len() > state.capacity - state.entries.len() {
+        if entries.len() > state.room() {
             return Err(Failure::of(ErrorKind::BatchFull));
         }
         if flaw != SubmitFlaw::None {
             return Err(invalid());
         }
-        if self.refcount == 0 {
+        if !self.refs.is_open() {
             return Err(Failure::of(ErrorKind::DriverNotInitialized));
         }
         let classified = entries
@@ -425,11 +404,11 @@ impl ApiModel {
                         canceled: false,
                     },
                 },
-                file: match e.handle {
+                file: match e.io.handle {
                     HandleRef::Current(d) | HandleRef::Previous(d) => Some(DESCRIPTORS[d].file),
                     _ => None,
                 },
-                allocation: match e.memory {
+                allocation: match e.io.memory {
                     Memory::Device { allocation, .. } => Some(allocation),
                     _ => None,
                 },
@@ -687,14 +666,7 @@ impl ApiModel {
     /// without a timeout for more entries than there are.
     pub fn runnable(&self, op: &ApiOp) -> bool {
         match *op {
-            ApiOp::Io {
-                op,
-                handle,
-                memory,
-                size,
-                file_offset,
-                buffer_offset,
-            } => match self.check_io(op, handle, memory, size, file_offset, buffer_offset) {
+            ApiOp::Io(ref io) => match self.check_io(io) {
                 Ok(Some(effect)) => !self.conflicts(&self.footprint(&effect)),
                 _ => true,
             },
@@ -713,7 +685,7 @@ impl ApiModel {
                 memory: Memory::Device { allocation, offset },
             } => {
                 let key = (allocation, offset);
-                self.refcount == 0
+                !self.refs.is_open()
                     || !self.buffers.contains_key(&key)
                     || !self
                         .running()
@@ -725,11 +697,8 @@ impl ApiModel {
                 nr,
                 timeout: Timeout::Forever,
                 flaw: StatusFlaw::None,
-            } if nr > 0 && min_nr <= nr => match self.serial(batch) {
-                Some(serial) => {
-                    let in_flight = self.batches[&serial].entries.len();
-                    in_flight == 0 || min_nr as usize <= in_flight
-                }
+            } if nr > 0 && min_nr <= nr => match self.live(batch) {
+                Some(state) => state.in_flight() == 0 || min_nr as usize <= state.in_flight(),
                 None => true,
             },
             _ => true,
@@ -744,14 +713,13 @@ impl ApiModel {
         entries: &[EntrySpec],
         flaw: SubmitFlaw,
     ) -> bool {
-        let Some(serial) = self.serial(batch) else {
+        let Some(state) = self.live(batch) else {
             return true;
         };
-        let state = &self.batches[&serial];
         if flaw != SubmitFlaw::None
             || entries.is_empty()
-            || self.refcount == 0
-            || entries.len() > state.capacity - state.entries.len()
+            || !self.refs.is_open()
+            || entries.len() > state.room()
             || entries.iter().any(|e| self.classify(e).is_err())
         {
             return true;
@@ -765,206 +733,5 @@ impl ApiModel {
             claimed.push(footprint);
         }
         true
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Proposals
-
-    pub(super) fn has_live_batch(&self) -> bool {
-        (0..BATCH_SLOTS).any(|slot| self.serial(BatchRef::Current(slot)).is_some())
-    }
-
-    pub(super) fn pick_batch(&self, rng: &mut SplitMix64) -> BatchRef {
-        let live: Vec<usize> = (0..BATCH_SLOTS)
-            .filter(|&slot| self.serial(BatchRef::Current(slot)).is_some())
-            .collect();
-        match rng.weighted(&[85, 7, 4, 2, 2]) {
-            0 if !live.is_empty() => BatchRef::Current(live[rng.range(0..live.len())]),
-            0 | 1 => BatchRef::Current(rng.range(0..BATCH_SLOTS)),
-            2 => BatchRef::Previous(rng.range(0..BATCH_SLOTS)),
-            3 => BatchRef::Null,
-            _ => BatchRef::Bogus,
-        }
-    }
-
-    pub(super) fn propose_setup(&self, rng: &mut SplitMix64) -> ApiOp {
-        let empty: Vec<usize> = (0..BATCH_SLOTS)
-            .filter(|&slot| self.serial(BatchRef::Current(slot)).is_none())
-            .collect();
-        let slot = if !empty.is_empty() && rng.percent(85) {
-            empty[rng.range(0..empty.len())]
-        } else {
-            rng.range(0..BATCH_SLOTS)
-        };
-        let max_nr = match rng.weighted(&[80, 6, 5, 5, 4]) {
-            0 => rng.range(1..9) as u32,
-            1 => MAX_BATCH,
-            2 => 0,
-            3 => MAX_BATCH + 1,
-            _ => u32::MAX,
-        };
-        ApiOp::BatchSetUp {
-            slot,
-            max_nr,
-            null_out: rng.percent(2),
-        }
-    }
-
-    pub(super) fn propose_submit(&self, rng: &mut SplitMix64) -> ApiOp {
-        let batch = self.pick_batch(rng);
-        let room = self.serial(batch).map_or(4, |serial| {
-            let state = &self.batches[&serial];
-            state.capacity - state.entries.len()
-        });
-        let count = match rng.weighted(&[88, 8, 4]) {
-            0 => rng.range(1..room.clamp(1, 6) + 1),
-            1 => room + 1,
-            _ => 0,
-        };
-        let mut entries: Vec<EntrySpec> = Vec::new();
-        let mut claimed: Vec<Footprint> = Vec::new();
-        for i in 0..count {
-            let cookie = self.next_cookie + i as u64;
-            let mut entry = self.propose_entry(rng, cookie);
-            // Keep an entry that moves bytes clear of the others and of those in flight.
-            for attempt in 0..6 {
-                let Some(effect) = self.would_move(&entry) else {
-                    break;
-                };
-                let footprint = self.footprint(&effect);
-                if !self.conflicts(&footprint) && !claimed.iter().any(|c| c.meets(&footprint)) {
-                    claimed.push(footprint);
-                    break;
-                }
-                entry = if attempt < 5 {
-                    self.propose_entry(rng, cookie)
-                } else {
-                    EntrySpec { size: 0, ..entry }
-                };
-            }
-            entries.push(entry);
-        }
-        let flaw = match rng.weighted(&[92, 2, 2, 2, 2]) {
-            1 => SubmitFlaw::ZeroCount,
-            2 => SubmitFlaw::NullParams,
-            3 if !entries.is_empty() => SubmitFlaw::BadMode(rng.range(0..entries.len())),
-            4 if !entries.is_empty() => SubmitFlaw::BadOpcode(rng.range(0..entries.len())),
-            _ => SubmitFlaw::None,
-        };
-        ApiOp::BatchSubmit {
-            batch,
-            entries,
-            flaw,
-        }
-    }
-
-    /// One entry: mostly a registered handle, device memory and a size that fits, now and then
-    /// anything `hipFileRead`/`hipFileWrite` is given.
-    fn propose_entry(&self, rng: &mut SplitMix64, cookie: u64) -> EntrySpec {
-        let op = if rng.percent(50) {
-            IoOp::Read
-        } else {
-            IoOp::Write
-        };
-        if rng.percent(12) {
-            if let ApiOp::Io {
-                op,
-                handle,
-                memory,
-                size,
-                file_offset,
-                buffer_offset,
-            } = self.propose_io(op, rng)
-            {
-                return EntrySpec {
-                    op,
-                    handle,
-                    memory,
-                    size,
-                    file_offset,
-                    buffer_offset,
-                    cookie,
-                };
-            }
-        }
-        let handle = self.pick_handle(rng);
-        let memory = match self.pick_registered(rng) {
-            Some(registered) if rng.percent(60) => registered,
-            _ => random_device(rng),
-        };
-        let room = self.room(memory).unwrap_or(ALLOCATION_LEN).max(1);
-        let buffer_offset = match rng.weighted(&[50, 25, 25]) {
-            0 => 0,
-            1 => 4096 * rng.range(0..room.div_ceil(4096)),
-            _ => rng.range(0..room),
-        };
-        let avail = room - buffer_offset;
-        let size = match rng.weighted(&[5, 50, 30, 15]) {
-            0 => 0,
-            1 => rng.range(1..avail.min(16 * 1024) + 1),
-            2 => 4096 * rng.range(0..avail / 4096 + 1),
-            _ => avail,
-        };
-        let file_len = match handle {
-            HandleRef::Current(d) | HandleRef::Previous(d) => self.files[DESCRIPTORS[d].file].len(),
-            _ => 0,
-        };
-        let near = match op {
-            IoOp::Read => file_len + 8192,
-            IoOp::Write => (file_len + 8192).min(WRITE_OFFSET_MAX),
-        };
-        let file_offset = match rng.weighted(&[20, 30, 30, 10, 10]) {
-            0 => 0,
-            1 => 4096 * rng.range(0..near / 4096 + 1),
-            2 => rng.range(0..near + 1),
-            3 => file_len.min(near),
-            _ => (file_len + rng.range(1..8192)).min(near + 1),
-        } as i64;
-        EntrySpec {
-            op,
-            handle,
-            memory,
-            size,
-            file_offset,
-            buffer_offset: buffer_offset as i64,
-            cookie,
-        }
-    }
-
-    pub(super) fn propose_status(&self, rng: &mut SplitMix64) -> ApiOp {
-        let batch = self.pick_batch(rng);
-        let in_flight = self
-            .serial(batch)
-            .map_or(0, |serial| self.batches[&serial].entries.len());
-        let nr = match rng.weighted(&[90, 5, 5]) {
-            0 => rng.range(1..in_flight + 3),
-            1 => in_flight.max(1),
-            _ => 0,
-        };
-        let min_nr = match rng.weighted(&[60, 30, 5, 5]) {
-            0 => rng.range(0..nr.min(in_flight) + 1),
-            1 => nr.min(in_flight),
-            2 => 0,
-            _ => nr + 1,
-        };
-        let timeout = match rng.weighted(&[45, 30, 19, 3, 3]) {
-            0 => Timeout::Forever,
-            1 => Timeout::Zero,
-            2 => Timeout::Millis(2),
-            3 => Timeout::NegativeSeconds,
-            _ => Timeout::NanosOutOfRange,
-        };
-        let flaw = match rng.weighted(&[96, 2, 2]) {
-            0 => StatusFlaw::None,
-            1 => StatusFlaw::NullCount,
-            _ => StatusFlaw::NullEvents,
-        };
-        ApiOp::BatchGetStatus {
-            batch,
-            min_nr: min_nr as u32,
-            nr: nr as u32,
-            timeout,
-            flaw,
-        }
     }
 }
