@@ -401,16 +401,8 @@ impl AsyncPhase {
         rig.step("async: stream-ordered reads");
         rig.make_hot()?;
         for k in ASYNC_STREAMS {
-            arm(&rig.file, &mut rig.dst)?;
-            let run = ours(
-                rig.driver,
-                &rig.registered.handle,
-                &mut rig.dst,
-                ops,
-                &refs[..k],
-            )?;
             let key = format!("async_s{k}");
-            record_checks(rig, &key, ops)?;
+            let run = checked(rig, &key, ops, |rig| ours_on(rig, ops, &refs[..k]))?;
             if k == 1 {
                 reads_alone_s = Some(run.timed.seconds);
             }
@@ -430,9 +422,9 @@ impl AsyncPhase {
             );
         }
         rig.step("async: the same reads, synchronous");
-        arm(&rig.file, &mut rig.dst)?;
-        let timed = sync_ops(&rig.registered.handle, &mut rig.dst, ops)?;
-        record_checks(rig, "async_sync_ops", ops)?;
+        let timed = checked(rig, "async_sync_ops", ops, |rig| {
+            sync_ops(&rig.registered.handle, &mut rig.dst, ops)
+        })?;
         let label = format!(
             "async: the same reads of {op_bytes} as synchronous calls, one after another, {}",
             rig.engine
@@ -443,17 +435,11 @@ impl AsyncPhase {
         rig.step("async: upstream's design replayed");
         rig.make_hot()?;
         for k in ASYNC_STREAMS {
-            arm(&rig.file, &mut rig.dst)?;
-            let run = replay(
-                &kit.reader,
-                &rig.gpu,
-                &kit.shared_file,
-                &mut rig.dst,
-                ops,
-                &refs[..k],
-            )?;
             let key = format!("replay_s{k}");
-            record_checks(rig, &key, ops)?;
+            let (reader, file) = (&kit.reader, &kit.shared_file);
+            let run = checked(rig, &key, ops, |rig| {
+                replay(reader, &rig.gpu, file, &mut rig.dst, ops, &refs[..k])
+            })?;
             rig.rows.throughput(
                 &key,
                 &format!(
@@ -549,12 +535,35 @@ fn settle(workload: &StreamRef<'_>) -> Result<(), String> {
         .map_err(|e| format!("synchronizing the workload's stream: {e}"))
 }
 
-/// The check of the regions of `ops` against the file, into the ledger under `key`.
-fn record_checks(rig: &mut Rig<'_>, key: &str, ops: &[(u64, usize)]) -> Result<(), String> {
+/// Arm the buffer (see [`arm`]), run `reads` with the rig, and put the check of the regions of
+/// `ops` into the ledger under `key`; what `reads` returned.
+fn checked<R>(
+    rig: &mut Rig<'_>,
+    key: &str,
+    ops: &[(u64, usize)],
+    reads: impl FnOnce(&mut Rig<'_>) -> Result<R, String>,
+) -> Result<R, String> {
+    arm(&rig.file, &mut rig.dst)?;
+    let answer = reads(rig)?;
     for (bytes, difference) in check(&rig.file, &rig.dst, &mut rig.comparer, ops)? {
         rig.ledger.record(key, bytes, difference);
     }
-    Ok(())
+    Ok(answer)
+}
+
+/// [`ours`] through the rig's registration into its buffer, on `streams`.
+fn ours_on(
+    rig: &mut Rig<'_>,
+    ops: &[(u64, usize)],
+    streams: &[StreamRef<'_>],
+) -> Result<StreamRun, String> {
+    ours(
+        rig.driver,
+        &rig.registered.handle,
+        &mut rig.dst,
+        ops,
+        streams,
+    )
 }
 
 /// The workload of `fills` alone, the reads on one stream (`one`) alone, then both queued at
@@ -587,9 +596,9 @@ fn overlap(
         workload.check(fills)?,
     );
 
-    arm(&rig.file, &mut rig.dst)?;
-    let run = ours(rig.driver, &rig.registered.handle, &mut rig.dst, ops, one)?;
-    record_checks(rig, "async_overlap_reads", ops)?;
+    let run = checked(rig, "async_overlap_reads", ops, |rig| {
+        ours_on(rig, ops, one)
+    })?;
     let label = format!(
         "overlap: stream-ordered reads alone, 1 stream, {}",
         rig.engine
@@ -598,13 +607,13 @@ fn overlap(
         .duration("async_overlap_reads", &label, rig.size, run.timed);
 
     workload.arm(fills)?;
-    arm(&rig.file, &mut rig.dst)?;
-    let span = Span::start();
-    workload.queue(&workload_ref, fills)?;
-    ours(rig.driver, &rig.registered.handle, &mut rig.dst, ops, one)?;
-    settle(&workload_ref)?;
-    let together = span.finish();
-    record_checks(rig, "async_overlap_together", ops)?;
+    let together = checked(rig, "async_overlap_together", ops, |rig| {
+        let span = Span::start();
+        workload.queue(&workload_ref, fills)?;
+        ours_on(rig, ops, one)?;
+        settle(&workload_ref)?;
+        Ok(span.finish())
+    })?;
     rig.ledger.record(
         "async_overlap_together",
         workload.bytes() as u64,
