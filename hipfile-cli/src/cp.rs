@@ -367,17 +367,21 @@ impl Mover<'_> {
             .min(self.buf.as_device().len())
     }
 
+    /// Read `ask` bytes of SRC at `off` into the start of the buffer; the bytes read.
+    fn read(&mut self, ask: usize, off: u64, src: &Path) -> Result<usize, String> {
+        let window = self.buf.slice_mut(..ask).map_err(|e| e.to_string())?;
+        self.src
+            .read(window, off)
+            .map_err(|e| format!("reading {} at byte {off}: {e}", shown(src)))
+    }
+
     /// Copy `start..end`; `Some(at)` when SRC's reads ended at `at`, before `end`.
     fn copy_range(&mut self, start: u64, end: u64, src: &Path) -> Result<Option<u64>, String> {
         let mut off = start;
         while off < end {
             let want = (end - off).min(self.buf.as_device().len() as u64) as usize;
             let ask = self.ask(want);
-            let got = self
-                .src
-                .read(self.buf.slice_mut(..ask).map_err(|e| e.to_string())?, off)
-                .map_err(|e| format!("reading {} at byte {off}: {e}", shown(src)))?
-                .min(want);
+            let got = self.read(ask, off, src)?.min(want);
             if got == 0 {
                 return Ok(Some(off));
             }
@@ -399,11 +403,7 @@ impl Mover<'_> {
         let len = self.buf.as_device().len();
         let mut off = start;
         loop {
-            let got = self
-                .src
-                .read(self.buf.slice_mut(..len).map_err(|e| e.to_string())?, off)
-                .map_err(|e| format!("reading {} at byte {off}: {e}", shown(src)))?
-                .min(len);
+            let got = self.read(len, off, src)?.min(len);
             if got == 0 {
                 return Ok(off);
             }

@@ -44,7 +44,6 @@
 #![forbid(unsafe_code)]
 
 mod anchor;
-mod batch;
 mod bench;
 mod ceiling;
 mod check;
@@ -52,11 +51,9 @@ mod cp;
 mod measure;
 mod platform;
 mod report;
-mod scratch;
 mod signals;
 mod size;
 mod stats;
-mod stream_phase;
 mod verify;
 
 use std::process::ExitCode;

@@ -66,10 +66,12 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hipfile_core::{BatchEntry, BatchEvent, BatchId, IoCall, IoOp, Result};
+use hipfile_core::{BatchEntry, BatchEvent, BatchId, IoOp, Result};
 
-use crate::driver::{signed, FileHandle, OpenReference};
+use crate::call::{io_call, Place};
+use crate::file::FileHandle;
 use crate::memory::{AsDevice, AsDeviceMut};
+use crate::open::OpenReference;
 
 /// One request of a batch: a read into or a write from device memory the batch borrows for
 /// `'buf`, and a cookie that comes back with its completion.
@@ -86,15 +88,7 @@ impl<'buf> BatchRequest<'buf> {
         dst: &'buf mut M,
         file_offset: u64,
     ) -> Result<Self> {
-        let dst = dst.as_device_mut();
-        Self::new(
-            IoOp::Read,
-            file,
-            dst.base(),
-            dst.offset(),
-            dst.len(),
-            file_offset,
-        )
+        Self::new(IoOp::Read, file, Place::of_mut(dst), file_offset)
     }
 
     /// Write all of `src` to `file` at `file_offset`.
@@ -103,35 +97,13 @@ impl<'buf> BatchRequest<'buf> {
         src: &'buf M,
         file_offset: u64,
     ) -> Result<Self> {
-        let src = src.as_device();
-        Self::new(
-            IoOp::Write,
-            file,
-            src.base(),
-            src.offset(),
-            src.len(),
-            file_offset,
-        )
+        Self::new(IoOp::Write, file, Place::of(src), file_offset)
     }
 
-    fn new(
-        op: IoOp,
-        file: &FileHandle,
-        base: usize,
-        offset: usize,
-        size: usize,
-        file_offset: u64,
-    ) -> Result<Self> {
+    fn new(op: IoOp, file: &FileHandle, place: Place, file_offset: u64) -> Result<Self> {
         Ok(BatchRequest {
             entry: BatchEntry {
-                call: IoCall {
-                    op,
-                    handle: file.id(),
-                    buffer: base,
-                    size,
-                    file_offset: signed(file_offset)?,
-                    buffer_offset: signed(offset as u64)?,
-                },
+                call: io_call(op, file.id(), place, file_offset)?,
                 cookie: 0,
             },
             _borrows: PhantomData,

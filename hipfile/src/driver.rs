@@ -1,4 +1,4 @@
-//! The driver and the files registered with it.
+//! The driver: what registers files and memory, and sets up batches and stream-ordered IO.
 //!
 //! A [`Driver`] holds one reference on a core driver's use count (one `hipFileDriverOpen`).
 //! That reference is shared, through an `Arc`, with every [`FileHandle`] and
@@ -10,28 +10,15 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
 use hipfile_core::stats_server::StatsService;
-use hipfile_core::{
-    DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, Result, StatsSnapshot,
-};
-
-use crate::batch::Batch;
-use crate::memory::{AsDevice, AsDeviceMut, DeviceBuffer, RegisteredBuffer};
-use crate::stream::{OwningStreamOp, StreamIo};
+use hipfile_core::{DriverOptions, Error, ErrorKind, IoOp, Result, StatsSnapshot};
 use hipfile_hip::StreamRef;
 
-/// One reference on a core driver's use count, released when the last value sharing it drops.
-#[derive(Debug)]
-pub(crate) struct OpenReference {
-    pub(crate) core: Arc<hipfile_core::Driver>,
-}
-
-impl Drop for OpenReference {
-    fn drop(&mut self) {
-        // Fails only when the driver is already closed (a C caller closed it to zero): nothing to
-        // give back.
-        let _ = self.core.close();
-    }
-}
+use crate::batch::Batch;
+use crate::call::Place;
+use crate::file::FileHandle;
+use crate::memory::{AsDevice, AsDeviceMut, DeviceBuffer, RegisteredBuffer};
+use crate::open::OpenReference;
+use crate::stream::{OwningStreamOp, StreamIo};
 
 /// An open driver: registers files and device memory, and allocates device memory on its GPU
 /// runtime.
@@ -174,10 +161,7 @@ impl Driver {
     /// Register a raw descriptor. It must stay open while the handle lives.
     pub fn register_fd(&self, fd: RawFd) -> Result<FileHandle> {
         let id = self.core().handle_register(fd)?;
-        Ok(FileHandle {
-            driver: Arc::clone(&self.reference),
-            id,
-        })
+        Ok(FileHandle::new(Arc::clone(&self.reference), id))
     }
 
     /// Register device memory (`hipFileBufRegister`): an owned [`DeviceBuffer`], a
@@ -223,14 +207,23 @@ impl Driver {
         &self,
         stream: &StreamRef<'_>,
         file: F,
-        dst: M,
+        mut dst: M,
         file_offset: u64,
     ) -> Result<OwningStreamOp<F, M>>
     where
         F: Borrow<FileHandle> + 'static,
         M: AsDeviceMut + 'static,
     {
-        OwningStreamOp::read(self.core(), stream, file, dst, file_offset)
+        let place = Place::of_mut(&mut dst);
+        OwningStreamOp::queue(
+            self.core(),
+            stream,
+            IoOp::Read,
+            file,
+            dst,
+            place,
+            file_offset,
+        )
     }
 
     /// [`Driver::read_on_stream`] for a write of all of `src` to `file` at `file_offset`.
@@ -245,7 +238,16 @@ impl Driver {
         F: Borrow<FileHandle> + 'static,
         M: AsDevice + 'static,
     {
-        OwningStreamOp::write(self.core(), stream, file, src, file_offset)
+        let place = Place::of(&src);
+        OwningStreamOp::queue(
+            self.core(),
+            stream,
+            IoOp::Write,
+            file,
+            src,
+            place,
+            file_offset,
+        )
     }
 
     /// Register `stream` with `flags` (`hipfile_core::stream::FIXED_*`,
@@ -275,106 +277,5 @@ impl Driver {
     /// of when it opens.
     pub fn stats_service(&self) -> Option<StatsService> {
         self.core().session().map(|s| s.stats_service())
-    }
-}
-
-/// A registered file; deregistered on drop. It keeps its driver open.
-///
-/// Reads land in device memory that [`AsDeviceMut`] names (a buffer, an exclusive slice, a
-/// registered buffer); writes take their bytes from memory that [`AsDevice`] names. The request's
-/// size is the memory's length; file offsets are `u64`, and one past `i64::MAX` is `EINVAL`, as
-/// `pread(2)` answers.
-///
-#[cfg_attr(feature = "fallback", doc = "```")]
-#[cfg_attr(not(feature = "fallback"), doc = "```text")]
-/// use std::sync::Arc;
-/// use hipfile::{AsDevice, AsDeviceMut, Driver, DriverOptions};
-/// use hipfile_hip::sim::SimRuntime;
-///
-/// let gpu = Arc::new(SimRuntime::default());
-/// let driver = Driver::with_options(DriverOptions::with_runtime(gpu))?;
-/// let dir = tempfile::tempdir().unwrap();
-/// std::fs::write(dir.path().join("data"), b"0123456789").unwrap();
-/// let file = std::fs::OpenOptions::new().read(true).write(true)
-///     .open(dir.path().join("data")).unwrap();
-/// let handle = driver.register_file(&file)?;
-///
-/// let mut buf = driver.alloc(4096)?;
-/// // A read is short at the end of the file.
-/// assert_eq!(handle.read(&mut buf, 4)?, 6);
-/// assert_eq!(buf.to_vec().unwrap()[..6], *b"456789");
-/// // Write the first two bytes read back at offset 0.
-/// assert_eq!(handle.write(buf.slice(..2)?, 0)?, 2);
-/// assert_eq!(std::fs::read(dir.path().join("data")).unwrap(), b"4523456789");
-/// # Ok::<(), hipfile::Error>(())
-/// ```
-#[derive(Debug)]
-pub struct FileHandle {
-    driver: Arc<OpenReference>,
-    id: FileHandleId,
-}
-
-impl FileHandle {
-    /// The handle's identity.
-    pub fn id(&self) -> FileHandleId {
-        self.id
-    }
-
-    /// Read `dst.len()` bytes of the file at `file_offset` into `dst`. Returns the bytes read,
-    /// fewer only at the end of the file.
-    pub fn read(&self, mut dst: impl AsDeviceMut, file_offset: u64) -> Result<usize> {
-        let dst = dst.as_device_mut();
-        self.io(IoOp::Read, dst.base(), dst.offset(), dst.len(), file_offset)
-    }
-
-    /// Write the bytes of `src` to the file at `file_offset`. Returns the bytes written: all of
-    /// them, or an error.
-    pub fn write(&self, src: impl AsDevice, file_offset: u64) -> Result<usize> {
-        let src = src.as_device();
-        self.io(
-            IoOp::Write,
-            src.base(),
-            src.offset(),
-            src.len(),
-            file_offset,
-        )
-    }
-
-    /// The request as the core driver takes it: the memory's base and the offset into it, so a
-    /// registered buffer is found by its base.
-    fn io(
-        &self,
-        op: IoOp,
-        base: usize,
-        offset: usize,
-        size: usize,
-        file_offset: u64,
-    ) -> Result<usize> {
-        self.driver.core.io(IoCall {
-            op,
-            handle: self.id,
-            buffer: base,
-            size,
-            file_offset: signed(file_offset)?,
-            buffer_offset: signed(offset as u64)?,
-        })
-    }
-
-    /// The registered file's facts (alignment, filesystem, descriptors).
-    pub fn file(&self) -> Result<Arc<hipfile_core::RegisteredFile>> {
-        self.driver.core.file(self.id)
-    }
-}
-
-/// `offset` as the core driver's signed offset; past `i64::MAX` is `EINVAL`, as `pread(2)`.
-pub(crate) fn signed(offset: u64) -> Result<i64> {
-    i64::try_from(offset)
-        .map_err(|_| Error::os(libc::EINVAL, "the offset is past the largest file offset"))
-}
-
-impl Drop for FileHandle {
-    fn drop(&mut self) {
-        // Fails only when the driver already forgot the file (closed to zero): nothing to undo.
-        let _ = self.driver.core.handle_deregister(self.id);
     }
 }

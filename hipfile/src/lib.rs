@@ -40,6 +40,15 @@
 //! [`RegisteredBuffer`] likewise is the facade's, not `hipfile_core::RegisteredBuffer` (the core
 //! driver's record of a registration).
 //!
+//! ## Modules
+//!
+//! `driver` holds [`Driver`] (opening, registration, and the entry points of batches and
+//! stream-ordered IO); `file` the [`FileHandle`] and its synchronous reads and writes; `memory`
+//! the device memory types; `batch` and `stream` the two asynchronous ways; `call` a request as
+//! the core driver takes it, shared by the three ways of making one, so a read and a write are one
+//! body given the operation; `open` the reference on the core driver that everything made from a
+//! `Driver` shares, so none of them reaches back into `driver`; [`capi`] the C ABI.
+//!
 //! ## Example (on the simulated GPU)
 //!
 //! (Compiled and run in builds with the `fallback` feature.)
@@ -70,15 +79,19 @@
 //! ```
 
 mod batch;
+mod call;
 pub mod capi;
 mod driver;
+mod file;
 mod memory;
+mod open;
 mod stream;
 
 use std::sync::{Arc, OnceLock};
 
 pub use batch::{Batch, BatchRequest, Completions};
-pub use driver::{Driver, FileHandle};
+pub use driver::Driver;
+pub use file::FileHandle;
 pub use hipfile_core::stats_server::StatsService;
 pub use hipfile_core::{
     ApiOp, BackendCounts, BatchCounts, DeclineReason, DirectionCounts, GpuCounts, IoPath, OpCount,

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use hipfile_core::{Error, ErrorKind, Result};
 pub use hipfile_hip::{DeviceBuffer, DeviceSlice, DeviceSliceMut};
 
-use crate::driver::OpenReference;
+use crate::open::OpenReference;
 
 fn out_of_range(len: usize) -> Error {
     Error::new(

@@ -63,8 +63,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use hipfile_core::{AsyncCall, AsyncSlots, Driver as CoreDriver, IoOp, Result};
 use hipfile_hip::StreamRef;
 
-use crate::driver::{signed, FileHandle, OpenReference};
+use crate::call::{signed, Place};
+use crate::file::FileHandle;
 use crate::memory::{AsDevice, AsDeviceMut};
+use crate::open::OpenReference;
 
 /// The slots of one op: its arguments, which may change until the stream reaches it, and its
 /// result.
@@ -182,15 +184,7 @@ impl<'buf, 's> StreamIo<'buf, 's> {
         dst: &'buf mut M,
         file_offset: u64,
     ) -> Result<StreamOp> {
-        let dst = dst.as_device_mut();
-        self.queue(
-            IoOp::Read,
-            file,
-            dst.base(),
-            dst.offset(),
-            dst.len(),
-            file_offset,
-        )
+        self.queue(IoOp::Read, file, Place::of_mut(dst), file_offset)
     }
 
     /// Queue a write of all of `src` to `file` at `file_offset`.
@@ -200,38 +194,17 @@ impl<'buf, 's> StreamIo<'buf, 's> {
         src: &'buf M,
         file_offset: u64,
     ) -> Result<StreamOp> {
-        let src = src.as_device();
-        self.queue(
-            IoOp::Write,
-            file,
-            src.base(),
-            src.offset(),
-            src.len(),
-            file_offset,
-        )
+        self.queue(IoOp::Write, file, Place::of(src), file_offset)
     }
 
     fn queue(
         &mut self,
         op: IoOp,
         file: &FileHandle,
-        base: usize,
-        offset: usize,
-        size: usize,
+        place: Place,
         file_offset: u64,
     ) -> Result<StreamOp> {
-        let op = queue(
-            &self.driver.core,
-            self.stream,
-            Queued {
-                op,
-                file,
-                base,
-                offset,
-                size,
-                file_offset,
-            },
-        )?;
+        let op = queue(&self.driver.core, self.stream, op, file, place, file_offset)?;
         self.ops.push(op.clone());
         Ok(op)
     }
@@ -242,32 +215,29 @@ impl<'buf, 's> StreamIo<'buf, 's> {
     }
 }
 
-/// One op as it is queued: direction, file, the memory's base and the offset into it (so a
-/// registered buffer is found by its base), size and file offset.
-struct Queued<'a> {
+/// Queue `op` of the bytes at `place` to or from `file` at `file_offset` on `stream` through
+/// `core`, from the calling thread.
+fn queue(
+    core: &CoreDriver,
+    stream: &StreamRef<'_>,
     op: IoOp,
-    file: &'a FileHandle,
-    base: usize,
-    offset: usize,
-    size: usize,
+    file: &FileHandle,
+    place: Place,
     file_offset: u64,
-}
-
-/// Queue `queued` on `stream` through `core`, from the calling thread.
-fn queue(core: &CoreDriver, stream: &StreamRef<'_>, queued: Queued<'_>) -> Result<StreamOp> {
+) -> Result<StreamOp> {
     let slots = Arc::new(Slots {
-        size: AtomicUsize::new(queued.size),
-        file_offset: AtomicI64::new(signed(queued.file_offset)?),
-        buffer_offset: AtomicI64::new(signed(queued.offset as u64)?),
+        size: AtomicUsize::new(place.size),
+        file_offset: AtomicI64::new(signed(file_offset)?),
+        buffer_offset: AtomicI64::new(place.signed_offset()?),
         ..Slots::default()
     });
     let session = core.async_session()?;
     core.submit_async(
         &session,
         AsyncCall {
-            op: queued.op,
-            handle: queued.file.id(),
-            buffer: queued.base,
+            op,
+            handle: file.id(),
+            buffer: place.base,
             stream,
             slots: Arc::clone(&slots) as Arc<dyn AsyncSlots>,
         },
@@ -312,60 +282,18 @@ impl<F, M> Drop for OwningStreamOp<F, M> {
 }
 
 impl<F: Borrow<FileHandle> + 'static, M: 'static> OwningStreamOp<F, M> {
-    /// Queue a read of all of `dst` from `file` at `file_offset` on `stream` through `core`.
-    pub(crate) fn read(
-        core: &CoreDriver,
-        stream: &StreamRef<'_>,
-        file: F,
-        mut dst: M,
-        file_offset: u64,
-    ) -> Result<Self>
-    where
-        M: AsDeviceMut,
-    {
-        let view = dst.as_device_mut();
-        let place = (view.base(), view.offset(), view.len());
-        Self::queued(core, stream, IoOp::Read, file, dst, place, file_offset)
-    }
-
-    /// Queue a write of all of `src` to `file` at `file_offset` on `stream` through `core`.
-    pub(crate) fn write(
-        core: &CoreDriver,
-        stream: &StreamRef<'_>,
-        file: F,
-        src: M,
-        file_offset: u64,
-    ) -> Result<Self>
-    where
-        M: AsDevice,
-    {
-        let view = src.as_device();
-        let place = (view.base(), view.offset(), view.len());
-        Self::queued(core, stream, IoOp::Write, file, src, place, file_offset)
-    }
-
-    /// Queue `op` of the `(base, offset, size)` of `memory` on `stream`, owning file and memory.
-    fn queued(
+    /// Queue `op` of the bytes at `place` (in `memory`) to or from `file` at `file_offset` on
+    /// `stream` through `core`, owning file and memory until it ended.
+    pub(crate) fn queue(
         core: &CoreDriver,
         stream: &StreamRef<'_>,
         op: IoOp,
         file: F,
         memory: M,
-        (base, offset, size): (usize, usize, usize),
+        place: Place,
         file_offset: u64,
     ) -> Result<Self> {
-        let op = queue(
-            core,
-            stream,
-            Queued {
-                op,
-                file: file.borrow(),
-                base,
-                offset,
-                size,
-                file_offset,
-            },
-        )?;
+        let op = queue(core, stream, op, file.borrow(), place, file_offset)?;
         Ok(OwningStreamOp {
             op,
             _file: file,

@@ -15,6 +15,7 @@ use std::path::Path;
 use hipfile_hip::DeviceBuffer;
 use tempfile::NamedTempFile;
 
+use super::file::pattern_byte;
 use crate::signals::Removal;
 
 /// Windows of the file stamped before each timed write of ours.
@@ -33,7 +34,7 @@ pub struct Scratch {
 
 impl Scratch {
     /// Make a scratch file of `size` bytes in the directory of `next_to`, filled with bytes
-    /// that differ from [`crate::bench`]'s pattern, on disk.
+    /// that differ from [`pattern_byte`]'s pattern, on disk.
     pub fn create(next_to: &Path, size: usize) -> Result<Scratch, String> {
         let dir = match next_to.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -52,7 +53,7 @@ impl Scratch {
         while at < size {
             let n = chunk.len().min(size - at);
             for (i, b) in chunk[..n].iter_mut().enumerate() {
-                *b = crate::bench::pattern_byte(at + i) ^ 0xa5;
+                *b = pattern_byte(at + i) ^ 0xa5;
             }
             file.as_file()
                 .write_all_at(&chunk[..n], at as u64)
