@@ -31,7 +31,7 @@
 //! stay under `logs/<binary>-<variant>/`.
 //!
 //! A run is killed at its time limit, 120 s for a whole program and 60 s for a case on an idle
-//! machine, stretched on a loaded one by the load per core, up to 5x (see [`TimeLimit`]); a run
+//! machine, stretched on a loaded one by the load per core, up to 5x (see [`process::TimeLimit`]); a run
 //! that needed the stretch to finish says so on its report line, a killed one names its limit.
 //!
 //! `cargo xtask c-tests FILTER` runs only the programs whose file name contains FILTER.
@@ -47,6 +47,10 @@ use std::time::{Duration, Instant};
 use crate::counts::{Counts, Report};
 use crate::workspace::{self, Workspace};
 
+mod process;
+
+use process::{execute, with_suffix, Finished, Invocation};
+
 /// Where the C programs live, with the tag that keeps their binary names apart.
 const PROGRAM_DIRS: &[(&str, &str)] = &[("hipfile/tests/c", "tests"), ("examples/c", "examples")];
 
@@ -57,17 +61,14 @@ pub const HARNESS_SOURCE: &str = "hipfile/tests/c/harness/line_buffered.c";
 /// Set to a directory holding `hip/hip_runtime_api.h` to skip the header search.
 pub const HIP_INCLUDE_VAR: &str = "HIPFILE_HIP_INCLUDE";
 
-/// Limit of one whole program's run on an idle machine (see [`TimeLimit`]).
+/// Limit of one whole program's run on an idle machine (see [`process::TimeLimit`]).
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// File-name ending (before `.c`) of the programs that run one case per process.
 const CASE_PROGRAM_SUFFIX: &str = "_cases";
 
-/// Limit of one case run on an idle machine (see [`TimeLimit`]); a case that takes longer hangs.
+/// Limit of one case run on an idle machine (see [`process::TimeLimit`]); a case that takes longer hangs.
 const CASE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The most a loaded machine stretches a run's time limit.
-const MAX_LOAD_STRETCH: f64 = 5.0;
 
 /// Case runs at once, at most (fewer on a machine with fewer cores).
 const CASE_WORKERS: usize = 4;
@@ -555,233 +556,6 @@ fn plan(stdout: &str) -> Option<usize> {
         .next_back()
 }
 
-struct Finished {
-    stdout: String,
-    stderr: String,
-    /// Why the run counts as failed by its exit, or `None` for a clean exit 0.
-    exit: Option<String>,
-    /// The exit code, when the program exited (rather than being killed by a signal or the timeout).
-    code: Option<i32>,
-    /// Set when the run outlasted its base time limit and only the load's stretch let it finish.
-    stretched: Option<String>,
-}
-
-/// The time limit of one run: its base, stretched on a loaded machine by the load per core (the
-/// 1-minute load average of `/proc/loadavg` over the cores this process may use), at least 1x and
-/// at most [`MAX_LOAD_STRETCH`]x. The load is read when the run starts and again whenever the
-/// run reaches its limit, and the largest stretch seen holds: a run on a machine that got busy
-/// after it started gets more time, and a hang is still killed, at the latest at 5x its base.
-/// Wall time, not the run's CPU time: a deadlocked program uses no CPU at all.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct TimeLimit {
-    base: Duration,
-    /// The largest stretch seen, and the load and cores it came from.
-    stretch: f64,
-    load: f64,
-    cores: usize,
-}
-
-impl TimeLimit {
-    fn new(base: Duration) -> TimeLimit {
-        TimeLimit {
-            base,
-            stretch: 1.0,
-            load: 0.0,
-            cores: 1,
-        }
-    }
-
-    /// Takes a reading of the load (`None`: unknown, which stretches nothing); returns whether
-    /// the limit grew.
-    fn observe(&mut self, load: Option<f64>, cores: usize) -> bool {
-        let Some(load) = load else {
-            return false;
-        };
-        let stretch = load_stretch(load, cores);
-        if stretch <= self.stretch {
-            return false;
-        }
-        *self = TimeLimit {
-            stretch,
-            load,
-            cores,
-            ..*self
-        };
-        true
-    }
-
-    fn allowed(&self) -> Duration {
-        self.base.mul_f64(self.stretch)
-    }
-
-    /// The limit and where it came from, for the log.
-    fn describe(&self) -> String {
-        let base = self.base.as_secs_f64();
-        if self.stretch > 1.0 {
-            format!(
-                "{:.0}s (the {base:.0}s limit stretched x{:.1} for load {:.1} on {} core(s))",
-                self.allowed().as_secs_f64(),
-                self.stretch,
-                self.load,
-                self.cores
-            )
-        } else {
-            format!("{base:.0}s")
-        }
-    }
-}
-
-/// How much a run's time limit stretches on a machine with 1-minute load average `load` on
-/// `cores` cores: the load per core, from 1 to [`MAX_LOAD_STRETCH`].
-fn load_stretch(load: f64, cores: usize) -> f64 {
-    let per_core = load / cores.max(1) as f64;
-    if per_core.is_nan() {
-        1.0
-    } else {
-        per_core.clamp(1.0, MAX_LOAD_STRETCH)
-    }
-}
-
-/// The 1-minute load average, where `/proc/loadavg` says it.
-fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// The cores this process may run on.
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
-}
-
-/// Run a whole program under one variant: scratch `scratch/<name>-<variant>`, output in
-/// `logs/<name>-<variant>.{out,err}`.
-fn execute(
-    binary: &Path,
-    name: &str,
-    variant: &str,
-    env: &[(&str, &str)],
-    lib_dir: &Path,
-    out_dir: &Path,
-) -> Result<Finished, String> {
-    let scratch = out_dir.join("scratch").join(format!("{name}-{variant}"));
-    let logs = out_dir.join("logs");
-    let log = logs.join(format!("{name}-{variant}"));
-    let run = Invocation {
-        binary,
-        args: &[scratch.as_os_str()],
-        env,
-        lib_dir,
-        timeout: RUN_TIMEOUT,
-    };
-    run.execute(&scratch, &log)
-}
-
-/// One start of a C program.
-struct Invocation<'a> {
-    binary: &'a Path,
-    args: &'a [&'a OsStr],
-    env: &'a [(&'a str, &'a str)],
-    lib_dir: &'a Path,
-    timeout: Duration,
-}
-
-impl Invocation<'_> {
-    /// Run with a fresh `scratch` directory; stdout and stderr go to `<log>.out` and `<log>.err`.
-    fn execute(&self, scratch: &Path, log: &Path) -> Result<Finished, String> {
-        self.execute_under(scratch, log, || (load_average(), cores()))
-    }
-
-    /// [`Invocation::execute`] with the machine's load and cores read by `machine`.
-    fn execute_under(
-        &self,
-        scratch: &Path,
-        log: &Path,
-        machine: impl Fn() -> (Option<f64>, usize),
-    ) -> Result<Finished, String> {
-        let _ = std::fs::remove_dir_all(scratch);
-        std::fs::create_dir_all(scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-        if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        let stdout_path = with_suffix(log, ".out");
-        let stderr_path = with_suffix(log, ".err");
-        let create =
-            |p: &Path| std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()));
-
-        let mut command = Command::new(self.binary);
-        command
-            .args(self.args)
-            .env("LD_LIBRARY_PATH", self.lib_dir)
-            .stdin(Stdio::null())
-            .stdout(create(&stdout_path)?)
-            .stderr(create(&stderr_path)?);
-        for var in CLEARED_VARS {
-            command.env_remove(var);
-        }
-        for (key, value) in self.env {
-            command.env(key, value);
-        }
-        let mut limit = TimeLimit::new(self.timeout);
-        let (load, cores) = machine();
-        limit.observe(load, cores);
-        let mut child = command.spawn().map_err(|e| format!("cannot start: {e}"))?;
-        let started = Instant::now();
-        // Most runs end within milliseconds: poll often at first, then back off.
-        let mut pause = Duration::from_millis(1);
-        let mut timed_out = false;
-        let (exit, code) = loop {
-            match child.try_wait() {
-                Ok(Some(status)) if status.success() => break (None, Some(0)),
-                Ok(Some(status)) => break (Some(format!("exited with {status}")), status.code()),
-                Ok(None) if started.elapsed() > limit.allowed() => {
-                    let (load, cores) = machine();
-                    if limit.observe(load, cores) {
-                        continue;
-                    }
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    timed_out = true;
-                    let why = format!("timed out after {} and was killed", limit.describe());
-                    break (Some(why), None);
-                }
-                Ok(None) => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(20));
-                }
-                Err(e) => break (Some(format!("cannot wait: {e}")), None),
-            }
-        };
-        let took = started.elapsed();
-        let stretched = (!timed_out && took > self.timeout).then(|| {
-            format!(
-                "took {:.1}s: past its {}s limit, within {}",
-                took.as_secs_f64(),
-                self.timeout.as_secs(),
-                limit.describe()
-            )
-        });
-        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-        Ok(Finished {
-            stdout: read(&stdout_path),
-            stderr: read(&stderr_path),
-            exit,
-            code,
-            stretched,
-        })
-    }
-}
-
-/// `path` with `suffix` appended to its last component.
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
-
 /// How one case run ended.
 #[derive(Debug, PartialEq, Eq)]
 enum Verdict {
@@ -1018,6 +792,7 @@ fn tail(stderr: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::process::{load_stretch, TimeLimit, MAX_LOAD_STRETCH};
     use super::*;
 
     fn finished(stdout: &str, stderr: &str, code: Option<i32>) -> Finished {

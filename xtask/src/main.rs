@@ -7,7 +7,7 @@
 //! | command       | what it does |
 //! |---------------|--------------|
 //! | `test`        | everything CI runs: fmt check, clippy `-D warnings`, tidy, test-matrix, c-tests, python; every step runs, then a summary with each step's counts and a last line `N passed, S skipped, M failed` over every test and check of the run (see [`counts`]) |
-//! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)` in the safe crates and every backend crate, `unsafe` only in hipfile-hip, the C ABI and the simulated runtimes, no unfinished code, no vague names, no panic across the C ABI) |
+//! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)` in the safe crates and every backend crate, `unsafe` only in hipfile-hip, the C ABI and the simulated runtimes, no unfinished code, no vague names, no panic across the C ABI, no import cycle between a crate's modules, no source file over 1,000 lines; see [`structure`]) |
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
 //! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime; `c-tests FILTER` runs the programs whose file name contains FILTER |
 //! | `python`      | the `hipfile` Python package: a venv under the target directory with pinned maturin, pytest and NumPy, the wheel built by maturin and installed, pytest on the sim (see [`python`]) |
@@ -33,6 +33,8 @@ mod json;
 mod matrix;
 mod python;
 mod sanitize;
+mod sources;
+mod structure;
 mod tidy;
 mod workspace;
 
@@ -261,7 +263,7 @@ mod tests {
     /// The house rules, enforced by `cargo test` as well as by `cargo xtask tidy`.
     #[test]
     fn tidy_checks_pass_on_this_repository() {
-        let repo = tidy::Repo::load().expect("workspace metadata and sources load");
+        let repo = sources::Repo::load().expect("workspace metadata and sources load");
         let failures: Vec<String> = tidy::findings(&repo)
             .into_iter()
             .filter(|(_, violations)| !violations.is_empty())
