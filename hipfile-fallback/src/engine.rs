@@ -18,7 +18,7 @@
 //! another piece found the end of file leaves its bytes in the buffer past the count. The first
 //! failure stops every thread from taking new pieces and fails the request with the bytes
 //! already moved reported, never a success. How each piece reaches the file is
-//! [`crate::direct`]'s.
+//! [`crate::piece_io`]'s.
 //!
 //! Why a lane per thread and not one staging area the threads share: a request's first copy waits
 //! for one round of piece reads, and its copies are as large as its pieces, so a shared ring of
@@ -40,7 +40,7 @@ use hipfile_core::{
 };
 use hipfile_hip::{DeviceRange, StagingLane};
 
-use crate::direct::{FilePaths, PieceIo};
+use crate::piece_io::{PathCounters, PieceIo};
 use crate::pins::{LivePins, PagePins, PinView, Running};
 use crate::plan::Plan;
 use crate::staging::StagingPool;
@@ -62,7 +62,7 @@ pub struct EngineParts {
     pub stream_pool: Arc<StagingPool>,
     /// Bytes moved through the page cache and with O_DIRECT (counted for requests whose
     /// statistics level is 1 or more).
-    pub file_paths: Arc<FilePaths>,
+    pub file_paths: Arc<PathCounters>,
     /// The page cache pinned for copies straight out of it ([`crate::pins`]).
     pub pins: Arc<PagePins>,
 }

@@ -32,9 +32,9 @@
 //!   cache where it is pinned ([`pins`]): no CPU copy, the device reads the page cache's pages.
 //!
 //! The pieces are separate modules, read top to bottom: [`plan`] (how a request is cut),
-//! [`engine`] (how the pieces are shared out and pipelined), [`direct`] (how a piece reaches
-//! the file: buffered or O_DIRECT), [`pins`] (the pinned page cache pieces are copied out of)
-//! and [`staging`] (the pinned pool of lanes); the IO threads
+//! [`engine`] (how the pieces are shared out and pipelined), [`piece_io`] (how a staged piece
+//! reaches the file: the O_DIRECT policy, through the page cache or around it), [`pins`] (the
+//! pinned page cache pieces are copied out of) and [`staging`] (the pinned pool of lanes); the IO threads
 //! are [`hipfile_core::workers`]. The crate has no `unsafe`: the asynchronous copies live in
 //! `hipfile-hip`'s [`hipfile_hip::StagingLane`], and device memory arrives as a checked
 //! [`hipfile_hip::DeviceRange`].
@@ -58,8 +58,8 @@
 
 #![forbid(unsafe_code)]
 
-pub mod direct;
 pub mod engine;
+pub mod piece_io;
 pub mod pins;
 pub mod plan;
 pub mod staging;
