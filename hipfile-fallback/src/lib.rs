@@ -58,6 +58,7 @@
 
 #![forbid(unsafe_code)]
 
+mod claims;
 pub mod engine;
 pub mod piece_io;
 pub mod pins;

@@ -50,7 +50,7 @@ impl Plan {
                 .clamp(min_piece, chunk)
         }
         .max(1)
-        // A transfer counts its pieces in 32 bits (`engine::Claims`); no device holds a request
+        // A transfer counts its pieces in 32 bits (`claims::Claims`); no device holds a request
         // large enough to need more (16 TiB in pieces of 4 KiB).
         .max(size.div_ceil(MAX_PIECES));
         let pieces = size.div_ceil(piece);
