@@ -30,8 +30,9 @@
 //! the end of each 64 MiB request. The host's memory bandwidth, shared by the reads into staging
 //! and the copies out of it, bounds both layouts alike.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use hipfile_core::workers::{IoWorkers, Job, STAY_AWAKE};
 use hipfile_core::{
@@ -41,8 +42,8 @@ use hipfile_hip::{DeviceRange, StagingLane};
 
 use crate::claims::Claims;
 use crate::piece_io::{PathCounters, PieceIo};
-use crate::pins::{LivePins, PagePins, PinView, Running};
-use crate::plan::Plan;
+use crate::pins::{Cover, PagePins, TransferPins};
+use crate::plan::{piece_memory, Plan};
 use crate::staging::StagingPool;
 
 /// What the staged engine needs besides the request.
@@ -123,15 +124,9 @@ pub struct Transfer {
     progress: Progress,
     /// Rung when a queued transfer finishes.
     doorbell: Option<Doorbell>,
-    /// The pinned page-cache windows a read's pieces are copied out of; let go of when the
-    /// transfer finished (its submitter may hold it long after).
-    pinned: RwLock<PinView>,
-    /// For a read some of whose windows wait to be pinned: the windows pinned while it runs.
-    live: Option<Arc<LivePins>>,
-    /// Marks the transfer at work for the pinning thread until it finished or was withdrawn.
-    running: Mutex<Option<Running>>,
-    /// Where bytes copied out of pinned windows are counted (statistics on).
-    pins: Option<Arc<PagePins>>,
+    /// What serves a read's pieces out of the pinned page cache before any is staged; let go
+    /// of when the transfer finished.
+    pins: TransferPins,
 }
 
 impl Transfer {
@@ -139,26 +134,20 @@ impl Transfer {
     /// after piece, so its bytes reach the end of the file in order; so does a read that pinned
     /// page-cache windows hold whole (its copies need no thread but the one queuing them).
     pub fn new(req: &IoRequest<'_>, parts: &EngineParts, threads: usize) -> Arc<Transfer> {
-        let mut pinned = parts.pins.view(req);
-        let live = pinned.take_live();
-        // Every byte, those past the end of the file too (the page that holds the last byte):
-        // a piece the windows do not hold is staged, and a staged piece is at most a chunk.
-        let end = req.file_offset.saturating_add(req.size() as u64);
-        let all_pinned = !pinned.is_empty() && pinned.covers_all(req.file_offset..end);
-        let threads = if req.append || all_pinned {
-            1
-        } else if live.is_some() {
-            live_threads(threads)
-        } else {
-            threads
+        let pins = TransferPins::new(&parts.pins, req);
+        let threads = match pins.cover() {
+            _ if req.append => 1,
+            Cover::Whole => 1,
+            Cover::Growing => live_threads(threads),
+            Cover::Part => threads,
         };
         let s: &Settings = req.settings;
         let chunk = s.chunk_bytes();
         // Copies out of pinned windows are queued one per window the piece lies in: a read
-        // they cover whole is one piece.
+        // they cover whole is one piece. A staged piece is at most a chunk.
         let plan = Plan::new(
             req.size(),
-            if all_pinned {
+            if pins.cover() == Cover::Whole {
                 req.size().max(chunk)
             } else {
                 chunk
@@ -205,10 +194,7 @@ impl Transfer {
                 ..Progress::default()
             },
             doorbell: req.doorbell.cloned(),
-            pinned: RwLock::new(pinned),
-            live,
-            running: Mutex::new(Some(parts.pins.running())),
-            pins: (req.stats_level() >= 1).then(|| Arc::clone(&parts.pins)),
+            pins,
         })
     }
 
@@ -347,15 +333,11 @@ impl Transfer {
         }
     }
 
-    /// The transfer no longer works: the pinning thread need not wait for it any more (its
-    /// submitter may hold it long after).
+    /// The transfer no longer works: the pinning thread need not wait for it any more and its
+    /// windows may go (its submitter may hold it long after). No copy out of the windows is in
+    /// flight any more: every lane of the transfer drained.
     fn stop_running(&self) {
-        // No copy out of the windows is in flight any more: every lane of the transfer drained.
-        *self.pinned.write().unwrap_or_else(PoisonError::into_inner) = PinView::default();
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        self.pins.release();
     }
 
     fn ring(&self) {
@@ -407,16 +389,6 @@ impl Transfer {
         (range.start, range.len())
     }
 
-    /// The device memory of `len` bytes at request-relative `start`.
-    fn device_piece(&self, start: usize, len: usize) -> Result<DeviceRange, Error> {
-        self.memory.slice(start, len).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InternalError,
-                "a staged piece outside the request",
-            )
-        })
-    }
-
     fn work(&self, file: &PieceIo, wait_for_lane: bool) -> Result<(), Error> {
         let p = &self.progress;
         // Nothing left: do not even take a lane (late workers, finished or failed transfers).
@@ -445,22 +417,17 @@ impl Transfer {
         let eof_at = &self.progress.eof_at;
         let mut slot = 0;
         loop {
-            if let Some(live) = &self.live {
-                if live.news() {
-                    self.claim_pinned_tail(lane, live)?;
-                }
+            if self.pins.news() {
+                self.serve_pinned_tail(lane)?;
             }
             let Some(k) = self.claim() else {
                 break;
             };
             let (start, len) = self.piece(k);
             let at = self.file_offset + start as u64;
-            if self.upload_pinned(lane, start, len)? {
+            if self.pins.serve(lane, &self.memory, start..start + len)? {
                 // Inside the file as the request found it: no end of file to look for.
                 self.progress.moved.fetch_add(len, Ordering::AcqRel);
-                if let Some(pins) = &self.pins {
-                    pins.served(len);
-                }
                 continue;
             }
             let half = lane
@@ -484,7 +451,7 @@ impl Transfer {
                 got
             };
             if got > 0 {
-                lane.upload(slot, &self.device_piece(start, got)?)
+                lane.upload(slot, &piece_memory(&self.memory, start, got)?)
                     .map_err(|e| Error::hip(&e, "queuing a copy to the device"))?;
             }
             self.progress.moved.fetch_add(got, Ordering::AcqRel);
@@ -493,11 +460,9 @@ impl Transfer {
         Ok(())
     }
 
-    /// Take the pieces at the back of the transfer that windows pinned since it began hold
-    /// whole, and queue their copies out of the windows: the pinning thread pins a read's
-    /// windows last to first beside its staging threads, which take pieces first to last, until
-    /// the two meet.
-    fn claim_pinned_tail(&self, lane: &mut StagingLane, live: &LivePins) -> Result<(), Error> {
+    /// Take the pieces at the back of the read that windows pinned since it began hold whole,
+    /// and serve them out of those windows ([`TransferPins::serve_tail`]).
+    fn serve_pinned_tail(&self, lane: &mut StagingLane) -> Result<(), Error> {
         let p = &self.progress;
         if p.failed.load(Ordering::Acquire) {
             return Ok(());
@@ -506,66 +471,21 @@ impl Transfer {
         if front >= back {
             return Ok(());
         }
-        let size = self.memory.len();
-        // The file bytes of the pieces not claimed yet.
-        let unclaimed_at = self.file_offset + self.plan.piece_range(size, front).start as u64;
-        let end = self.file_offset + self.plan.piece_range(size, back - 1).end as u64;
-        let Some((covered, windows)) = live.tail(unclaimed_at, end) else {
-            return Ok(());
+        let (plan, size) = (&self.plan, self.memory.len());
+        let bytes = |pieces: Range<usize>| {
+            plan.piece_range(size, pieces.start).start..plan.piece_range(size, pieces.end - 1).end
         };
-        let from = usize::try_from(covered - self.file_offset)
-            .unwrap_or(usize::MAX)
-            .div_ceil(self.plan.piece);
-        let Some(pieces) = p.claims.tail(from, back) else {
-            return Ok(());
-        };
-        self.pinned
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .add(windows);
-        let start = self.plan.piece_range(size, pieces.start).start;
-        let len = self.plan.piece_range(size, pieces.end - 1).end - start;
-        if !self.upload_pinned(lane, start, len)? {
-            return Err(Error::new(
-                ErrorKind::InternalError,
-                "pinned windows of a claimed tail went missing",
-            ));
-        }
-        p.moved.fetch_add(len, Ordering::AcqRel);
-        if let Some(pins) = &self.pins {
-            pins.served(len);
+        let served = self
+            .pins
+            .serve_tail(lane, &self.memory, bytes(front..back), |held_from| {
+                p.claims
+                    .tail(held_from.div_ceil(plan.piece), back)
+                    .map(bytes)
+            })?;
+        if served > 0 {
+            p.moved.fetch_add(served, Ordering::AcqRel);
         }
         Ok(())
-    }
-
-    /// Queue the copies of the `len` bytes at request-relative `start` straight out of the
-    /// pinned windows, one per window they lie in; false (nothing queued) unless pinned windows
-    /// hold them all.
-    fn upload_pinned(
-        &self,
-        lane: &mut StagingLane,
-        start: usize,
-        len: usize,
-    ) -> Result<bool, Error> {
-        let at = self.file_offset + start as u64;
-        let pinned = self.pinned.read().unwrap_or_else(PoisonError::into_inner);
-        if pinned.is_empty() || !pinned.covers_all(at..at + len as u64) {
-            return Ok(false);
-        }
-        let mut done = 0;
-        while done < len {
-            let here = at + done as u64;
-            let window = pinned.covering(here, 1).ok_or_else(|| {
-                Error::new(ErrorKind::InternalError, "a pinned window went missing")
-            })?;
-            let n = usize::try_from(window.end() - here)
-                .unwrap_or(usize::MAX)
-                .min(len - done);
-            lane.upload_pinned(window, here, &self.device_piece(start + done, n)?)
-                .map_err(|e| Error::hip(&e, "queuing a copy out of the page cache"))?;
-            done += n;
-        }
-        Ok(true)
     }
 
     fn write_pieces(&self, lane: &mut StagingLane, file: &PieceIo) -> Result<(), Error> {
@@ -573,7 +493,7 @@ impl Transfer {
         let mut slot = 0;
         while let Some(k) = self.claim() {
             let (start, len) = self.piece(k);
-            lane.download(slot, &self.device_piece(start, len)?)
+            lane.download(slot, &piece_memory(&self.memory, start, len)?)
                 .map_err(|e| Error::hip(&e, "queuing a copy from the device"))?;
             if let Some(previous) = queued.take() {
                 self.write_out(lane, file, previous)?;

@@ -56,14 +56,18 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
-use hipfile_core::{DirectIoPolicy, FileIo, IoOp, IoRequest};
+use hipfile_core::{DirectIoPolicy, Error, ErrorKind, FileIo, IoOp, IoRequest};
 use hipfile_hip::os::FileStamp;
-use hipfile_hip::{FileMapping, GpuRuntime, OwnedContext, PinnedFileRange};
+use hipfile_hip::{
+    DeviceRange, FileMapping, GpuRuntime, OwnedContext, PinnedFileRange, StagingLane,
+};
+
+use crate::plan::piece_memory;
 
 /// Bytes of a file pinned as one: window `i` is `[i * WINDOW, (i + 1) * WINDOW)`, cut at the end
 /// of the file. Large enough that pinning runs near its best rate (1 MiB: 7.5 GB/s, 4 MiB: 21,
@@ -122,7 +126,7 @@ impl FilePins {
 /// pinning thread works beside the engine in a context of its own) are copied out of from the
 /// read's far end ([`crate::engine`] takes those pieces from the back).
 #[derive(Debug)]
-pub struct LivePins {
+struct LivePins {
     /// Weak: a read its submitter holds long after it finished (an unreaped batch entry) must not
     /// keep a deregistered file's windows pinned.
     file: Weak<FilePins>,
@@ -178,13 +182,10 @@ impl LivePins {
 
 /// The pinned windows a read may copy out of, in file order.
 #[derive(Debug, Default)]
-pub struct PinView {
+struct PinView {
     /// The first window (most requests touch one: no list to allocate).
     first: Option<Arc<PinnedFileRange>>,
     more: Vec<Arc<PinnedFileRange>>,
-    /// Set for a read some of whose windows are queued for pinning, where pinning runs beside
-    /// reads.
-    live: Option<Arc<LivePins>>,
 }
 
 impl PinView {
@@ -209,11 +210,6 @@ impl PinView {
         let mut all = all.into_iter();
         self.first = all.next();
         self.more = all.collect();
-    }
-
-    /// The live view of a read some of whose windows wait to be pinned (taken once).
-    pub fn take_live(&mut self) -> Option<Arc<LivePins>> {
-        self.live.take()
     }
 
     fn ranges(&self) -> impl Iterator<Item = &Arc<PinnedFileRange>> {
@@ -247,10 +243,163 @@ impl PinView {
     }
 }
 
+/// How much of a read pinned windows hold when it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cover {
+    /// Every byte: the read stages nothing, and its copies need no thread but the one queuing
+    /// them.
+    Whole,
+    /// Not every byte, and windows of the read are pinned beside it while it runs: they serve
+    /// its far end ([`TransferPins::serve_tail`]), so it stages on fewer threads.
+    Growing,
+    /// Some bytes or none, and no more while it runs (every write is here).
+    Part,
+}
+
+/// The pins' side of one transfer, the source the engine asks first for each piece of a read
+/// ([`TransferPins::serve`]): the pinned windows it found when it started and those pinned
+/// while it runs, and its mark as running for the pinning thread. Let go of when the transfer
+/// finished ([`TransferPins::release`]): its submitter may hold it long after.
+#[derive(Debug)]
+pub struct TransferPins {
+    /// Where in the file the transfer starts: the engine speaks of request-relative bytes.
+    file_offset: u64,
+    cover: Cover,
+    /// The windows pieces are copied out of.
+    windows: RwLock<PinView>,
+    /// For a read some of whose windows wait to be pinned: the windows pinned while it runs.
+    live: Option<Arc<LivePins>>,
+    running: Mutex<Option<Running>>,
+    /// Where bytes copied out of pinned windows are counted (statistics on).
+    counted: Option<Arc<PagePins>>,
+}
+
+impl TransferPins {
+    /// The pins of `req`: its pinned windows looked up (and those it touches that are cached
+    /// queued for pinning, which asks the page cache with `cachestat`), and the transfer marked
+    /// running until [`TransferPins::release`].
+    pub fn new(pins: &Arc<PagePins>, req: &IoRequest<'_>) -> TransferPins {
+        let (windows, live) = pins.look_up(req);
+        // Every byte, those past the end of the file too (the page that holds the last byte):
+        // a piece the windows do not hold is staged.
+        let end = req.file_offset.saturating_add(req.size() as u64);
+        let cover = if !windows.is_empty() && windows.covers_all(req.file_offset..end) {
+            Cover::Whole
+        } else if live.is_some() {
+            Cover::Growing
+        } else {
+            Cover::Part
+        };
+        TransferPins {
+            file_offset: req.file_offset,
+            cover,
+            windows: RwLock::new(windows),
+            live,
+            running: Mutex::new(Some(pins.running())),
+            counted: (req.stats_level() >= 1).then(|| Arc::clone(pins)),
+        }
+    }
+
+    /// How much of the read pinned windows held when it started.
+    pub fn cover(&self) -> Cover {
+        self.cover
+    }
+
+    /// Queue the copies of the request-relative bytes `range` into the same bytes of `memory`
+    /// (the request's device memory) straight out of the pinned windows, one per window they
+    /// lie in; false (nothing queued) unless pinned windows hold them all: then the engine
+    /// stages them.
+    pub fn serve(
+        &self,
+        lane: &mut StagingLane,
+        memory: &DeviceRange,
+        range: Range<usize>,
+    ) -> Result<bool, Error> {
+        let (start, len) = (range.start, range.len());
+        let at = self.file_offset + start as u64;
+        let windows = self.windows.read().unwrap_or_else(PoisonError::into_inner);
+        if windows.is_empty() || !windows.covers_all(at..at + len as u64) {
+            return Ok(false);
+        }
+        let mut done = 0;
+        while done < len {
+            let here = at + done as u64;
+            let window = windows.covering(here, 1).ok_or_else(|| {
+                Error::new(ErrorKind::InternalError, "a pinned window went missing")
+            })?;
+            let n = usize::try_from(window.end() - here)
+                .unwrap_or(usize::MAX)
+                .min(len - done);
+            lane.upload_pinned(window, here, &piece_memory(memory, start + done, n)?)
+                .map_err(|e| Error::hip(&e, "queuing a copy out of the page cache"))?;
+            done += n;
+        }
+        if let Some(pins) = &self.counted {
+            pins.served(len);
+        }
+        Ok(true)
+    }
+
+    /// Whether windows of the read's file were pinned since the last call: then
+    /// [`TransferPins::serve_tail`] may find some of its pieces held.
+    pub fn news(&self) -> bool {
+        self.live.as_ref().is_some_and(|live| live.news())
+    }
+
+    /// Serve the far end of `unclaimed` (the request-relative bytes no thread has taken yet)
+    /// out of the windows pinned while the read runs: the pinning thread pins a read's windows
+    /// last to first beside its staging threads, which take pieces first to last, until the
+    /// two meet. `claim` is handed the request-relative byte from which pinned windows hold
+    /// every byte to the end of `unclaimed`, claims the pieces from there on and answers their
+    /// bytes (`None`: none were left); those are served. Answers the bytes served.
+    pub fn serve_tail(
+        &self,
+        lane: &mut StagingLane,
+        memory: &DeviceRange,
+        unclaimed: Range<usize>,
+        claim: impl FnOnce(usize) -> Option<Range<usize>>,
+    ) -> Result<usize, Error> {
+        let Some(live) = &self.live else {
+            return Ok(0);
+        };
+        let at = self.file_offset;
+        let Some((covered, windows)) =
+            live.tail(at + unclaimed.start as u64, at + unclaimed.end as u64)
+        else {
+            return Ok(0);
+        };
+        let Some(claimed) = claim(usize::try_from(covered - at).unwrap_or(usize::MAX)) else {
+            return Ok(0);
+        };
+        self.windows
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(windows);
+        let len = claimed.len();
+        if !self.serve(lane, memory, claimed)? {
+            return Err(Error::new(
+                ErrorKind::InternalError,
+                "pinned windows of a claimed tail went missing",
+            ));
+        }
+        Ok(len)
+    }
+
+    /// Let go of the windows and of the running mark, once no copy out of the windows is in
+    /// flight any more (every lane of the transfer drained).
+    pub fn release(&self) {
+        *self.windows.write().unwrap_or_else(PoisonError::into_inner) = PinView::default();
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+}
+
 /// A request of the engine at work ([`PagePins::running`]): the pinning thread waits until
 /// none is, and then some more. Dropped when the request has finished.
 #[derive(Debug)]
-pub struct Running(Arc<Shared>);
+struct Running(Arc<Shared>);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -390,7 +539,7 @@ impl PagePins {
     }
 
     /// Count `bytes` copied out of pinned windows.
-    pub fn served(&self, bytes: usize) {
+    fn served(&self, bytes: usize) {
         self.shared
             .served
             .fetch_add(bytes as u64, Ordering::Relaxed);
@@ -398,7 +547,7 @@ impl PagePins {
 
     /// Mark a request of the engine at work until the answer is dropped (when the request has
     /// finished): windows are pinned only while none is.
-    pub fn running(&self) -> Running {
+    fn running(&self) -> Running {
         self.shared.running.fetch_add(1, Ordering::AcqRel);
         Running(Arc::clone(&self.shared))
     }
@@ -416,27 +565,28 @@ impl PagePins {
         }
     }
 
-    /// The pinned windows a request may copy out of. A read whose file changed since its
-    /// windows were pinned unpins them; windows it touches that are not pinned are queued for
-    /// pinning when the file is settled and the budget is not 0. A write unpins every window of
-    /// its file and answers none; so does a request under `HIPFILE_DIRECT_IO=always` (which
-    /// asks to keep off the page cache), and a request that carries no stamp of its file gets
-    /// none.
-    pub fn view(&self, req: &IoRequest<'_>) -> PinView {
+    /// The pinned windows a request may copy out of, and for a read some of whose windows are
+    /// queued for pinning where pinning runs beside reads, its live view of the windows pinned
+    /// while it runs. A read whose file changed since its windows were pinned unpins them;
+    /// windows it touches that are not pinned are queued for pinning when the file is settled
+    /// and the budget is not 0. A write unpins every window of its file and answers none; so
+    /// does a request under `HIPFILE_DIRECT_IO=always` (which asks to keep off the page cache),
+    /// and a request that carries no stamp of its file gets none.
+    fn look_up(&self, req: &IoRequest<'_>) -> (PinView, Option<Arc<LivePins>>) {
         let mut view = PinView::default();
         let budget = req.settings.page_cache_pin_bytes();
         let off = budget == 0 || req.settings.direct_io == DirectIoPolicy::Always;
         let Some(stamp) = req.file_stamp else {
-            return view;
+            return (view, None);
         };
         if off || req.op == IoOp::Write || req.append {
             if let Some(pins) = req.file.backend_state_if::<Arc<FilePins>>() {
                 self.drop_windows(&mut pins.lock());
             }
-            return view;
+            return (view, None);
         }
         let Some(pins) = req.file.backend_state(|| Arc::new(FilePins::default())) else {
-            return view;
+            return (view, None);
         };
         let mut state = pins.lock();
         if state.stamp != stamp {
@@ -448,7 +598,7 @@ impl PagePins {
             .saturating_add(req.size() as u64)
             .min(stamp.size);
         if req.file_offset >= end {
-            return view;
+            return (view, None);
         }
         let first = req.file_offset / WINDOW as u64;
         let last = (end - 1) / WINDOW as u64;
@@ -505,17 +655,17 @@ impl PagePins {
         // Windows pinned beside the read serve its back (a read that runs past the end of the
         // file has none they can hold).
         let within = req.file_offset.saturating_add(req.size() as u64) <= stamp.size;
-        if (!queued.is_empty() || waiting)
+        let live = ((!queued.is_empty() || waiting)
             && within
             && req.settings.page_cache_pin_own_context
-            && self.pins_beside_reads(req.device())
-        {
-            view.live = Some(Arc::new(LivePins {
+            && self.pins_beside_reads(req.device()))
+        .then(|| {
+            Arc::new(LivePins {
                 file: Arc::downgrade(pins),
                 stamp,
                 seen: AtomicU64::new(pins.pinned_so_far.load(Ordering::Acquire)),
-            }));
-        }
+            })
+        });
         if !queued.is_empty() {
             {
                 let mut files = self
@@ -531,7 +681,7 @@ impl PagePins {
             }
             self.send(Job::Pin(queued));
         }
-        view
+        (view, live)
     }
 
     /// Wait until the pinning thread has worked through every window queued so far (tests, and

@@ -12,6 +12,9 @@
 //! ms. For 64 MiB requests, smaller first pieces gained nothing either (35.0-36.5 GB/s against
 //! 36.2-36.4) and pieces tapered towards the end lost (30.8-31.5).
 
+use hipfile_core::{Error, ErrorKind};
+use hipfile_hip::DeviceRange;
+
 /// How a request is cut and who works on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -72,6 +75,16 @@ impl Plan {
         let start = k * self.piece;
         start..start + self.piece.min(size - start)
     }
+}
+
+/// The device memory of the `len` request-relative bytes at `start` of `memory`, a request's.
+pub fn piece_memory(memory: &DeviceRange, start: usize, len: usize) -> Result<DeviceRange, Error> {
+    memory.slice(start, len).ok_or_else(|| {
+        Error::new(
+            ErrorKind::InternalError,
+            "a staged piece outside the request",
+        )
+    })
 }
 
 #[cfg(test)]
