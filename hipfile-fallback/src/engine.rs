@@ -5,7 +5,11 @@
 //! that half (the lane waits for a half's previous copy before handing it out again); the next
 //! piece goes to the other half, so reading piece k+1 overlaps copying piece k. Writes run the
 //! mirror image: queue the device-to-host copy of piece k+1, then wait for piece k's copy and
-//! write it. Each thread ends by draining its own lane (never the device).
+//! write it. Each thread ends by draining its own lane (never the device). A piece of a read
+//! that the pinned page cache holds is not staged: the thread asks the transfer's piece source
+//! ([`crate::pins::TransferPins`]) first, which queues its copies out of the pinned windows;
+//! windows pinned while the read runs serve its far end, whose pieces the thread that notices
+//! them claims from the back.
 //!
 //! Who works: a synchronous request runs on its caller, with up to `helpers` IO workers
 //! ([`hipfile_core::workers`]) joining; a queued request runs on the workers alone until its submitter
