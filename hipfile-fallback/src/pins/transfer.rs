@@ -41,6 +41,7 @@ pub struct TransferPins {
     windows: RwLock<PinView>,
     /// For a read some of whose windows wait to be pinned: the windows pinned while it runs.
     live: Option<Arc<LivePins>>,
+    /// Marks the transfer at work for the pinning thread until it finished or was withdrawn.
     running: Mutex<Option<Running>>,
     /// Where bytes copied out of pinned windows are counted (statistics on).
     counted: Option<Arc<PagePins>>,
