@@ -5,7 +5,11 @@
 //! that half (the lane waits for a half's previous copy before handing it out again); the next
 //! piece goes to the other half, so reading piece k+1 overlaps copying piece k. Writes run the
 //! mirror image: queue the device-to-host copy of piece k+1, then wait for piece k's copy and
-//! write it. Each thread ends by draining its own lane (never the device).
+//! write it. Each thread ends by draining its own lane (never the device). A piece of a read
+//! that the pinned page cache holds is not staged: the thread asks the transfer's piece source
+//! ([`crate::pins::TransferPins`]) first, which queues its copies out of the pinned windows;
+//! windows pinned while the read runs serve its far end, whose pieces the thread that notices
+//! them claims from the back.
 //!
 //! Who works: a synchronous request runs on its caller, with up to `helpers` IO workers
 //! ([`hipfile_core::workers`]) joining; a queued request runs on the workers alone until its submitter
@@ -18,7 +22,7 @@
 //! another piece found the end of file leaves its bytes in the buffer past the count. The first
 //! failure stops every thread from taking new pieces and fails the request with the bytes
 //! already moved reported, never a success. How each piece reaches the file is
-//! [`crate::direct`]'s.
+//! [`crate::piece_io`]'s.
 //!
 //! Why a lane per thread and not one staging area the threads share: a request's first copy waits
 //! for one round of piece reads, and its copies are as large as its pieces, so a shared ring of
@@ -32,7 +36,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use hipfile_core::workers::{IoWorkers, Job, STAY_AWAKE};
 use hipfile_core::{
@@ -40,9 +44,10 @@ use hipfile_core::{
 };
 use hipfile_hip::{DeviceRange, StagingLane};
 
-use crate::direct::{FilePaths, PieceIo};
-use crate::pins::{LivePins, PagePins, PinView, Running};
-use crate::plan::Plan;
+use crate::claims::Claims;
+use crate::piece_io::{PathCounters, PieceIo};
+use crate::pins::{Cover, PagePins, TransferPins};
+use crate::plan::{piece_memory, Plan};
 use crate::staging::StagingPool;
 
 /// What the staged engine needs besides the request.
@@ -62,7 +67,7 @@ pub struct EngineParts {
     pub stream_pool: Arc<StagingPool>,
     /// Bytes moved through the page cache and with O_DIRECT (counted for requests whose
     /// statistics level is 1 or more).
-    pub file_paths: Arc<FilePaths>,
+    pub file_paths: Arc<PathCounters>,
     /// The page cache pinned for copies straight out of it ([`crate::pins`]).
     pub pins: Arc<PagePins>,
 }
@@ -74,86 +79,6 @@ struct LaneSpec {
     device: i32,
     chunk: usize,
     pinned_bound: usize,
-}
-
-/// The pieces of a transfer not claimed yet, `front..back`, in one word: threads take pieces to
-/// stage from the front; a thread that finds the last ones held by windows pinned while the
-/// transfer runs takes those from the back ([`Transfer::claim_pinned_tail`]). One word, so no
-/// piece is ever claimed twice.
-#[derive(Debug, Default)]
-struct Claims(AtomicU64);
-
-/// The front of a transfer withdrawn before any piece was claimed.
-const WITHDRAWN: u32 = u32::MAX;
-
-impl Claims {
-    /// `0..pieces` (fewer than [`crate::plan::MAX_PIECES`]).
-    fn new(pieces: usize) -> Claims {
-        Claims(AtomicU64::new(Self::pack(0, pieces)))
-    }
-
-    fn pack(front: usize, back: usize) -> u64 {
-        (front as u64 & 0xffff_ffff) | ((back as u64) << 32)
-    }
-
-    /// `(front, back)`.
-    fn get(&self) -> (usize, usize) {
-        let v = self.0.load(Ordering::Acquire);
-        ((v & 0xffff_ffff) as usize, (v >> 32) as usize)
-    }
-
-    /// Whether the transfer was withdrawn before any piece was claimed.
-    fn withdrawn(&self) -> bool {
-        self.get().0 == WITHDRAWN as usize
-    }
-
-    /// Whether every piece was claimed (or the transfer withdrawn).
-    fn exhausted(&self) -> bool {
-        let (front, back) = self.get();
-        front >= back
-    }
-
-    /// The next piece from the front, if any is left.
-    fn front(&self) -> Option<usize> {
-        let v = self
-            .0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
-                let (front, back) = (v & 0xffff_ffff, v >> 32);
-                (front < back).then_some(v + 1)
-            })
-            .ok()?;
-        Some((v & 0xffff_ffff) as usize)
-    }
-
-    /// The pieces from `from` to the back, if the back is still `back` and the front has not
-    /// passed them all: those from the front on.
-    fn tail(&self, from: usize, back: usize) -> Option<Range<usize>> {
-        let mut claimed = None;
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
-                let (front, now) = ((v & 0xffff_ffff) as usize, (v >> 32) as usize);
-                let start = from.max(front);
-                if now != back || start >= back {
-                    return None;
-                }
-                claimed = Some(start..back);
-                Some(Self::pack(front, start))
-            })
-            .ok()?;
-        claimed
-    }
-
-    /// Withdraw the transfer if no piece was claimed.
-    fn withdraw(&self, pieces: usize) -> bool {
-        self.0
-            .compare_exchange(
-                Self::pack(0, pieces),
-                Self::pack(WITHDRAWN as usize, pieces),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
-    }
 }
 
 /// How far a transfer has come, shared by its threads.
@@ -203,15 +128,9 @@ pub struct Transfer {
     progress: Progress,
     /// Rung when a queued transfer finishes.
     doorbell: Option<Doorbell>,
-    /// The pinned page-cache windows a read's pieces are copied out of; let go of when the
-    /// transfer finished (its submitter may hold it long after).
-    pinned: RwLock<PinView>,
-    /// For a read some of whose windows wait to be pinned: the windows pinned while it runs.
-    live: Option<Arc<LivePins>>,
-    /// Marks the transfer at work for the pinning thread until it finished or was withdrawn.
-    running: Mutex<Option<Running>>,
-    /// Where bytes copied out of pinned windows are counted (statistics on).
-    pins: Option<Arc<PagePins>>,
+    /// What serves a read's pieces out of the pinned page cache before any is staged; let go
+    /// of when the transfer finished.
+    pins: TransferPins,
 }
 
 impl Transfer {
@@ -219,26 +138,20 @@ impl Transfer {
     /// after piece, so its bytes reach the end of the file in order; so does a read that pinned
     /// page-cache windows hold whole (its copies need no thread but the one queuing them).
     pub fn new(req: &IoRequest<'_>, parts: &EngineParts, threads: usize) -> Arc<Transfer> {
-        let mut pinned = parts.pins.view(req);
-        let live = pinned.take_live();
-        // Every byte, those past the end of the file too (the page that holds the last byte):
-        // a piece the windows do not hold is staged, and a staged piece is at most a chunk.
-        let end = req.file_offset.saturating_add(req.size() as u64);
-        let all_pinned = !pinned.is_empty() && pinned.covers_all(req.file_offset..end);
-        let threads = if req.append || all_pinned {
-            1
-        } else if live.is_some() {
-            live_threads(threads)
-        } else {
-            threads
+        let pins = TransferPins::new(&parts.pins, req);
+        let threads = match pins.cover() {
+            _ if req.append => 1,
+            Cover::Whole => 1,
+            Cover::Growing => live_threads(threads),
+            Cover::Part => threads,
         };
         let s: &Settings = req.settings;
         let chunk = s.chunk_bytes();
         // Copies out of pinned windows are queued one per window the piece lies in: a read
-        // they cover whole is one piece.
+        // they cover whole is one piece. A staged piece is at most a chunk.
         let plan = Plan::new(
             req.size(),
-            if all_pinned {
+            if pins.cover() == Cover::Whole {
                 req.size().max(chunk)
             } else {
                 chunk
@@ -285,10 +198,7 @@ impl Transfer {
                 ..Progress::default()
             },
             doorbell: req.doorbell.cloned(),
-            pinned: RwLock::new(pinned),
-            live,
-            running: Mutex::new(Some(parts.pins.running())),
-            pins: (req.stats_level() >= 1).then(|| Arc::clone(&parts.pins)),
+            pins,
         })
     }
 
@@ -427,15 +337,11 @@ impl Transfer {
         }
     }
 
-    /// The transfer no longer works: the pinning thread need not wait for it any more (its
-    /// submitter may hold it long after).
+    /// The transfer no longer works: the pinning thread need not wait for it any more and its
+    /// windows may go (its submitter may hold it long after). No copy out of the windows is in
+    /// flight any more: every lane of the transfer drained.
     fn stop_running(&self) {
-        // No copy out of the windows is in flight any more: every lane of the transfer drained.
-        *self.pinned.write().unwrap_or_else(PoisonError::into_inner) = PinView::default();
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        self.pins.release();
     }
 
     fn ring(&self) {
@@ -487,16 +393,6 @@ impl Transfer {
         (range.start, range.len())
     }
 
-    /// The device memory of `len` bytes at request-relative `start`.
-    fn device_piece(&self, start: usize, len: usize) -> Result<DeviceRange, Error> {
-        self.memory.slice(start, len).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InternalError,
-                "a staged piece outside the request",
-            )
-        })
-    }
-
     fn work(&self, file: &PieceIo, wait_for_lane: bool) -> Result<(), Error> {
         let p = &self.progress;
         // Nothing left: do not even take a lane (late workers, finished or failed transfers).
@@ -525,22 +421,17 @@ impl Transfer {
         let eof_at = &self.progress.eof_at;
         let mut slot = 0;
         loop {
-            if let Some(live) = &self.live {
-                if live.news() {
-                    self.claim_pinned_tail(lane, live)?;
-                }
+            if self.pins.news() {
+                self.serve_pinned_tail(lane)?;
             }
             let Some(k) = self.claim() else {
                 break;
             };
             let (start, len) = self.piece(k);
             let at = self.file_offset + start as u64;
-            if self.upload_pinned(lane, start, len)? {
+            if self.pins.serve(lane, &self.memory, start..start + len)? {
                 // Inside the file as the request found it: no end of file to look for.
                 self.progress.moved.fetch_add(len, Ordering::AcqRel);
-                if let Some(pins) = &self.pins {
-                    pins.served(len);
-                }
                 continue;
             }
             let half = lane
@@ -564,7 +455,7 @@ impl Transfer {
                 got
             };
             if got > 0 {
-                lane.upload(slot, &self.device_piece(start, got)?)
+                lane.upload(slot, &piece_memory(&self.memory, start, got)?)
                     .map_err(|e| Error::hip(&e, "queuing a copy to the device"))?;
             }
             self.progress.moved.fetch_add(got, Ordering::AcqRel);
@@ -573,11 +464,9 @@ impl Transfer {
         Ok(())
     }
 
-    /// Take the pieces at the back of the transfer that windows pinned since it began hold
-    /// whole, and queue their copies out of the windows: the pinning thread pins a read's
-    /// windows last to first beside its staging threads, which take pieces first to last, until
-    /// the two meet.
-    fn claim_pinned_tail(&self, lane: &mut StagingLane, live: &LivePins) -> Result<(), Error> {
+    /// Take the pieces at the back of the read that windows pinned since it began hold whole,
+    /// and serve them out of those windows ([`TransferPins::serve_tail`]).
+    fn serve_pinned_tail(&self, lane: &mut StagingLane) -> Result<(), Error> {
         let p = &self.progress;
         if p.failed.load(Ordering::Acquire) {
             return Ok(());
@@ -586,66 +475,21 @@ impl Transfer {
         if front >= back {
             return Ok(());
         }
-        let size = self.memory.len();
-        // The file bytes of the pieces not claimed yet.
-        let unclaimed_at = self.file_offset + self.plan.piece_range(size, front).start as u64;
-        let end = self.file_offset + self.plan.piece_range(size, back - 1).end as u64;
-        let Some((covered, windows)) = live.tail(unclaimed_at, end) else {
-            return Ok(());
+        let (plan, size) = (&self.plan, self.memory.len());
+        let bytes = |pieces: Range<usize>| {
+            plan.piece_range(size, pieces.start).start..plan.piece_range(size, pieces.end - 1).end
         };
-        let from = usize::try_from(covered - self.file_offset)
-            .unwrap_or(usize::MAX)
-            .div_ceil(self.plan.piece);
-        let Some(pieces) = p.claims.tail(from, back) else {
-            return Ok(());
-        };
-        self.pinned
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .add(windows);
-        let start = self.plan.piece_range(size, pieces.start).start;
-        let len = self.plan.piece_range(size, pieces.end - 1).end - start;
-        if !self.upload_pinned(lane, start, len)? {
-            return Err(Error::new(
-                ErrorKind::InternalError,
-                "pinned windows of a claimed tail went missing",
-            ));
-        }
-        p.moved.fetch_add(len, Ordering::AcqRel);
-        if let Some(pins) = &self.pins {
-            pins.served(len);
+        let served = self
+            .pins
+            .serve_tail(lane, &self.memory, bytes(front..back), |held_from| {
+                p.claims
+                    .tail(held_from.div_ceil(plan.piece), back)
+                    .map(bytes)
+            })?;
+        if served > 0 {
+            p.moved.fetch_add(served, Ordering::AcqRel);
         }
         Ok(())
-    }
-
-    /// Queue the copies of the `len` bytes at request-relative `start` straight out of the
-    /// pinned windows, one per window they lie in; false (nothing queued) unless pinned windows
-    /// hold them all.
-    fn upload_pinned(
-        &self,
-        lane: &mut StagingLane,
-        start: usize,
-        len: usize,
-    ) -> Result<bool, Error> {
-        let at = self.file_offset + start as u64;
-        let pinned = self.pinned.read().unwrap_or_else(PoisonError::into_inner);
-        if pinned.is_empty() || !pinned.covers_all(at..at + len as u64) {
-            return Ok(false);
-        }
-        let mut done = 0;
-        while done < len {
-            let here = at + done as u64;
-            let window = pinned.covering(here, 1).ok_or_else(|| {
-                Error::new(ErrorKind::InternalError, "a pinned window went missing")
-            })?;
-            let n = usize::try_from(window.end() - here)
-                .unwrap_or(usize::MAX)
-                .min(len - done);
-            lane.upload_pinned(window, here, &self.device_piece(start + done, n)?)
-                .map_err(|e| Error::hip(&e, "queuing a copy out of the page cache"))?;
-            done += n;
-        }
-        Ok(true)
     }
 
     fn write_pieces(&self, lane: &mut StagingLane, file: &PieceIo) -> Result<(), Error> {
@@ -653,7 +497,7 @@ impl Transfer {
         let mut slot = 0;
         while let Some(k) = self.claim() {
             let (start, len) = self.piece(k);
-            lane.download(slot, &self.device_piece(start, len)?)
+            lane.download(slot, &piece_memory(&self.memory, start, len)?)
                 .map_err(|e| Error::hip(&e, "queuing a copy from the device"))?;
             if let Some(previous) = queued.take() {
                 self.write_out(lane, file, previous)?;
@@ -724,57 +568,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn claims_from_both_ends_take_every_piece_once() {
-        let pieces = 10_000;
-        let claims = Claims::new(pieces);
-        let taken: Vec<AtomicUsize> = (0..pieces).map(|_| AtomicUsize::new(0)).collect();
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    while let Some(k) = claims.front() {
-                        taken[k].fetch_add(1, Ordering::Relaxed);
-                    }
-                });
-            }
-            s.spawn(|| loop {
-                let (front, back) = claims.get();
-                if front >= back {
-                    break;
-                }
-                // A tail of up to 7 pieces, as windows pinned at the back would give.
-                if let Some(r) = claims.tail(back.saturating_sub(7), back) {
-                    for k in r {
-                        taken[k].fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            });
-        });
-        assert!(taken.iter().all(|t| t.load(Ordering::Relaxed) == 1));
-        assert!(claims.exhausted());
-    }
-
-    #[test]
     fn a_read_pinned_beside_stages_on_four_threads_in_five() {
         assert_eq!(live_threads(10), 8);
         assert_eq!(live_threads(2), 1);
         assert_eq!(live_threads(1), 1);
-    }
-
-    #[test]
-    fn a_tail_is_taken_only_while_the_back_is_where_it_was_seen() {
-        let claims = Claims::new(10);
-        assert_eq!(claims.front(), Some(0));
-        assert_eq!(claims.tail(6, 10), Some(6..10));
-        assert_eq!(claims.tail(4, 10), None, "the back moved");
-        assert_eq!(claims.tail(0, 6), Some(1..6), "not past the front");
-        assert_eq!(claims.front(), None);
-        assert!(!claims.withdrawn());
-        let fresh = Claims::new(3);
-        assert!(fresh.withdraw(3));
-        assert!(fresh.withdrawn() && fresh.exhausted());
-        assert_eq!(fresh.front(), None);
-        let started = Claims::new(3);
-        started.front();
-        assert!(!started.withdraw(3));
     }
 }

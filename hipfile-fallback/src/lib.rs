@@ -31,13 +31,22 @@
 //! - Reads of cached, settled ranges of registered files are copied straight out of the page
 //!   cache where it is pinned ([`pins`]): no CPU copy, the device reads the page cache's pages.
 //!
-//! The pieces are separate modules, read top to bottom: [`plan`] (how a request is cut),
-//! [`engine`] (how the pieces are shared out and pipelined), [`direct`] (how a piece reaches
-//! the file: buffered or O_DIRECT), [`pins`] (the pinned page cache pieces are copied out of)
-//! and [`staging`] (the pinned pool of lanes); the IO threads
-//! are [`hipfile_core::workers`]. The crate has no `unsafe`: the asynchronous copies live in
-//! `hipfile-hip`'s [`hipfile_hip::StagingLane`], and device memory arrives as a checked
-//! [`hipfile_hip::DeviceRange`].
+//! Which module owns what, read top to bottom:
+//! - [`plan`]: how a request is cut into pieces and how many threads share them.
+//! - [`engine`]: one transfer: its pieces shared out among the threads working on it, each
+//!   pipelining through its staging lane; for each piece of a read it asks the pins first
+//!   and stages what they do not serve. `claims` holds which pieces are taken: from the front
+//!   to stage, from the back for a tail the pins serve.
+//! - [`pins`]: the pinned page cache: each registered file's windows, the budget and the
+//!   pinning thread, and [`pins::TransferPins`], one transfer's piece source ("serve this
+//!   range from pinned page cache, else stage it").
+//! - [`piece_io`]: how a staged piece reaches the file: the O_DIRECT policy, through the page
+//!   cache or around it. (The direct path, file to device memory, is `hipfile-fastpath`.)
+//! - [`staging`]: the bounded pool of pinned staging lanes.
+//!
+//! The IO threads are [`hipfile_core::workers`]. The crate has no `unsafe`: the asynchronous
+//! copies live in `hipfile-hip`'s [`hipfile_hip::StagingLane`], and device memory arrives as a
+//! checked [`hipfile_hip::DeviceRange`].
 //!
 //! ```
 //! use std::sync::Arc;
@@ -58,8 +67,9 @@
 
 #![forbid(unsafe_code)]
 
-pub mod direct;
+mod claims;
 pub mod engine;
+pub mod piece_io;
 pub mod pins;
 pub mod plan;
 pub mod staging;

@@ -12,6 +12,9 @@
 //! ms. For 64 MiB requests, smaller first pieces gained nothing either (35.0-36.5 GB/s against
 //! 36.2-36.4) and pieces tapered towards the end lost (30.8-31.5).
 
+use hipfile_core::{Error, ErrorKind};
+use hipfile_hip::DeviceRange;
+
 /// How a request is cut and who works on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -50,7 +53,7 @@ impl Plan {
                 .clamp(min_piece, chunk)
         }
         .max(1)
-        // A transfer counts its pieces in 32 bits (`engine::Claims`); no device holds a request
+        // A transfer counts its pieces in 32 bits (`claims::Claims`); no device holds a request
         // large enough to need more (16 TiB in pieces of 4 KiB).
         .max(size.div_ceil(MAX_PIECES));
         let pieces = size.div_ceil(piece);
@@ -72,6 +75,16 @@ impl Plan {
         let start = k * self.piece;
         start..start + self.piece.min(size - start)
     }
+}
+
+/// The device memory of the `len` request-relative bytes at `start` of `memory`, a request's.
+pub fn piece_memory(memory: &DeviceRange, start: usize, len: usize) -> Result<DeviceRange, Error> {
+    memory.slice(start, len).ok_or_else(|| {
+        Error::new(
+            ErrorKind::InternalError,
+            "a staged piece outside the request",
+        )
+    })
 }
 
 #[cfg(test)]

@@ -230,6 +230,15 @@ mod tests {
     use hipfile_hip::MemoryKind;
     use hipfile_testkit::faults::{RuntimeOp, ScriptedRuntime, Trigger};
 
+    /// A pool on `rt` whose lanes poll for their copies, ordered with the default stream.
+    fn pool_on(rt: Arc<dyn GpuRuntime>) -> Arc<StagingPool> {
+        Arc::new(StagingPool::new(
+            rt,
+            EventWait::Yield,
+            StreamOrder::WithDefaultStream,
+        ))
+    }
+
     /// A file holding `bytes`.
     fn file_of(bytes: &[u8]) -> (tempfile::TempDir, std::fs::File) {
         let dir = tempfile::tempdir().unwrap();
@@ -253,11 +262,7 @@ mod tests {
     #[test]
     fn lanes_are_reused_and_the_bound_holds() {
         let sim = Arc::new(SimRuntime::default());
-        let pool = Arc::new(StagingPool::new(
-            sim.clone(),
-            EventWait::Yield,
-            StreamOrder::WithDefaultStream,
-        ));
+        let pool = pool_on(sim.clone());
         let a = pool.take(0, 4096, 16384, true).unwrap().unwrap();
         let b = pool.take(0, 4096, 16384, true).unwrap().unwrap();
         assert_eq!(pool.held_bytes(), 16384);
@@ -281,11 +286,7 @@ mod tests {
     #[test]
     fn a_full_pool_makes_a_waiting_take_wait_for_a_return() {
         let sim = Arc::new(SimRuntime::default());
-        let pool = Arc::new(StagingPool::new(
-            sim,
-            EventWait::Yield,
-            StreamOrder::WithDefaultStream,
-        ));
+        let pool = pool_on(sim);
         let held = pool.take(0, 4096, 8192, true).unwrap().unwrap();
         let p2 = Arc::clone(&pool);
         let waiter = std::thread::spawn(move || p2.take(0, 4096, 8192, true).map(|l| l.is_some()));
@@ -304,11 +305,7 @@ mod tests {
             Trigger::Nth(1),
             HipErrorCode::ILLEGAL_ADDRESS,
         ));
-        let pool = Arc::new(StagingPool::new(
-            Arc::clone(&rt),
-            EventWait::Yield,
-            StreamOrder::WithDefaultStream,
-        ));
+        let pool = pool_on(Arc::clone(&rt));
         let dev = hipfile_hip::DeviceBuffer::new(Arc::clone(&rt), 4096).unwrap();
         let range = hipfile_hip::DeviceRange::query(&rt, dev.ptr(), 4096).unwrap();
         let mut lane = pool.take(0, 4096, 8192, true).unwrap().unwrap();
@@ -329,11 +326,7 @@ mod tests {
     #[test]
     fn the_lane_given_back_last_is_taken_first() {
         let sim = Arc::new(SimRuntime::default());
-        let pool = Arc::new(StagingPool::new(
-            sim,
-            EventWait::Yield,
-            StreamOrder::WithDefaultStream,
-        ));
+        let pool = pool_on(sim);
         let address = |lane: &mut LaneLease| lane.half(0).unwrap().as_ptr() as usize;
         let mut a = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();
         let mut b = pool.take(0, 4096, 1 << 20, true).unwrap().unwrap();

@@ -5,27 +5,18 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread;
 
-use hipfile_core::{Driver, DriverOptions, IoCall, IoOp, RegistryBuilder};
+use hipfile_core::{Driver, DriverOptions, IoOp, RegistryBuilder};
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{DeviceBuffer, GpuRuntime, MemoryKind};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::faults::{FileOp, ScriptedIo};
 
-use crate::support::{driver, Cachestat, HookedIo};
+use crate::support::{call, driver, Cachestat, HookedIo};
 
 fn read_all(d: &Driver, path: &std::path::Path, dev: &DeviceBuffer, size: usize) -> usize {
     let file = std::fs::File::open(path).unwrap();
     let handle = d.handle_register(file.as_raw_fd()).unwrap();
-    let n = d
-        .io(IoCall {
-            op: IoOp::Read,
-            handle,
-            buffer: dev.ptr(),
-            size,
-            file_offset: 0,
-            buffer_offset: 0,
-        })
-        .unwrap();
+    let n = d.io(call(IoOp::Read, handle, dev.ptr(), size, 0)).unwrap();
     d.handle_deregister(handle).unwrap();
     n
 }
@@ -112,16 +103,12 @@ fn sixty_four_threads_register_and_move_bytes_through_the_staged_engine() {
                 let dst = DeviceBuffer::new(sim.clone(), size).unwrap();
                 let handle = d.handle_register(file.as_raw_fd()).unwrap();
                 d.buf_register(src.ptr(), size, 0).unwrap();
-                let call = |op, buffer| IoCall {
-                    op,
-                    handle,
-                    buffer,
-                    size,
-                    file_offset: 0,
-                    buffer_offset: 0,
-                };
-                assert_eq!(d.io(call(IoOp::Write, src.ptr())).unwrap(), size);
-                assert_eq!(d.io(call(IoOp::Read, dst.ptr())).unwrap(), size);
+                let write = call(IoOp::Write, handle, src.ptr(), size, 0);
+                assert_eq!(d.io(write).unwrap(), size);
+                assert_eq!(
+                    d.io(call(IoOp::Read, handle, dst.ptr(), size, 0)).unwrap(),
+                    size
+                );
                 assert_eq!(dst.to_vec().unwrap(), data, "thread {t}");
                 d.buf_deregister(src.ptr()).unwrap();
                 d.handle_deregister(handle).unwrap();
@@ -237,16 +224,7 @@ fn deregistering_a_buffer_with_io_in_flight_is_refused_and_a_file_waits_for_its_
     let dev = DeviceBuffer::new(sim.clone(), 1 << 20).unwrap();
     d.buf_register(dev.ptr(), 1 << 20, 0).unwrap();
     let (buffer, file_handle, read) = thread::scope(|s| {
-        let reader = s.spawn(|| {
-            d.io(IoCall {
-                op: IoOp::Read,
-                handle,
-                buffer: dev.ptr(),
-                size: 1 << 20,
-                file_offset: 0,
-                buffer_offset: 0,
-            })
-        });
+        let reader = s.spawn(|| d.io(call(IoOp::Read, handle, dev.ptr(), 1 << 20, 0)));
         started_rx.recv().unwrap();
         // Looked at only once the read was let go, so a failed check cannot leave it held.
         let buffer = d.buf_deregister(dev.ptr()).map_err(|e| e.kind());
@@ -339,16 +317,7 @@ fn writes_through_an_append_descriptor_append_in_order() {
     let body = pattern(2, 0, size);
     let mut dev = DeviceBuffer::new(sim.clone(), size).unwrap();
     dev.write_at(0, &body).unwrap();
-    let write = |file_offset| {
-        d.io(IoCall {
-            op: IoOp::Write,
-            handle,
-            buffer: dev.ptr(),
-            size,
-            file_offset,
-            buffer_offset: 0,
-        })
-    };
+    let write = |file_offset| d.io(call(IoOp::Write, handle, dev.ptr(), size, file_offset));
     assert_eq!(write(0).unwrap(), size);
     assert_eq!(write(4096).unwrap(), size);
     let on_disk = std::fs::read(&path).unwrap();
@@ -395,16 +364,7 @@ fn concurrent_appends_to_one_file_land_whole() {
                 let mut dev = DeviceBuffer::new(sim.clone(), size).unwrap();
                 dev.write_at(0, body).unwrap();
                 for _ in 0..4 {
-                    let n = d
-                        .io(IoCall {
-                            op: IoOp::Write,
-                            handle,
-                            buffer: dev.ptr(),
-                            size,
-                            file_offset: 0,
-                            buffer_offset: 0,
-                        })
-                        .unwrap();
+                    let n = d.io(call(IoOp::Write, handle, dev.ptr(), size, 0)).unwrap();
                     assert_eq!(n, size);
                 }
             });

@@ -4,13 +4,13 @@ use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use hipfile_core::{Driver, DriverOptions, ErrorKind, IoCall, IoOp, RegistryBuilder};
+use hipfile_core::{Driver, DriverOptions, ErrorKind, IoOp, RegistryBuilder};
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{DeviceBuffer, GpuRuntime, HipErrorCode};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::faults::{Errno, LeakSnapshot, ScriptedIo, ScriptedRuntime};
 
-use crate::support::HookedIo;
+use crate::support::{self, call, HookedIo};
 
 struct Setup {
     sim: Arc<SimRuntime>,
@@ -28,17 +28,8 @@ fn setup(
         Some(wrap) => Arc::new(wrap(base)),
         None => base,
     };
-    let mut backends = RegistryBuilder::new();
-    hipfile_fallback::register(&mut backends).unwrap();
-    let mut options = DriverOptions {
-        backends: Some(backends),
-        selection: None,
-        ..DriverOptions::with_runtime(rt)
-    };
-    if let Some(io) = io {
-        options.io = Arc::new(io);
-    }
-    let driver = Driver::new(options);
+    let io = io.map(|io| Arc::new(io) as Arc<dyn hipfile_core::FileIo>);
+    let driver = Driver::new(support::options(rt, io));
     // Small pieces: a 1 MiB request is many preads and copies, spread over the workers.
     driver
         .stage_settings(|s| s.per_buffer_cache_size_kb = 64)
@@ -59,14 +50,7 @@ fn run(
     file: &std::fs::File,
 ) -> Result<usize, hipfile_core::Error> {
     let handle = setup.driver.handle_register(file.as_raw_fd())?;
-    let result = setup.driver.io(IoCall {
-        op,
-        handle,
-        buffer: device.ptr(),
-        size: SIZE,
-        file_offset: 0,
-        buffer_offset: 0,
-    });
+    let result = setup.driver.io(call(op, handle, device.ptr(), SIZE, 0));
     setup.driver.handle_deregister(handle)?;
     result
 }
@@ -188,14 +172,7 @@ fn a_panic_in_a_staging_thread_fails_the_request_and_the_next_one_works() {
     let handle = s.driver.handle_register(file.as_raw_fd()).unwrap();
     let n = s
         .driver
-        .io(IoCall {
-            op: IoOp::Read,
-            handle,
-            buffer: dev.ptr(),
-            size: 4096,
-            file_offset: 0,
-            buffer_offset: 0,
-        })
+        .io(call(IoOp::Read, handle, dev.ptr(), 4096, 0))
         .unwrap();
     assert_eq!(n, 4096);
     let mut head = vec![0u8; 4096];

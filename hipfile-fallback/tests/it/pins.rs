@@ -4,9 +4,9 @@
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use hipfile_core::{Driver, FileHandleId, IoCall, IoOp, Settings};
+use hipfile_core::{Driver, FileHandleId, IoOp, Settings};
 
-use crate::support;
+use crate::support::{self, call};
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{DeviceBuffer, MemoryKind};
 use hipfile_testkit::conformance::pattern;
@@ -24,15 +24,7 @@ fn driver(sim: &Arc<SimRuntime>, tune: impl FnOnce(&mut Settings)) -> Driver {
 }
 
 fn read(d: &Driver, handle: FileHandleId, dev: &DeviceBuffer, size: usize, at: i64) -> usize {
-    d.io(IoCall {
-        op: IoOp::Read,
-        handle,
-        buffer: dev.ptr(),
-        size,
-        file_offset: at,
-        buffer_offset: 0,
-    })
-    .unwrap()
+    d.io(call(IoOp::Read, handle, dev.ptr(), size, at)).unwrap()
 }
 
 fn counter(d: &Driver, name: &str) -> u64 {
@@ -182,15 +174,8 @@ fn a_write_through_the_library_unpins_its_file() {
     assert_eq!(pinned(&d), size);
     let mut small = DeviceBuffer::new(sim.clone(), 4096).unwrap();
     small.write_at(0, &[0xab; 4096]).unwrap();
-    d.io(IoCall {
-        op: IoOp::Write,
-        handle,
-        buffer: small.ptr(),
-        size: 4096,
-        file_offset: 8192,
-        buffer_offset: 0,
-    })
-    .unwrap();
+    d.io(call(IoOp::Write, handle, small.ptr(), 4096, 8192))
+        .unwrap();
     assert_eq!(pinned(&d), 0);
     read(&d, handle, &dev, size, 0);
     let mut want = pattern(3, 0, size);
@@ -276,14 +261,7 @@ fn pinning_waits_for_requests_at_work_not_for_finished_ones_nobody_reaped() {
     r.d.batch_submit(
         batch,
         &[hipfile_core::BatchEntry {
-            call: IoCall {
-                op: IoOp::Read,
-                handle: r.handle,
-                buffer: r.dev.ptr(),
-                size,
-                file_offset: 0,
-                buffer_offset: 0,
-            },
+            call: call(IoOp::Read, r.handle, r.dev.ptr(), size, 0),
             cookie: 1,
         }],
     )

@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::sync::Arc;
 
-use hipfile_core::{Driver, DriverOptions, FileIo, PageCount, PosixIo, RegistryBuilder, Settings};
+use hipfile_core::{
+    Driver, DriverOptions, FileHandleId, FileIo, IoCall, IoOp, PageCount, PosixIo, RegistryBuilder,
+    Settings,
+};
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::GpuRuntime;
 
@@ -135,6 +138,33 @@ pub fn driver_on(
     io: Option<Arc<dyn hipfile_core::FileIo>>,
     tune: impl FnOnce(&mut Settings),
 ) -> Driver {
+    let d = Driver::new(options(rt, io));
+    d.stage_settings(tune).unwrap();
+    d.open().unwrap();
+    d
+}
+
+/// A call that moves `size` bytes between the device memory at `buffer` and the file at
+/// `file_offset`.
+pub fn call(
+    op: IoOp,
+    handle: FileHandleId,
+    buffer: usize,
+    size: usize,
+    file_offset: i64,
+) -> IoCall {
+    IoCall {
+        op,
+        handle,
+        buffer,
+        size,
+        file_offset,
+        buffer_offset: 0,
+    }
+}
+
+/// Options for a driver with the fallback alone on `rt`, its file IO `io` where one is given.
+pub fn options(rt: Arc<dyn GpuRuntime>, io: Option<Arc<dyn FileIo>>) -> DriverOptions {
     let mut backends = RegistryBuilder::new();
     hipfile_fallback::register(&mut backends).unwrap();
     let mut options = DriverOptions {
@@ -145,8 +175,5 @@ pub fn driver_on(
     if let Some(io) = io {
         options.io = io;
     }
-    let d = Driver::new(options);
-    d.stage_settings(tune).unwrap();
-    d.open().unwrap();
-    d
+    options
 }

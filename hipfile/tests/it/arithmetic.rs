@@ -23,7 +23,7 @@ pub const ARITHMETIC: Arithmetic = Arithmetic {
         }
         .piece_range(size, k)
     },
-    staged_direct: hipfile_fallback::direct::direct_aligned,
+    staged_direct: hipfile_fallback::piece_io::direct_aligned,
     direct_call: hipfile_fastpath::call_size,
     direct_accepts,
 };

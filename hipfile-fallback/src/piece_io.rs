@@ -1,5 +1,6 @@
 //! How the pieces of a staged transfer reach the file: through the buffered descriptor, or with
-//! O_DIRECT where the policy says so.
+//! O_DIRECT where the policy says so. Either way the bytes pass through a staging lane; the
+//! direct path (file to device memory, no host copy) is another backend, `hipfile-fastpath`.
 //!
 //! The O_DIRECT policy ([`DirectIoPolicy`]): in `Auto`, an aligned read piece is read through
 //! the page cache when at least half of its pages are cached and with O_DIRECT otherwise, so cold
@@ -40,12 +41,12 @@ pub fn direct_aligned(offset: u64, len: usize, address: usize, align: DioAlign) 
 /// Bytes the staged engine moved through the page cache (the buffered descriptor) and with
 /// O_DIRECT, for statistics ([`hipfile_core::Backend::counters`]).
 #[derive(Debug, Default)]
-pub struct FilePaths {
+pub struct PathCounters {
     page_cache_bytes: AtomicU64,
     direct_bytes: AtomicU64,
 }
 
-impl FilePaths {
+impl PathCounters {
     /// The counters by name.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
@@ -67,7 +68,7 @@ pub struct PieceIo {
     policy: DirectIoPolicy,
     append: bool,
     /// Where the bytes moved are counted (`None`: statistics are off).
-    counted: Option<Arc<FilePaths>>,
+    counted: Option<Arc<PathCounters>>,
 }
 
 impl PieceIo {
@@ -89,7 +90,7 @@ impl PieceIo {
     }
 
     /// Count the bytes moved in `paths`.
-    pub fn counted_in(mut self, paths: Arc<FilePaths>) -> Self {
+    pub fn counted_in(mut self, paths: Arc<PathCounters>) -> Self {
         self.counted = Some(paths);
         self
     }
