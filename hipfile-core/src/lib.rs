@@ -227,45 +227,53 @@
 
 mod backend;
 mod batch;
+mod completion;
 mod config;
+mod decline;
 mod driver;
 mod error;
 mod file;
 mod io;
 pub mod logging;
+mod options;
 mod registry;
+mod request;
+mod routes;
+mod session;
 mod stats;
 pub mod stats_server;
 pub mod stream;
+mod stream_engine;
+mod validate;
 pub mod workers;
 
-pub use backend::{
-    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, DeclineReason,
-    Doorbell, IoFailure, IoOp, IoOutcome, IoPath, IoRequest, LiveSettings, OwnedRequest, PendingIo,
-    Resources, Submit,
-};
+pub use backend::{priority, Backend, BackendContext, BackendDescriptor, IoPath, Resources};
 pub use batch::{BatchEntry, BatchEvent, BatchId, BatchStatus};
+pub use completion::{Completion, Doorbell, IoFailure, IoOutcome, PendingIo, Submit};
 pub use config::{
     limits, parse_stats_level, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Environment,
-    EventWait, Settings, BACKENDS_ENV, DEFAULT_MAX_IO_WORKERS,
+    EventWait, LiveSettings, Settings, BACKENDS_ENV, DEFAULT_MAX_IO_WORKERS, MAX_RW_COUNT,
 };
-pub use driver::{
-    Driver, DriverOptions, FileHandleId, IoCall, RegisteredBuffer, RuntimeSource, Session,
-    MAX_RW_COUNT,
-};
+pub use decline::{Decline, DeclineReason};
+pub use driver::Driver;
 pub use error::{Error, ErrorKind, Result};
 pub use file::{
     mount_table, parse_mountinfo, Access, CallerView, DioAlign, FileInFlight, FsFacts, FsKind,
     RegisteredFile, DEFAULT_DIO_ALIGN,
 };
-pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, PageCount, PosixIo};
+pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, IoOp, PageCount, PosixIo};
 pub use logging::LogLevel;
+pub use options::{DriverOptions, RuntimeSource};
 pub use registry::{Dispatched, Registry, RegistryBuilder, Submitted};
+pub use request::{IoRequest, OwnedRequest};
+pub use routes::RouteCounters;
+pub use session::{FileHandleId, RegisteredBuffer, Session};
 pub use stats::{
     per_sec, size_bucket, ApiOp, BackendCounts, BatchCounts, Channel, DirectionCounts, Finished,
-    GpuCounts, OpCount, RouteCounters, Stats, StatsSnapshot, SIZE_BUCKETS,
+    GpuCounts, OpCount, Stats, StatsSnapshot, SIZE_BUCKETS,
 };
 pub use stream::{AsyncCall, AsyncSlots};
+pub use validate::IoCall;
 
 /// Re-exported so backend crates submit descriptors with the same `inventory` version.
 pub use inventory;

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use crate::backend::{
-    Backend, BackendContext, BackendDescriptor, Completion, IoPath, IoRequest, Resources, Submit,
-};
+use crate::backend::{Backend, BackendContext, BackendDescriptor, IoPath, Resources};
+use crate::completion::{Completion, Submit};
 use crate::error::{Error, ErrorKind, Result};
-use crate::stats::RouteCounters;
+use crate::request::IoRequest;
+use crate::routes::RouteCounters;
 
 /// Collects backend descriptors; builds a [`Registry`].
 #[derive(Debug, Default, Clone)]
@@ -209,7 +209,7 @@ impl Registry {
                 Ok(()) => {
                     log::debug!(
                         "{} of {} bytes at file offset {}: {} runs it ({})",
-                        crate::driver::op_name(req.op),
+                        req.op.name(),
                         req.size(),
                         req.file_offset,
                         e.backend.name(),
@@ -225,7 +225,7 @@ impl Registry {
                 Err(decline) => {
                     log::debug!(
                         "{} of {} bytes at file offset {}: {} declines: {decline}",
-                        crate::driver::op_name(req.op),
+                        req.op.name(),
                         req.size(),
                         req.file_offset,
                         e.backend.name()
@@ -347,7 +347,7 @@ impl Submitted {
                 log::warn!(
                     "{} of {} bytes at file offset {}: {name} failed ({}), the next backend \
                      takes it over",
-                    crate::driver::op_name(req.op),
+                    req.op.name(),
                     req.size(),
                     req.file_offset,
                     f.error
@@ -400,9 +400,12 @@ mod tests {
     use rustix::io::Errno;
 
     use super::*;
-    use crate::backend::{Decline, IoFailure, IoOp, IoOutcome, LiveSettings, PendingIo};
+    use crate::completion::{IoFailure, IoOutcome, PendingIo};
+    use crate::config::LiveSettings;
     use crate::config::{EnvConfig, Settings};
+    use crate::decline::Decline;
     use crate::file::RegisteredFile;
+    use crate::io::IoOp;
     use crate::io::PosixIo;
 
     #[derive(Debug)]

@@ -14,13 +14,20 @@
 //!
 //! Every counter is a relaxed atomic; a level below a counter's costs one branch.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::backend::{Decline, DeclineReason, IoOp, IoPath};
+use crate::backend::IoPath;
+use crate::decline::DeclineReason;
 use crate::error::Result;
+use crate::io::IoOp;
 use crate::registry::Dispatched;
+use crate::routes::RouteCounters;
+
+/// The version of the JSON document of the counters ([`StatsSnapshot::to_json`]), which the
+/// statistics socket serves ([`crate::stats_server`]).
+pub const PROTOCOL_VERSION: u64 = 1;
 
 /// Buckets of the request size histograms.
 pub const SIZE_BUCKETS: usize = 32;
@@ -309,7 +316,7 @@ impl StatsSnapshot {
             serde_json::Value::Object(pairs.into_iter().collect())
         };
         serde_json::json!({
-            "version": crate::stats_server::PROTOCOL_VERSION,
+            "version": PROTOCOL_VERSION,
             "pid": pid,
             "level": self.level,
             "uptime_us": self.uptime_us,
@@ -520,66 +527,6 @@ struct Batch {
     last_write_bytes: AtomicU64,
 }
 
-/// Declines, failures and failovers, counted by the registry as it offers requests.
-#[derive(Debug)]
-pub struct RouteCounters {
-    enabled: AtomicBool,
-    backends: Vec<RouteRow>,
-}
-
-#[derive(Debug)]
-struct RouteRow {
-    declines: [AtomicU64; DeclineReason::ALL.len()],
-    errors: AtomicU64,
-    failovers_to: Vec<AtomicU64>,
-}
-
-impl RouteCounters {
-    /// Counters for `backends` backends, off until a [`Stats`] turns them on.
-    pub fn new(backends: usize) -> Self {
-        RouteCounters {
-            enabled: AtomicBool::new(false),
-            backends: (0..backends)
-                .map(|_| RouteRow {
-                    declines: std::array::from_fn(|_| AtomicU64::new(0)),
-                    errors: AtomicU64::new(0),
-                    failovers_to: (0..backends).map(|_| AtomicU64::new(0)).collect(),
-                })
-                .collect(),
-        }
-    }
-
-    fn on(&self) -> bool {
-        self.enabled.load(Ordering::Relaxed)
-    }
-
-    /// Backend `index` declined a request.
-    pub fn declined(&self, index: usize, decline: &Decline) {
-        if let Some(row) = self.backends.get(index).filter(|_| self.on()) {
-            add(&row.declines[decline.reason().index()], 1);
-        }
-    }
-
-    /// Backend `index` failed a request it accepted.
-    pub fn failed(&self, index: usize) {
-        if let Some(row) = self.backends.get(index).filter(|_| self.on()) {
-            add(&row.errors, 1);
-        }
-    }
-
-    /// Backend `to` took over a request backend `from` failed.
-    pub fn failed_over(&self, from: usize, to: usize) {
-        if let Some(n) = self
-            .backends
-            .get(from)
-            .and_then(|row| row.failovers_to.get(to))
-            .filter(|_| self.on())
-        {
-            add(n, 1);
-        }
-    }
-}
-
 /// One finished request, as [`Stats::record`] counts it.
 #[derive(Clone, Copy, Debug)]
 pub struct Finished<'a> {
@@ -636,7 +583,7 @@ impl Stats {
         devices: usize,
     ) -> Self {
         let level = level.min(3);
-        routes.enabled.store(level >= 1, Ordering::Relaxed);
+        routes.enable(level >= 1);
         Stats {
             level,
             epoch: Instant::now(),
@@ -890,32 +837,22 @@ impl Stats {
                 .backends
                 .iter()
                 .enumerate()
-                .map(|(i, b)| {
-                    let row = self.routes.backends.get(i);
-                    BackendCounts {
-                        name: b.name,
-                        path: b.path,
-                        ops: get(&b.ops),
-                        bytes: get(&b.bytes),
-                        errors: row.map_or(0, |r| get(&r.errors)),
-                        declines: row.map_or_else(Vec::new, |r| {
-                            DeclineReason::ALL
-                                .iter()
-                                .map(|&reason| (reason, get(&r.declines[reason.index()])))
-                                .filter(|(_, n)| *n > 0)
-                                .collect()
-                        }),
-                        failovers: row.map_or_else(Vec::new, |r| {
-                            r.failovers_to
-                                .iter()
-                                .zip(&self.backends)
-                                .map(|(n, to)| (to.name, get(n)))
-                                .filter(|(_, n)| *n > 0)
-                                .collect()
-                        }),
-                        mechanism: None,
-                        counters: Vec::new(),
-                    }
+                .map(|(i, b)| BackendCounts {
+                    name: b.name,
+                    path: b.path,
+                    ops: get(&b.ops),
+                    bytes: get(&b.bytes),
+                    errors: self.routes.errors(i),
+                    declines: self.routes.declines(i),
+                    failovers: self
+                        .routes
+                        .failovers(i)
+                        .zip(&self.backends)
+                        .map(|(n, to)| (to.name, n))
+                        .filter(|(_, n)| *n > 0)
+                        .collect(),
+                    mechanism: None,
+                    counters: Vec::new(),
                 })
                 .collect(),
         }
@@ -925,6 +862,7 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decline::Decline;
     use crate::error::{Error, ErrorKind};
 
     fn ran(backend_index: usize, bytes: usize, path: IoPath) -> Result<Dispatched> {
