@@ -51,7 +51,7 @@ pub mod priority {
 ///   the request's memory.
 /// - Queued requests ([`Submit::Queue`]) make progress without their submitter, on the
 ///   backend's own threads (a backend with none may finish them inside `submit`); a backend
-///   that answers a pending completion for one rings its [`IoRequest::doorbell`] when it
+///   that answers a pending completion for one rings its [`crate::OwnedRequest::doorbell`] when it
 ///   finishes. The shared [`crate::workers::IoWorkers`] pool is there for backends that need
 ///   threads.
 /// - Cancellation: a pending request may be withdrawn before it starts
@@ -65,25 +65,39 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline>;
     /// Start `req`; see the trait's contract.
     fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Completion;
-    /// What the backend moves bytes through, for statistics: the fastpath names its P2P driver
-    /// (`amd-kfd`, `cufile`, `sim`). Default: nothing to name.
-    fn mechanism(&self) -> Option<&'static str> {
-        None
+    /// What the backend reports of its own, for statistics and tools, taken `when` asked.
+    /// Default: nothing (no mechanism, no counters, no resources).
+    fn report(&self, when: ReportWhen) -> BackendReport {
+        let _ = when;
+        BackendReport::default()
     }
-    /// Counters of the backend's own, by name, for statistics (the fallback: bytes it moved
-    /// through the page cache and with O_DIRECT). Kept only for requests whose statistics level
-    /// ([`IoRequest::stats_level`]) is 1 or more. Default: none.
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        Vec::new()
-    }
-    /// What the backend holds while the driver is open (default: nothing).
-    fn resources(&self) -> Resources {
-        Resources::default()
-    }
-    /// Wait until work the backend does in the background for earlier requests (pinning the
-    /// page cache they read) is done, so that what follows is measured or checked against its
-    /// end state. Default: nothing to wait for.
-    fn settle(&self) {}
+}
+
+/// When a backend's report ([`Backend::report`]) is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportWhen {
+    /// As things stand.
+    Now,
+    /// Once the work the backend does in the background for earlier requests (pinning the page
+    /// cache they read) is done, so that what follows is measured or checked against its end
+    /// state.
+    Settled,
+}
+
+/// What a backend reports of its own: the one hook ([`Backend::report`]) through which the
+/// statistics, `hipfile check`, `hipfile stats` and `hipfile bench` learn what is particular to
+/// one backend.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackendReport {
+    /// What it moves bytes through, for statistics: the fastpath names its P2P driver
+    /// (`amd-kfd`, `cufile`, `sim`).
+    pub mechanism: Option<&'static str>,
+    /// Counters of its own, by name, for statistics (the fallback: bytes it moved through the
+    /// page cache and with O_DIRECT). Kept only for requests whose statistics level
+    /// ([`crate::OwnedRequest::stats_level`]) is 1 or more.
+    pub counters: Vec<(&'static str, u64)>,
+    /// What it holds while the driver is open.
+    pub resources: Resources,
 }
 
 /// Host resources a backend holds while the driver is open, for tools and users who budget
@@ -148,3 +162,65 @@ pub struct BackendDescriptor {
 }
 
 inventory::collect!(BackendDescriptor);
+
+/// Register a backend crate's backend, the one way every backend registers: declares the crate's
+/// `NAME`, its `DESCRIPTOR` (the name, priority, path and constructor given) and a
+/// `register(&mut RegistryBuilder)` that adds it to an explicitly built registry, and submits the
+/// descriptor to `inventory` (through this crate's re-export, so the versions match). Both ways
+/// are needed: the linker leaves out a crate nothing names, and its `inventory` entry with it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use hipfile_core::*;
+///
+/// #[derive(Debug)]
+/// struct Refuses;
+/// impl Backend for Refuses {
+///     fn name(&self) -> &'static str { NAME }
+///     fn accepts(&self, _: &IoRequest<'_>) -> Result<(), Decline> {
+///         Err(Decline::Other("never".into()))
+///     }
+///     fn submit(&self, _: &IoRequest<'_>, _: Submit) -> Completion { unreachable!() }
+/// }
+///
+/// hipfile_core::register_backend! {
+///     name: "refuses",
+///     priority: priority::FALLBACK - 1,
+///     path: IoPath::Staged,
+///     init: |_ctx| Ok(Arc::new(Refuses)),
+/// }
+///
+/// let mut builder = RegistryBuilder::new();
+/// register(&mut builder)?;
+/// assert_eq!(DESCRIPTOR.name, "refuses");
+/// assert_eq!(builder.ranked()[0].name, NAME);
+/// # Ok::<(), Error>(())
+/// ```
+#[macro_export]
+macro_rules! register_backend {
+    (
+        name: $name:expr,
+        priority: $priority:expr,
+        path: $path:expr,
+        init: $init:expr $(,)?
+    ) => {
+        /// The backend's name, as `HIPFILE_BACKENDS` and the statistics name it.
+        pub const NAME: &str = $name;
+
+        /// The descriptor submitted to `inventory` and added by [`register`].
+        pub const DESCRIPTOR: $crate::BackendDescriptor = $crate::BackendDescriptor {
+            name: NAME,
+            priority: $priority,
+            path: $path,
+            init: $init,
+        };
+
+        $crate::inventory::submit! { DESCRIPTOR }
+
+        /// Add the backend to an explicitly built registry (a second registration of the name
+        /// is refused, as every duplicate is).
+        pub fn register(builder: &mut $crate::RegistryBuilder) -> $crate::Result<()> {
+            builder.add(DESCRIPTOR).map(|_| ())
+        }
+    };
+}

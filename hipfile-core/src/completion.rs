@@ -66,7 +66,7 @@ pub trait PendingIo: Send + fmt::Debug {
 /// A wake-up shared by requests in flight and the thread that waits for any of them.
 ///
 /// A submitter that waits for several queued requests at once (a batch) puts a doorbell on each
-/// request ([`crate::IoRequest::doorbell`]); a backend that answered a pending completion for such a
+/// request ([`crate::OwnedRequest::doorbell`]); a backend that answered a pending completion for such a
 /// request rings it once the request has finished (after `is_finished` turns true). Each
 /// request's doorbell carries a token ([`Doorbell::tagged`]) that the ring hands to the waiter
 /// ([`Doorbell::take_rung`]), so the waiter looks only at the requests that finished, however

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, BackendContext, BackendDescriptor, IoPath, Resources};
+use crate::backend::{Backend, BackendContext, BackendDescriptor, IoPath, ReportWhen, Resources};
 use crate::completion::{Completion, Submit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::request::IoRequest;
@@ -112,8 +112,8 @@ impl RegistryBuilder {
     }
 }
 
-/// What one backend reports of its own: its mechanism ([`Backend::mechanism`]) and its named
-/// counters ([`Backend::counters`]).
+/// What one backend reports of its own for statistics ([`Backend::report`]): its mechanism and
+/// its named counters.
 pub type BackendOwnCounts = (Option<&'static str>, Vec<(&'static str, u64)>);
 
 /// The backends of an open driver, in the order requests are offered to them.
@@ -150,12 +150,15 @@ impl Registry {
         &self.routes
     }
 
-    /// What each backend moves bytes through ([`Backend::mechanism`]) and its own counters
-    /// ([`Backend::counters`]), in offer order.
+    /// What each backend moves bytes through and its own counters ([`Backend::report`]), in
+    /// offer order.
     pub fn mechanisms(&self) -> Vec<BackendOwnCounts> {
         self.backends
             .iter()
-            .map(|e| (e.backend.mechanism(), e.backend.counters()))
+            .map(|e| {
+                let report = e.backend.report(ReportWhen::Now);
+                (report.mechanism, report.counters)
+            })
             .collect()
     }
 
@@ -168,15 +171,20 @@ impl Registry {
     pub fn resources(&self) -> Vec<(&'static str, Resources)> {
         self.backends
             .iter()
-            .map(|e| (e.backend.name(), e.backend.resources()))
+            .map(|e| {
+                (
+                    e.backend.name(),
+                    e.backend.report(ReportWhen::Now).resources,
+                )
+            })
             .collect()
     }
 
     /// Wait until every backend's background work for earlier requests is done
-    /// ([`Backend::settle`]).
+    /// ([`ReportWhen::Settled`]).
     pub fn settle(&self) {
         for e in &self.backends {
-            e.backend.settle();
+            e.backend.report(ReportWhen::Settled);
         }
     }
 
@@ -407,6 +415,7 @@ mod tests {
     use crate::file::RegisteredFile;
     use crate::io::IoOp;
     use crate::io::PosixIo;
+    use crate::request::OwnedRequest;
 
     #[derive(Debug)]
     struct Idle(&'static str);
@@ -590,10 +599,7 @@ mod tests {
         _dir: tempfile::TempDir,
         _file: std::fs::File,
         _memory: DeviceBuffer,
-        file: Arc<RegisteredFile>,
-        range: DeviceRange,
-        settings: Arc<Settings>,
-        env: EnvConfig,
+        request: OwnedRequest,
     }
 
     impl World {
@@ -610,32 +616,31 @@ mod tests {
             let runtime: Arc<dyn GpuRuntime> = Arc::new(hipfile_hip::sim::SimRuntime::default());
             let memory = DeviceBuffer::new(Arc::clone(&runtime), 4096).unwrap();
             let range = DeviceRange::query(&runtime, memory.ptr(), 4096).unwrap();
+            let settings = Arc::new(Settings::default());
+            let env = EnvConfig::default();
             World {
                 _dir: dir,
                 _file: file,
                 _memory: memory,
-                file: registered,
-                range,
-                settings: Arc::new(Settings::default()),
-                env: EnvConfig::default(),
+                request: OwnedRequest {
+                    op: IoOp::Read,
+                    file: registered,
+                    memory: range,
+                    file_offset: 0,
+                    append: false,
+                    registered_buffer: false,
+                    compat: settings.compat_mode(&env),
+                    settings,
+                    env,
+                    doorbell: None,
+                    stream_ordered: false,
+                    file_stamp: None,
+                },
             }
         }
 
         fn request(&self) -> IoRequest<'_> {
-            IoRequest {
-                op: IoOp::Read,
-                file: &self.file,
-                memory: &self.range,
-                file_offset: 0,
-                append: false,
-                registered_buffer: false,
-                settings: &self.settings,
-                compat: self.settings.compat_mode(&self.env),
-                env: &self.env,
-                doorbell: None,
-                stream_ordered: false,
-                file_stamp: None,
-            }
+            self.request.request()
         }
     }
 

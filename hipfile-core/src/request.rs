@@ -1,7 +1,9 @@
-//! The request a backend is offered: [`IoRequest`], validated by [`crate::validate`], and
-//! [`OwnedRequest`], the same request owning its parts for a backend that keeps working on it
-//! after `submit` returned.
+//! The request a backend is offered. [`OwnedRequest`] is the one request type: validation
+//! ([`crate::validate`]) builds it, owning what it refers to; [`IoRequest`] is the borrowed view
+//! the registry offers backends (a pointer, reading the request's fields through `Deref`), and
+//! [`IoRequest::to_owned`] gives a backend that keeps working after `submit` its own copy.
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use hipfile_hip::os::FileStamp;
@@ -14,16 +16,16 @@ use crate::io::IoOp;
 
 /// One validated request: the device memory is a [`DeviceRange`] the runtime's pointer query
 /// checked (inside one allocation, of the request's size), the offsets are non-negative, and the
-/// size is at most [`crate::MAX_RW_COUNT`].
-#[derive(Debug)]
-pub struct IoRequest<'a> {
+/// size is at most [`crate::MAX_RW_COUNT`]. Backends see it through an [`IoRequest`].
+#[derive(Clone, Debug)]
+pub struct OwnedRequest {
     /// Direction.
     pub op: IoOp,
     /// The registered file. A backend that keeps working on the request after `submit` returns
     /// keeps a clone of the `Arc` (its descriptors stay open while it does).
-    pub file: &'a Arc<RegisteredFile>,
+    pub file: Arc<RegisteredFile>,
     /// The device memory to read into or write from: exactly the bytes to move.
-    pub memory: &'a DeviceRange,
+    pub memory: DeviceRange,
     /// File offset.
     pub file_offset: u64,
     /// A write whose bytes go to the end of the file, wherever `file_offset` points: the
@@ -34,14 +36,14 @@ pub struct IoRequest<'a> {
     /// Whether the buffer was registered (rather than a temporary view of an allocation).
     pub registered_buffer: bool,
     /// Settings in force for this request.
-    pub settings: &'a Arc<Settings>,
+    pub settings: Arc<Settings>,
     /// Compat mode in force for this request.
     pub compat: CompatMode,
     /// Environment switches in force.
-    pub env: &'a EnvConfig,
+    pub env: EnvConfig,
     /// Rung when a queued request finishes, for a submitter that waits for any of several
     /// requests (a batch). See [`Doorbell`].
-    pub doorbell: Option<&'a Doorbell>,
+    pub doorbell: Option<Doorbell>,
     /// The request runs for a stream-ordered op ([`crate::stream`]) while the application's
     /// stream waits for it: whatever GPU streams a backend uses for it must not be ordered with
     /// the legacy default stream, or they would wait behind the application's waiting stream.
@@ -54,24 +56,10 @@ pub struct IoRequest<'a> {
     pub file_stamp: Option<FileStamp>,
 }
 
-impl IoRequest<'_> {
-    /// A copy that owns what the request borrows, for a backend that keeps working on it after
-    /// `submit` returned.
-    pub fn to_owned(&self) -> OwnedRequest {
-        OwnedRequest {
-            op: self.op,
-            file: Arc::clone(self.file),
-            memory: self.memory.clone(),
-            file_offset: self.file_offset,
-            append: self.append,
-            registered_buffer: self.registered_buffer,
-            settings: Arc::clone(self.settings),
-            compat: self.compat,
-            env: *self.env,
-            doorbell: self.doorbell.cloned(),
-            stream_ordered: self.stream_ordered,
-            file_stamp: self.file_stamp,
-        }
+impl OwnedRequest {
+    /// The request as backends are offered it.
+    pub fn request(&self) -> IoRequest<'_> {
+        IoRequest(self)
     }
 
     /// Bytes to move.
@@ -87,7 +75,7 @@ impl IoRequest<'_> {
     /// The statistics level in force for the request, as the driver counts
     /// ([`Settings::effective_stats_level`]).
     pub fn stats_level(&self) -> u8 {
-        self.settings.effective_stats_level(self.env)
+        self.settings.effective_stats_level(&self.env)
     }
 
     /// The kind of memory, as the runtime reported it when the request was validated.
@@ -96,39 +84,29 @@ impl IoRequest<'_> {
     }
 }
 
-/// An [`IoRequest`] that owns its parts ([`IoRequest::to_owned`]).
-#[derive(Clone, Debug)]
-pub struct OwnedRequest {
-    pub(crate) op: IoOp,
-    pub(crate) file: Arc<RegisteredFile>,
-    pub(crate) memory: DeviceRange,
-    pub(crate) file_offset: u64,
-    pub(crate) append: bool,
-    pub(crate) registered_buffer: bool,
-    pub(crate) settings: Arc<Settings>,
-    pub(crate) compat: CompatMode,
-    pub(crate) env: EnvConfig,
-    pub(crate) doorbell: Option<Doorbell>,
-    pub(crate) stream_ordered: bool,
-    pub(crate) file_stamp: Option<FileStamp>,
+/// A request as the registry offers it to backends: a borrowed [`OwnedRequest`], whose fields
+/// and methods it reads through `Deref`.
+#[derive(Clone, Copy, Debug)]
+pub struct IoRequest<'a>(&'a OwnedRequest);
+
+impl IoRequest<'_> {
+    /// A copy that owns what the request borrows, for a backend that keeps working on it after
+    /// `submit` returned.
+    pub fn to_owned(&self) -> OwnedRequest {
+        self.0.clone()
+    }
 }
 
-impl OwnedRequest {
-    /// The request, borrowed again.
-    pub fn request(&self) -> IoRequest<'_> {
-        IoRequest {
-            op: self.op,
-            file: &self.file,
-            memory: &self.memory,
-            file_offset: self.file_offset,
-            append: self.append,
-            registered_buffer: self.registered_buffer,
-            settings: &self.settings,
-            compat: self.compat,
-            env: &self.env,
-            doorbell: self.doorbell.as_ref(),
-            stream_ordered: self.stream_ordered,
-            file_stamp: self.file_stamp,
-        }
+impl Deref for IoRequest<'_> {
+    type Target = OwnedRequest;
+
+    fn deref(&self) -> &OwnedRequest {
+        self.0
+    }
+}
+
+impl<'a> From<&'a OwnedRequest> for IoRequest<'a> {
+    fn from(request: &'a OwnedRequest) -> Self {
+        IoRequest(request)
     }
 }

@@ -244,7 +244,7 @@ impl Session {
     pub fn settings(&self) -> Arc<Settings> {
         self.settings.current()
     }
-    /// Environment switches in force (what requests carry as [`crate::IoRequest::env`]).
+    /// Environment switches in force (what requests carry as [`crate::OwnedRequest::env`]).
     pub fn env(&self) -> &EnvConfig {
         &self.env
     }
@@ -273,8 +273,8 @@ impl Session {
         self.stats.record(Finished {
             op,
             channel,
-            device: req.map(IoRequest::device),
-            size: req.map_or(0, IoRequest::size),
+            device: req.map(|r| r.device()),
+            size: req.map_or(0, |r| r.size()),
             unaligned: req.is_some_and(|r| {
                 (r.file_offset | r.size() as u64 | r.memory.ptr() as u64) % PAGE != 0
             }),

@@ -236,9 +236,10 @@ pub struct BackendCounts {
     pub declines: Vec<(DeclineReason, u64)>,
     /// Requests it failed that a later backend took over, by that backend's name.
     pub failovers: Vec<(&'static str, u64)>,
-    /// What it moves bytes through ([`crate::Backend::mechanism`]: the fastpath's P2P driver).
+    /// What it moves bytes through ([`crate::BackendReport::mechanism`]: the fastpath's P2P
+    /// driver).
     pub mechanism: Option<&'static str>,
-    /// Its own counters ([`crate::Backend::counters`]: the fallback's page cache and O_DIRECT
+    /// Its own counters ([`crate::BackendReport::counters`]: the fallback's page cache and O_DIRECT
     /// bytes).
     pub counters: Vec<(&'static str, u64)>,
 }

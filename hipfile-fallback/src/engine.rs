@@ -232,7 +232,7 @@ impl Transfer {
         } else {
             threads
         };
-        let s: &Settings = req.settings;
+        let s: &Settings = &req.settings;
         let chunk = s.chunk_bytes();
         // Copies out of pinned windows are queued one per window the piece lies in: a read
         // they cover whole is one piece.
@@ -271,7 +271,7 @@ impl Transfer {
                     file: Some(Arc::new({
                         let file = PieceIo::new(
                             Arc::clone(&parts.io),
-                            Arc::clone(req.file),
+                            Arc::clone(&req.file),
                             s.direct_io,
                             req.append,
                         );
@@ -284,7 +284,7 @@ impl Transfer {
                 }),
                 ..Progress::default()
             },
-            doorbell: req.doorbell.cloned(),
+            doorbell: req.doorbell.clone(),
             pinned: RwLock::new(pinned),
             live,
             running: Mutex::new(Some(parts.pins.running())),

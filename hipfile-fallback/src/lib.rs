@@ -67,8 +67,8 @@ pub mod staging;
 use std::sync::Arc;
 
 use hipfile_core::{
-    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, Error, IoPath,
-    IoRequest, RegistryBuilder, Resources, Result, Settings, Submit,
+    priority, Backend, BackendContext, BackendReport, Completion, Decline, Error, IoPath,
+    IoRequest, ReportWhen, Resources, Result, Settings, Submit,
 };
 
 use crate::engine::{EngineParts, Transfer};
@@ -77,26 +77,11 @@ use crate::staging::StagingPool;
 use hipfile_core::workers::IoWorkers;
 use hipfile_hip::StreamOrder;
 
-/// The backend's name.
-pub const NAME: &str = "fallback";
-
-/// The descriptor registered with `inventory` and by [`register`].
-pub const DESCRIPTOR: BackendDescriptor = BackendDescriptor {
-    name: NAME,
+hipfile_core::register_backend! {
+    name: "fallback",
     priority: priority::FALLBACK,
     path: IoPath::Staged,
-    init,
-};
-
-hipfile_core::inventory::submit! { DESCRIPTOR }
-
-/// Add the fallback to an explicitly built registry.
-pub fn register(builder: &mut RegistryBuilder) -> Result<()> {
-    builder.add(DESCRIPTOR).map(|_| ())
-}
-
-fn init(ctx: &BackendContext) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(Fallback::new(ctx)?))
+    init: |ctx| Ok(Arc::new(Fallback::new(ctx)?)),
 }
 
 /// The staged engine.
@@ -218,23 +203,22 @@ impl Backend for Fallback {
         }
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
+    fn report(&self, when: ReportWhen) -> BackendReport {
+        if when == ReportWhen::Settled {
+            self.parts.pins.settle();
+        }
         let mut counters = self.parts.file_paths.counters();
         counters.extend(self.parts.pins.counters());
-        counters
-    }
-
-    fn resources(&self) -> Resources {
-        Resources {
-            pinned_bytes: self.pinned_bytes(),
-            io_threads: self.io_threads(),
-            page_cache_pinned_bytes: self.parts.pins.pinned_bytes(),
-            own_contexts: self.parts.pins.own_contexts(),
+        BackendReport {
+            mechanism: None,
+            counters,
+            resources: Resources {
+                pinned_bytes: self.pinned_bytes(),
+                io_threads: self.io_threads(),
+                page_cache_pinned_bytes: self.parts.pins.pinned_bytes(),
+                own_contexts: self.parts.pins.own_contexts(),
+            },
         }
-    }
-
-    fn settle(&self) {
-        self.parts.pins.settle();
     }
 }
 
