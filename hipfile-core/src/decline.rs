@@ -1,98 +1,92 @@
 //! Why a backend will not run a request: [`Decline`], with its details, and [`DeclineReason`],
-//! the same without them, which statistics count declines by.
+//! the same without them, which statistics count declines by. Both come from one list of the
+//! reasons, each given once with its short name (the `declines!` list below).
 
 use std::fmt;
 
-/// Why a backend will not run a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Decline {
+/// Declares [`Decline`] from its variants, each with its short name for reports, and derives
+/// from the same list [`DeclineReason`] (the variants without their details), its
+/// [`DeclineReason::ALL`] and [`DeclineReason::name`], and [`Decline::reason`].
+macro_rules! declines {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident $({ $($(#[$field_doc:meta])* $field:ident: $field_ty:ty),* $(,)? })?
+            $(($payload:ty))? => $name:literal,
+    )*) => {
+        /// Why a backend will not run a request.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum Decline {
+            $(
+                $(#[$doc])*
+                $variant $({ $($(#[$field_doc])* $field: $field_ty),* })? $(($payload))?,
+            )*
+        }
+
+        /// A [`Decline`] without its details: what statistics count declines by.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum DeclineReason {
+            $(
+                #[doc = concat!("[`Decline::", stringify!($variant), "`].")]
+                $variant,
+            )*
+        }
+
+        impl DeclineReason {
+            /// Every reason.
+            pub const ALL: [DeclineReason; [$($name),*].len()] = [$(DeclineReason::$variant),*];
+
+            /// A short name for reports (`misaligned`, `compat_forced`, ...).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(DeclineReason::$variant => $name,)*
+                }
+            }
+        }
+
+        impl Decline {
+            /// The kind of decline.
+            pub fn reason(&self) -> DeclineReason {
+                match self {
+                    $(Decline::$variant { .. } => DeclineReason::$variant,)*
+                }
+            }
+        }
+    };
+}
+
+declines! {
     /// Compat mode is disallowed (`HIPFILE_ALLOW_COMPAT_MODE=false` or the parameter).
-    CompatModeDisallowed,
+    CompatModeDisallowed => "compat_disallowed",
     /// Compat mode is forced: only the staged engine runs.
-    CompatModeForced,
+    CompatModeForced => "compat_forced",
     /// The platform has no P2P driver.
-    NoP2pDriver,
+    NoP2pDriver => "no_p2p_driver",
     /// The file has no O_DIRECT descriptor.
-    NoDirectIo,
+    NoDirectIo => "no_direct_io",
     /// The memory is not device memory.
-    NotDeviceMemory,
+    NotDeviceMemory => "not_device_memory",
     /// Offset, size or address misses the file's direct IO alignment.
     Misaligned {
         /// The alignment required.
         required: u32,
-    },
+    } => "misaligned",
     /// The filesystem is not one the direct path supports.
-    UnsupportedFilesystem(String),
+    UnsupportedFilesystem(String) => "unsupported_filesystem",
     /// A write that appends (`O_APPEND` descriptor): direct IO writes at an offset.
-    Append,
+    Append => "append",
     /// A write that runs past the process's file size limit (`RLIMIT_FSIZE`): the staged path
     /// writes up to the limit and fails with the kernel's `EFBIG`, where an O_DIRECT write cut at
     /// an unaligned limit would fail with `EINVAL` instead.
     FileSizeLimit {
         /// The limit in bytes.
         limit: u64,
-    },
+    } => "file_size_limit",
     /// Something else, explained.
-    Other(String),
-}
-
-/// A [`Decline`] without its details: what statistics count declines by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DeclineReason {
-    /// [`Decline::CompatModeDisallowed`].
-    CompatModeDisallowed,
-    /// [`Decline::CompatModeForced`].
-    CompatModeForced,
-    /// [`Decline::NoP2pDriver`].
-    NoP2pDriver,
-    /// [`Decline::NoDirectIo`].
-    NoDirectIo,
-    /// [`Decline::NotDeviceMemory`].
-    NotDeviceMemory,
-    /// [`Decline::Misaligned`].
-    Misaligned,
-    /// [`Decline::UnsupportedFilesystem`].
-    UnsupportedFilesystem,
-    /// [`Decline::Append`].
-    Append,
-    /// [`Decline::FileSizeLimit`].
-    FileSizeLimit,
-    /// [`Decline::Other`].
-    Other,
+    Other(String) => "other",
 }
 
 impl DeclineReason {
-    /// Every reason.
-    pub const ALL: [DeclineReason; 10] = [
-        DeclineReason::CompatModeDisallowed,
-        DeclineReason::CompatModeForced,
-        DeclineReason::NoP2pDriver,
-        DeclineReason::NoDirectIo,
-        DeclineReason::NotDeviceMemory,
-        DeclineReason::Misaligned,
-        DeclineReason::UnsupportedFilesystem,
-        DeclineReason::Append,
-        DeclineReason::FileSizeLimit,
-        DeclineReason::Other,
-    ];
-
-    /// A short name for reports (`misaligned`, `compat_forced`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            DeclineReason::CompatModeDisallowed => "compat_disallowed",
-            DeclineReason::CompatModeForced => "compat_forced",
-            DeclineReason::NoP2pDriver => "no_p2p_driver",
-            DeclineReason::NoDirectIo => "no_direct_io",
-            DeclineReason::NotDeviceMemory => "not_device_memory",
-            DeclineReason::Misaligned => "misaligned",
-            DeclineReason::UnsupportedFilesystem => "unsupported_filesystem",
-            DeclineReason::Append => "append",
-            DeclineReason::FileSizeLimit => "file_size_limit",
-            DeclineReason::Other => "other",
-        }
-    }
-
     /// The reason named `name` ([`DeclineReason::name`]).
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|r| r.name() == name)
@@ -101,24 +95,6 @@ impl DeclineReason {
     /// Position in [`DeclineReason::ALL`].
     pub fn index(self) -> usize {
         self as usize
-    }
-}
-
-impl Decline {
-    /// The kind of decline.
-    pub fn reason(&self) -> DeclineReason {
-        match self {
-            Decline::CompatModeDisallowed => DeclineReason::CompatModeDisallowed,
-            Decline::CompatModeForced => DeclineReason::CompatModeForced,
-            Decline::NoP2pDriver => DeclineReason::NoP2pDriver,
-            Decline::NoDirectIo => DeclineReason::NoDirectIo,
-            Decline::NotDeviceMemory => DeclineReason::NotDeviceMemory,
-            Decline::Misaligned { .. } => DeclineReason::Misaligned,
-            Decline::UnsupportedFilesystem(_) => DeclineReason::UnsupportedFilesystem,
-            Decline::Append => DeclineReason::Append,
-            Decline::FileSizeLimit { .. } => DeclineReason::FileSizeLimit,
-            Decline::Other(_) => DeclineReason::Other,
-        }
     }
 }
 

@@ -13,8 +13,8 @@
 //! | `session` | [`Session`]: what an open driver owns: the registered files ([`FileHandleId`]) and buffers ([`RegisteredBuffer`]), the runtime, the registry, the live settings, the counters, the stream engine and the statistics socket. |
 //! | `validate` | a call as the caller states it ([`IoCall`]) becoming a prepared request, its file and buffer held in flight: for the synchronous path, batch entries and stream-ordered ops. |
 //! | `request` | the one request type, [`OwnedRequest`], and the view backends are offered, [`IoRequest`]. |
-//! | `registry` | [`RegistryBuilder`] and [`Registry`]: ranking, the dispatch rule, failover ([`Submitted`], [`Dispatched`]). |
-//! | `backend` | the [`Backend`] trait, [`BackendDescriptor`] and [`register_backend!`], [`priority`], [`IoPath`], [`BackendContext`], and a backend's own report ([`BackendReport`], [`Resources`]). |
+//! | `registry` | [`RegistryBuilder`] and [`Registry`]: ranking, the dispatch rule, failover ([`Submitted`], [`Dispatched`]), and [`register_backend!`], the one way a backend crate registers. |
+//! | `backend` | the [`Backend`] trait, [`BackendDescriptor`], [`priority`], [`IoPath`], [`BackendContext`], and a backend's own report ([`BackendReport`], [`Resources`]). |
 //! | `decline` | why a backend will not run a request ([`Decline`], [`DeclineReason`]). |
 //! | `completion` | how a submitted request finishes: [`Completion`], [`PendingIo`], [`Submit`], [`IoFailure`], and the [`Doorbell`] batches sleep on. |
 //! | [`workers`] | the IO worker pool backends take threads from. |

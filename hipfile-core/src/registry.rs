@@ -397,6 +397,68 @@ pub struct Dispatched {
     pub path: IoPath,
 }
 
+/// Register a backend crate's backend, the one way every backend registers: declares the crate's
+/// `NAME`, its `DESCRIPTOR` (the name, priority, path and constructor given) and a
+/// `register(&mut RegistryBuilder)` that adds it to an explicitly built registry, and submits the
+/// descriptor to `inventory` (through this crate's re-export, so the versions match). Both ways
+/// are needed: the linker leaves out a crate nothing names, and its `inventory` entry with it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use hipfile_core::*;
+///
+/// #[derive(Debug)]
+/// struct Refuses;
+/// impl Backend for Refuses {
+///     fn name(&self) -> &'static str { NAME }
+///     fn accepts(&self, _: &IoRequest<'_>) -> Result<(), Decline> {
+///         Err(Decline::Other("never".into()))
+///     }
+///     fn submit(&self, _: &IoRequest<'_>, _: Submit) -> Completion { unreachable!() }
+/// }
+///
+/// hipfile_core::register_backend! {
+///     name: "refuses",
+///     priority: priority::FALLBACK - 1,
+///     path: IoPath::Staged,
+///     init: |_ctx| Ok(Arc::new(Refuses)),
+/// }
+///
+/// let mut builder = RegistryBuilder::new();
+/// register(&mut builder)?;
+/// assert_eq!(DESCRIPTOR.name, "refuses");
+/// assert_eq!(builder.ranked()[0].name, NAME);
+/// # Ok::<(), Error>(())
+/// ```
+#[macro_export]
+macro_rules! register_backend {
+    (
+        name: $name:expr,
+        priority: $priority:expr,
+        path: $path:expr,
+        init: $init:expr $(,)?
+    ) => {
+        /// The backend's name, as `HIPFILE_BACKENDS` and the statistics name it.
+        pub const NAME: &str = $name;
+
+        /// The descriptor submitted to `inventory` and added by [`register`].
+        pub const DESCRIPTOR: $crate::BackendDescriptor = $crate::BackendDescriptor {
+            name: NAME,
+            priority: $priority,
+            path: $path,
+            init: $init,
+        };
+
+        $crate::inventory::submit! { DESCRIPTOR }
+
+        /// Add the backend to an explicitly built registry (a second registration of the name
+        /// is refused, as every duplicate is).
+        pub fn register(builder: &mut $crate::RegistryBuilder) -> $crate::Result<()> {
+            builder.add(DESCRIPTOR).map(|_| ())
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;

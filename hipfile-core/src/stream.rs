@@ -22,7 +22,7 @@
 //!    the stream may compute them) and
 //!    the op runs on a runner thread as a synchronous request through the registry: the same
 //!    engines, failover and statistics as `hipFileRead`/`hipFileWrite`, with
-//!    [`IoRequest::stream_ordered`](crate::IoRequest::stream_ordered) set so the engines' own GPU
+//!    [`stream_ordered`](crate::OwnedRequest::stream_ordered) set so the engines' own GPU
 //!    streams do not wait behind the application's.
 //! 3. The runner writes the result into the caller's slot and stores the awaited value into the
 //!    flag word: the stream goes on.

@@ -59,6 +59,8 @@ pub struct EngineParts {
     /// copies must never wait for it. A pool of its own, with its own bound, so a stream-ordered
     /// request never waits for a lane held by a synchronous request that waits behind the
     /// application's stream.
+    ///
+    /// [`IoRequest::stream_ordered`]: hipfile_core::OwnedRequest::stream_ordered
     pub stream_pool: Arc<StagingPool>,
     /// Bytes moved through the page cache and with O_DIRECT (counted for requests whose
     /// statistics level is 1 or more).

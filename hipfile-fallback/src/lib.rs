@@ -16,17 +16,18 @@
 //! - Writes have `pwrite` semantics: the data is in the page cache on return; durability is the
 //!   caller's `fsync`.
 //! - Pinned memory is bounded by the `max_pinned_mem_size_kb` setting; one transfer is at most
-//!   `max_direct_io_size_kb`. Stream-ordered requests ([`IoRequest::stream_ordered`]) stage
-//!   through lanes of their own, on streams not ordered with the legacy default stream (the
-//!   application's stream waits for them), in a second pool with the same bound: such a request
-//!   never waits for a lane held by a synchronous request that waits behind that stream.
+//!   `max_direct_io_size_kb`. Stream-ordered requests
+//!   ([`hipfile_core::OwnedRequest::stream_ordered`]) stage through lanes of their own, on streams
+//!   not ordered with the legacy default stream (the application's stream waits for them), in a
+//!   second pool with the same bound: such a request never waits for a lane held by a synchronous
+//!   request that waits behind that stream.
 //!
 //! - A synchronous request ([`Submit::Wait`]) runs inside `submit` on the calling thread, with IO
 //!   workers joining large ones; a queued request ([`Submit::Queue`]) runs on the workers and
 //!   its waiter joins in when it waits. Queued requests start workers as they need them, up to
 //!   the queue depth (`io_queue_depth`), the staging lanes the pinned bound holds and the cores
-//!   ([`queued_workers`]), so a batch of small requests keeps that many in flight. Appending writes run inside `submit` either
-//!   way, whole, under the file's append lock.
+//!   ([`queued_workers`]), so a batch of small requests keeps that many in flight. Appending
+//!   writes run inside `submit` either way, whole, under the file's append lock.
 //!
 //! - Reads of cached, settled ranges of registered files are copied straight out of the page
 //!   cache where it is pinned ([`pins`]): no CPU copy, the device reads the page cache's pages.

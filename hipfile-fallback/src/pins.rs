@@ -52,6 +52,8 @@
 //! the file's windows before it starts (an O_DIRECT write replaces the page cache's pages under
 //! the pins). A window never reaches past the end of the file, and copies out of it never
 //! past the window. Nothing reads a window with the CPU: a truncated file never raises `SIGBUS`.
+//!
+//! [`IoRequest::file_stamp`]: hipfile_core::OwnedRequest::file_stamp
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;

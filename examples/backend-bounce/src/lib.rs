@@ -34,8 +34,9 @@
 //!   chunk that failed is not counted: a read copied none of it to device memory, and a write may
 //!   have put part of it in the file (what the count leaves out is at most one chunk, never bytes
 //!   that did not move).
-//! - Appending writes (`O_APPEND` descriptor, [`IoRequest::append`]) are honoured: written with
-//!   [`pwrite_append_full`] under the file's append lock, so each lands whole and in order.
+//! - Appending writes (`O_APPEND` descriptor, [`hipfile_core::OwnedRequest::append`]) are
+//!   honoured: written with [`pwrite_append_full`] under the file's append lock, so each lands
+//!   whole and in order.
 //! - Every request, queued ([`Submit::Queue`]) or waited for, runs inside [`Backend::submit`] and
 //!   answers [`Completion::ready`]: the backend has no thread to hand work to.
 //!
