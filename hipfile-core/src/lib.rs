@@ -20,7 +20,7 @@
 //! | [`workers`] | the IO worker pool backends take threads from. |
 //! | `batch` | batches: [`BatchId`], [`BatchEntry`], [`BatchEvent`], their table and reaping. |
 //! | [`stream`] | stream-ordered IO: [`AsyncCall`], [`AsyncSlots`], the stream table, an op's binding and run; `stream_engine`: the flag and mark words, the watcher and the runner threads. |
-//! | `stats`, `routes` | the counters ([`Stats`], [`StatsSnapshot`] and its JSON document), and the declines, failures and failovers the registry counts ([`RouteCounters`]). |
+//! | `stats`, `snapshot`, `routes` | the live counters ([`Stats`]), what they say at one moment ([`StatsSnapshot`]) and its JSON document, and the declines, failures and failovers the registry counts ([`RouteCounters`]). |
 //! | [`stats_server`] | the statistics socket `hipfile stats` reads, and its client side. |
 //! | `config` | configuration: [`Environment`] (the one reader of the process environment), [`EnvConfig`], [`Settings`], [`LiveSettings`], [`limits`], [`MAX_RW_COUNT`]. |
 //! | `file`, `io` | registered files ([`RegisteredFile`], filesystem facts), the file IO primitives ([`FileIo`], [`pread_full`], ...) and the direction of a request ([`IoOp`]). |
@@ -275,6 +275,7 @@ mod registry;
 mod request;
 mod routes;
 mod session;
+mod snapshot;
 mod stats;
 pub mod stats_server;
 pub mod stream;
@@ -306,10 +307,11 @@ pub use registry::{Dispatched, Registry, RegistryBuilder, Submitted};
 pub use request::{IoRequest, OwnedRequest};
 pub use routes::RouteCounters;
 pub use session::{FileHandleId, RegisteredBuffer, Session};
-pub use stats::{
-    per_sec, size_bucket, ApiOp, BackendCounts, BatchCounts, Channel, DirectionCounts, Finished,
-    GpuCounts, OpCount, Stats, StatsSnapshot, SIZE_BUCKETS,
+pub use snapshot::{
+    per_sec, size_bucket, ApiOp, BackendCounts, BatchCounts, DirectionCounts, GpuCounts, OpCount,
+    StatsSnapshot, SIZE_BUCKETS,
 };
+pub use stats::{Channel, Finished, Stats};
 pub use stream::{AsyncCall, AsyncSlots};
 pub use validate::IoCall;
 

@@ -18,7 +18,8 @@ use crate::io::IoOp;
 use crate::options::DriverOptions;
 use crate::registry::{Dispatched, Registry, RegistryBuilder};
 use crate::request::IoRequest;
-use crate::stats::{Channel, Finished, Stats, StatsSnapshot};
+use crate::snapshot::StatsSnapshot;
+use crate::stats::{Channel, Finished, Stats};
 use crate::stats_server::{CounterSource, StatsServer, StatsService};
 use crate::stream_engine::StreamEngine;
 

@@ -48,8 +48,8 @@ use std::time::{Duration, Instant};
 
 use hipfile_hip::os::{peer_credentials, ForkReleased, PeerCredentials};
 
-use crate::stats::StatsSnapshot;
-pub use crate::stats::PROTOCOL_VERSION;
+use crate::snapshot::StatsSnapshot;
+pub use crate::snapshot::PROTOCOL_VERSION;
 
 /// What a server answers with: the counters of the session it serves, read at each request.
 pub(crate) trait CounterSource: Send + Sync {
