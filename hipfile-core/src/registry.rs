@@ -273,7 +273,11 @@ impl Registry {
     }
 }
 
-/// A request submitted to one backend of a [`Registry`].
+/// A request submitted to one backend of a [`Registry`]. It holds neither its registry nor its
+/// request: [`Submitted::finish`] and [`Submitted::poll`] are handed both. A batch keeps each
+/// submission beside the validated request that owns what the request points to, so a
+/// submission that borrowed them would borrow from its own neighbour, and one that shared them
+/// would add a reference count to every request.
 #[derive(Debug)]
 pub struct Submitted {
     index: usize,
