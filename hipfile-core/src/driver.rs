@@ -236,7 +236,14 @@ impl Driver {
         let session = self
             .session()
             .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
-        session.remove_file(handle)
+        let (fd, in_flight) = session.remove_file(handle)?;
+        if in_flight > 0 {
+            log::info!(
+                "file handle of descriptor {fd} deregistered with {in_flight} request(s) in \
+                 flight: they run to their end, then its descriptors are closed"
+            );
+        }
+        Ok(())
     }
 
     /// The registered file behind `handle`.

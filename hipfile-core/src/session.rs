@@ -317,9 +317,10 @@ impl Session {
         Ok(FileHandleId(id))
     }
 
-    /// Forget the file handle `handle`. Requests already in flight on it finish on the
-    /// registration, whose descriptors close when the last of them ends.
-    pub(crate) fn remove_file(&self, handle: FileHandleId) -> Result<()> {
+    /// Forget the file handle `handle`, answering the application's descriptor it was registered
+    /// for and how many requests are in flight on it. Those finish on the registration, whose
+    /// descriptors close when the last of them ends.
+    pub(crate) fn remove_file(&self, handle: FileHandleId) -> Result<(RawFd, usize)> {
         let mut files = self.files.write().unwrap_or_else(PoisonError::into_inner);
         let file = files.by_id.get(&handle.0).ok_or_else(|| {
             Error::new(
@@ -332,17 +333,10 @@ impl Session {
         // read, batch entries, stream-ordered ops queued on a stream) hold the registration
         // itself and finish on it; its descriptors and pins go when the last of them ends.
         let in_flight = file.in_flight();
-        if in_flight > 0 {
-            log::info!(
-                "file handle of descriptor {} deregistered with {in_flight} request(s) in flight: \
-                 they run to their end, then its descriptors are closed",
-                file.user_fd()
-            );
-        }
         let fd = file.user_fd();
         files.by_id.remove(&handle.0);
         files.by_fd.remove(&fd);
-        Ok(())
+        Ok((fd, in_flight))
     }
 
     /// Add the device memory `range` at `ptr`, checked by the caller, as a registered buffer;

@@ -42,6 +42,10 @@ pub(crate) trait OrderedOp: Send + fmt::Debug {
     fn end(self: Box<Self>, outcome: &Result<usize>, release: &mut dyn FnMut());
 }
 
+/// The target of the engine's log records: stream-ordered IO's, whichever of its two modules
+/// writes them, so a filter on `hipfile_core::stream` sees them all.
+const LOG_TARGET: &str = "hipfile_core::stream";
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -96,7 +100,7 @@ struct Release<'a> {
 
 impl Drop for Release<'_> {
     fn drop(&mut self) {
-        if log::log_enabled!(log::Level::Debug) {
+        if log::log_enabled!(target: LOG_TARGET, log::Level::Debug) {
             if let Some(line) = lock(&self.engine.words)
                 .by_stream
                 .get_mut(&self.gate.stream)
@@ -449,7 +453,7 @@ impl StreamEngine {
             let Some(e) = self.probe(device) else {
                 continue;
             };
-            log::warn!("stream-ordered ops on device {device}: the device failed: {e}");
+            log::warn!(target: LOG_TARGET, "stream-ordered ops on device {device}: the device failed: {e}");
             streams.retain(|key, queue| {
                 if key.device != device {
                     return true;
@@ -480,7 +484,7 @@ impl StreamEngine {
     /// While DEBUG logging is on, how long the watcher took to see that `op`'s stream reached
     /// it: from the end of the stream's previous op, or from its queueing if that came later.
     fn waited(&self, op: &Queued) -> Option<Duration> {
-        if !log::log_enabled!(log::Level::Debug) {
+        if !log::log_enabled!(target: LOG_TARGET, log::Level::Debug) {
             return None;
         }
         let ended = lock(&self.words)
@@ -519,6 +523,7 @@ impl StreamEngine {
             });
             if let (Some(waited), Ok(bytes)) = (waited, &outcome) {
                 log::debug!(
+                    target: LOG_TARGET,
                     "stream-ordered {} of {bytes} bytes on stream {:#x}: seen {} us after \
                      the stream's previous op ended (or it was queued), started {} us later, \
                      ran {} us",
@@ -531,6 +536,7 @@ impl StreamEngine {
             }
             if let Err(e) = &outcome {
                 log::warn!(
+                    target: LOG_TARGET,
                     "stream-ordered {} on stream {:#x} failed: {e}",
                     op.op().name(),
                     release.gate.stream.raw
