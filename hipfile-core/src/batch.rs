@@ -5,7 +5,7 @@
 //! engine at once: the backends' IO workers run them side by side (the staged engine adds
 //! workers up to its queue depth), and the submitting thread returns as soon as they are queued.
 //! Each request carries the batch's [`Doorbell`]; a backend rings it when a queued request
-//! finishes, and [`Driver::batch_status`] sleeps on it until enough entries are terminal.
+//! finishes, and [`crate::Driver::batch_status`] sleeps on it until enough entries are terminal.
 //!
 //! Semantics (upstream hipFile; cuFile where upstream is silent):
 //!
@@ -14,14 +14,14 @@
 //!   the whole submission with nothing submitted.
 //! - Entries are independent: one failing never affects another; failover from one backend to
 //!   the next applies per entry, exactly as for a synchronous request.
-//! - [`Driver::batch_status`] reports terminal entries only (complete, failed, canceled, timed
+//! - [`crate::Driver::batch_status`] reports terminal entries only (complete, failed, canceled, timed
 //!   out), in submission order, and forgets the ones it reports. An entry still running when the
 //!   batch IO timeout of the settings passes (`batch_io_timeout_ms`, 0: none) is reported as
 //!   timed out; it keeps running and keeps its place in the capacity until it finishes, and its
 //!   bytes are never reported.
-//! - [`Driver::batch_cancel`] withdraws the entries no thread has started (they report
+//! - [`crate::Driver::batch_cancel`] withdraws the entries no thread has started (they report
 //!   canceled, 0 bytes) and waits for the started ones to finish.
-//! - [`Driver::batch_destroy`] cancels, waits and forgets the batch; closing the driver to zero
+//! - [`crate::Driver::batch_destroy`] cancels, waits and forgets the batch; closing the driver to zero
 //!   destroys every batch. Nothing of a batch outlives the memory it reads into: every
 //!   in-flight entry holds its buffer as in flight, so it cannot be deregistered
 //!   (`InvalidValue`), and its file's registration, which a deregistration of the handle
@@ -33,15 +33,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::backend::IoPath;
-use crate::stats::{ApiOp, Channel};
-
 use rustix::io::Errno;
 
-use crate::backend::{Doorbell, Submit};
-use crate::driver::{Driver, IoCall, Prepared, Session};
+use crate::backend::IoPath;
+use crate::completion::{Doorbell, Submit};
 use crate::error::{Error, ErrorKind, Result};
 use crate::registry::Submitted;
+use crate::session::Session;
+use crate::stats::Channel;
+use crate::validate::{self, IoCall, Prepared};
 
 /// Opaque identity of a batch (what C callers see as `hipFileBatchHandle_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,7 +69,7 @@ pub enum BatchStatus {
     Timeout,
 }
 
-/// A terminal entry, as [`Driver::batch_status`] reports it.
+/// A terminal entry, as [`crate::Driver::batch_status`] reports it.
 #[derive(Debug)]
 pub struct BatchEvent {
     /// The entry's cookie.
@@ -359,38 +359,21 @@ impl Batch {
     }
 
     /// Withdraw what has not started and wait for the rest.
-    fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         self.lock().cancel();
         drop(self.wait_for(None, |entries| !entries.busy()));
     }
 }
 
-/// The batches of a driver.
+/// The batches of a driver, by id. Setting one up needs no open driver; lock order: after the
+/// driver's state.
 #[derive(Debug, Default)]
-pub(crate) struct BatchTable {
+pub(crate) struct Batches(Mutex<BatchTable>);
+
+#[derive(Debug, Default)]
+struct BatchTable {
     next: u64,
     by_id: std::collections::HashMap<u64, Arc<Batch>>,
-}
-
-impl BatchTable {
-    /// Every batch set up now (the table's lock is not held while they are looked at).
-    pub(crate) fn batches(&self) -> Vec<Arc<Batch>> {
-        self.by_id.values().cloned().collect()
-    }
-
-    /// Forget every batch; the caller cancels and waits for them.
-    pub(crate) fn take_all(&mut self) -> Vec<Arc<Batch>> {
-        self.by_id.drain().map(|(_, b)| b).collect()
-    }
-}
-
-/// Let entries of `batches` reported as timed out that have finished since go, so that the file
-/// and memory they held are free: what a deregistration looks at. Each batch is locked in turn,
-/// with no other lock held.
-pub(crate) fn release_finished(batches: Vec<Arc<Batch>>) {
-    for batch in batches {
-        batch.lock().release_overdue();
-    }
 }
 
 /// Cancel and wait for every batch of `batches` (a driver closing to zero).
@@ -404,30 +387,49 @@ fn invalid(what: &str) -> Error {
     Error::new(ErrorKind::InvalidValue, what.to_string())
 }
 
-impl Driver {
+impl Batches {
+    fn table(&self) -> MutexGuard<'_, BatchTable> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn batch(&self, id: BatchId) -> Result<Arc<Batch>> {
-        self.batch_table()
+        self.table()
             .by_id
             .get(&id.0)
             .cloned()
             .ok_or_else(|| invalid("the batch handle is not set up"))
     }
 
-    /// `hipFileBatchIOSetUp`: a batch for up to `capacity` entries (at most the settings'
-    /// `max_batch_io_size`). Needs no open driver and changes no use count.
-    pub fn batch_setup(&self, capacity: usize) -> Result<BatchId> {
-        self.counted(ApiOp::BatchSetup, self.batch_setup_counted(capacity))
+    /// Every batch set up now (the table's lock is not held while they are looked at).
+    fn all(&self) -> Vec<Arc<Batch>> {
+        self.table().by_id.values().cloned().collect()
     }
 
-    fn batch_setup_counted(&self, capacity: usize) -> Result<BatchId> {
-        let limit = usize::try_from(self.settings().max_batch_io_size).unwrap_or(usize::MAX);
+    /// Forget every batch; the caller cancels and waits for them ([`shut_down`]).
+    pub(crate) fn take_all(&self) -> Vec<Arc<Batch>> {
+        self.table().by_id.drain().map(|(_, b)| b).collect()
+    }
+
+    /// Let entries reported as timed out that have finished since go, so that the file and
+    /// memory they held are free: what a deregistration looks at. Each batch is locked in turn,
+    /// with no other lock held.
+    pub(crate) fn release_finished(&self) {
+        for batch in self.all() {
+            batch.lock().release_overdue();
+        }
+    }
+
+    /// A batch for up to `capacity` entries, at most `max_entries` (the settings'
+    /// `max_batch_io_size`).
+    pub(crate) fn setup(&self, capacity: usize, max_entries: u64) -> Result<BatchId> {
+        let limit = usize::try_from(max_entries).unwrap_or(usize::MAX);
         if capacity == 0 || capacity > limit {
             return Err(Error::new(
                 ErrorKind::InvalidValue,
                 format!("a batch holds 1 to {limit} entries, not {capacity}"),
             ));
         }
-        let mut table = self.batch_table();
+        let mut table = self.table();
         // Ids start high so a small integer or NULL is never a batch handle.
         table.next = table.next.max(0x1000) + 0x10;
         let id = table.next;
@@ -435,34 +437,42 @@ impl Driver {
         Ok(BatchId(id))
     }
 
-    /// `hipFileBatchIOSubmit`: validate every entry, then queue them all. A submission that does
-    /// not fit in what the batch has room for is `BatchFull`; an invalid entry is
-    /// `InvalidValue` (an unregistered file handle `HandleNotRegistered`) and nothing is queued.
-    pub fn batch_submit(&self, id: BatchId, entries: &[BatchEntry]) -> Result<()> {
-        let Some(session) = self.session() else {
-            return self.batch_submit_counted(id, entries, None);
+    /// Validate every entry against the open driver's `session`, then queue them all. A
+    /// submission that does not fit in what the batch has room for is `BatchFull`; an invalid
+    /// entry is `InvalidValue` (an unregistered file handle `HandleNotRegistered`) and nothing
+    /// is queued.
+    pub(crate) fn submit(
+        &self,
+        id: BatchId,
+        session: Option<&Arc<Session>>,
+        entries: &[BatchEntry],
+    ) -> Result<()> {
+        let Some(session) = session else {
+            self.batch(id)?;
+            return Err(Error::new(
+                ErrorKind::DriverNotInitialized,
+                "the driver is not open",
+            ));
         };
         let stats = session.stats();
         let start = stats.now_us();
         let mut paths = (0, 0);
-        let result = self.batch_submit_counted(id, entries, Some(&mut paths));
+        let result = self.submit_counted(id, session, entries, &mut paths);
         let end = stats.now_us();
         stats.batch_submitted(result.is_ok(), end.saturating_sub(start), paths.0, paths.1);
         result
     }
 
-    /// [`Driver::batch_submit`], counting in `paths` the entries handed to direct and staged
+    /// [`Batches::submit`], counting in `paths` the entries handed to direct and staged
     /// backends.
-    fn batch_submit_counted(
+    fn submit_counted(
         &self,
         id: BatchId,
+        session: &Arc<Session>,
         entries: &[BatchEntry],
-        mut paths: Option<&mut (usize, usize)>,
+        paths: &mut (usize, usize),
     ) -> Result<()> {
         let batch = self.batch(id)?;
-        let session = self
-            .session()
-            .ok_or_else(|| Error::new(ErrorKind::DriverNotInitialized, "the driver is not open"))?;
         let mut state = batch.lock();
         // Entries that finished since the last look, timed-out ones that still held a place
         // included, give their places back before the room is counted.
@@ -480,7 +490,7 @@ impl Driver {
         }
         let prepared = entries
             .iter()
-            .map(|entry| self.prepare_entry(&session, &entry.call))
+            .map(|entry| validate::prepare_batch_entry(session, &entry.call))
             .collect::<Result<Vec<_>>>()?;
         let timeout = Duration::from_millis(session.settings().batch_io_timeout_ms);
         let now = Instant::now();
@@ -501,7 +511,7 @@ impl Driver {
                         // Polled at once: a request that finished inside `submit` is recorded
                         // now, and one that failed there fails over now.
                         Ok(submitted) => match (Running {
-                            session: Arc::clone(&session),
+                            session: Arc::clone(session),
                             cookie: entry.cookie,
                             deadline: (!timeout.is_zero())
                                 .then(|| now.checked_add(timeout))
@@ -512,12 +522,10 @@ impl Driver {
                             submitted: {
                                 let path = session.registry().path_of(submitted.backend_index());
                                 stats.batch_enqueued(path);
-                                if let Some(paths) = paths.as_deref_mut() {
-                                    match path {
-                                        Some(IoPath::Direct) => paths.0 += 1,
-                                        Some(IoPath::Staged) => paths.1 += 1,
-                                        None => {}
-                                    }
+                                match path {
+                                    Some(IoPath::Direct) => paths.0 += 1,
+                                    Some(IoPath::Staged) => paths.1 += 1,
+                                    None => {}
                                 }
                                 submitted
                             },
@@ -552,43 +560,11 @@ impl Driver {
         Ok(())
     }
 
-    /// Validate one entry as upstream's batch does: every argument error is `InvalidValue`
-    /// (an unregistered file handle `HandleNotRegistered`), and the entry's first byte must lie
-    /// inside the buffer even when its size is 0.
-    fn prepare_entry(&self, session: &Session, call: &IoCall) -> Result<Prepared> {
-        if call.file_offset < 0 || call.buffer_offset < 0 {
-            // The handle is looked up first, as a synchronous request does.
-            self.prepare_file(session, call)?;
-            return Err(invalid("negative file or buffer offset"));
-        }
-        if (call.file_offset as u64).saturating_add(call.size as u64) > i64::MAX as u64 {
-            self.prepare_file(session, call)?;
-            return Err(invalid("the file range ends past the largest file offset"));
-        }
-        self.prepare_in(session, call, true)
-    }
-
-    /// Only the handle lookup of [`Driver::prepare`], for its error.
-    fn prepare_file(&self, session: &Session, call: &IoCall) -> Result<()> {
-        session.file(call.handle).map(drop)
-    }
-
-    /// `hipFileBatchIOGetStatus`: wait until at least `min` entries are terminal (all of them,
-    /// when fewer are outstanding), or until `timeout` passes (`None`: no limit), then answer up
-    /// to `max` terminal entries, in submission order, and forget them. With no entry
-    /// outstanding it answers none at once.
-    pub fn batch_status(
-        &self,
-        id: BatchId,
-        min: usize,
-        max: usize,
-        timeout: Option<Duration>,
-    ) -> Result<Vec<BatchEvent>> {
-        let result = self.batch_status_counted(id, min, max, timeout);
-        self.counted(ApiOp::BatchStatus, result)
-    }
-
-    fn batch_status_counted(
+    /// Wait until at least `min` entries are terminal (all of them, when fewer are
+    /// outstanding), or until `timeout` passes (`None`: no limit), then answer up to `max`
+    /// terminal entries, in submission order, and forget them. With no entry outstanding it
+    /// answers none at once.
+    pub(crate) fn status(
         &self,
         id: BatchId,
         min: usize,
@@ -607,25 +583,20 @@ impl Driver {
         Ok(entries.take_terminal(max))
     }
 
-    /// `hipFileBatchIOCancel`: withdraw the entries no thread has started (they report
-    /// canceled) and wait until no entry of the batch runs.
-    pub fn batch_cancel(&self, id: BatchId) -> Result<()> {
-        let result = self.batch(id).map(|batch| batch.cancel());
-        self.counted(ApiOp::BatchCancel, result)
+    /// Withdraw the entries no thread has started (they report canceled) and wait until no
+    /// entry of the batch runs.
+    pub(crate) fn cancel(&self, id: BatchId) -> Result<()> {
+        self.batch(id).map(|batch| batch.cancel())
     }
 
-    /// `hipFileBatchIODestroy`: cancel, wait, forget. An unknown batch is `InvalidValue` (the
-    /// C function ignores it).
-    pub fn batch_destroy(&self, id: BatchId) -> Result<()> {
-        // The table's lock goes before the count takes the driver's.
-        let removed = self.batch_table().by_id.remove(&id.0);
-        let batch = removed.ok_or_else(|| invalid("the batch handle is not set up"));
-        self.counted(ApiOp::BatchDestroy, batch)?.cancel();
-        Ok(())
+    /// Forget batch `id`; the caller cancels it ([`Batch::cancel`]).
+    pub(crate) fn remove(&self, id: BatchId) -> Result<Arc<Batch>> {
+        let removed = self.table().by_id.remove(&id.0);
+        removed.ok_or_else(|| invalid("the batch handle is not set up"))
     }
 
     /// How many more entries `id` has room for now.
-    pub fn batch_room(&self, id: BatchId) -> Result<usize> {
+    pub(crate) fn room(&self, id: BatchId) -> Result<usize> {
         let batch = self.batch(id)?;
         let mut entries = batch.lock();
         entries.advance(&batch.doorbell, Instant::now(), false);
@@ -633,7 +604,7 @@ impl Driver {
     }
 
     /// Batches set up now.
-    pub fn batch_count(&self) -> usize {
-        self.batch_table().by_id.len()
+    pub(crate) fn count(&self) -> usize {
+        self.table().by_id.len()
     }
 }

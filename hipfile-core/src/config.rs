@@ -6,7 +6,7 @@
 //! knows, cached for the life of the process. Settings ([`Settings`]) are what the cuFile-style
 //! parameter API stages while the driver is closed and what the open driver runs with.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 pub use hipfile_hip::EventWait;
 use hipfile_hip::PlatformOptions;
@@ -605,8 +605,8 @@ fn cgroup_limit_kb(proc_cgroup: &str, read: impl Fn(&str) -> Option<String>) -> 
 /// Ceilings of the settings ([`Settings::check`]).
 pub mod limits {
     /// Largest single transfer, in KiB: what one `read(2)`/`write(2)` moves at most
-    /// ([`crate::MAX_RW_COUNT`]).
-    pub const MAX_TRANSFER_KB: u64 = (crate::MAX_RW_COUNT / 1024) as u64;
+    /// ([`super::MAX_RW_COUNT`]).
+    pub const MAX_TRANSFER_KB: u64 = (super::MAX_RW_COUNT / 1024) as u64;
     /// Largest staging chunk (and smallest piece), in KiB: 256 MiB. Every IO thread holds two
     /// chunks of pinned memory; past a few MiB larger chunks only lose overlap between threads.
     pub const MAX_CHUNK_KB: u64 = 256 * 1024;
@@ -624,6 +624,34 @@ pub mod limits {
     pub fn physical_memory_kb() -> u64 {
         let info = rustix::system::sysinfo();
         (info.totalram as u64).saturating_mul(u64::from(info.mem_unit.max(1))) / 1024
+    }
+}
+
+/// Largest transfer of one call, as Linux caps `read(2)`/`write(2)` (`MAX_RW_COUNT`).
+pub const MAX_RW_COUNT: usize = 0x7fff_f000;
+
+/// Settings that may change while the driver is open (`hipFileDriverSet*`). Requests take a
+/// snapshot at their start.
+#[derive(Debug, Default)]
+pub struct LiveSettings(RwLock<Arc<Settings>>);
+
+impl LiveSettings {
+    /// Start with `settings`.
+    pub fn new(settings: Settings) -> Self {
+        LiveSettings(RwLock::new(Arc::new(settings)))
+    }
+
+    /// The settings in force now.
+    pub fn current(&self) -> Arc<Settings> {
+        Arc::clone(&self.0.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Change the settings for requests that start from now on.
+    pub fn update(&self, change: impl FnOnce(&mut Settings)) {
+        let mut guard = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        let mut next = (**guard).clone();
+        change(&mut next);
+        *guard = Arc::new(next);
     }
 }
 

@@ -13,8 +13,8 @@ use hipfile_hip::os::FileStamp;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags, CWD};
 use rustix::io::Errno;
 
-use crate::backend::IoOp;
 use crate::error::{Error, ErrorKind, Result};
+use crate::io::IoOp;
 
 /// Alignment assumed when the kernel does not report one (no STATX_DIOALIGN).
 pub const DEFAULT_DIO_ALIGN: u32 = 4096;

@@ -1,10 +1,30 @@
-//! The file IO primitives backends use, behind a trait so tests can script their failures.
+//! The file IO primitives backends use, behind a trait so tests can script their failures, and
+//! the direction of a request ([`IoOp`]).
 
 use std::fmt;
 use std::io;
 use std::os::fd::BorrowedFd;
 
 pub use hipfile_hip::os::PageCount;
+
+/// Direction of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoOp {
+    /// File to GPU memory.
+    Read,
+    /// GPU memory to file.
+    Write,
+}
+
+impl IoOp {
+    /// `read` or `write`, as log lines name an operation.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoOp::Read => "read",
+            IoOp::Write => "write",
+        }
+    }
+}
 
 /// Positional reads and writes on a descriptor. The default, [`PosixIo`], is `pread`/`pwrite`;
 /// `hipfile-testkit` wraps it to inject scripted failures (EIO on the 3rd read, short transfers,

@@ -1,12 +1,36 @@
 //! # hipfile-core: the policy of hipfile-rs
 //!
-//! hipfile-rs moves bytes between files and GPU memory. This crate decides *how*: it owns the
-//! errors ([`Error`], [`ErrorKind`], one to one with upstream's `hipFileOpError_t`), the
-//! configuration ([`Environment`], the one reader of the process environment, with
-//! [`EnvConfig`] and [`Settings`]), the registration state machine ([`Driver`]), the [`Backend`]
-//! trait with the [`Registry`] that ranks backends, and the dispatch of each request.
-//! It names no backend crate and contains no GPU FFI: the runtime comes from `hipfile-hip` behind
-//! a trait, the backends from whoever registers a [`BackendDescriptor`].
+//! hipfile-rs moves bytes between files and GPU memory. This crate decides *how*. It names no
+//! backend crate and contains no GPU FFI: the runtime comes from `hipfile-hip` behind a trait,
+//! the backends from whoever registers a [`BackendDescriptor`].
+//!
+//! ## Map: which module owns what
+//!
+//! | module | owns |
+//! |---|---|
+//! | `driver` | [`Driver`]: the state machine (closed with staged settings, or open with a session and a use count) and the front of every call, which it counts and hands to the module below that does the work. Nothing else imports it. |
+//! | `options` | [`DriverOptions`]: where a driver's runtime, file IO, backends and settings come from. |
+//! | `session` | [`Session`]: what an open driver owns: the registered files ([`FileHandleId`]) and buffers ([`RegisteredBuffer`]), the runtime, the registry, the live settings, the counters, the stream engine and the statistics socket. |
+//! | `validate` | a call as the caller states it ([`IoCall`]) becoming a prepared request, its file and buffer held in flight: for the synchronous path, batch entries and stream-ordered ops. |
+//! | `request` | the one request type, [`OwnedRequest`], and the view backends are offered, [`IoRequest`]. |
+//! | `registry` | [`RegistryBuilder`] and [`Registry`]: ranking, the dispatch rule, failover ([`Submitted`], [`Dispatched`]), and [`register_backend!`], the one way a backend crate registers. |
+//! | `backend` | the [`Backend`] trait, [`BackendDescriptor`], [`priority`], [`IoPath`], [`BackendContext`], and a backend's own report ([`BackendReport`], [`Resources`]). |
+//! | `decline` | why a backend will not run a request ([`Decline`], [`DeclineReason`]). |
+//! | `completion` | how a submitted request finishes: [`Completion`], [`PendingIo`], [`Submit`], [`IoFailure`], and the [`Doorbell`] batches sleep on. |
+//! | [`workers`] | the IO worker pool backends take threads from. |
+//! | `batch` | batches: [`BatchId`], [`BatchEntry`], [`BatchEvent`], their table and reaping. |
+//! | [`stream`] | stream-ordered IO: [`AsyncCall`], [`AsyncSlots`], the stream table, an op's binding and run; `stream_engine`: the flag and mark words, the watcher and the runner threads. |
+//! | `stats`, `snapshot`, `routes` | the live counters ([`Stats`]), what they say at one moment ([`StatsSnapshot`]) and its JSON document, and the declines, failures and failovers the registry counts ([`RouteCounters`]). |
+//! | [`stats_server`] | the statistics socket `hipfile stats` reads, and its client side. |
+//! | `config` | configuration: [`Environment`] (the one reader of the process environment), [`EnvConfig`], [`Settings`], [`LiveSettings`], [`limits`], [`MAX_RW_COUNT`]. |
+//! | `file`, `io` | registered files ([`RegisteredFile`], filesystem facts), the file IO primitives ([`FileIo`], [`pread_full`], ...) and the direction of a request ([`IoOp`]). |
+//! | `error` | [`Error`] and [`ErrorKind`], one to one with upstream's `hipFileOpError_t`. |
+//! | [`logging`] | the log sink and levels. |
+//!
+//! Imports point one way: the driver down to batch and stream, those to validation and the
+//! session, the session to the registry and the counters, the registry to the backend contract,
+//! and everything to configuration, files and errors: no two modules import each other, through
+//! any path.
 //!
 //! ## Contract
 //!
@@ -96,7 +120,7 @@
 //! says how the caller waits: under [`Submit::Wait`] the backend may work on the calling thread;
 //! under [`Submit::Queue`] the caller goes on with other work (a batch), so pending work must
 //! progress without it. Dropping an unfinished completion waits for it. A pending completion of
-//! a queued request rings the request's [`IoRequest::doorbell`] when it finishes (a batch sleeps
+//! a queued request rings the request's [`OwnedRequest::doorbell`] when it finishes (a batch sleeps
 //! on it), and may be withdrawn before it starts ([`PendingIo::cancel`]). A backend that needs
 //! threads for queued work takes them from [`workers::IoWorkers`], which starts them on demand up
 //! to a limit; its [`workers::Deferred`] jobs (from [`workers::IoWorkers::defer`]) run one request
@@ -112,15 +136,26 @@
 //! backend), with [`pread_full`], [`pwrite_full`] and [`pwrite_append_full`], which retry EINTR,
 //! continue short transfers and turn a write without progress into ENOSPC. The descriptors are
 //! [`RegisteredFile::buffered_fd`] and, where the filesystem has O_DIRECT,
-//! [`RegisteredFile::direct_fd`]. A write with [`IoRequest::append`] set must land at the end of
+//! [`RegisteredFile::direct_fd`]. A write with [`OwnedRequest::append`] set must land at the end of
 //! the file, whole: either write it with [`pwrite_append_full`] while holding
 //! [`RegisteredFile::append_lock`], or decline it with [`Decline::Append`].
 //!
 //! **Registering.** A [`BackendDescriptor`] names the backend, gives its priority and its
-//! [`IoPath`], and builds it for an opening driver from a [`BackendContext`]. The crate submits it
-//! with `hipfile_core::inventory::submit!` (the re-exported [`inventory`], so the versions match)
-//! and also exports `register(&mut RegistryBuilder)`. The `hipfile` facade registers its built-in
-//! backends explicitly and adds every other one `inventory` collected
+//! [`IoPath`], and builds it for an opening driver from a [`BackendContext`]. Every backend crate,
+//! the built-in ones included, registers with one macro, [`register_backend!`]:
+//!
+//! ```text
+//! hipfile_core::register_backend! {
+//!     name: "my-backend",
+//!     priority: priority::FALLBACK - 1,
+//!     path: IoPath::Staged,
+//!     init: |ctx| Ok(Arc::new(MyBackend::new(ctx))),
+//! }
+//! ```
+//!
+//! It declares the crate's `NAME`, `DESCRIPTOR` and `register(&mut RegistryBuilder)`, and submits
+//! the descriptor with the re-exported [`inventory`] (so the versions match). The `hipfile` facade
+//! registers its built-in backends explicitly and adds every other one `inventory` collected
 //! ([`RegistryBuilder::add_inventory`]). But the linker leaves out a crate that nothing in the
 //! program names, and its `inventory` entry with it: a program gets a third-party backend by
 //! naming its crate once (`use my_backend as _;`), or by calling its `register`.
@@ -227,45 +262,58 @@
 
 mod backend;
 mod batch;
+mod completion;
 mod config;
+mod decline;
 mod driver;
 mod error;
 mod file;
 mod io;
 pub mod logging;
+mod options;
 mod registry;
+mod request;
+mod routes;
+mod session;
+mod snapshot;
 mod stats;
 pub mod stats_server;
 pub mod stream;
+mod stream_engine;
+mod validate;
 pub mod workers;
 
 pub use backend::{
-    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, DeclineReason,
-    Doorbell, IoFailure, IoOp, IoOutcome, IoPath, IoRequest, LiveSettings, OwnedRequest, PendingIo,
-    Resources, Submit,
+    priority, Backend, BackendContext, BackendDescriptor, BackendReport, IoPath, ReportWhen,
+    Resources,
 };
 pub use batch::{BatchEntry, BatchEvent, BatchId, BatchStatus};
+pub use completion::{Completion, Doorbell, IoFailure, IoOutcome, PendingIo, Submit};
 pub use config::{
     limits, parse_stats_level, parse_switch, CompatMode, DirectIoPolicy, EnvConfig, Environment,
-    EventWait, Settings, BACKENDS_ENV, DEFAULT_MAX_IO_WORKERS,
+    EventWait, LiveSettings, Settings, BACKENDS_ENV, DEFAULT_MAX_IO_WORKERS, MAX_RW_COUNT,
 };
-pub use driver::{
-    Driver, DriverOptions, FileHandleId, IoCall, RegisteredBuffer, RuntimeSource, Session,
-    MAX_RW_COUNT,
-};
+pub use decline::{Decline, DeclineReason};
+pub use driver::Driver;
 pub use error::{Error, ErrorKind, Result};
 pub use file::{
     mount_table, parse_mountinfo, Access, CallerView, DioAlign, FileInFlight, FsFacts, FsKind,
     RegisteredFile, DEFAULT_DIO_ALIGN,
 };
-pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, PageCount, PosixIo};
+pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, IoOp, PageCount, PosixIo};
 pub use logging::LogLevel;
+pub use options::{DriverOptions, RuntimeSource};
 pub use registry::{Dispatched, Registry, RegistryBuilder, Submitted};
-pub use stats::{
-    per_sec, size_bucket, ApiOp, BackendCounts, BatchCounts, Channel, DirectionCounts, Finished,
-    GpuCounts, OpCount, RouteCounters, Stats, StatsSnapshot, SIZE_BUCKETS,
+pub use request::{IoRequest, OwnedRequest};
+pub use routes::RouteCounters;
+pub use session::{FileHandleId, RegisteredBuffer, Session};
+pub use snapshot::{
+    per_sec, size_bucket, ApiOp, BackendCounts, BatchCounts, DirectionCounts, GpuCounts, OpCount,
+    StatsSnapshot, SIZE_BUCKETS,
 };
+pub use stats::{Channel, Finished, Stats};
 pub use stream::{AsyncCall, AsyncSlots};
+pub use validate::IoCall;
 
 /// Re-exported so backend crates submit descriptors with the same `inventory` version.
 pub use inventory;

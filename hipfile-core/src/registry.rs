@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use crate::backend::{
-    Backend, BackendContext, BackendDescriptor, Completion, IoPath, IoRequest, Resources, Submit,
-};
+use crate::backend::{Backend, BackendContext, BackendDescriptor, IoPath, ReportWhen, Resources};
+use crate::completion::{Completion, Submit};
 use crate::error::{Error, ErrorKind, Result};
-use crate::stats::RouteCounters;
+use crate::request::IoRequest;
+use crate::routes::RouteCounters;
 
 /// Collects backend descriptors; builds a [`Registry`].
 #[derive(Debug, Default, Clone)]
@@ -112,8 +112,8 @@ impl RegistryBuilder {
     }
 }
 
-/// What one backend reports of its own: its mechanism ([`Backend::mechanism`]) and its named
-/// counters ([`Backend::counters`]).
+/// What one backend reports of its own for statistics ([`Backend::report`]): its mechanism and
+/// its named counters.
 pub type BackendOwnCounts = (Option<&'static str>, Vec<(&'static str, u64)>);
 
 /// The backends of an open driver, in the order requests are offered to them.
@@ -150,12 +150,15 @@ impl Registry {
         &self.routes
     }
 
-    /// What each backend moves bytes through ([`Backend::mechanism`]) and its own counters
-    /// ([`Backend::counters`]), in offer order.
+    /// What each backend moves bytes through and its own counters ([`Backend::report`]), in
+    /// offer order.
     pub fn mechanisms(&self) -> Vec<BackendOwnCounts> {
         self.backends
             .iter()
-            .map(|e| (e.backend.mechanism(), e.backend.counters()))
+            .map(|e| {
+                let report = e.backend.report(ReportWhen::Now);
+                (report.mechanism, report.counters)
+            })
             .collect()
     }
 
@@ -168,15 +171,20 @@ impl Registry {
     pub fn resources(&self) -> Vec<(&'static str, Resources)> {
         self.backends
             .iter()
-            .map(|e| (e.backend.name(), e.backend.resources()))
+            .map(|e| {
+                (
+                    e.backend.name(),
+                    e.backend.report(ReportWhen::Now).resources,
+                )
+            })
             .collect()
     }
 
     /// Wait until every backend's background work for earlier requests is done
-    /// ([`Backend::settle`]).
+    /// ([`ReportWhen::Settled`]).
     pub fn settle(&self) {
         for e in &self.backends {
-            e.backend.settle();
+            e.backend.report(ReportWhen::Settled);
         }
     }
 
@@ -209,7 +217,7 @@ impl Registry {
                 Ok(()) => {
                     log::debug!(
                         "{} of {} bytes at file offset {}: {} runs it ({})",
-                        crate::driver::op_name(req.op),
+                        req.op.name(),
                         req.size(),
                         req.file_offset,
                         e.backend.name(),
@@ -225,7 +233,7 @@ impl Registry {
                 Err(decline) => {
                     log::debug!(
                         "{} of {} bytes at file offset {}: {} declines: {decline}",
-                        crate::driver::op_name(req.op),
+                        req.op.name(),
                         req.size(),
                         req.file_offset,
                         e.backend.name()
@@ -265,7 +273,11 @@ impl Registry {
     }
 }
 
-/// A request submitted to one backend of a [`Registry`].
+/// A request submitted to one backend of a [`Registry`]. It holds neither its registry nor its
+/// request: [`Submitted::finish`] and [`Submitted::poll`] are handed both. A batch keeps each
+/// submission beside the validated request that owns what the request points to, so a
+/// submission that borrowed them would borrow from its own neighbour, and one that shared them
+/// would add a reference count to every request.
 #[derive(Debug)]
 pub struct Submitted {
     index: usize,
@@ -347,7 +359,7 @@ impl Submitted {
                 log::warn!(
                     "{} of {} bytes at file offset {}: {name} failed ({}), the next backend \
                      takes it over",
-                    crate::driver::op_name(req.op),
+                    req.op.name(),
                     req.size(),
                     req.file_offset,
                     f.error
@@ -389,6 +401,68 @@ pub struct Dispatched {
     pub path: IoPath,
 }
 
+/// Register a backend crate's backend, the one way every backend registers: declares the crate's
+/// `NAME`, its `DESCRIPTOR` (the name, priority, path and constructor given) and a
+/// `register(&mut RegistryBuilder)` that adds it to an explicitly built registry, and submits the
+/// descriptor to `inventory` (through this crate's re-export, so the versions match). Both ways
+/// are needed: the linker leaves out a crate nothing names, and its `inventory` entry with it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use hipfile_core::*;
+///
+/// #[derive(Debug)]
+/// struct Refuses;
+/// impl Backend for Refuses {
+///     fn name(&self) -> &'static str { NAME }
+///     fn accepts(&self, _: &IoRequest<'_>) -> Result<(), Decline> {
+///         Err(Decline::Other("never".into()))
+///     }
+///     fn submit(&self, _: &IoRequest<'_>, _: Submit) -> Completion { unreachable!() }
+/// }
+///
+/// hipfile_core::register_backend! {
+///     name: "refuses",
+///     priority: priority::FALLBACK - 1,
+///     path: IoPath::Staged,
+///     init: |_ctx| Ok(Arc::new(Refuses)),
+/// }
+///
+/// let mut builder = RegistryBuilder::new();
+/// register(&mut builder)?;
+/// assert_eq!(DESCRIPTOR.name, "refuses");
+/// assert_eq!(builder.ranked()[0].name, NAME);
+/// # Ok::<(), Error>(())
+/// ```
+#[macro_export]
+macro_rules! register_backend {
+    (
+        name: $name:expr,
+        priority: $priority:expr,
+        path: $path:expr,
+        init: $init:expr $(,)?
+    ) => {
+        /// The backend's name, as `HIPFILE_BACKENDS` and the statistics name it.
+        pub const NAME: &str = $name;
+
+        /// The descriptor submitted to `inventory` and added by [`register`].
+        pub const DESCRIPTOR: $crate::BackendDescriptor = $crate::BackendDescriptor {
+            name: NAME,
+            priority: $priority,
+            path: $path,
+            init: $init,
+        };
+
+        $crate::inventory::submit! { DESCRIPTOR }
+
+        /// Add the backend to an explicitly built registry (a second registration of the name
+        /// is refused, as every duplicate is).
+        pub fn register(builder: &mut $crate::RegistryBuilder) -> $crate::Result<()> {
+            builder.add(DESCRIPTOR).map(|_| ())
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
@@ -400,10 +474,14 @@ mod tests {
     use rustix::io::Errno;
 
     use super::*;
-    use crate::backend::{Decline, IoFailure, IoOp, IoOutcome, LiveSettings, PendingIo};
+    use crate::completion::{IoFailure, IoOutcome, PendingIo};
+    use crate::config::LiveSettings;
     use crate::config::{EnvConfig, Settings};
+    use crate::decline::Decline;
     use crate::file::RegisteredFile;
+    use crate::io::IoOp;
     use crate::io::PosixIo;
+    use crate::request::OwnedRequest;
 
     #[derive(Debug)]
     struct Idle(&'static str);
@@ -587,10 +665,7 @@ mod tests {
         _dir: tempfile::TempDir,
         _file: std::fs::File,
         _memory: DeviceBuffer,
-        file: Arc<RegisteredFile>,
-        range: DeviceRange,
-        settings: Arc<Settings>,
-        env: EnvConfig,
+        request: OwnedRequest,
     }
 
     impl World {
@@ -607,32 +682,31 @@ mod tests {
             let runtime: Arc<dyn GpuRuntime> = Arc::new(hipfile_hip::sim::SimRuntime::default());
             let memory = DeviceBuffer::new(Arc::clone(&runtime), 4096).unwrap();
             let range = DeviceRange::query(&runtime, memory.ptr(), 4096).unwrap();
+            let settings = Arc::new(Settings::default());
+            let env = EnvConfig::default();
             World {
                 _dir: dir,
                 _file: file,
                 _memory: memory,
-                file: registered,
-                range,
-                settings: Arc::new(Settings::default()),
-                env: EnvConfig::default(),
+                request: OwnedRequest {
+                    op: IoOp::Read,
+                    file: registered,
+                    memory: range,
+                    file_offset: 0,
+                    append: false,
+                    registered_buffer: false,
+                    compat: settings.compat_mode(&env),
+                    settings,
+                    env,
+                    doorbell: None,
+                    stream_ordered: false,
+                    file_stamp: None,
+                },
             }
         }
 
         fn request(&self) -> IoRequest<'_> {
-            IoRequest {
-                op: IoOp::Read,
-                file: &self.file,
-                memory: &self.range,
-                file_offset: 0,
-                append: false,
-                registered_buffer: false,
-                settings: &self.settings,
-                compat: self.settings.compat_mode(&self.env),
-                env: &self.env,
-                doorbell: None,
-                stream_ordered: false,
-                file_stamp: None,
-            }
+            self.request.request()
         }
     }
 

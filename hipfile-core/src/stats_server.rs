@@ -48,10 +48,14 @@ use std::time::{Duration, Instant};
 
 use hipfile_hip::os::{peer_credentials, ForkReleased, PeerCredentials};
 
-use crate::driver::Session;
+use crate::snapshot::StatsSnapshot;
+pub use crate::snapshot::PROTOCOL_VERSION;
 
-/// The version of the JSON document the socket serves.
-pub const PROTOCOL_VERSION: u64 = 1;
+/// What a server answers with: the counters of the session it serves, read at each request.
+pub(crate) trait CounterSource: Send + Sync {
+    /// The counters now.
+    fn snapshot(&self) -> StatsSnapshot;
+}
 
 /// The environment variable naming the abstract socket a closing driver sends its final
 /// counters to (without the leading NUL).
@@ -278,7 +282,7 @@ pub struct StatsServer {
 impl StatsServer {
     /// Listen for `session`'s counters at this process's addresses; the server (none when no
     /// address could be taken, or another driver of the process serves), and where it serves.
-    pub(crate) fn start(session: Weak<Session>) -> (Option<StatsServer>, StatsService) {
+    pub(crate) fn start(session: Weak<dyn CounterSource>) -> (Option<StatsServer>, StatsService) {
         let pid = std::process::id();
         if !claim(pid) {
             log::info!(
@@ -481,7 +485,7 @@ fn holder_of(name: &str) -> String {
 fn serve(
     listener: &UnixListener,
     stop: &AtomicBool,
-    session: &Weak<Session>,
+    session: &Weak<dyn CounterSource>,
     socket: &OnceLock<serde_json::Value>,
 ) {
     let own_uid = own_uid();
@@ -505,7 +509,7 @@ fn serve(
 fn answer(
     mut stream: UnixStream,
     own_uid: u32,
-    session: &Weak<Session>,
+    session: &Weak<dyn CounterSource>,
     socket: Option<&serde_json::Value>,
 ) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
@@ -513,7 +517,7 @@ fn answer(
     let document = match peer {
         Ok(uid) if peer_allowed(uid, own_uid) => match session.upgrade() {
             Some(session) => {
-                let mut doc = session.stats_snapshot().to_json(std::process::id());
+                let mut doc = session.snapshot().to_json(std::process::id());
                 if let (Some(fields), Some(socket)) = (doc.as_object_mut(), socket) {
                     fields.insert("socket".into(), socket.clone());
                 }
@@ -541,9 +545,9 @@ fn send_whole(stream: &mut UnixStream, line: &str) {
 
 /// Send `session`'s counters, as a closing driver's last word, to the socket [`REPORT_ENV`]
 /// names; nothing when it is unset, nobody listens there, a process of another user (not root)
-/// does, or no other driver of the process was asked to count.
-pub(crate) fn report_final(session: &Session) {
-    let service = session.stats_service();
+/// does, or no other driver of the process was asked to count (`service` says where `session`
+/// served them).
+pub(crate) fn report_final(session: &dyn CounterSource, service: StatsService) {
     if !service.reports_final() {
         return;
     }
@@ -567,7 +571,7 @@ pub(crate) fn report_final(session: &Session) {
         return;
     }
     let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    let mut doc = session.stats_snapshot().to_json(std::process::id());
+    let mut doc = session.snapshot().to_json(std::process::id());
     if let Some(fields) = doc.as_object_mut() {
         fields.insert("socket".into(), service.to_json());
     }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 
-use crate::backend::{Completion, Doorbell, IoOutcome, PendingIo};
+use crate::completion::{Completion, Doorbell, IoOutcome, PendingIo};
 
 /// Work the IO workers can join.
 pub trait Job: Send + Sync + 'static {
@@ -41,9 +41,10 @@ pub trait Job: Send + Sync + 'static {
 /// A job on offer, and whether the worker that takes it must make progress on it.
 type Offer<J> = (Arc<J>, bool);
 
-/// How long a worker that finished a job looks for the next one before it sleeps: about the
-/// time a 1 MiB request takes, so a caller reading one after another keeps its helpers.
-pub const STAY_AWAKE: Duration = Duration::from_micros(100);
+/// How long a worker that finished a job looks for the next one before it sleeps, so a caller
+/// reading one request after another keeps its helpers (the window a doorbell's waiter polls
+/// too).
+pub use crate::completion::STAY_AWAKE;
 
 /// How long a worker started beyond the permanent ones waits for work before it leaves.
 pub const LINGER: Duration = Duration::from_secs(5);

@@ -99,7 +99,7 @@ impl Backend for GateBackend {
         let key = req.file_offset;
         let mut s = self.0.state.lock().unwrap();
         s.submitted.push(key);
-        if let Some(bell) = req.doorbell {
+        if let Some(bell) = &req.doorbell {
             s.bells.insert(key, bell.clone());
         }
         Completion::pending(Box::new(Held {

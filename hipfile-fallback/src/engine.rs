@@ -64,6 +64,8 @@ pub struct EngineParts {
     /// copies must never wait for it. A pool of its own, with its own bound, so a stream-ordered
     /// request never waits for a lane held by a synchronous request that waits behind the
     /// application's stream.
+    ///
+    /// [`IoRequest::stream_ordered`]: hipfile_core::OwnedRequest::stream_ordered
     pub stream_pool: Arc<StagingPool>,
     /// Bytes moved through the page cache and with O_DIRECT (counted for requests whose
     /// statistics level is 1 or more).
@@ -145,7 +147,7 @@ impl Transfer {
             Cover::Growing => live_threads(threads),
             Cover::Part => threads,
         };
-        let s: &Settings = req.settings;
+        let s: &Settings = &req.settings;
         let chunk = s.chunk_bytes();
         // Copies out of pinned windows are queued one per window the piece lies in: a read
         // they cover whole is one piece. A staged piece is at most a chunk.
@@ -184,7 +186,7 @@ impl Transfer {
                     file: Some(Arc::new({
                         let file = PieceIo::new(
                             Arc::clone(&parts.io),
-                            Arc::clone(req.file),
+                            Arc::clone(&req.file),
                             s.direct_io,
                             req.append,
                         );
@@ -197,7 +199,7 @@ impl Transfer {
                 }),
                 ..Progress::default()
             },
-            doorbell: req.doorbell.cloned(),
+            doorbell: req.doorbell.clone(),
             pins,
         })
     }

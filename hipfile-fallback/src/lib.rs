@@ -16,17 +16,18 @@
 //! - Writes have `pwrite` semantics: the data is in the page cache on return; durability is the
 //!   caller's `fsync`.
 //! - Pinned memory is bounded by the `max_pinned_mem_size_kb` setting; one transfer is at most
-//!   `max_direct_io_size_kb`. Stream-ordered requests ([`IoRequest::stream_ordered`]) stage
-//!   through lanes of their own, on streams not ordered with the legacy default stream (the
-//!   application's stream waits for them), in a second pool with the same bound: such a request
-//!   never waits for a lane held by a synchronous request that waits behind that stream.
+//!   `max_direct_io_size_kb`. Stream-ordered requests
+//!   ([`hipfile_core::OwnedRequest::stream_ordered`]) stage through lanes of their own, on streams
+//!   not ordered with the legacy default stream (the application's stream waits for them), in a
+//!   second pool with the same bound: such a request never waits for a lane held by a synchronous
+//!   request that waits behind that stream.
 //!
 //! - A synchronous request ([`Submit::Wait`]) runs inside `submit` on the calling thread, with IO
 //!   workers joining large ones; a queued request ([`Submit::Queue`]) runs on the workers and
 //!   its waiter joins in when it waits. Queued requests start workers as they need them, up to
 //!   the queue depth (`io_queue_depth`), the staging lanes the pinned bound holds and the cores
-//!   ([`queued_workers`]), so a batch of small requests keeps that many in flight. Appending writes run inside `submit` either
-//!   way, whole, under the file's append lock.
+//!   ([`queued_workers`]), so a batch of small requests keeps that many in flight. Appending
+//!   writes run inside `submit` either way, whole, under the file's append lock.
 //!
 //! - Reads of cached, settled ranges of registered files are copied straight out of the page
 //!   cache where it is pinned ([`pins`]): no CPU copy, the device reads the page cache's pages.
@@ -77,8 +78,8 @@ pub mod staging;
 use std::sync::Arc;
 
 use hipfile_core::{
-    priority, Backend, BackendContext, BackendDescriptor, Completion, Decline, Error, IoPath,
-    IoRequest, RegistryBuilder, Resources, Result, Settings, Submit,
+    priority, Backend, BackendContext, BackendReport, Completion, Decline, Error, IoPath,
+    IoRequest, ReportWhen, Resources, Result, Settings, Submit,
 };
 
 use crate::engine::{EngineParts, Transfer};
@@ -87,26 +88,11 @@ use crate::staging::StagingPool;
 use hipfile_core::workers::IoWorkers;
 use hipfile_hip::StreamOrder;
 
-/// The backend's name.
-pub const NAME: &str = "fallback";
-
-/// The descriptor registered with `inventory` and by [`register`].
-pub const DESCRIPTOR: BackendDescriptor = BackendDescriptor {
-    name: NAME,
+hipfile_core::register_backend! {
+    name: "fallback",
     priority: priority::FALLBACK,
     path: IoPath::Staged,
-    init,
-};
-
-hipfile_core::inventory::submit! { DESCRIPTOR }
-
-/// Add the fallback to an explicitly built registry.
-pub fn register(builder: &mut RegistryBuilder) -> Result<()> {
-    builder.add(DESCRIPTOR).map(|_| ())
-}
-
-fn init(ctx: &BackendContext) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(Fallback::new(ctx)?))
+    init: |ctx| Ok(Arc::new(Fallback::new(ctx)?)),
 }
 
 /// The staged engine.
@@ -228,23 +214,22 @@ impl Backend for Fallback {
         }
     }
 
-    fn counters(&self) -> Vec<(&'static str, u64)> {
+    fn report(&self, when: ReportWhen) -> BackendReport {
+        if when == ReportWhen::Settled {
+            self.parts.pins.settle();
+        }
         let mut counters = self.parts.file_paths.counters();
         counters.extend(self.parts.pins.counters());
-        counters
-    }
-
-    fn resources(&self) -> Resources {
-        Resources {
-            pinned_bytes: self.pinned_bytes(),
-            io_threads: self.io_threads(),
-            page_cache_pinned_bytes: self.parts.pins.pinned_bytes(),
-            own_contexts: self.parts.pins.own_contexts(),
+        BackendReport {
+            mechanism: None,
+            counters,
+            resources: Resources {
+                pinned_bytes: self.pinned_bytes(),
+                io_threads: self.io_threads(),
+                page_cache_pinned_bytes: self.parts.pins.pinned_bytes(),
+                own_contexts: self.parts.pins.own_contexts(),
+            },
         }
-    }
-
-    fn settle(&self) {
-        self.parts.pins.settle();
     }
 }
 

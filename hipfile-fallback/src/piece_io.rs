@@ -39,7 +39,7 @@ pub fn direct_aligned(offset: u64, len: usize, address: usize, align: DioAlign) 
 }
 
 /// Bytes the staged engine moved through the page cache (the buffered descriptor) and with
-/// O_DIRECT, for statistics ([`hipfile_core::Backend::counters`]).
+/// O_DIRECT, for statistics ([`hipfile_core::BackendReport::counters`]).
 #[derive(Debug, Default)]
 pub struct PathCounters {
     page_cache_bytes: AtomicU64,

@@ -81,32 +81,17 @@ use std::sync::Arc;
 
 use hipfile_core::workers::{Deferred, IoWorkers};
 use hipfile_core::{
-    priority, Backend, BackendContext, BackendDescriptor, CompatMode, Completion, Decline,
-    DioAlign, EnvConfig, Error, ErrorKind, FsKind, IoFailure, IoOp, IoPath, IoRequest,
-    RegisteredFile, RegistryBuilder, Resources, Result, Submit,
+    priority, Backend, BackendContext, BackendReport, CompatMode, Completion, Decline, DioAlign,
+    EnvConfig, Error, ErrorKind, FsKind, IoFailure, IoOp, IoPath, IoRequest, RegisteredFile,
+    ReportWhen, Resources, Result, Submit,
 };
 use hipfile_hip::{GpuRuntime, MemoryKind, P2pDriver, MAX_P2P_TRANSFER};
 
-/// The backend's name.
-pub const NAME: &str = "fastpath";
-
-/// The descriptor registered with `inventory` and by [`register`].
-pub const DESCRIPTOR: BackendDescriptor = BackendDescriptor {
-    name: NAME,
+hipfile_core::register_backend! {
+    name: "fastpath",
     priority: priority::FASTPATH,
     path: IoPath::Direct,
-    init,
-};
-
-hipfile_core::inventory::submit! { DESCRIPTOR }
-
-/// Add the fastpath to an explicitly built registry.
-pub fn register(builder: &mut RegistryBuilder) -> Result<()> {
-    builder.add(DESCRIPTOR).map(|_| ())
-}
-
-fn init(ctx: &BackendContext) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(Fastpath::new(ctx)))
+    init: |ctx| Ok(Arc::new(Fastpath::new(ctx))),
 }
 
 /// Everything [`verdict`] decides from: the facts of one request, gathered by
@@ -274,7 +259,7 @@ impl Backend for Fastpath {
             size: req.size(),
             device_address: req.memory.ptr(),
             compat: req.compat,
-            env: req.env,
+            env: &req.env,
         })?;
         if req.op == IoOp::Write {
             if req.append {
@@ -298,7 +283,7 @@ impl Backend for Fastpath {
             (Submit::Queue, Some(p2p)) => {
                 let p2p = Arc::clone(p2p);
                 let owned = req.to_owned();
-                self.workers.defer(req.doorbell, move || {
+                self.workers.defer(req.doorbell.as_ref(), move || {
                     execute(p2p.as_ref(), &owned.request())
                 })
             }
@@ -306,14 +291,14 @@ impl Backend for Fastpath {
         }
     }
 
-    fn mechanism(&self) -> Option<&'static str> {
-        self.p2p.as_ref().map(|p2p| p2p.name())
-    }
-
-    fn resources(&self) -> Resources {
-        Resources {
-            io_threads: self.workers.live(),
-            ..Resources::default()
+    fn report(&self, _when: ReportWhen) -> BackendReport {
+        BackendReport {
+            mechanism: self.p2p.as_ref().map(|p2p| p2p.name()),
+            counters: Vec::new(),
+            resources: Resources {
+                io_threads: self.workers.live(),
+                ..Resources::default()
+            },
         }
     }
 }

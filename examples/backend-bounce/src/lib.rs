@@ -34,8 +34,9 @@
 //!   chunk that failed is not counted: a read copied none of it to device memory, and a write may
 //!   have put part of it in the file (what the count leaves out is at most one chunk, never bytes
 //!   that did not move).
-//! - Appending writes (`O_APPEND` descriptor, [`IoRequest::append`]) are honoured: written with
-//!   [`pwrite_append_full`] under the file's append lock, so each lands whole and in order.
+//! - Appending writes (`O_APPEND` descriptor, [`hipfile_core::OwnedRequest::append`]) are
+//!   honoured: written with [`pwrite_append_full`] under the file's append lock, so each lands
+//!   whole and in order.
 //! - Every request, queued ([`Submit::Queue`]) or waited for, runs inside [`Backend::submit`] and
 //!   answers [`Completion::ready`]: the backend has no thread to hand work to.
 //!
@@ -48,7 +49,8 @@
 //!
 //! ## Linking it into a program
 //!
-//! The crate submits its [`DESCRIPTOR`] with `hipfile_core::inventory::submit!`, and the facade
+//! The crate registers itself with `hipfile_core::register_backend!`, which declares its [`NAME`],
+//! [`DESCRIPTOR`] and [`register`] and submits the descriptor to `inventory`, and the facade
 //! (`hipfile`) adds every descriptor `inventory` collected to its built-in backends. But the
 //! linker leaves out a crate that nothing in the program names, and its `inventory` entry with it:
 //! a program that wants the backend names the crate once,
@@ -99,36 +101,19 @@
 use std::sync::Arc;
 
 use hipfile_core::{
-    pread_full, priority, pwrite_append_full, pwrite_full, Backend, BackendContext,
-    BackendDescriptor, Completion, Decline, Error, ErrorKind, FileIo, IoFailure, IoOp, IoOutcome,
-    IoPath, IoRequest, RegistryBuilder, Result, Submit,
+    pread_full, priority, pwrite_append_full, pwrite_full, Backend, BackendContext, Completion,
+    Decline, Error, ErrorKind, FileIo, IoFailure, IoOp, IoOutcome, IoPath, IoRequest, Submit,
 };
 use hipfile_hip::DeviceRange;
-
-/// The backend's name, as `HIPFILE_BACKENDS` and the statistics name it.
-pub const NAME: &str = "bounce";
 
 /// Below both built-in backends (see the crate docs): half of [`priority::FALLBACK`].
 pub const PRIORITY: i32 = priority::FALLBACK / 2;
 
-/// The descriptor submitted to `inventory` and added by [`register`].
-pub const DESCRIPTOR: BackendDescriptor = BackendDescriptor {
-    name: NAME,
+hipfile_core::register_backend! {
+    name: "bounce",
     priority: PRIORITY,
     path: IoPath::Staged,
-    init,
-};
-
-hipfile_core::inventory::submit! { DESCRIPTOR }
-
-/// Add the backend to an explicitly built registry (a second registration of the name is
-/// refused, as every duplicate is).
-pub fn register(builder: &mut RegistryBuilder) -> Result<()> {
-    builder.add(DESCRIPTOR).map(|_| ())
-}
-
-fn init(ctx: &BackendContext) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(Bounce::new(ctx)))
+    init: |ctx| Ok(Arc::new(Bounce::new(ctx))),
 }
 
 /// The engine: the driver's file IO primitives, and nothing else.

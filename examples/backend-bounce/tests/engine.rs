@@ -9,7 +9,7 @@ use std::sync::{Arc, Barrier};
 use hipfile_backend_bounce::Bounce;
 use hipfile_core::{
     Backend, BackendContext, CompatMode, Decline, Driver, DriverOptions, EnvConfig, FileIo, IoCall,
-    IoOp, IoRequest, LiveSettings, PosixIo, RegisteredFile, RegistryBuilder, Settings, Submit,
+    IoOp, LiveSettings, OwnedRequest, PosixIo, RegisteredFile, RegistryBuilder, Settings, Submit,
 };
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{DeviceBuffer, DeviceRange, GpuRuntime};
@@ -56,23 +56,24 @@ impl Bench {
         memory: &DeviceRange,
         file_offset: u64,
     ) -> hipfile_core::IoOutcome {
-        let req = IoRequest {
+        let owned = OwnedRequest {
             op,
-            file,
-            memory,
+            file: Arc::clone(file),
+            memory: memory.clone(),
             file_offset,
             append: false,
             registered_buffer: false,
-            settings: &self.settings,
+            settings: Arc::clone(&self.settings),
             compat: CompatMode {
                 allowed: true,
                 forced: false,
             },
-            env: &self.env,
+            env: self.env,
             doorbell: None,
             stream_ordered: false,
             file_stamp: None,
         };
+        let req = owned.request();
         assert_eq!(self.backend.accepts(&req), Ok(()));
         self.backend.submit(&req, Submit::Wait).wait()
     }
@@ -166,23 +167,24 @@ fn it_declines_when_compat_mode_is_disallowed() {
     let file = registered(&std::fs::File::open(dir.path().join("f")).unwrap());
     let buf = DeviceBuffer::new(Arc::clone(&bench.gpu), CHUNK).unwrap();
     let memory = DeviceRange::query(&bench.gpu, buf.ptr(), CHUNK).unwrap();
-    let req = IoRequest {
+    let owned = OwnedRequest {
         op: IoOp::Read,
-        file: &file,
-        memory: &memory,
+        file,
+        memory,
         file_offset: 0,
         append: false,
         registered_buffer: false,
-        settings: &bench.settings,
+        settings: Arc::clone(&bench.settings),
         compat: CompatMode {
             allowed: false,
             forced: false,
         },
-        env: &bench.env,
+        env: bench.env,
         doorbell: None,
         stream_ordered: false,
         file_stamp: None,
     };
+    let req = owned.request();
     assert_eq!(
         bench.backend.accepts(&req),
         Err(Decline::CompatModeDisallowed)

@@ -57,6 +57,8 @@
 //! counters and the look-up a request makes when it starts; `transfer` is one transfer's side
 //! ([`TransferPins`], the piece source the engine asks before it stages a piece); `pinning` is
 //! the pinning thread, which pins queued windows and unpins idle ones to make room.
+//!
+//! [`IoRequest::file_stamp`]: hipfile_core::OwnedRequest::file_stamp
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

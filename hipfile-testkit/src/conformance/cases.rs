@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hipfile_core::{ErrorKind, FileIo, IoOp, IoRequest, PosixIo, Submitted, MAX_RW_COUNT};
+use hipfile_core::{ErrorKind, FileIo, IoOp, OwnedRequest, PosixIo, Submitted, MAX_RW_COUNT};
 use hipfile_hip::DeviceBuffer;
 
 use crate::faults::{Errno, ScriptedIo};
@@ -512,7 +512,7 @@ fn queued_out_of_order(f: &Fixture) -> Result<(), String> {
         .zip(&at)
         .map(|(&(_, size), &offset)| f.range(&dev, offset, size))
         .collect::<Result<Vec<_>, String>>()?;
-    let requests: Vec<IoRequest<'_>> = reads
+    let requests: Vec<OwnedRequest> = reads
         .iter()
         .zip(&ranges)
         .map(|(&(foff, _), range)| io.request(IoOp::Read, range, foff as u64))
@@ -585,7 +585,7 @@ fn queued_out_of_order(f: &Fixture) -> Result<(), String> {
         .zip(&at)
         .map(|(&(_, size), &offset)| f.range(&src, offset, size))
         .collect::<Result<Vec<_>, String>>()?;
-    let requests: Vec<IoRequest<'_>> = writes
+    let requests: Vec<OwnedRequest> = writes
         .iter()
         .zip(&ranges)
         .map(|(&(foff, _), range)| io.request(IoOp::Write, range, foff as u64))
@@ -622,7 +622,7 @@ fn queued_out_of_order(f: &Fixture) -> Result<(), String> {
 /// Poll `submitted` until it has finished, for at most `deadline`, with nobody waiting for it.
 fn finishes_unattended(
     submitted: &Submitted,
-    req: &IoRequest<'_>,
+    req: &OwnedRequest,
     deadline: Duration,
 ) -> Result<(), String> {
     let start = Instant::now();

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use hipfile_core::{
     BackendDescriptor, Dispatched, Driver, DriverOptions, EnvConfig, FileHandleId, FileIo, IoCall,
-    IoOp, IoRequest, RegisteredFile, RegistryBuilder, Session, Settings, Submit, Submitted,
+    IoOp, OwnedRequest, RegisteredFile, RegistryBuilder, Session, Settings, Submit, Submitted,
 };
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{DeviceBuffer, DeviceRange, GpuRuntime};
@@ -94,7 +94,7 @@ impl TestFile {
 
 /// What requests on one registered file, submitted straight to the open driver's registry,
 /// borrow: the session, the file, the settings and the environment switches in force. Built by
-/// [`Fixture::requests`]; [`FileRequests::request`] makes an [`IoRequest`] as the driver's own
+/// [`Fixture::requests`]; [`FileRequests::request`] makes an [`OwnedRequest`] as the driver's own
 /// `io` would (no buffer registration, no append), [`FileRequests::submit`] queues it.
 #[derive(Debug)]
 pub struct FileRequests {
@@ -106,22 +106,17 @@ pub struct FileRequests {
 
 impl FileRequests {
     /// A request to move the bytes of `memory` at `file_offset`.
-    pub fn request<'a>(
-        &'a self,
-        op: IoOp,
-        memory: &'a DeviceRange,
-        file_offset: u64,
-    ) -> IoRequest<'a> {
-        IoRequest {
+    pub fn request(&self, op: IoOp, memory: &DeviceRange, file_offset: u64) -> OwnedRequest {
+        OwnedRequest {
             op,
-            file: &self.file,
-            memory,
+            file: Arc::clone(&self.file),
+            memory: memory.clone(),
             file_offset,
             append: false,
             registered_buffer: false,
-            settings: &self.settings,
+            settings: Arc::clone(&self.settings),
             compat: self.settings.compat_mode(&self.env),
-            env: &self.env,
+            env: self.env,
             doorbell: None,
             stream_ordered: false,
             file_stamp: None,
@@ -129,23 +124,23 @@ impl FileRequests {
     }
 
     /// Submit `req` with [`Submit::Queue`] through the session's registry.
-    pub fn submit(&self, req: &IoRequest<'_>) -> Result<Submitted, String> {
+    pub fn submit(&self, req: &OwnedRequest) -> Result<Submitted, String> {
         self.session
             .registry()
-            .submit(req, Submit::Queue)
+            .submit(&req.request(), Submit::Queue)
             .map_err(|e| format!("{}: submitting failed: {e}", describe(req)))
     }
 
     /// Finish `submitted`, the submission of `req` ([`Submitted::finish`]).
-    pub fn finish(&self, submitted: Submitted, req: &IoRequest<'_>) -> Result<Dispatched, String> {
+    pub fn finish(&self, submitted: Submitted, req: &OwnedRequest) -> Result<Dispatched, String> {
         submitted
-            .finish(self.session.registry(), req)
+            .finish(self.session.registry(), &req.request())
             .map_err(|e| format!("{}: failed: {e}", describe(req)))
     }
 }
 
 /// `Read of N bytes at file offset F, device P`: how a failure names a request.
-pub(crate) fn describe(req: &IoRequest<'_>) -> String {
+pub(crate) fn describe(req: &OwnedRequest) -> String {
     format!(
         "queued {:?} of {} bytes at file offset {}, device {:#x}",
         req.op,

@@ -116,7 +116,7 @@ impl Backend for VecCopyBackend {
     fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Completion {
         let job = Job {
             op: req.op,
-            file: Arc::clone(req.file),
+            file: Arc::clone(&req.file),
             memory: req.memory.clone(),
             file_offset: req.file_offset,
             chunk: req.settings.max_direct_io_bytes(),

@@ -112,7 +112,7 @@ impl Backend for HostCopy {
     fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Completion {
         let job = CopyJob {
             op: req.op,
-            file: Arc::clone(req.file),
+            file: Arc::clone(&req.file),
             memory: req.memory.clone(),
             file_offset: req.file_offset,
             append: req.append,
@@ -120,7 +120,7 @@ impl Backend for HostCopy {
         };
         match how {
             Submit::Wait => Completion::ready(job.run()),
-            Submit::Queue => self.workers.defer(req.doorbell, move || job.run()),
+            Submit::Queue => self.workers.defer(req.doorbell.as_ref(), move || job.run()),
         }
     }
 }
