@@ -156,37 +156,26 @@ enum Polled {
 impl Running {
     /// The result if the request finished (after any failover), else the entry back.
     fn poll(self) -> Polled {
-        let Running {
-            submitted,
-            prepared,
-            session,
-            cookie,
-            deadline,
-            start_us,
-            submission,
-        } = self;
-        let staged = session.registry().path_of(submitted.backend_index()) == Some(IoPath::Staged);
-        match submitted.poll(session.registry(), &prepared.request.request()) {
+        let submitted = self.submitted;
+        let registry = self.session.registry();
+        let staged = registry.path_of(submitted.backend_index()) == Some(IoPath::Staged);
+        let polled = submitted.poll(registry, &self.prepared.request.request());
+        match polled {
             Ok(result) => {
-                let request = prepared.request.request();
+                let request = self.prepared.request.request();
                 let op = request.op;
-                session.count_io(op, Channel::Batch, Some(&request), start_us, &result);
+                let session = &self.session;
+                session.count_io(op, Channel::Batch, Some(&request), self.start_us, &result);
                 match &result {
-                    Ok(d) => session.stats().batch_entry_bytes(submission, op, d.bytes),
+                    Ok(d) => session
+                        .stats()
+                        .batch_entry_bytes(self.submission, op, d.bytes),
                     Err(_) if staged => session.stats().batch_staged_failed(),
                     Err(_) => {}
                 }
                 Polled::Finished(result.map(|d| d.bytes))
             }
-            Err(submitted) => Polled::Running(Running {
-                submitted,
-                prepared,
-                session,
-                cookie,
-                deadline,
-                start_us,
-                submission,
-            }),
+            Err(submitted) => Polled::Running(Running { submitted, ..self }),
         }
     }
 }

@@ -112,28 +112,24 @@ pub fn pread_full(
 /// Write all of `buf`: EINTR is retried, short writes are continued; a write that makes no
 /// progress is an error (ENOSPC), never a silent short count.
 pub fn pwrite_full(io: &dyn FileIo, fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match io.pwrite(fd, &buf[done..], offset + done as u64) {
-            Ok(0) => {
-                return Err(io::Error::from_raw_os_error(
-                    rustix::io::Errno::NOSPC.raw_os_error(),
-                ))
-            }
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    write_all_by(buf, |rest, done| io.pwrite(fd, rest, offset + done as u64))
 }
 
 /// Append all of `buf` to the end of the file, in order: EINTR is retried, short writes are
 /// continued; a write that makes no progress is an error (ENOSPC), never a silent short count.
 pub fn pwrite_append_full(io: &dyn FileIo, fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<()> {
+    write_all_by(buf, |rest, _| io.pwrite_append(fd, rest))
+}
+
+/// Calls `write(rest, done)` with what is left of `buf` and how much was written before it,
+/// until all of `buf` is written.
+fn write_all_by(
+    buf: &[u8],
+    mut write: impl FnMut(&[u8], usize) -> io::Result<usize>,
+) -> io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
-        match io.pwrite_append(fd, &buf[done..]) {
+        match write(&buf[done..], done) {
             Ok(0) => {
                 return Err(io::Error::from_raw_os_error(
                     rustix::io::Errno::NOSPC.raw_os_error(),

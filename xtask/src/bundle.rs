@@ -166,7 +166,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     let python_files = install_python(&root, &wheel, &out)?;
     let mut c_programs = Vec::new();
     for (from, to) in C_SOURCES {
-        for source in c_files(&root.join(from))? {
+        for source in workspace::c_files(&root.join(from))? {
             let name = source.file_name().unwrap_or_default().to_string_lossy();
             let place = format!("{to}/{name}");
             copy(&source, &out.join(&place))?;
@@ -359,20 +359,6 @@ fn install_binary(from: &Path, to: &Path) -> Result<(), String> {
     }
 }
 
-/// The `*.c` files of a folder, sorted; a missing folder has none.
-fn c_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(Vec::new());
-    };
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "c"))
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
 fn write_manifest(
     out: &Path,
     packages: &[&str],
@@ -522,7 +508,7 @@ mod tests {
         for (file, _) in C_HEADERS.iter().chain([&C_HARNESS]) {
             assert!(root.join(file).is_file(), "{file}");
         }
-        assert!(!c_files(&root.join(C_SOURCES[0].0))
+        assert!(!workspace::c_files(&root.join(C_SOURCES[0].0))
             .expect("readable")
             .is_empty());
     }

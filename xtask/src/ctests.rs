@@ -282,9 +282,8 @@ fn build_and_run(build: &Build, filter: Option<&str>) -> Result<Report, String> 
                     continue;
                 }
                 let env: Vec<(&str, &str)> = env.iter().chain(build.env).copied().collect();
-                run_program(
-                    &binary, &name, variant, &env, &lib_dir, &out_dir, &mut tally,
-                );
+                let run = execute(&binary, &name, variant, &env, &lib_dir, &out_dir);
+                tally_program(&format!("{name} [{variant}]"), run, &mut tally);
             }
         }
     }
@@ -307,15 +306,7 @@ fn build_and_run(build: &Build, filter: Option<&str>) -> Result<Report, String> 
 fn find_programs(root: &Path) -> Result<Vec<(&'static str, PathBuf)>, String> {
     let mut programs = Vec::new();
     for (dir, tag) in PROGRAM_DIRS {
-        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
-            continue;
-        };
-        let mut found: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "c"))
-            .collect();
-        found.sort();
+        let found = workspace::c_files(&root.join(dir))?;
         programs.extend(found.into_iter().map(|p| (*tag, p)));
     }
     if !programs.iter().any(|(tag, _)| *tag == "tests") {
@@ -481,20 +472,12 @@ fn harness_compiler(language: Language, root: &Path, program: &Path, flags: &[&s
     command
 }
 
-fn run_program(
-    binary: &Path,
-    name: &str,
-    variant: &str,
-    env: &[(&str, &str)],
-    lib_dir: &Path,
-    out_dir: &Path,
-    tally: &mut Tally,
-) {
-    let label = format!("{name} [{variant}]");
-    match execute(binary, name, variant, env, lib_dir, out_dir) {
+/// Counts one whole program's run, named `label`: its result lines, and what else went wrong.
+fn tally_program(label: &str, run: Result<Finished, String>, tally: &mut Tally) {
+    match run {
         Err(why) => tally.fail(format!("{label}: {why}")),
         Ok(run) => {
-            let results = tally_results(&label, &run.stdout, tally);
+            let results = tally_results(label, &run.stdout, tally);
             if let Some(why) = program_trouble(&run, results) {
                 tally.fail(format!("{label}: {why}{}", tail(&run.stderr)));
             }

@@ -197,3 +197,22 @@ fn raw_string_start(chars: &[char], i: usize) -> Option<usize> {
     let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
     (chars.get(i + 1 + hashes) == Some(&'"')).then_some(hashes)
 }
+
+/// The index just past the `}` that closes the `{` at `open` in `code` (comments and literals
+/// already blanked), or the end of `code` when it is never closed.
+pub fn block_end(code: &str, open: usize) -> usize {
+    let mut depth = 0usize;
+    for (i, c) in code[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return open + i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    code.len()
+}

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::sources::{code_only, Repo};
+use crate::sources::{block_end, code_only, Repo};
 
 /// The longest a source file may be, without its trailing `#[cfg(test)]` module.
 pub const MAX_LINES: usize = 1000;
@@ -116,22 +116,7 @@ fn without_test_modules(code: &str) -> String {
         let rest = &out[after..];
         let end = match (rest.find('{'), rest.find(';')) {
             (Some(brace), semi) if semi.map_or(true, |s| brace < s) => {
-                let mut depth = 0usize;
-                let mut close = rest.len();
-                for (i, c) in rest[brace..].char_indices() {
-                    match c {
-                        '{' => depth += 1,
-                        '}' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                close = brace + i + 1;
-                                break;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                after + close
+                block_end(&out, after + brace)
             }
             (_, Some(semi)) => after + semi + 1,
             _ => out.len(),

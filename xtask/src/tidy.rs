@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::counts::{Counts, Report};
-use crate::sources::{code_only, Repo};
+use crate::sources::{block_end, code_only, Repo};
 use crate::structure;
 use crate::workspace::{DepKind, Member, Workspace};
 
@@ -670,21 +670,7 @@ fn function_bodies(text: &str) -> Vec<FnBody<'_>> {
             continue;
         }
         let open = at + 3 + open_rel;
-        let mut depth = 0usize;
-        let mut end = text.len();
-        for (i, c) in text[open..].char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = open + i + 1;
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
+        let end = block_end(text, open);
         out.push(FnBody {
             name,
             is_extern_c,

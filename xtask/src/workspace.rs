@@ -40,6 +40,20 @@ pub fn run_to_end(command: &mut Command, program: &str, shown: &str) -> Result<(
     }
 }
 
+/// The `*.c` files of a folder, sorted; a missing folder has none.
+pub fn c_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 /// The error of `cargo args` that ended with `status`.
 pub fn cargo_failed(args: &[&str], status: std::process::ExitStatus) -> String {
     format!("cargo {} failed ({status})", args.join(" "))
