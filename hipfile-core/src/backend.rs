@@ -78,6 +78,11 @@ pub trait Backend: Send + Sync + fmt::Debug {
 pub enum ReportWhen {
     /// As things stand.
     Now,
+    /// As things stand, for a statistics snapshot: the mechanism and the counters only. Snapshots
+    /// are taken often and beside IO (every answer of the statistics socket), so a backend
+    /// leaves its resources at their default here rather than take the locks IO takes to count
+    /// them.
+    Statistics,
     /// Once the work the backend does in the background for earlier requests (pinning the page
     /// cache they read) is done, so that what follows is measured or checked against its end
     /// state.

@@ -156,7 +156,7 @@ impl Registry {
         self.backends
             .iter()
             .map(|e| {
-                let report = e.backend.report(ReportWhen::Now);
+                let report = e.backend.report(ReportWhen::Statistics);
                 (report.mechanism, report.counters)
             })
             .collect()

@@ -220,15 +220,20 @@ impl Backend for Fallback {
         }
         let mut counters = self.parts.file_paths.counters();
         counters.extend(self.parts.pins.counters());
-        BackendReport {
-            mechanism: None,
-            counters,
-            resources: Resources {
+        let resources = if when == ReportWhen::Statistics {
+            Resources::default()
+        } else {
+            Resources {
                 pinned_bytes: self.pinned_bytes(),
                 io_threads: self.io_threads(),
                 page_cache_pinned_bytes: self.parts.pins.pinned_bytes(),
                 own_contexts: self.parts.pins.own_contexts(),
-            },
+            }
+        };
+        BackendReport {
+            mechanism: None,
+            counters,
+            resources,
         }
     }
 }

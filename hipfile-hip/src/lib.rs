@@ -59,10 +59,10 @@
 //! | [`amd`], [`nvidia`] | what the HIP and CUDA answers mean: memory-type numbering, CUDA errors in HIP's terms, contexts, devices of streams |
 //! | `ffi` | every call into C: loading libraries, the runtime API HIP and CUDA share (`ffi::runtime_api`), AMD's own calls and the KFD driver (`ffi::hip`), CUDA's runtime, driver and cuFile (`ffi::cuda`), the kernel (`ffi::os`) |
 //! | [`p2p`], `transfer` | direct IO: the drivers offered ([`p2p::cufile`]) and what every driver shares |
-//! | `slice`, `device_range` | views of device memory: [`DeviceSlice`], [`DeviceSliceMut`], [`DeviceRange`] |
-//! | `staging`, `file_pins`, [`replay`] | the staged engine's lane ([`StagingLane`]), pinned page-cache ranges ([`PinnedFileRange`]), the stream-ordered reader ([`HostFunctionReader`]) |
-//! | `vouched` | stream-ordered IO's pieces ([`StreamRef`], [`HostFlags`], [`Hold`]) and every place a safe type discharges an `unsafe` contract of the boundary |
-//! | [`os`] | what the library asks of the kernel beyond `rustix` |
+//! | `vouched` | stream-ordered IO's pieces ([`StreamRef`], [`HostFlags`], [`Hold`]) and every place a safe type discharges an `unsafe` contract of the boundary; below it, the safe types whose fields those proofs rely on, so that no module outside `vouched` can touch them |
+//! | `vouched::slice`, `vouched::device_range` | views of device memory: [`DeviceSlice`], [`DeviceSliceMut`], [`DeviceRange`] |
+//! | `vouched::staging`, `vouched::file_pins`, [`replay`] | the staged engine's lane ([`StagingLane`]), pinned page-cache ranges ([`PinnedFileRange`]), the stream-ordered reader ([`HostFunctionReader`]) |
+//! | [`os`] | what the library asks of the kernel beyond `rustix` (its raw side, the fork hooks of [`os::ForkReleased`] included, is `ffi::os`) |
 //! | [`sim`] | the simulated GPU and its C ABI for the simulated libraries |
 //!
 //! ## Where `unsafe` lives
@@ -78,7 +78,9 @@
 //!   makes its calls sound (the pointer query behind a [`DeviceRange`], a [`StagingLane`]'s pending
 //!   halves, a [`PinnedFileRange`]'s mapping, a [`StreamRef`]'s borrow), and the public `unsafe`
 //!   entry points that take a caller's word ([`DeviceSlice::from_raw_parts`],
-//!   [`StreamRef::from_raw`], [`nvidia::NvidiaRuntime::stream_device_through_driver`]).
+//!   [`StreamRef::from_raw`], [`nvidia::NvidiaRuntime::stream_device_through_driver`]). The
+//!   types' fields are private to `vouched` (its child modules declare them `pub(super)`), so
+//!   those invariants are kept by the code of one module tree, not the whole crate.
 //! - [`sim`], `contract` and `faults` (the simulator, the checks every runtime must pass, the
 //!   scripted-failure decorator): implementations and callers of the raw contract itself.
 //!
@@ -96,40 +98,35 @@
 pub mod amd;
 #[cfg(feature = "contract")]
 pub mod contract;
-mod device_range;
 mod error;
 #[cfg(feature = "faults")]
 pub mod faults;
 mod ffi;
-mod file_pins;
 mod info;
 pub mod nvidia;
 mod options;
 pub mod os;
 pub mod p2p;
 mod platform;
-pub mod replay;
 mod runtime;
 pub mod sim;
-mod slice;
-mod staging;
 mod transfer;
 mod vouched;
 
 pub use amd::open_library as amd_open_library;
-pub use device_range::{DeviceRange, Refusal};
 pub use error::{HipError, HipErrorCode, HipResult, LoadRefusal, PassedOver};
-pub use file_pins::{FileMapping, PinnedFileRange};
 pub use nvidia::open_libraries as nvidia_open_libraries;
 pub use options::{parse_platform, PlatformChoice, PlatformOptions, PLATFORM_ENV};
 pub use p2p::{P2pDriver, MAX_P2P_TRANSFER};
 pub use platform::{open_default, open_platform};
-pub use replay::HostFunctionReader;
 pub use runtime::{
     ContextHandle, DeviceBuffer, DeviceGuard, EventHandle, GpuRuntime, HostFn, MemoryKind,
     OwnedContext, OwnedEvent, OwnedStream, PinnedBuffer, Platform, PointerInfo, RuntimeInfo,
     StreamHandle, StreamOrder,
 };
-pub use slice::{DeviceSlice, DeviceSliceMut};
-pub use staging::{EventWait, LaneError, StagingLane};
+pub use vouched::device_range::{DeviceRange, Refusal};
+pub use vouched::file_pins::{FileMapping, PinnedFileRange};
+pub use vouched::replay::{self, HostFunctionReader};
+pub use vouched::slice::{DeviceSlice, DeviceSliceMut};
+pub use vouched::staging::{EventWait, LaneError, StagingLane};
 pub use vouched::{Hold, HostFlags, StreamRef};

@@ -4,9 +4,8 @@
 //! up a listening socket ([`ForkReleased`]). The calls themselves, and their `unsafe`, are the
 //! crate's raw layer's (`ffi::os`); this module decides what to ask and what the answers mean.
 
-mod fork;
 mod peer;
-pub use fork::{ForkReleased, FORK_RELEASED_SLOTS};
+pub use crate::ffi::os::{ForkReleased, FORK_RELEASED_SLOTS};
 pub use peer::{peer_credentials, PeerCredentials};
 
 use std::io;

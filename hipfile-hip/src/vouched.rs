@@ -41,19 +41,25 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::device_range::DeviceRange;
 use crate::error::{HipError, HipErrorCode, HipResult};
 use crate::ffi::os::FileMapping;
 use crate::ffi::runtime_api::LiveStream;
-use crate::file_pins::PinnedFileRange;
 use crate::nvidia::NvidiaRuntime;
 use crate::p2p::P2pDriver;
-use crate::replay::HostFunctionReader;
 use crate::runtime::{
     DeviceGuard, GpuRuntime, HostFn, OwnedContext, OwnedEvent, OwnedStream, StreamHandle,
 };
-use crate::slice::{DeviceSlice, DeviceSliceMut};
-use crate::staging::StagingLane;
+use crate::vouched::device_range::DeviceRange;
+use crate::vouched::file_pins::PinnedFileRange;
+use crate::vouched::replay::HostFunctionReader;
+use crate::vouched::slice::{DeviceSlice, DeviceSliceMut};
+use crate::vouched::staging::StagingLane;
+
+pub(crate) mod device_range;
+pub(crate) mod file_pins;
+pub mod replay;
+pub(crate) mod slice;
+pub(crate) mod staging;
 
 /// 32-bit flag words in pinned host memory mapped into every device's address space: the host
 /// stores them, a stream waits for them. Zeroed when made; freed on drop.

@@ -12,6 +12,10 @@ use hipfile_hip::{OwnedContext, PinnedFileRange};
 
 use super::{FilePins, FileWindows, Job, Pin, Shared, Window, IDLE, QUIET, RETRY, WINDOW};
 
+/// The pins' log lines keep the target they had when the pins were one module, so that
+/// applications filtering on it keep seeing them.
+const LOG_TARGET: &str = "hipfile_fallback::pins";
+
 /// The pinning thread: pin each queued window, until the driver closes. The window queued last
 /// is pinned first: a read queues its windows first to last, so the pins of the read at work
 /// start at its far end (where its staging threads arrive last, [`super::TransferPins::serve_tail`]), and windows of
@@ -88,12 +92,16 @@ fn own_context(shared: &Shared, device: i32) -> Option<Arc<OwnedContext>> {
     match OwnedContext::new(&shared.runtime, device) {
         Ok(Some(context)) => {
             shared.own_contexts.fetch_add(1, Ordering::AcqRel);
-            log::info!("page-cache pins of device {device} are made in a GPU context of their own");
+            log::info!(
+                target: LOG_TARGET,
+                "page-cache pins of device {device} are made in a GPU context of their own"
+            );
             Some(Arc::new(context))
         }
         answer => {
             if let Err(e) = answer {
                 log::info!(
+                    target: LOG_TARGET,
                     "no GPU context of its own for page-cache pins of device {device} ({e}): \
                      pinning in the primary context, while the engine is idle"
                 );
@@ -157,7 +165,7 @@ fn pin_window(
             Some(context) => PinnedFileRange::register_in(context, mapping, ledger),
             None => PinnedFileRange::register(&shared.runtime, device, mapping, ledger),
         }
-        .map_err(|e| log::debug!("pinning the page cache at {start}: {e}"))
+        .map_err(|e| log::debug!(target: LOG_TARGET, "pinning the page cache at {start}: {e}"))
         .ok()
     } else {
         None

@@ -27,19 +27,19 @@ pub use crate::ffi::os::FileMapping;
 
 /// A [`FileMapping`] pinned with a runtime: the device copies straight out of its pages.
 pub struct PinnedFileRange {
-    pub(crate) runtime: Arc<dyn GpuRuntime>,
+    pub(super) runtime: Arc<dyn GpuRuntime>,
     /// The device the registration was made on (and is undone on).
-    pub(crate) device: i32,
+    pub(super) device: i32,
     /// The context of the library's own it was made in (and is undone in), if any.
-    pub(crate) context: Option<Arc<OwnedContext>>,
-    pub(crate) mapping: FileMapping,
+    pub(super) context: Option<Arc<OwnedContext>>,
+    pub(super) mapping: FileMapping,
     /// Where the pinned bytes are counted while the range lives.
-    pub(crate) ledger: Option<Arc<AtomicUsize>>,
+    pub(super) ledger: Option<Arc<AtomicUsize>>,
 }
 
 impl PinnedFileRange {
     /// The range of `mapping` just registered, its bytes counted in `ledger`.
-    pub(crate) fn pinned(
+    pub(super) fn pinned(
         runtime: &Arc<dyn GpuRuntime>,
         device: i32,
         context: Option<Arc<OwnedContext>>,

@@ -41,28 +41,28 @@ use crate::runtime::{GpuRuntime, PinnedBuffer};
 /// host function into pinned memory, then an asynchronous copy, both on the caller's stream. See
 /// the module docs.
 pub struct HostFunctionReader {
-    pub(crate) shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
 }
 
 /// What the reader and its queued ops share.
-pub(crate) struct Shared {
+pub(super) struct Shared {
     /// `slots * piece` bytes; never borrowed as a slice after it was made (only through
     /// `piece_ptr`, under the slot discipline of the module docs).
-    pub(crate) pinned: PinnedBuffer,
-    pub(crate) piece: usize,
+    pub(super) pinned: PinnedBuffer,
+    pub(super) piece: usize,
     slots: usize,
     /// `true` for a piece that no queued op holds.
     free: Mutex<Vec<bool>>,
     given_back: Condvar,
     /// Pieces that can never be given back (their last step could not be queued).
-    pub(crate) lost: AtomicUsize,
+    pub(super) lost: AtomicUsize,
     failed: AtomicUsize,
     first_failure: Mutex<Option<String>>,
 }
 
 impl Shared {
     /// The first byte of piece `slot`.
-    pub(crate) fn piece_ptr(&self, slot: usize) -> *mut u8 {
+    pub(super) fn piece_ptr(&self, slot: usize) -> *mut u8 {
         // `as_ptr` is the raw allocation address, not a pointer derived from a Rust borrow.
         self.pinned
             .as_ptr()
@@ -71,7 +71,7 @@ impl Shared {
     }
 
     /// Claim a free piece, waiting while every piece is held by a queued op.
-    pub(crate) fn claim(&self) -> HipResult<usize> {
+    pub(super) fn claim(&self) -> HipResult<usize> {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(slot) = free.iter().position(|f| *f) {
@@ -91,7 +91,7 @@ impl Shared {
         }
     }
 
-    pub(crate) fn give_back(&self, slot: usize) {
+    pub(super) fn give_back(&self, slot: usize) {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         free[slot] = true;
         drop(free);

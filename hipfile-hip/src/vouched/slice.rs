@@ -27,10 +27,10 @@ use crate::DeviceBuffer;
 /// bytes from one), nothing may write it while the view lives.
 #[derive(Clone, Copy)]
 pub struct DeviceSlice<'a> {
-    pub(crate) base: usize,
-    pub(crate) offset: usize,
-    pub(crate) len: usize,
-    pub(crate) memory: PhantomData<&'a [u8]>,
+    pub(super) base: usize,
+    pub(super) offset: usize,
+    pub(super) len: usize,
+    pub(super) memory: PhantomData<&'a [u8]>,
 }
 
 /// Exclusive view of `len` bytes of device memory: a file read may land in it, and nothing else
@@ -53,10 +53,10 @@ pub struct DeviceSlice<'a> {
 /// # Ok::<(), hipfile_hip::HipError>(())
 /// ```
 pub struct DeviceSliceMut<'a> {
-    pub(crate) base: usize,
-    pub(crate) offset: usize,
-    pub(crate) len: usize,
-    pub(crate) memory: PhantomData<&'a mut [u8]>,
+    pub(super) base: usize,
+    pub(super) offset: usize,
+    pub(super) len: usize,
+    pub(super) memory: PhantomData<&'a mut [u8]>,
 }
 
 /// `(start, end)` of `range` within `0..len`, or `None` when it does not fit.

@@ -15,10 +15,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::device_range::DeviceRange;
 use crate::error::{HipError, HipErrorCode, HipResult};
-use crate::file_pins::PinnedFileRange;
 use crate::runtime::{DeviceGuard, GpuRuntime, OwnedEvent, OwnedStream, PinnedBuffer, StreamOrder};
+use crate::vouched::device_range::DeviceRange;
+use crate::vouched::file_pins::PinnedFileRange;
 
 /// Which step of making a lane failed, so the caller can name the resource.
 #[derive(Debug)]
@@ -51,7 +51,7 @@ pub struct StagingLane {
     wait: EventWait,
     order: StreamOrder,
     buffer: PinnedBuffer,
-    pub(crate) stream: OwnedStream,
+    pub(super) stream: OwnedStream,
     events: [OwnedEvent; 2],
     pending: [bool; 2],
     /// Recorded after copies out of pinned file pages, so `finish` waits for them the way the
@@ -65,7 +65,7 @@ pub struct StagingLane {
     untracked: bool,
     /// The pinned file ranges that copies queued since the last drain read from; kept until the
     /// stream has drained, so none is unpinned under a running copy.
-    pub(crate) held: Vec<Arc<PinnedFileRange>>,
+    pub(super) held: Vec<Arc<PinnedFileRange>>,
 }
 
 impl StagingLane {
@@ -193,7 +193,7 @@ impl StagingLane {
         }
     }
 
-    pub(crate) fn mark_queued(&mut self) {
+    pub(super) fn mark_queued(&mut self) {
         self.queued = true;
         self.untracked = true;
     }
@@ -202,7 +202,7 @@ impl StagingLane {
         self.buffer.runtime()
     }
 
-    pub(crate) fn half_ptr(&mut self, slot: usize) -> *mut u8 {
+    pub(super) fn half_ptr(&mut self, slot: usize) -> *mut u8 {
         // In bounds: `slot` is 0 or 1 (checked by the caller) and the buffer holds two halves.
         self.buffer.as_mut_ptr().wrapping_add(slot * self.chunk)
     }
@@ -223,7 +223,7 @@ impl StagingLane {
         Ok(())
     }
 
-    pub(crate) fn record(&mut self, slot: usize) -> HipResult<()> {
+    pub(super) fn record(&mut self, slot: usize) -> HipResult<()> {
         // Marked before recording: if recording fails, the copy may still be queued, and the
         // half must still be waited for (the stream drain in `finish` and drop covers it).
         self.pending[slot] = true;

@@ -39,9 +39,9 @@ pub enum Refusal {
 /// query. Cheap to clone (one reference count).
 #[derive(Clone)]
 pub struct DeviceRange {
-    pub(crate) runtime: Arc<dyn GpuRuntime>,
-    pub(crate) ptr: usize,
-    pub(crate) len: usize,
+    pub(super) runtime: Arc<dyn GpuRuntime>,
+    pub(super) ptr: usize,
+    pub(super) len: usize,
     device: i32,
     kind: MemoryKind,
 }
