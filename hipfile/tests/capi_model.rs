@@ -690,6 +690,9 @@ fn run_sequence(seed: u64, given: Option<&[ApiOp]>, len: usize) -> SequenceRun {
     let mut run = SequenceRun::default();
     assert_eq!(hipFileUseCount(), 0, "a sequence starts on a closed driver");
     let fds_before = open_descriptors();
+    let fds_of_the_process = FEWEST_FDS_AT_A_START
+        .fetch_min(fds_before, std::sync::atomic::Ordering::Relaxed)
+        .min(fds_before);
     let mut model = ApiModel::random(seed);
     let mut world = World::new(&model, &mut memories);
     model.set_block(world.block);
@@ -821,15 +824,36 @@ fn run_sequence(seed: u64, given: Option<&[ApiOp]>, len: usize) -> SequenceRun {
     while open_descriptors() != fds_before && since.elapsed() < std::time::Duration::from_secs(2) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let leaked = open_descriptors() as i64 - fds_before as i64;
-    if FIRST_SEQUENCE_DONE.swap(true, std::sync::atomic::Ordering::Relaxed) && leaked != 0 {
+    let fds_after = open_descriptors();
+    let leaked = fds_after as i64 - fds_before as i64;
+    // Fewer than at the start is a descriptor of an earlier sequence closed late, unless the
+    // count falls below the fewest any sequence started with: then the library closed a
+    // descriptor that was not its own.
+    let first = !FIRST_SEQUENCE_DONE.swap(true, std::sync::atomic::Ordering::Relaxed);
+    let finding = if fds_after < fds_of_the_process {
+        Some((
+            "descriptors closed that the library did not open",
+            format!(
+                "{fds_after} open descriptors, fewer than the {fds_of_the_process} any sequence \
+                 started with"
+            ),
+        ))
+    } else if leaked > 0 && !first {
+        Some((
+            "descriptors left open once the driver closed",
+            format!("{leaked} more open descriptors after the sequence than before"),
+        ))
+    } else {
+        None
+    };
+    if let Some((class, detail)) = finding {
         let last = run.ops.last().cloned().unwrap_or(ApiOp::DriverClose);
         run.findings.push(Finding {
             seed,
             step: run.ops.len().saturating_sub(1),
             op: last,
-            class: "descriptors left open once the driver closed".into(),
-            detail: format!("{leaked} more open descriptors after the sequence than before"),
+            class: class.into(),
+            detail,
         });
     }
     run.descriptor_delta = leaked;
@@ -838,6 +862,11 @@ fn run_sequence(seed: u64, given: Option<&[ApiOp]>, len: usize) -> SequenceRun {
 
 static FIRST_SEQUENCE_DONE: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
+
+/// The fewest descriptors open as a sequence started: what the process holds without the
+/// library, which must never close one of those.
+static FEWEST_FDS_AT_A_START: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(usize::MAX);
 
 /// Descriptors open in this process.
 fn open_descriptors() -> usize {
