@@ -6,6 +6,7 @@
 //! knows, cached for the life of the process. Settings ([`Settings`]) are what the cuFile-style
 //! parameter API stages while the driver is closed and what the open driver runs with.
 
+use std::cell::RefCell;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 pub use hipfile_hip::EventWait;
@@ -15,6 +16,10 @@ use crate::logging::{LogLevel, LOG_FILE_ENV, LOG_LEVEL_ENV};
 
 /// The environment variable that selects and orders the backends (comma separated names).
 pub const BACKENDS_ENV: &str = "HIPFILE_BACKENDS";
+
+/// The environment variable that names cuFile's configuration file (else `/etc/cufile.json`),
+/// read only by a driver told to ([`crate::cufile_config`]).
+pub const CUFILE_JSON_PATH_ENV: &str = "CUFILE_ENV_PATH_JSON";
 
 /// Everything hipfile-rs takes from the environment, as plain data read through one lookup: the
 /// switches upstream hipFile reads ([`EnvConfig`]), the backend selection (`HIPFILE_BACKENDS`),
@@ -35,17 +40,45 @@ pub struct Environment {
     pub settings: Settings,
     /// Which GPU platform to open and how ([`PlatformOptions::from_lookup`]).
     pub platform: PlatformOptions,
+    /// `CUFILE_ENV_PATH_JSON`: the cuFile configuration file to read in place of
+    /// `/etc/cufile.json`, for a driver told to read one ([`crate::cufile_config`]).
+    pub cufile_json_path: Option<String>,
+    /// The variables [`Settings::from_lookup`] found set, as (name, value), in the order it read
+    /// them: replayed over cuFile's configuration file so that they win over it
+    /// ([`Settings::with_lookup`]).
+    pub settings_variables: Vec<(String, String)>,
 }
 
 impl Environment {
     /// Read every part through `lookup` (a variable's name to its value, `None` when unset).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let found = RefCell::new(Vec::new());
+        let settings = Settings::from_lookup(|name| {
+            let value = lookup(name);
+            if let Some(v) = &value {
+                found.borrow_mut().push((name.to_string(), v.clone()));
+            }
+            value
+        });
         Environment {
             switches: EnvConfig::from_lookup(&lookup),
             backends: lookup(BACKENDS_ENV),
-            settings: Settings::from_lookup(&lookup),
+            settings,
             platform: PlatformOptions::from_lookup(&lookup),
+            cufile_json_path: lookup(CUFILE_JSON_PATH_ENV),
+            settings_variables: found.into_inner(),
         }
+    }
+
+    /// `settings` with the variables of this environment that set them applied over them, as
+    /// [`Settings::from_lookup`] applies them over the defaults.
+    pub fn settings_over(&self, settings: Settings) -> Settings {
+        settings.with_lookup(|name| {
+            self.settings_variables
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        })
     }
 
     /// The process environment, read at the first call and cached for the life of the process
@@ -415,7 +448,13 @@ impl Settings {
     /// [`LogLevel::parse`]) and `HIPFILE_LOG_FILE`. Values that do not parse are ignored. The
     /// parameter API changes these settings further before the driver opens.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let mut s = Settings::default();
+        Settings::default().with_lookup(lookup)
+    }
+
+    /// These settings with the environment's overrides read through `lookup` applied over them,
+    /// as [`Settings::from_lookup`] applies them over the defaults.
+    pub fn with_lookup(self, lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let mut s = self;
         let number = |name: &str| lookup(name).and_then(|v| v.trim().parse::<u64>().ok());
         type Apply = fn(&mut Settings, u64);
         let knobs: [(&str, Apply); 6] = [
@@ -757,6 +796,40 @@ mod tests {
         assert!(e.platform.cufile_force);
         // Nothing set is the defaults of every part.
         assert_eq!(Environment::from_lookup(|_| None), Environment::default());
+    }
+
+    #[test]
+    fn the_environments_settings_variables_apply_again_over_other_settings() {
+        let e = Environment::from_lookup(lookup(&[
+            ("HIPFILE_CHUNK_KB", "1024"),
+            ("HIPFILE_INLINE_KB", "junk"),
+            ("HIPFILE_BACKENDS", "fallback"),
+            ("CUFILE_ENV_PATH_JSON", "/tmp/c.json"),
+        ]));
+        assert_eq!(e.cufile_json_path.as_deref(), Some("/tmp/c.json"));
+        assert!(e
+            .settings_variables
+            .iter()
+            .any(|(n, v)| n == "HIPFILE_CHUNK_KB" && v == "1024"));
+        assert!(
+            !e.settings_variables
+                .iter()
+                .any(|(n, _)| n == "HIPFILE_BACKENDS"),
+            "only what the settings read"
+        );
+        let over = e.settings_over(Settings {
+            per_buffer_cache_size_kb: 64,
+            min_io_threshold_kb: 8,
+            max_io_threads: 2,
+            ..Settings::default()
+        });
+        assert_eq!(over.per_buffer_cache_size_kb, 1024);
+        assert_eq!(
+            over.min_io_threshold_kb, 8,
+            "a value that does not parse sets nothing"
+        );
+        assert_eq!(over.max_io_threads, 2);
+        assert_eq!(e.settings_over(Settings::default()), e.settings);
     }
 
     #[test]

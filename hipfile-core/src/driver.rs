@@ -22,6 +22,7 @@ use rustix::io::Errno;
 
 use crate::batch::{self, BatchEntry, BatchEvent, BatchId, Batches};
 use crate::config::{EnvConfig, Settings};
+use crate::cufile_config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::RegisteredFile;
 use crate::options::DriverOptions;
@@ -52,18 +53,24 @@ pub struct Driver {
     next_handle: AtomicU64,
     batches: Batches,
     streams: StreamTable,
+    /// Why every open fails: cuFile's configuration file could not be used.
+    refusal: Option<Error>,
 }
 
 impl Driver {
     /// A closed driver built from `options`.
     pub fn new(options: DriverOptions) -> Self {
-        let staged = options.settings.clone();
+        let (staged, refusal) = match &options.cufile_json {
+            Some(source) => cufile_config::starting_settings(source, &options.settings),
+            None => (options.settings.clone(), None),
+        };
         Driver {
             options,
             state: Mutex::new(State::Closed { staged }),
             next_handle: AtomicU64::new(1),
             batches: Batches::default(),
             streams: StreamTable::default(),
+            refusal,
         }
     }
 
@@ -85,6 +92,10 @@ impl Driver {
             }
             State::Closed { staged } => {
                 crate::logging::configure(staged.logging_level, &staged.log_file_path);
+                if let Some(e) = &self.refusal {
+                    log::warn!("the driver failed to open: {e}");
+                    return Err(e.clone());
+                }
                 let session = Session::start(&self.options, staged).inspect_err(|e| {
                     log::warn!("the driver failed to open: {e}");
                 })?;

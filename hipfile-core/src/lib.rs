@@ -23,6 +23,7 @@
 //! | `stats`, `snapshot`, `routes` | the live counters ([`Stats`]), what they say at one moment ([`StatsSnapshot`]) and its JSON document, and the declines, failures and failovers the registry counts ([`RouteCounters`]). |
 //! | [`stats_server`] | the statistics socket `hipfile stats` reads, and its client side. |
 //! | `config` | configuration: [`Environment`] (the one reader of the process environment), [`EnvConfig`], [`Settings`], [`LiveSettings`], [`limits`], [`MAX_RW_COUNT`]. |
+//! | [`cufile_config`] | cuFile's configuration file (`cufile.json`) for the cuFile door: where it is, its keys onto [`Settings`], between the defaults and the environment. |
 //! | `file`, `io` | registered files ([`RegisteredFile`], filesystem facts), the file IO primitives ([`FileIo`], [`pread_full`], ...) and the direction of a request ([`IoOp`]). |
 //! | `error` | [`Error`] and [`ErrorKind`], one to one with upstream's `hipFileOpError_t`. |
 //! | [`logging`] | the log sink and levels. |
@@ -264,6 +265,7 @@ mod backend;
 mod batch;
 mod completion;
 mod config;
+pub mod cufile_config;
 mod decline;
 mod driver;
 mod error;
