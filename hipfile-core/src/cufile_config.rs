@@ -11,8 +11,15 @@
 //!
 //! The keys that mean something to the engine land on [`Settings`] (the table [`MAPPED_KEYS`]
 //! lists them; README.md says what each one does). Every other key (`fs.*`, `denylist.*`, the
-//! RDMA keys, ...) is accepted and named once in a DEBUG record. A missing file is no error: the
-//! driver runs with the defaults (a `CUFILE_ENV_PATH_JSON` naming a missing file is said at WARN).
+//! RDMA keys, ...) is accepted and named once in a DEBUG record. So are the keys that tune
+//! cuFile's own thread pool and bounce buffers ([`ENGINE_TUNING_KEYS`]:
+//! `execution.max_io_threads`, `execution.max_request_parallelism`,
+//! `execution.min_io_threshold_size_kb`, `execution.parallel_io`,
+//! `properties.per_buffer_cache_size_kb`): the file on a CUDA machine holds NVIDIA's shipped
+//! values for cuFile's engine, which would tune ours down for every application; their record
+//! says which `HIPFILE_*` variable or parameter sets our equivalent. A missing file is no error:
+//! the driver runs with the defaults (a `CUFILE_ENV_PATH_JSON` naming a missing file is said at
+//! WARN).
 //! A file that cannot be used fails every open of the driver with
 //! [`ErrorKind::DriverInvalidProps`], naming the file and the line and column or the key: text
 //! that is not JSON, a mapped key with a value of the wrong type, a log level cuFile does not
@@ -28,14 +35,21 @@
 //! use hipfile_core::{EnvConfig, Settings};
 //!
 //! let text = br#"{
-//!     // the staging chunk, in KiB
-//!     "properties": { "per_buffer_cache_size_kb": 1024, "rdma_dev_addr_list": [] }
+//!     // the largest single transfer, in KiB
+//!     "properties": { "max_direct_io_size_kb": 8192, "rdma_dev_addr_list": [] },
+//!     // the bound on queued work applies; the size of cuFile's own thread pool does not
+//!     "execution": { "max_io_queue_depth": 32, "max_io_threads": 4 }
 //! }"#;
 //! let file = CufileJson::parse(Path::new("cufile.json"), text).unwrap();
 //! let mut settings = Settings::default();
 //! file.apply(&mut settings, &EnvConfig::default()).unwrap();
-//! assert_eq!(settings.per_buffer_cache_size_kb, 1024);
-//! assert_eq!(file.unmapped_keys(), ["properties.rdma_dev_addr_list"]);
+//! assert_eq!(settings.max_direct_io_size_kb, 8192);
+//! assert_eq!(settings.io_queue_depth, 32);
+//! assert_eq!(settings.max_io_threads, Settings::default().max_io_threads);
+//! assert_eq!(
+//!     file.unmapped_keys(),
+//!     ["execution.max_io_threads", "properties.rdma_dev_addr_list"]
+//! );
 //! ```
 //!
 //! [`DriverOptions`]: crate::DriverOptions
@@ -102,10 +116,6 @@ pub const MAPPED_KEYS: &[(&str, Mapping)] = &[
         Mapping::Number(|s, _, v| s.max_pinned_mem_size_kb = v.min(limits::physical_memory_kb())),
     ),
     (
-        "properties.per_buffer_cache_size_kb",
-        Mapping::Number(|s, _, v| s.per_buffer_cache_size_kb = v),
-    ),
-    (
         "properties.use_poll_mode",
         Mapping::Switch(|s, _, v| s.poll_mode = v),
     ),
@@ -168,24 +178,8 @@ pub const MAPPED_KEYS: &[(&str, Mapping)] = &[
         Mapping::Switch(|s, _, v| s.prefer_io_uring = v),
     ),
     (
-        "execution.max_io_threads",
-        Mapping::Number(|s, _, v| s.max_io_threads = v),
-    ),
-    (
         "execution.max_io_queue_depth",
         Mapping::Number(|s, _, v| s.io_queue_depth = v),
-    ),
-    (
-        "execution.parallel_io",
-        Mapping::Switch(|s, _, v| s.parallel_io = v),
-    ),
-    (
-        "execution.min_io_threshold_size_kb",
-        Mapping::Number(|s, _, v| s.min_io_threshold_kb = v),
-    ),
-    (
-        "execution.max_request_parallelism",
-        Mapping::Number(|s, _, v| s.max_request_parallelism = v),
     ),
     (
         "logging.dir",
@@ -222,6 +216,39 @@ pub const MAPPED_KEYS: &[(&str, Mapping)] = &[
     (
         "miscellaneous.stream_memops_bypass",
         Mapping::Switch(|s, _, v| s.stream_memops_bypass = v),
+    ),
+];
+
+/// Keys that tune cuFile's own engine (its POSIX thread pool and its per-buffer GPU bounce
+/// buffers), which ours does not share: accepted and not applied, each with what sets our
+/// equivalent. The file on a CUDA machine is mostly NVIDIA's shipped defaults (4 threads, 1 MiB
+/// buffers, requests up to 8 MiB on one thread); applied, they would tune down the engine of every
+/// application that never asked (on the H200: 1 MiB chunks read hot at 42 GB/s against 50 with
+/// 4 MiB; 4 workers about a third of the hot throughput). The parameter API keeps setting them: a
+/// call is the application's own choice.
+pub const ENGINE_TUNING_KEYS: &[(&str, &str)] = &[
+    (
+        "execution.max_io_threads",
+        "HIPFILE_IO_THREADS or CUFILE_PARAM_EXECUTION_MAX_IO_THREADS sets our IO workers",
+    ),
+    (
+        "execution.max_request_parallelism",
+        "CUFILE_PARAM_EXECUTION_MAX_REQUEST_PARALLELISM sets the most threads on one request",
+    ),
+    (
+        "execution.min_io_threshold_size_kb",
+        "HIPFILE_INLINE_KB or CUFILE_PARAM_EXECUTION_MIN_IO_THRESHOLD_SIZE_KB sets the largest \
+         request kept on the caller's thread",
+    ),
+    (
+        "execution.parallel_io",
+        "our engine always spreads large requests; CUFILE_PARAM_EXECUTION_MAX_REQUEST_PARALLELISM \
+         = 1 stops it",
+    ),
+    (
+        "properties.per_buffer_cache_size_kb",
+        "HIPFILE_CHUNK_KB or CUFILE_PARAM_PROPERTIES_PER_BUFFER_CACHE_SIZE_KB sets our staging \
+         chunk",
     ),
 ];
 
@@ -507,11 +534,18 @@ pub(crate) fn starting_settings(
             crate::logging::configure(settings.logging_level, &settings.log_file_path);
             log::debug!("cuFile configuration file {} read", source.path.display());
             for key in unmapped {
-                log::debug!(
-                    "cuFile configuration file {}: {key} is accepted; no setting of hipfile-rs \
-                     takes it",
-                    source.path.display()
-                );
+                match ENGINE_TUNING_KEYS.iter().find(|(tuning, _)| *tuning == key) {
+                    Some((_, ours)) => log::debug!(
+                        "cuFile configuration file {}: {key} is accepted and not applied: it \
+                         tunes cuFile's own engine; {ours}",
+                        source.path.display()
+                    ),
+                    None => log::debug!(
+                        "cuFile configuration file {}: {key} is accepted; no setting of \
+                         hipfile-rs takes it",
+                        source.path.display()
+                    ),
+                }
             }
             (settings, None)
         }
@@ -548,13 +582,8 @@ mod tests {
             nvtx: true,
             stats_level: 2,
             io_queue_depth: 64,
-            max_io_threads: 6,
-            parallel_io: true,
-            min_io_threshold_kb: 512,
-            max_request_parallelism: 3,
             max_direct_io_size_kb: 8192,
             max_device_cache_size_kb: 65536,
-            per_buffer_cache_size_kb: 2048,
             max_pinned_mem_size_kb: 131072,
             poll_mode: true,
             poll_thresh_size_kb: 8,
@@ -572,12 +601,17 @@ mod tests {
                 "denylist.drivers",
                 "denylist.filesystems",
                 "denylist.mounts",
+                "execution.max_io_threads",
+                "execution.max_request_parallelism",
+                "execution.min_io_threshold_size_kb",
+                "execution.parallel_io",
                 "fs.generic.posix_unaligned_writes",
                 "fs.gpfs.gds_async_support",
                 "fs.gpfs.gds_write_support",
                 "fs.lustre.posix_gds_min_kb",
                 "properties.gds_rdma_write_support",
                 "properties.io_priority",
+                "properties.per_buffer_cache_size_kb",
                 "properties.posix_pool_slab_count",
                 "properties.posix_pool_slab_size_kb",
                 "properties.rdma_dev_addr_list",
@@ -601,9 +635,6 @@ mod tests {
             }),
             ("properties.max_device_pinned_mem_size_kb", "4096", |s| {
                 s.max_pinned_mem_size_kb == 4096
-            }),
-            ("properties.per_buffer_cache_size_kb", "512", |s| {
-                s.per_buffer_cache_size_kb == 512
             }),
             ("properties.use_poll_mode", "true", |s| s.poll_mode),
             ("properties.poll_mode_max_size_kb", "16", |s| {
@@ -636,16 +667,8 @@ mod tests {
                 s.direct_io == DirectIoPolicy::Always
             }),
             ("properties.prefer_iouring", "true", |s| s.prefer_io_uring),
-            ("execution.max_io_threads", "7", |s| s.max_io_threads == 7),
             ("execution.max_io_queue_depth", "9", |s| {
                 s.io_queue_depth == 9
-            }),
-            ("execution.parallel_io", "true", |s| s.parallel_io),
-            ("execution.min_io_threshold_size_kb", "1024", |s| {
-                s.min_io_threshold_kb == 1024
-            }),
-            ("execution.max_request_parallelism", "2", |s| {
-                s.max_request_parallelism == 2
             }),
             ("logging.dir", r#""/var/log/gds""#, |s| {
                 s.log_dir == "/var/log/gds"
@@ -770,12 +793,12 @@ mod tests {
     fn a_mapped_key_with_a_value_of_the_wrong_type_is_an_error_naming_the_key() {
         for (key, value, expected) in [
             (
-                "execution.max_io_threads",
+                "execution.max_io_queue_depth",
                 r#""4""#,
                 "a whole number, 0 or more",
             ),
             (
-                "execution.max_io_threads",
+                "execution.max_io_queue_depth",
                 "-1",
                 "a whole number, 0 or more",
             ),
@@ -812,25 +835,29 @@ mod tests {
 
     #[test]
     fn a_value_the_setting_cannot_hold_is_refused_as_the_parameter_api_refuses_it() {
-        let e = with_key("execution.max_io_threads", "100000").unwrap_err();
+        let e = with_key("execution.max_io_queue_depth", "5000000000").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::DriverUnsupportedLimit);
         assert!(
-            e.context().contains("execution.max_io_threads = 100000"),
+            e.context()
+                .contains("execution.max_io_queue_depth = 5000000000"),
             "{}",
             e.context()
         );
-        let e = with_key("properties.per_buffer_cache_size_kb", "1").unwrap_err();
+        let e = with_key("properties.max_direct_io_size_kb", "1").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidValue);
         assert!(
-            e.context().contains("per_buffer_cache_size_kb = 1"),
+            e.context().contains("max_direct_io_size_kb = 1"),
             "{}",
             e.context()
         );
         let e = with_key("profile.cufile_stats", "4").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::DriverUnsupportedLimit);
         // Nothing of a refused file is applied.
-        let file = parse(r#"{ "execution": { "max_io_threads": 2, "max_io_queue_depth": 1e3 } }"#)
-            .unwrap();
+        let file = parse(
+            r#"{ "properties": { "max_direct_io_size_kb": 2048 },
+                 "execution": { "max_io_queue_depth": 1e3 } }"#,
+        )
+        .unwrap();
         let mut s = Settings::default();
         assert!(file.apply(&mut s, &EnvConfig::default()).is_err());
         assert_eq!(s, Settings::default());
@@ -891,9 +918,10 @@ mod tests {
         std::fs::write(
             &path,
             r#"{
-                // each of these is set by the environment too, but for max_io_threads
-                "execution": { "max_io_threads": 3, "min_io_threshold_size_kb": 128 },
-                "properties": { "per_buffer_cache_size_kb": 1024,
+                // each of these is set by the environment too, but for max_io_queue_depth
+                "execution": { "max_io_queue_depth": 32 },
+                "properties": { "max_direct_io_size_kb": 8192,
+                                "max_device_pinned_mem_size_kb": 131072,
                                 "allow_compat_mode": false, "force_compat_mode": true },
                 "profile": { "cufile_stats": 2 },
                 "logging": { "level": "ERROR" }
@@ -902,8 +930,8 @@ mod tests {
         .unwrap();
         let env = environment(&[
             ("CUFILE_ENV_PATH_JSON", path.to_str().unwrap()),
-            ("HIPFILE_CHUNK_KB", "512"),
-            ("HIPFILE_INLINE_KB", "not a number"),
+            ("HIPFILE_MAX_DIRECT_IO_KB", "4096"),
+            ("HIPFILE_PINNED_KB", "not a number"),
             ("HIPFILE_ALLOW_COMPAT_MODE", "true"),
             ("HIPFILE_FORCE_COMPAT_MODE", "false"),
             ("HIPFILE_STATS_LEVEL", "1"),
@@ -912,20 +940,17 @@ mod tests {
         let (s, _) = CufileJsonSource::from_environment(&env)
             .settings_over(&env.settings)
             .unwrap();
-        assert_eq!(s.max_io_threads, 3, "the file over the default");
+        assert_eq!(s.io_queue_depth, 32, "the file over the default");
         assert_eq!(
-            s.per_buffer_cache_size_kb, 512,
+            s.max_direct_io_size_kb, 4096,
             "the environment over the file"
         );
         assert_eq!(
-            s.min_io_threshold_kb, 128,
+            s.max_pinned_mem_size_kb, 131072,
             "an environment value that does not parse sets nothing"
         );
         assert_eq!(s.logging_level, LogLevel::Debug);
-        assert_eq!(
-            s.max_direct_io_size_kb,
-            Settings::default().max_direct_io_size_kb
-        );
+        assert_eq!(s.max_batch_io_size, Settings::default().max_batch_io_size);
         let compat = s.compat_mode(&env.switches);
         assert!(compat.allowed, "HIPFILE_ALLOW_COMPAT_MODE over the file");
         assert!(!compat.forced, "HIPFILE_FORCE_COMPAT_MODE over the file");
@@ -938,6 +963,44 @@ mod tests {
         assert_eq!(s.allow_compat_mode, Some(false));
         assert_eq!(s.force_compat_mode, Some(true));
         assert_eq!(s.effective_stats_level(&plain.switches), 2);
-        assert_eq!(s.per_buffer_cache_size_kb, 1024);
+        assert_eq!(s.max_direct_io_size_kb, 8192);
+    }
+
+    #[test]
+    fn nvidias_tuning_of_cufiles_own_engine_leaves_the_settings_at_their_defaults() {
+        // The values NVIDIA ships for cuFile's thread pool and bounce buffers.
+        let file = parse(
+            r#"{
+                "execution": { "max_io_queue_depth": 128, "max_io_threads": 4,
+                               "parallel_io": true, "min_io_threshold_size_kb": 8192,
+                               "max_request_parallelism": 4 },
+                "properties": { "per_buffer_cache_size_kb": 1024 }
+            }"#,
+        )
+        .unwrap();
+        let mut s = Settings::default();
+        file.apply(&mut s, &EnvConfig::default()).unwrap();
+        assert_eq!(s, Settings::default());
+        let mut tuning: Vec<_> = ENGINE_TUNING_KEYS.iter().map(|(k, _)| *k).collect();
+        tuning.sort_unstable();
+        assert_eq!(file.unmapped_keys(), tuning);
+        for (key, ours) in ENGINE_TUNING_KEYS {
+            assert!(
+                !MAPPED_KEYS.iter().any(|(k, _)| k == key),
+                "{key} is both mapped and not applied"
+            );
+            assert!(ours.contains("CUFILE_PARAM_"), "{key}: {ours}");
+            // Not applied, so not checked: any value is accepted.
+            assert_eq!(with_key(key, r#""four""#).unwrap(), Settings::default());
+        }
+        // The same values through the environment still land: that is a choice of the user's.
+        let env = environment(&[
+            ("HIPFILE_IO_THREADS", "4"),
+            ("HIPFILE_CHUNK_KB", "1024"),
+            ("HIPFILE_INLINE_KB", "8192"),
+        ]);
+        assert_eq!(env.settings.max_io_threads, 4);
+        assert_eq!(env.settings.per_buffer_cache_size_kb, 1024);
+        assert_eq!(env.settings.min_io_threshold_kb, 8192);
     }
 }

@@ -90,8 +90,8 @@ fn the_file_goes_between_the_defaults_and_the_environment_and_parameters_win_ove
         &path,
         r#"{
             // the file sets three things; the environment one of them, the parameter another
-            "execution": { "max_io_threads": 3, "max_io_queue_depth": 32 },
-            "properties": { "per_buffer_cache_size_kb": 1024 },
+            "execution": { "max_io_queue_depth": 32 },
+            "properties": { "max_direct_io_size_kb": 8192, "max_batch_io_timeout_msecs": 7 },
             "fs": { "generic": { "posix_unaligned_writes": false } },
             "denylist": { "mounts": [] },
             "properties_unknown_to_us": 1
@@ -100,37 +100,38 @@ fn the_file_goes_between_the_defaults_and_the_environment_and_parameters_win_ove
     .unwrap();
     let env = environment(&[
         ("CUFILE_ENV_PATH_JSON", path.to_str().unwrap()),
-        ("HIPFILE_CHUNK_KB", "512"),
+        ("HIPFILE_MAX_DIRECT_IO_KB", "2048"),
     ]);
 
     // The hipFile door reads no such file, whatever the environment says.
     let hipfile_door = Driver::new(DriverOptions::from_environment(&env));
     assert!(DriverOptions::from_environment(&env).cufile_json.is_none());
-    assert_eq!(hipfile_door.settings().max_io_threads, 0);
-    assert_eq!(hipfile_door.settings().per_buffer_cache_size_kb, 512);
+    assert_eq!(hipfile_door.settings().batch_io_timeout_ms, 0);
+    assert_eq!(hipfile_door.settings().io_queue_depth, 128);
+    assert_eq!(hipfile_door.settings().max_direct_io_size_kb, 2048);
 
     let driver = cufile_driver(&env);
     let s = driver.settings();
     assert_eq!(
-        s.per_buffer_cache_size_kb, 512,
+        s.max_direct_io_size_kb, 2048,
         "the environment over the file"
     );
-    assert_eq!(s.max_io_threads, 3, "the file over the default");
+    assert_eq!(s.batch_io_timeout_ms, 7, "the file over the default");
     assert_eq!(s.io_queue_depth, 32);
     assert_eq!(
-        s.min_io_threshold_kb, 64,
+        s.max_batch_io_size, 128,
         "the default where nothing else says"
     );
     driver
         .stage_settings(|s| {
-            s.max_io_threads = 5;
-            s.per_buffer_cache_size_kb = 256;
+            s.batch_io_timeout_ms = 5;
+            s.max_direct_io_size_kb = 1024;
         })
         .unwrap();
     let s = driver.settings();
-    assert_eq!(s.max_io_threads, 5, "the parameter over the file");
+    assert_eq!(s.batch_io_timeout_ms, 5, "the parameter over the file");
     assert_eq!(
-        s.per_buffer_cache_size_kb, 256,
+        s.max_direct_io_size_kb, 1024,
         "the parameter over the environment"
     );
     assert_eq!(s.io_queue_depth, 32);
@@ -151,7 +152,11 @@ fn the_file_goes_between_the_defaults_and_the_environment_and_parameters_win_ove
         assert_eq!(named[0].1, "hipfile_core::cufile_config");
         assert!(named[0].2.contains(path.to_str().unwrap()), "{named:?}");
     }
-    for mapped in ["max_io_threads", "per_buffer_cache_size_kb"] {
+    for mapped in [
+        "max_io_queue_depth",
+        "max_direct_io_size_kb",
+        "max_batch_io_timeout_msecs",
+    ] {
         assert!(
             !got.iter()
                 .any(|(_, _, m)| m.contains(&format!(".{mapped} is accepted"))),
@@ -178,7 +183,7 @@ fn a_file_the_driver_cannot_use_fails_every_open_naming_the_file() {
     let path = dir.path().join("cufile.json");
     std::fs::write(
         &path,
-        "{\n  \"execution\": {\n    \"max_io_threads\": \"four\"\n  }\n}\n",
+        "{\n  \"execution\": {\n    \"max_io_queue_depth\": \"four\"\n  }\n}\n",
     )
     .unwrap();
     let env = environment(&[("CUFILE_ENV_PATH_JSON", path.to_str().unwrap())]);
@@ -187,7 +192,7 @@ fn a_file_the_driver_cannot_use_fails_every_open_naming_the_file() {
         let e = driver.open().unwrap_err();
         assert_eq!(e.kind(), ErrorKind::DriverInvalidProps);
         assert!(e.context().contains(path.to_str().unwrap()), "{e}");
-        assert!(e.context().contains("execution.max_io_threads"), "{e}");
+        assert!(e.context().contains("execution.max_io_queue_depth"), "{e}");
         assert_eq!(driver.use_count(), 0);
     }
     // The same options without the file open.
@@ -205,6 +210,77 @@ fn a_file_the_driver_cannot_use_fails_every_open_naming_the_file() {
     let e = driver.open().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::DriverInvalidProps);
     assert!(e.context().contains("line 3 column"), "{e}");
+}
+
+#[test]
+fn nvidias_tuning_of_cufiles_own_engine_is_named_and_not_applied_and_the_parameter_api_still_sets_it(
+) {
+    capture_log();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cufile.json");
+    // The values NVIDIA ships for cuFile's thread pool and bounce buffers.
+    std::fs::write(
+        &path,
+        r#"{
+            "execution": {
+                "max_io_queue_depth": 128,
+                "max_io_threads": 4,
+                "parallel_io": true,
+                "min_io_threshold_size_kb": 8192,
+                "max_request_parallelism": 4
+            },
+            "properties": { "per_buffer_cache_size_kb": 1024 }
+        }"#,
+    )
+    .unwrap();
+    let env = environment(&[("CUFILE_ENV_PATH_JSON", path.to_str().unwrap())]);
+    let driver = Driver::new(sim_options(&env).with_cufile_json(&env));
+    assert_eq!(driver.settings(), env.settings, "the engine's defaults");
+
+    let got = records();
+    for key in [
+        "execution.max_io_threads",
+        "execution.parallel_io",
+        "execution.min_io_threshold_size_kb",
+        "execution.max_request_parallelism",
+        "properties.per_buffer_cache_size_kb",
+    ] {
+        let named: Vec<_> = got
+            .iter()
+            .filter(|(_, _, m)| m.contains(path.to_str().unwrap()))
+            .filter(|(_, _, m)| m.contains(&format!(": {key} is accepted and not applied")))
+            .collect();
+        assert_eq!(named.len(), 1, "{key} in {got:?}");
+        assert_eq!(named[0].0, log::Level::Debug);
+        assert!(named[0].2.contains("CUFILE_PARAM_"), "{named:?}");
+    }
+    assert!(!got
+        .iter()
+        .any(|(_, _, m)| m.contains(path.to_str().unwrap())
+            && m.contains("max_io_queue_depth is accepted")));
+
+    // An application that asks through the parameter API gets what it asks for.
+    driver
+        .stage_settings(|s| {
+            s.max_io_threads = 4;
+            s.per_buffer_cache_size_kb = 1024;
+            s.min_io_threshold_kb = 8192;
+            s.max_request_parallelism = 4;
+        })
+        .unwrap();
+    let s = driver.settings();
+    assert_eq!(
+        (
+            s.max_io_threads,
+            s.per_buffer_cache_size_kb,
+            s.min_io_threshold_kb,
+            s.max_request_parallelism
+        ),
+        (4, 1024, 8192, 4)
+    );
+    driver.open().unwrap();
+    assert_eq!(driver.settings().max_io_threads, 4);
+    driver.close().unwrap();
 }
 
 #[test]
