@@ -271,6 +271,7 @@ mod file;
 mod io;
 pub mod logging;
 mod options;
+mod policy;
 mod registry;
 mod request;
 mod routes;
@@ -303,6 +304,7 @@ pub use file::{
 pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, IoOp, PageCount, PosixIo};
 pub use logging::LogLevel;
 pub use options::{DriverOptions, RuntimeSource};
+pub use policy::{cufile_p2p, IoPolicy, P2pMechanism, P2pMechanisms};
 pub use registry::{Dispatched, Registry, RegistryBuilder, Submitted};
 pub use request::{IoRequest, OwnedRequest};
 pub use routes::RouteCounters;
