@@ -100,6 +100,7 @@ pub use hipfile_core::{
     BatchEvent, BatchStatus, DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, LogLevel,
     Result, Settings, StatsSnapshot,
 };
+pub use hipfile_core::{IoPolicy, P2pMechanism, P2pMechanisms};
 pub use memory::{
     AsDevice, AsDeviceMut, DeviceBuffer, DeviceSlice, DeviceSliceMut, RegisteredBuffer,
 };
