@@ -315,6 +315,18 @@ mod tests {
     }
 
     #[test]
+    fn the_statistics_document_carries_the_refusals_and_the_mechanisms() {
+        let snap = crate::StatsSnapshot {
+            refused_by_policy: 2,
+            p2p_mechanisms: P2pMechanisms::of(&[P2pMechanism::Sim]).names(),
+            ..crate::StatsSnapshot::default()
+        };
+        let doc = snap.to_json(1);
+        assert_eq!(doc["refused_by_policy"], 2);
+        assert_eq!(doc["p2p_mechanisms"], serde_json::json!(["sim"]));
+    }
+
+    #[test]
     fn cufile_flags_allow_the_mechanisms_they_name() {
         use cufile_p2p::*;
         let set = |flags| P2pMechanisms::from_cufile_flags(flags).unwrap();
