@@ -13,6 +13,7 @@ pub use hipfile_hip::EventWait;
 use hipfile_hip::PlatformOptions;
 
 use crate::logging::{LogLevel, LOG_FILE_ENV, LOG_LEVEL_ENV};
+use crate::policy::{IoPolicy, P2pMechanisms};
 
 /// The environment variable that selects and orders the backends (comma separated names).
 pub const BACKENDS_ENV: &str = "HIPFILE_BACKENDS";
@@ -299,6 +300,14 @@ pub struct Settings {
     pub log_file_path: String,
     /// cuFile's log directory. Stored and reported: the log goes to `log_file_path` or stderr.
     pub log_dir: String,
+    /// The direct (P2P) mechanisms the driver may use (`HIPFILE_P2P_MECHANISMS`, a comma
+    /// separated list of `amd_kfd`, `nvidia_fs`, `sim`, or `all`/`none`; cuFile's
+    /// `cuFileDriverSetP2PFlags` through [`P2pMechanisms::from_cufile_flags`]). Default: all.
+    /// The fastpath declines when the platform's mechanism is not in the set.
+    pub p2p_mechanisms: P2pMechanisms,
+    /// The policy a file handle is registered with unless its registration names one
+    /// (`HIPFILE_IO_POLICY`: `fallback`, the default, or `direct_only`).
+    pub default_io_policy: IoPolicy,
 }
 
 /// The most IO workers started by default. A worker copies page-cache data into staging memory
@@ -342,6 +351,8 @@ impl Default for Settings {
             logging_level: LogLevel::Off,
             log_file_path: String::new(),
             log_dir: String::new(),
+            p2p_mechanisms: P2pMechanisms::ALL,
+            default_io_policy: IoPolicy::Fallback,
         }
     }
 }
@@ -443,8 +454,8 @@ impl Settings {
     /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
     /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers),
     /// `HIPFILE_DIRECT_IO` (`auto`, `never`, `always`), `HIPFILE_EVENT_WAIT` (`yield`, `sync`),
-    /// `HIPFILE_PAGE_CACHE_PIN_CONTEXT` (`own`, `shared`) and `HIPFILE_STREAM_MEMOPS_BYPASS` (a
-    /// switch), and the log's `HIPFILE_LOG_LEVEL` (see
+    /// `HIPFILE_PAGE_CACHE_PIN_CONTEXT` (`own`, `shared`), `HIPFILE_STREAM_MEMOPS_BYPASS` (a
+    /// switch), `HIPFILE_P2P_MECHANISMS` and `HIPFILE_IO_POLICY`, and the log's `HIPFILE_LOG_LEVEL` (see
     /// [`LogLevel::parse`]) and `HIPFILE_LOG_FILE`. Values that do not parse are ignored. The
     /// parameter API changes these settings further before the driver opens.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
@@ -514,6 +525,18 @@ impl Settings {
         }
         if let Some(file) = lookup(LOG_FILE_ENV) {
             s.log_file_path = file;
+        }
+        if let Some(set) = lookup("HIPFILE_P2P_MECHANISMS")
+            .as_deref()
+            .and_then(P2pMechanisms::parse)
+        {
+            s.p2p_mechanisms = set;
+        }
+        if let Some(policy) = lookup("HIPFILE_IO_POLICY")
+            .as_deref()
+            .and_then(IoPolicy::from_name)
+        {
+            s.default_io_policy = policy;
         }
         s
     }
@@ -765,6 +788,29 @@ mod tests {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn the_direct_mechanisms_and_the_default_policy_come_from_the_environment() {
+        let s = Settings::from_lookup(lookup(&[]));
+        assert_eq!(s.p2p_mechanisms, P2pMechanisms::ALL);
+        assert_eq!(s.default_io_policy, IoPolicy::Fallback);
+        let s = Settings::from_lookup(lookup(&[
+            ("HIPFILE_P2P_MECHANISMS", "amd_kfd, nvidia_fs"),
+            ("HIPFILE_IO_POLICY", "direct_only"),
+        ]));
+        assert_eq!(s.p2p_mechanisms.names(), ["amd_kfd", "nvidia_fs"]);
+        assert_eq!(s.default_io_policy, IoPolicy::DirectOnly);
+        let s = Settings::from_lookup(lookup(&[
+            ("HIPFILE_P2P_MECHANISMS", "sim,bogus"),
+            ("HIPFILE_IO_POLICY", "sometimes"),
+        ]));
+        assert_eq!(
+            s.p2p_mechanisms,
+            P2pMechanisms::ALL,
+            "a bad list is ignored"
+        );
+        assert_eq!(s.default_io_policy, IoPolicy::Fallback);
     }
 
     #[test]

@@ -298,6 +298,7 @@ mod tests {
                 mechanism: Some("sim"),
                 counters: Vec::new(),
             }],
+            ..StatsSnapshot::default()
         }
     }
 
