@@ -200,6 +200,9 @@
 //!     fn name(&self) -> &'static str { "vec-reader" }
 //!
 //!     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline> {
+//!         if req.memory.device_range().is_none() {
+//!             return Err(Decline::HostMemory);
+//!         }
 //!         match req.op {
 //!             IoOp::Read => Ok(()),
 //!             IoOp::Write => Err(Decline::Other("vec-reader only reads".into())),
@@ -213,7 +216,8 @@
 //!             .and_then(|n| {
 //!                 // Short only at the end of the file: copy what was read, report exactly that.
 //!                 req.memory
-//!                     .copy_from_host(&buf[..n])
+//!                     .expect_device("vec-reader serves device memory")
+//!                     .and_then(|memory| memory.copy_from_host(&buf[..n]))
 //!                     .map(|()| n)
 //!                     .map_err(|e| IoFailure::new(Error::hip(&e, "copying to the GPU"), 0))
 //!             });

@@ -47,6 +47,7 @@ struct Direction {
     unaligned: AtomicU64,
     direct: AtomicU64,
     staged: AtomicU64,
+    host: AtomicU64,
     latency_sum_us: AtomicU64,
     /// Microseconds after the epoch the first request started (`u64::MAX`: none yet).
     first_start_us: AtomicU64,
@@ -64,6 +65,7 @@ impl Default for Direction {
             unaligned: AtomicU64::new(0),
             direct: AtomicU64::new(0),
             staged: AtomicU64::new(0),
+            host: AtomicU64::new(0),
             latency_sum_us: AtomicU64::new(0),
             first_start_us: AtomicU64::new(u64::MAX),
             last_end_us: AtomicU64::new(0),
@@ -94,6 +96,7 @@ impl Direction {
                     match d.path {
                         IoPath::Direct => &self.direct,
                         IoPath::Staged => &self.staged,
+                        IoPath::Host => &self.host,
                     },
                     1,
                 );
@@ -121,6 +124,7 @@ impl Direction {
             unaligned: get(&self.unaligned),
             direct: get(&self.direct),
             staged: get(&self.staged),
+            host: get(&self.host),
             latency_sum_us: get(&self.latency_sum_us),
             window_us: if first == u64::MAX {
                 0

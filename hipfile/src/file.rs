@@ -67,6 +67,34 @@ impl FileHandle {
         self.io(IoOp::Write, Place::of(&src), file_offset)
     }
 
+    /// Read `buf.len()` bytes of the file at `file_offset` into host memory `buf`, straight from
+    /// the file (`pread`, through O_DIRECT where `buf`, the offset and the size meet the file's
+    /// alignment), no GPU involved. Returns the bytes read, fewer only at end of file. Needs the
+    /// setting `allow_system_memory` (`HIPFILE_ALLOW_SYSTEM_MEMORY=true`); without it the answer
+    /// is [`hipfile_core::ErrorKind::HipMemoryTypeInvalid`], as for any host memory.
+    pub fn read_host(&self, buf: &mut [u8], file_offset: u64) -> Result<usize> {
+        // The exclusive borrow of `buf` lasts until the request has finished: no other
+        // reference to those bytes exists while the kernel writes them (`HostRange`'s contract).
+        let place = Place {
+            base: buf.as_mut_ptr() as usize,
+            offset: 0,
+            size: buf.len(),
+        };
+        self.io(IoOp::Read, place, file_offset)
+    }
+
+    /// Write the bytes of host memory `buf` to the file at `file_offset`, straight to the file
+    /// (`pwrite`, through O_DIRECT where aligned). Returns the bytes written: all of them, or an
+    /// error. The same setting rule as [`FileHandle::read_host`].
+    pub fn write_host(&self, buf: &[u8], file_offset: u64) -> Result<usize> {
+        let place = Place {
+            base: buf.as_ptr() as usize,
+            offset: 0,
+            size: buf.len(),
+        };
+        self.io(IoOp::Write, place, file_offset)
+    }
+
     fn io(&self, op: IoOp, place: Place, file_offset: u64) -> Result<usize> {
         self.driver
             .core

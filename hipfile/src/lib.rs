@@ -139,8 +139,9 @@ pub fn backends() -> hipfile_core::RegistryBuilder {
     }
     #[cfg(feature = "fallback")]
     {
-        // Only the fastpath may be there already, under another name.
+        // Only the fastpath may be there already, under other names.
         let _ = hipfile_fallback::register(&mut builder);
+        let _ = hipfile_fallback::host::register(&mut builder);
     }
     builder.add_inventory();
     builder

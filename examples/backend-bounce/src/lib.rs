@@ -219,18 +219,21 @@ fn device_part(
     offset: usize,
     len: usize,
 ) -> std::result::Result<DeviceRange, IoFailure> {
-    req.memory.slice(offset, len).ok_or_else(|| {
-        IoFailure::new(
-            Error::new(
-                ErrorKind::InternalError,
-                format!(
-                    "{len} bytes at {offset} lie outside the request's {} bytes",
-                    req.size()
+    req.memory
+        .device_range()
+        .and_then(|m| m.slice(offset, len))
+        .ok_or_else(|| {
+            IoFailure::new(
+                Error::new(
+                    ErrorKind::InternalError,
+                    format!(
+                        "{len} bytes at {offset} lie outside the request's {} bytes",
+                        req.size()
+                    ),
                 ),
-            ),
-            offset,
-        )
-    })
+                offset,
+            )
+        })
 }
 
 impl Backend for Bounce {
@@ -239,6 +242,10 @@ impl Backend for Bounce {
     }
 
     fn accepts(&self, req: &IoRequest<'_>) -> std::result::Result<(), Decline> {
+        // Host memory (where the settings admit it) is the `host` backend's.
+        if req.memory.device_range().is_none() {
+            return Err(Decline::HostMemory);
+        }
         if req.compat.allowed {
             Ok(())
         } else {

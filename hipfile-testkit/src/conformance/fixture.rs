@@ -110,7 +110,7 @@ impl FileRequests {
         OwnedRequest {
             op,
             file: Arc::clone(&self.file),
-            memory: memory.clone(),
+            memory: memory.clone().into(),
             file_offset,
             append: false,
             registered_buffer: false,
