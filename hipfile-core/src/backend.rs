@@ -28,8 +28,9 @@ pub mod priority {
     /// Host memory served by `pread`/`pwrite` straight between the file and the caller's memory.
     /// Below the engines of device memory: they decline host memory
     /// ([`crate::Decline::HostMemory`]) and it reaches the one engine that accepts it, while
-    /// device memory never reaches it where an engine of device memory accepts.
-    pub const HOST: i32 = 50;
+    /// device memory never reaches it where an engine of device memory accepts. Above backends
+    /// linked in below the built-in ones (the bounce example's half of `FALLBACK`).
+    pub const HOST: i32 = 75;
 }
 
 /// An engine that moves bytes between files and GPU memory.

@@ -291,23 +291,23 @@ mod tests {
         assert!(HostRange::registered(0x1000, 16, MemoryKind::Device).is_none());
     }
 
-    /// An address with no page behind it: mapped, then unmapped.
-    fn unmapped_page() -> usize {
-        // SAFETY: a fresh anonymous mapping of one page, unmapped at once; only its address is
-        // kept, and nothing dereferences it.
-        unsafe {
-            let p = libc::mmap(
+    /// A page the process can neither read nor write, mapped for the life of the test (an
+    /// unmapped address could be taken by another thread's mapping meanwhile).
+    fn no_access_page() -> usize {
+        // SAFETY: a fresh anonymous mapping of one page that nothing dereferences; left mapped
+        // until the test process ends.
+        let p = unsafe {
+            libc::mmap(
                 std::ptr::null_mut(),
                 4096,
-                libc::PROT_READ | libc::PROT_WRITE,
+                libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
                 0,
-            );
-            assert_ne!(p, libc::MAP_FAILED);
-            assert_eq!(libc::munmap(p, 4096), 0);
-            p as usize
-        }
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p as usize
     }
 
     #[test]
@@ -334,7 +334,7 @@ mod tests {
         assert_eq!(whole.read_from(file.as_fd(), 0).unwrap(), 13);
         assert_eq!(&back, b"0abc456789abc");
 
-        let bad = HostRange::check(&rt, unmapped_page(), 4096).unwrap();
+        let bad = HostRange::check(&rt, no_access_page(), 4096).unwrap();
         let efault = |r: std::io::Result<usize>| r.unwrap_err().raw_os_error();
         assert_eq!(efault(bad.read_from(file.as_fd(), 0)), Some(libc::EFAULT));
         assert_eq!(
