@@ -947,6 +947,23 @@ mod tests {
     }
 
     #[test]
+    fn host_memory_is_refused_unless_the_environment_allows_it() {
+        let with = |value: &'static str| {
+            Settings::from_lookup(|name| {
+                (name == "HIPFILE_ALLOW_SYSTEM_MEMORY").then(|| value.to_string())
+            })
+            .allow_system_memory
+        };
+        assert!(
+            !Settings::default().allow_system_memory,
+            "hipFile's default"
+        );
+        assert!(with("true") && with("TRUE"));
+        assert!(!with("false"));
+        assert!(!with("1"), "a switch is true or false, as the others");
+    }
+
+    #[test]
     fn the_log_is_off_unless_the_environment_sets_a_level_it_can_parse() {
         assert_eq!(Settings::default().logging_level, LogLevel::Off);
         assert_eq!(Settings::default().log_file_path, "");
