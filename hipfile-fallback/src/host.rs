@@ -14,7 +14,10 @@
 //! appending request ([`hipfile_core::OwnedRequest::append`]) goes to the end of the file through
 //! the buffered descriptor, whole, under the file's append lock. O_DIRECT cannot continue at an
 //! unaligned offset, so the rest of a transfer that stopped off the alignment goes through the
-//! buffered descriptor. Requests run inside `submit` on the caller's thread (queued ones too).
+//! buffered descriptor. A direct read stops at the last whole block below the end of the file (the
+//! kernel would zero the caller's bytes past the end of the file in that block); the rest is read
+//! through the buffered descriptor. Requests run inside `submit` on the caller's thread (queued
+//! ones too).
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -115,9 +118,12 @@ struct Step<'a> {
 }
 
 impl Step<'_> {
-    /// The rest of the memory, and the descriptor to move it through: O_DIRECT where the rest
-    /// starts and ends aligned (and the write does not append), else the buffered one.
-    fn rest(&self, appending: bool) -> (HostRange, BorrowedFd<'_>, bool) {
+    /// What to move next, and the descriptor to move it through: O_DIRECT where it starts and
+    /// ends aligned (and the write does not append), else the buffered one. A direct read covers
+    /// only whole blocks below the end of the file as validation found it: the kernel fills the
+    /// rest of a direct read's last block past the end of the file with zeros, and the caller's
+    /// bytes past the bytes read must keep what they held, as `pread` leaves them.
+    fn next(&self, op: IoOp, appending: bool) -> (HostRange, BorrowedFd<'_>, bool) {
         let size = self.memory.len();
         let rest = self
             .memory
@@ -125,12 +131,29 @@ impl Step<'_> {
             .expect("done <= size");
         let file = &self.req.file;
         let at = self.req.file_offset + self.done as u64;
-        let direct = (!appending)
+        let align = file.dio_align();
+        let direct_len = match op {
+            IoOp::Write => rest.len(),
+            IoOp::Read => {
+                let below_end = self
+                    .req
+                    .file_stamp
+                    .map_or(0, |stamp| stamp.size.saturating_sub(at));
+                let block = u64::from(align.offset.max(1));
+                let whole_blocks = below_end / block * block;
+                usize::try_from(whole_blocks).map_or(rest.len(), |n| n.min(rest.len()))
+            }
+        };
+        let direct = (!appending && direct_len > 0)
             .then(|| file.direct_fd())
             .flatten()
-            .filter(|_| direct_aligned(at, rest.len(), rest.ptr(), file.dio_align()));
+            .filter(|_| direct_aligned(at, direct_len, rest.ptr(), align));
         match direct {
-            Some(fd) => (rest, fd, true),
+            Some(fd) => (
+                rest.slice(0, direct_len).expect("direct_len <= rest"),
+                fd,
+                true,
+            ),
             None => (rest, file.buffered_fd(), false),
         }
     }
@@ -158,7 +181,7 @@ impl Step<'_> {
     /// Read until the memory is full or the file ends.
     fn read(&mut self) -> Result<usize, IoFailure> {
         while self.done < self.memory.len() {
-            let (rest, fd, direct) = self.rest(false);
+            let (rest, fd, direct) = self.next(IoOp::Read, false);
             let at = self.req.file_offset + self.done as u64;
             match rest.read_from(fd, at) {
                 Ok(0) => break,
@@ -173,7 +196,7 @@ impl Step<'_> {
     /// Write all of the memory, at the request's offset or, `appending`, at the end of the file.
     fn write(&mut self, appending: bool) -> Result<usize, IoFailure> {
         while self.done < self.memory.len() {
-            let (rest, fd, direct) = self.rest(appending);
+            let (rest, fd, direct) = self.next(IoOp::Write, appending);
             let at = (!appending).then(|| self.req.file_offset + self.done as u64);
             match rest.write_to(fd, at) {
                 Ok(0) => {
