@@ -747,6 +747,7 @@ mod tests {
                 page_cache_pins: 16 << 30,
                 pin_own_context: true,
                 stats: StatsService::Off,
+                host_memory: false,
             }),
         })
     }

@@ -567,6 +567,24 @@ mod tests {
     }
 
     #[test]
+    fn host_memory_requests_count_on_their_own_path_and_on_no_gpu() {
+        let paths = [("staged-one", IoPath::Staged), ("host", IoPath::Host)];
+        let stats = Stats::new(3, &paths, Arc::new(RouteCounters::new(2)), 2);
+        let host = ran(1, 512, IoPath::Host);
+        stats.record(Finished {
+            device: Some(hipfile_hip::HOST_DEVICE),
+            ..finished(IoOp::Write, Channel::Sync, 512, 0, 5, &host)
+        });
+        let s = stats.snapshot();
+        assert_eq!((s.write.ok, s.write.host, s.write.staged), (1, 1, 0));
+        assert_eq!(s.ops_by(IoPath::Host), 1);
+        assert!(s.gpus.iter().all(|g| g.write == DirectionCounts::default()));
+        let doc = s.to_json(1);
+        assert_eq!(doc["write"]["host"], 1);
+        assert_eq!(doc["backends"][1]["path"], "host");
+    }
+
+    #[test]
     fn requests_are_counted_per_direction_backend_path_size_and_gpu() {
         let stats = stats(3);
         let direct = ran(0, 4096, IoPath::Direct);

@@ -194,11 +194,7 @@ fn a_read_is_short_only_at_the_end_of_the_file() {
         "past the bytes read"
     );
     assert_eq!(handle.read_host(buf, 10_000).unwrap(), 0, "at the end");
-    assert_eq!(
-        handle.read_host(buf, 20_000).unwrap(),
-        0,
-        "past the end"
-    );
+    assert_eq!(handle.read_host(buf, 20_000).unwrap(), 0, "past the end");
 }
 
 #[test]
