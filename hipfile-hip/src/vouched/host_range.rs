@@ -268,7 +268,7 @@ mod tests {
             IoMemory::check(&rt, at + 96, 4001),
             Err(Refusal::PastEnd(MemoryKind::Host))
         ));
-        let pageable = vec![0u8; 64];
+        let pageable = [0u8; 64];
         let m = IoMemory::check(&rt, pageable.as_ptr() as usize, 1 << 30).unwrap();
         assert_eq!(
             m.kind(),
