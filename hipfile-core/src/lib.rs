@@ -127,8 +127,12 @@
 //! whole on one worker and do the ringing and withdrawing themselves, and
 //! [`IoRequest::to_owned`] keeps the request alive past `submit`.
 //!
-//! **Moving bytes, without `unsafe`.** The request's memory is a [`hipfile_hip::DeviceRange`]
-//! that the GPU runtime checked: cut it with `slice`, move bytes with `copy_from_host`,
+//! **Moving bytes, without `unsafe`.** The request's memory is a [`hipfile_hip::IoMemory`]: a
+//! [`hipfile_hip::DeviceRange`] that the GPU runtime checked or, only where the setting
+//! [`Settings::allow_system_memory`] admits host memory, a [`hipfile_hip::HostRange`] (the
+//! `host` backend serves it with `read_from`/`write_to`, `pread`/`pwrite` on its address; an
+//! engine of device memory declines it with [`Decline::HostMemory`] and takes its range with
+//! [`hipfile_hip::IoMemory::device_range`]). A device range: cut it with `slice`, move bytes with `copy_from_host`,
 //! `copy_to_host` and `fill`, or hand it to the platform's direct path with `p2p_read` and
 //! `p2p_write`; [`hipfile_hip::StagingLane`] does asynchronous copies through pinned memory.
 //! None of these needs `unsafe`, and a backend crate can `#![forbid(unsafe_code)]`. File bytes go

@@ -51,7 +51,8 @@
 //!
 //! The IO threads are [`hipfile_core::workers`]. The crate has no `unsafe`: the asynchronous
 //! copies live in `hipfile-hip`'s [`hipfile_hip::StagingLane`], and device memory arrives as a
-//! checked [`hipfile_hip::DeviceRange`].
+//! checked [`hipfile_hip::DeviceRange`]; host memory, in the `host` engine, a
+//! [`hipfile_hip::HostRange`] whose bytes only the kernel moves.
 //!
 //! ```
 //! use std::sync::Arc;
