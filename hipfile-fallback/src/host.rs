@@ -14,7 +14,9 @@
 //! appending request ([`hipfile_core::OwnedRequest::append`]) goes to the end of the file through
 //! the buffered descriptor, whole, under the file's append lock. O_DIRECT cannot continue at an
 //! unaligned offset, so the rest of a transfer that stopped off the alignment goes through the
-//! buffered descriptor. A direct read stops at the last whole block below the end of the file (the
+//! buffered descriptor, and so does a write that runs past the process's file size limit (cut at
+//! an unaligned limit, O_DIRECT would answer `EINVAL` where `pwrite` writes up to the limit and
+//! answers `EFBIG`). A direct read stops at the last whole block below the end of the file (the
 //! kernel would zero the caller's bytes past the end of the file in that block); the rest is read
 //! through the buffered descriptor. Requests run inside `submit` on the caller's thread (queued
 //! ones too).
@@ -25,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hipfile_core::{
-    priority, Backend, BackendReport, Completion, Decline, Error, IoFailure, IoOp, IoPath,
+    priority, Backend, BackendReport, Completion, Decline, Error, FsKind, IoFailure, IoOp, IoPath,
     IoRequest, ReportWhen, Submit,
 };
 use hipfile_hip::HostRange;
@@ -108,6 +110,17 @@ impl Host {
     }
 }
 
+/// Whether writing `len` bytes at `at` runs past the process's file size limit
+/// (`RLIMIT_FSIZE`), which bounds regular files, not block devices.
+fn crosses_file_size_limit(req: &IoRequest<'_>, at: u64, len: usize) -> bool {
+    if req.file.fs().kind == FsKind::BlockDevice {
+        return false;
+    }
+    rustix::process::getrlimit(rustix::process::Resource::Fsize)
+        .current
+        .is_some_and(|limit| at.saturating_add(len as u64) > limit)
+}
+
 /// One request as it goes: how much of its memory has moved.
 struct Step<'a> {
     host: &'a Host,
@@ -133,6 +146,10 @@ impl Step<'_> {
         let at = self.req.file_offset + self.done as u64;
         let align = file.dio_align();
         let direct_len = match op {
+            // Past the process's file size limit the kernel cuts a write at the limit: O_DIRECT
+            // would then refuse the unaligned rest with EINVAL, where `pwrite` writes up to the
+            // limit and answers EFBIG. Such a write goes through the buffered descriptor.
+            IoOp::Write if crosses_file_size_limit(self.req, at, rest.len()) => 0,
             IoOp::Write => rest.len(),
             IoOp::Read => {
                 let below_end = self

@@ -15,7 +15,7 @@ use hipfile_hip::{GpuRuntime, PinnedBuffer, StreamRef};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::target::runtime_under_test;
 
-use crate::harness::scratch_dir;
+use crate::harness::{self, scratch_dir};
 use crate::stream::submit_core;
 
 const LEN: usize = 64 << 10;
@@ -350,4 +350,38 @@ fn with_the_setting_on_batches_and_stream_ordered_ops_take_host_memory() {
     assert_eq!(s.contents("data"), [data, tail].concat());
     let stats = s.driver.stats().unwrap();
     assert_eq!(stats.ops_by(IoPath::Host), 3);
+}
+
+/// An aligned write from host memory that crosses the process's file size limit writes up to it
+/// and fails with the kernel's `EFBIG`, as a `pwrite` does (an O_DIRECT write cut at an unaligned
+/// limit would answer `EINVAL`). In a child process: the limit and the ignored `SIGXFSZ` are
+/// process-wide.
+#[test]
+fn a_host_write_crossing_the_file_size_limit_fails_with_efbig_having_written_up_to_it() {
+    const LIMIT: u64 = 20_000;
+    let name = harness::test_name(
+        module_path!(),
+        "a_host_write_crossing_the_file_size_limit_fails_with_efbig_having_written_up_to_it",
+    );
+    if harness::as_child(&name, || {
+        harness::ignore_signal(libc::SIGXFSZ).expect("ignoring SIGXFSZ");
+        let s = setup(true);
+        let (file, handle) = s.read_write("limited", &[]);
+        let mut backing = vec![0u8; 32768 + 4096];
+        let src = aligned(&mut backing, 4096, 32768);
+        src.copy_from_slice(&pattern(12, 0, 32768));
+        harness::limit_file_size(LIMIT).expect("setting RLIMIT_FSIZE");
+        let e = handle.write_host(src, 0).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EFBIG), "{e}");
+        assert_eq!(file.metadata().unwrap().len(), LIMIT);
+        assert_eq!(s.contents("limited"), src[..LIMIT as usize]);
+    }) {
+        return;
+    }
+    let run = harness::run_child(
+        harness::child_command(&name),
+        Duration::from_secs(60),
+        &name,
+    );
+    run.assert_passed(&name);
 }
