@@ -72,6 +72,33 @@ impl FileHandle {
     /// alignment), no GPU involved. Returns the bytes read, fewer only at end of file. Needs the
     /// setting `allow_system_memory` (`HIPFILE_ALLOW_SYSTEM_MEMORY=true`); without it the answer
     /// is [`hipfile_core::ErrorKind::HipMemoryTypeInvalid`], as for any host memory.
+    ///
+    #[cfg_attr(feature = "fallback", doc = "```")]
+    #[cfg_attr(not(feature = "fallback"), doc = "```text")]
+    /// use std::sync::Arc;
+    /// use hipfile::{Driver, DriverOptions, ErrorKind};
+    /// use hipfile_hip::sim::SimRuntime;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("data"), b"0123456789").unwrap();
+    /// let file = std::fs::OpenOptions::new().read(true).write(true)
+    ///     .open(dir.path().join("data")).unwrap();
+    /// let mut buf = [0u8; 16];
+    ///
+    /// let mut options = DriverOptions::with_runtime(Arc::new(SimRuntime::default()));
+    /// let refusing = Driver::with_options(options.clone())?;
+    /// let err = refusing.register_file(&file)?.read_host(&mut buf, 0).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::HipMemoryTypeInvalid);
+    ///
+    /// options.settings.allow_system_memory = true;
+    /// let driver = Driver::with_options(options)?;
+    /// let handle = driver.register_file(&file)?;
+    /// assert_eq!(handle.read_host(&mut buf, 4)?, 6);
+    /// assert_eq!(&buf[..6], b"456789");
+    /// assert_eq!(handle.write_host(b"ab", 0)?, 2);
+    /// assert_eq!(std::fs::read(dir.path().join("data")).unwrap(), b"ab23456789");
+    /// # Ok::<(), hipfile::Error>(())
+    /// ```
     pub fn read_host(&self, buf: &mut [u8], file_offset: u64) -> Result<usize> {
         // The exclusive borrow of `buf` lasts until the request has finished: no other
         // reference to those bytes exists while the kernel writes them (`HostRange`'s contract).
