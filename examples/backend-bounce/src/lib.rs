@@ -23,6 +23,7 @@
 //!
 //! ## Contract
 //!
+//! - Declines host memory (`Decline::HostMemory`: the `host` engine serves it).
 //! - Accepts every request while compat mode is allowed, as the fallback does (a staged path is
 //!   what compat mode means), and declines with [`Decline::CompatModeDisallowed`] otherwise.
 //! - Reads return the bytes read, fewer than asked only at end of file (a file that reports size
