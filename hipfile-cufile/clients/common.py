@@ -14,6 +14,7 @@ Every result is one JSON line: {"client", "lib", "check", "status", ...} with st
            since NVIDIA's cuFile cannot register a file on a machine without nvidia-fs and udev
 The process exits 1 when any line says fail, else 0.
 """
+
 import ctypes
 import json
 import os
@@ -67,7 +68,7 @@ def write_pattern(path, size, base=None):
         at = 0
         while at < size:
             n = min(TILE, size - at)
-            f.write(expected(at, n, base).tobytes())
+            f.write(expected(at, n, base))
             at += n
 
 
@@ -83,9 +84,10 @@ def has_pattern(path, size, base=None):
             last = f.read(PAGE)
     except OSError:
         return False
-    return first == expected(0, len(first), base).tobytes() and last == expected(
-        max(0, size - PAGE), len(last), base
-    ).tobytes()
+    return (
+        first == expected(0, len(first), base).tobytes()
+        and last == expected(max(0, size - PAGE), len(last), base).tobytes()
+    )
 
 
 def loaded_libcufile():

@@ -10,6 +10,7 @@ in the process before searching: the preloaded one, for ours. A missing cuda.bin
 reported as `skipped` on the `import` line (the module is NVIDIA's, not ours to require). See
 common.py for the lines and the exit status.
 """
+
 import os
 
 import common

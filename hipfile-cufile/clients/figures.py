@@ -31,6 +31,7 @@ OUT/cufile-figures.txt. Exit status 1 when a timed read was wrong or a measureme
 --budget (seconds, default 540) bounds the run: repetitions that would not fit are left out and
 the summary says so. The workers (`figures.py worker ...`) are this file run again.
 """
+
 import argparse
 import ctypes
 import json
@@ -96,7 +97,13 @@ def latency_offsets(size, bytes_, ops, seed):
 
 
 class Descr(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("pad", ctypes.c_int), ("fd", ctypes.c_int), ("pad1", ctypes.c_int), ("fs_ops", ctypes.c_void_p)]
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("pad", ctypes.c_int),
+        ("fd", ctypes.c_int),
+        ("pad1", ctypes.c_int),
+        ("fs_ops", ctypes.c_void_p),
+    ]
 
 
 def worker_cufile(a):
@@ -105,13 +112,25 @@ def worker_cufile(a):
     import cupy
 
     lib = ctypes.CDLL("libcufile.so.0")
-    for name in ("cuFileDriverOpen", "cuFileDriverClose", "cuFileHandleRegister", "cuFileBufRegister", "cuFileBufDeregister"):
+    for name in (
+        "cuFileDriverOpen",
+        "cuFileDriverClose",
+        "cuFileHandleRegister",
+        "cuFileBufRegister",
+        "cuFileBufDeregister",
+    ):
         getattr(lib, name).restype = common.CuFileError
     lib.cuFileHandleRegister.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Descr)]
     lib.cuFileBufRegister.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     lib.cuFileBufDeregister.argtypes = [ctypes.c_void_p]
     lib.cuFileRead.restype = ctypes.c_ssize_t
-    lib.cuFileRead.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64, ctypes.c_int64]
+    lib.cuFileRead.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int64,
+        ctypes.c_int64,
+    ]
     lib.cuFileHandleDeregister.argtypes = [ctypes.c_void_p]
     size = os.path.getsize(a.file)
     buf = cupy.zeros(size, dtype=cupy.uint8)
@@ -136,7 +155,16 @@ def worker_cufile(a):
         n, dt, dc = timed(lambda: lib.cuFileRead(handle, buf.data.ptr, size, 0, 0))
         ok = n == size and gpu_verify(buf, size)
         status |= 0 if ok else 1
-        emit({"tool": "cufile_door", "what": what, "bytes": n, "gbps": n / dt / 1e9, "cores": dc / dt, "verified": ok})
+        emit(
+            {
+                "tool": "cufile_door",
+                "what": what,
+                "bytes": n,
+                "gbps": n / dt / 1e9,
+                "cores": dc / dt,
+                "verified": ok,
+            }
+        )
     for bytes_, name in LATENCY_SIZES:
         lat = []
         offsets = latency_offsets(size, bytes_, a.latency_ops, a.seed)
@@ -176,15 +204,29 @@ def worker_kvikio(a):
         if a.cold:
             os.system("sync; echo 3 > /proc/sys/vm/drop_caches")
         # The share of the file in the page cache right before the read: ~0 for a cold figure.
-        cached, pages = kvikio.get_page_cache_info(a.file) if hasattr(kvikio, "get_page_cache_info") else (None, None)
+        cached, pages = (
+            kvikio.get_page_cache_info(a.file) if hasattr(kvikio, "get_page_cache_info") else (None, None)
+        )
         cupy.cuda.runtime.deviceSynchronize()
         n, dt, dc = timed(lambda: f.read(buf, size, 0))
         ok = n == size and gpu_verify(buf, size)
         status |= 0 if ok else 1
-        emit({"tool": tool, "what": "read_cold" if a.cold else "read_hot", "bytes": n, "gbps": n / dt / 1e9,
-              "cores": dc / dt, "verified": ok, "compat_mode": mode, "threads": a.threads, "task_size": a.task_size,
-              "gds_threshold": kvikio.defaults.get("gds_threshold"),
-              "cached_pages_before": cached, "file_pages": pages})
+        emit(
+            {
+                "tool": tool,
+                "what": "read_cold" if a.cold else "read_hot",
+                "bytes": n,
+                "gbps": n / dt / 1e9,
+                "cores": dc / dt,
+                "verified": ok,
+                "compat_mode": mode,
+                "threads": a.threads,
+                "task_size": a.task_size,
+                "gds_threshold": kvikio.defaults.get("gds_threshold"),
+                "cached_pages_before": cached,
+                "file_pages": pages,
+            }
+        )
         if not a.cold:
             for bytes_, name in LATENCY_SIZES:
                 lat = []
@@ -194,7 +236,9 @@ def worker_kvikio(a):
                     t = time.perf_counter()
                     f.read(small, bytes_, off)
                     lat.append((time.perf_counter() - t) * 1e6)
-                ok = common.first_difference(cupy.asnumpy(small), common.expected(offsets[-1], bytes_)) is None
+                ok = (
+                    common.first_difference(cupy.asnumpy(small), common.expected(offsets[-1], bytes_)) is None
+                )
                 status |= 0 if ok else 1
                 emit({"tool": tool, "what": f"latency_{name}", "bytes": bytes_, "us": lat, "verified": ok})
     return status
@@ -232,6 +276,7 @@ def worker_torch(a):
         f.deregister_handle()
         tensor = dst
     else:
+
         def load():
             t = torch.load(a.file, map_location="cuda")
             torch.cuda.synchronize()
@@ -239,9 +284,19 @@ def worker_torch(a):
 
         tensor, dt, dc = timed(load)
     ok = tensor.numel() * tensor.element_size() == nbytes and gpu_verify(
-        cupy.asarray(tensor.view(torch.uint8).reshape(-1)), nbytes)
-    emit({"tool": f"torch_{a.how}", "what": "load_hot", "bytes": nbytes, "gbps": nbytes / dt / 1e9,
-          "cores": dc / dt, "verified": ok, "storage_offset": offset})
+        cupy.asarray(tensor.view(torch.uint8).reshape(-1)), nbytes
+    )
+    emit(
+        {
+            "tool": f"torch_{a.how}",
+            "what": "load_hot",
+            "bytes": nbytes,
+            "gbps": nbytes / dt / 1e9,
+            "cores": dc / dt,
+            "verified": ok,
+            "storage_offset": offset,
+        }
+    )
     return 0 if ok else 1
 
 
@@ -262,7 +317,9 @@ def make_torch_file(path, size):
         n = min(common.TILE, size - at)
         data[at : at + n] = common.expected(at, n, base)
         at += n
-    torch.save(torch.from_numpy(data), path)
+    # Under another name until complete: a run cut short leaves no file a later run would take.
+    torch.save(torch.from_numpy(data), path + ".part")
+    os.replace(path + ".part", path)
     return 0
 
 
@@ -301,7 +358,9 @@ class Run:
 
     def env(self, ours):
         env = dict(os.environ)
-        paths = [p for p in (self.site, os.path.dirname(os.path.abspath(__file__)), env.get("PYTHONPATH")) if p]
+        paths = [
+            p for p in (self.site, os.path.dirname(os.path.abspath(__file__)), env.get("PYTHONPATH")) if p
+        ]
         env["PYTHONPATH"] = ":".join(paths)
         if ours:
             env["LD_PRELOAD"] = os.path.join(self.lib_dir, "libcufile.so.0")
@@ -309,7 +368,9 @@ class Run:
         return env
 
     def spawn(self, label, argv, ours, timeout=240):
-        """Runs one worker; returns its JSON lines (a failure noted when it exits non-zero)."""
+        """Runs one worker; returns its JSON lines (a failure noted when it exits non-zero). It
+        gets at most what is left of the budget (30 s at least)."""
+        timeout = max(30, min(timeout, self.a.budget - self.elapsed()))
         try:
             p = subprocess.run(argv, env=self.env(ours), capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -331,8 +392,21 @@ class Run:
         return [sys.executable, os.path.abspath(__file__), "worker", *args]
 
     def hipfile_bench(self, only):
-        argv = [os.path.join(self.a.bundle, "bin", "hipfile"), "bench", "--file", self.file, "--repeat", "1",
-                "--only", only, "--json", "--platform", "nvidia", "--latency-ops", str(self.a.latency_ops)]
+        argv = [
+            os.path.join(self.a.bundle, "bin", "hipfile"),
+            "bench",
+            "--file",
+            self.file,
+            "--repeat",
+            "1",
+            "--only",
+            only,
+            "--json",
+            "--platform",
+            "nvidia",
+            "--latency-ops",
+            str(self.a.latency_ops),
+        ]
         out = []
         for rec in self.spawn(f"hipfile_bench_{only}", argv, ours=False, timeout=300):
             if rec.get("type") == "measurement":
@@ -375,24 +449,51 @@ def driver(a):
     found = sorted(os.path.join(wheels, w) for w in os.listdir(wheels)) if os.path.isdir(wheels) else []
     if found:
         run.site = os.path.join(a.dir, "cufile-figures-site")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
-                        run.site, *found], check=False, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-deps",
+                "--target",
+                run.site,
+                *found,
+            ],
+            check=False,
+            capture_output=True,
+        )
     have_kvikio = bool(found)
 
     # The file: made once (the pattern), kept for later runs on the same machine.
     base = common.tile()
     if not common.has_pattern(run.file, a.size, base):
         _, dt, _ = timed(lambda: common.write_pattern(run.file, a.size, base))
-        run.record({"tool": "setup", "what": "made", "file": run.file, "bytes": a.size, "seconds": round(dt, 1)})
+        run.record(
+            {"tool": "setup", "what": "made", "file": run.file, "bytes": a.size, "seconds": round(dt, 1)}
+        )
     if not os.path.isfile(torch_file):
-        run.spawn("torch_save", run.worker("torch-save", "--file", torch_file, "--size", str(a.torch_size)),
-                  ours=False, timeout=300)
+        run.spawn(
+            "torch_save",
+            run.worker("torch-save", "--file", torch_file, "--size", str(a.torch_size)),
+            ours=False,
+            timeout=300,
+        )
 
     def warm(path):
-        # The page cache filled by parallel plain reads; no process of ours is involved.
-        subprocess.run(["bash", "-c", f"for i in $(seq 0 15); do dd if={path} of=/dev/null bs=16M "
-                        f"skip=$((i * {a.size // 16 // (16 * MIB)})) count={a.size // 16 // (16 * MIB) + 1} "
-                        "status=none & done; wait"], check=False)
+        # The page cache filled by 16 parallel plain reads; no process of ours is involved.
+        chunk = -(-os.path.getsize(path) // (16 * MIB))
+        subprocess.run(
+            [
+                "bash",
+                "-c",
+                f"for i in $(seq 0 15); do dd if={path} of=/dev/null bs=1M "
+                f"skip=$((i * {chunk})) count={chunk} status=none & done; wait",
+            ],
+            check=False,
+        )
 
     warm(run.file)
     common_args = ["--file", run.file, "--latency-ops", str(a.latency_ops)]
@@ -411,17 +512,25 @@ def driver(a):
             r.update({"tool": "hipfile_door", "what": r["key"], "rep": rep})
             run.record(r)
         if have_kvikio and have_lib:
-            for r in run.spawn("kvikio_ours", run.worker("kvikio", "--lib", "ours", *common_args, *seed, *kv), ours=True):
+            for r in run.spawn(
+                "kvikio_ours", run.worker("kvikio", "--lib", "ours", *common_args, *seed, *kv), ours=True
+            ):
                 run.record(r)
         if have_kvikio:
-            for r in run.spawn("kvikio_posix", run.worker("kvikio", "--lib", "posix", *common_args, *seed, *kv), ours=False):
+            for r in run.spawn(
+                "kvikio_posix", run.worker("kvikio", "--lib", "posix", *common_args, *seed, *kv), ours=False
+            ):
                 run.record(r)
         if os.path.isfile(torch_file):
             warm(torch_file)
             if have_lib:
-                for r in run.spawn("torch_gds", run.worker("torch", "--how", "gds", "--file", torch_file), ours=True):
+                for r in run.spawn(
+                    "torch_gds", run.worker("torch", "--how", "gds", "--file", torch_file), ours=True
+                ):
                     run.record(r)
-            for r in run.spawn("torch_load", run.worker("torch", "--how", "load", "--file", torch_file), ours=False):
+            for r in run.spawn(
+                "torch_load", run.worker("torch", "--how", "load", "--file", torch_file), ours=False
+            ):
                 run.record(r)
         per_rep = run.elapsed() / rep
 
@@ -450,12 +559,21 @@ def driver(a):
             run.rep = rep
             for lib, ours in (("ours", True), ("posix", False)):
                 subprocess.run(["bash", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=False)
-                for r in run.spawn(f"kvikio_{lib}_cold",
-                                   run.worker("kvikio", "--lib", lib, "--cold", *common_args, *kv), ours=ours):
+                for r in run.spawn(
+                    f"kvikio_{lib}_cold",
+                    run.worker("kvikio", "--lib", lib, "--cold", *common_args, *kv),
+                    ours=ours,
+                ):
                     if direct_ceiling and r.get("gbps", 0) > 1.5 * direct_ceiling:
                         r["not_cold"] = f"above 1.5x the O_DIRECT ceiling ({direct_ceiling:.2f} GB/s)"
-                    elif r.get("cached_pages_before") and r.get("file_pages") and r["cached_pages_before"] > r["file_pages"] // 100:
-                        r["not_cold"] = f"{r['cached_pages_before']} of {r['file_pages']} pages cached before the read"
+                    elif (
+                        r.get("cached_pages_before")
+                        and r.get("file_pages")
+                        and r["cached_pages_before"] > r["file_pages"] // 100
+                    ):
+                        r["not_cold"] = (
+                            f"{r['cached_pages_before']} of {r['file_pages']} pages cached before the read"
+                        )
                     run.record(r)
 
     return summarize(run, direct_ceiling)
@@ -467,12 +585,24 @@ def summarize(run, direct_ceiling):
 
     def through(label, a_tool, a_what, b_tool, b_what, note=""):
         a_v, b_v = median_gbps(pick(recs, a_tool, a_what)), median_gbps(pick(recs, b_tool, b_what))
-        rows.append((label, "GB/s", a_v, b_v, ratio(a_v, b_v), len(pick(recs, a_tool, a_what)),
-                     len(pick(recs, b_tool, b_what)), note))
+        rows.append(
+            (
+                label,
+                "GB/s",
+                a_v,
+                b_v,
+                ratio(a_v, b_v),
+                len(pick(recs, a_tool, a_what)),
+                len(pick(recs, b_tool, b_what)),
+                note,
+            )
+        )
 
     def lat(label, a_tool, b_tool, what, note=""):
         (am, ap), (bm, bp) = latency(pick(recs, a_tool, what)), latency(pick(recs, b_tool, what))
-        n_a, n_b = sum(len(r["us"]) for r in pick(recs, a_tool, what)), sum(len(r["us"]) for r in pick(recs, b_tool, what))
+        n_a, n_b = sum(len(r["us"]) for r in pick(recs, a_tool, what)), sum(
+            len(r["us"]) for r in pick(recs, b_tool, what)
+        )
         rows.append((label + " median", "us", am, bm, ratio(am, bm), n_a, n_b, note))
         rows.append((label + " p99", "us", ap, bp, ratio(ap, bp), n_a, n_b, note))
 
@@ -486,32 +616,87 @@ def summarize(run, direct_ceiling):
             run.records.append({"tool": "hipfile_door_gbps", "what": key, "gbps": r["gbps"]})
     for key in ("latency_4k", "latency_1m"):
         # hipfile bench gives median and p99 per repetition: the median of those is the figure.
-        run.records.append({"tool": "hipfile_door_lat", "what": key,
-                            "median": [r["median_us"] for r in hip.get(key, [])],
-                            "p99": [r["p99_us"] for r in hip.get(key, [])]})
-    through("cuFile door / hipFile door: hot read, first of a registration", "cufile_door", "read_hot",
-            "hipfile_door_gbps", "read_hot", "target >= 0.95")
-    through("cuFile door / hipFile door: hot read again", "cufile_door", "read_hot_again",
-            "hipfile_door_gbps", "read_hot_again", "target >= 0.95")
+        run.records.append(
+            {
+                "tool": "hipfile_door_lat",
+                "what": key,
+                "median": [r["median_us"] for r in hip.get(key, [])],
+                "p99": [r["p99_us"] for r in hip.get(key, [])],
+            }
+        )
+    through(
+        "cuFile door / hipFile door: hot read, first of a registration",
+        "cufile_door",
+        "read_hot",
+        "hipfile_door_gbps",
+        "read_hot",
+        "target >= 0.95",
+    )
+    through(
+        "cuFile door / hipFile door: hot read again",
+        "cufile_door",
+        "read_hot_again",
+        "hipfile_door_gbps",
+        "read_hot_again",
+        "target >= 0.95",
+    )
     for key, name in (("latency_4k", "4 KiB"), ("latency_1m", "1 MiB")):
-        (am, ap) = latency(pick(recs, "cufile_door", key))
+        am, ap = latency(pick(recs, "cufile_door", key))
         h = next((r for r in run.records if r.get("tool") == "hipfile_door_lat" and r["what"] == key), None)
         bm = statistics.median(h["median"]) if h and h["median"] else None
         bp = statistics.median(h["p99"]) if h and h["p99"] else None
         n_a = sum(len(r["us"]) for r in pick(recs, "cufile_door", key))
-        rows.append((f"cuFile door / hipFile door: {name} latency median", "us", am, bm, ratio(am, bm), n_a,
-                     len(h["median"]) if h else 0, "target <= 1.05"))
-        rows.append((f"cuFile door / hipFile door: {name} latency p99", "us", ap, bp, ratio(ap, bp), n_a,
-                     len(h["p99"]) if h else 0, ""))
-    through("KvikIO over ours / KvikIO POSIX: hot read", "kvikio_ours", "read_hot", "kvikio_posix", "read_hot")
+        rows.append(
+            (
+                f"cuFile door / hipFile door: {name} latency median",
+                "us",
+                am,
+                bm,
+                ratio(am, bm),
+                n_a,
+                len(h["median"]) if h else 0,
+                "target <= 1.05",
+            )
+        )
+        rows.append(
+            (
+                f"cuFile door / hipFile door: {name} latency p99",
+                "us",
+                ap,
+                bp,
+                ratio(ap, bp),
+                n_a,
+                len(h["p99"]) if h else 0,
+                "",
+            )
+        )
+    through(
+        "KvikIO over ours / KvikIO POSIX: hot read", "kvikio_ours", "read_hot", "kvikio_posix", "read_hot"
+    )
     cold_a = [r for r in pick(recs, "kvikio_ours", "read_cold") if "not_cold" not in r]
     cold_b = [r for r in pick(recs, "kvikio_posix", "read_cold") if "not_cold" not in r]
     ca, cb = median_gbps(cold_a), median_gbps(cold_b)
-    rows.append(("KvikIO over ours / KvikIO POSIX: cold read", "GB/s", ca, cb, ratio(ca, cb), len(cold_a), len(cold_b),
-                 f"O_DIRECT ceiling {direct_ceiling:.2f} GB/s" if direct_ceiling else "no O_DIRECT ceiling"))
+    rows.append(
+        (
+            "KvikIO over ours / KvikIO POSIX: cold read",
+            "GB/s",
+            ca,
+            cb,
+            ratio(ca, cb),
+            len(cold_a),
+            len(cold_b),
+            f"O_DIRECT ceiling {direct_ceiling:.2f} GB/s" if direct_ceiling else "no O_DIRECT ceiling",
+        )
+    )
     lat("KvikIO over ours / KvikIO POSIX: 4 KiB latency", "kvikio_ours", "kvikio_posix", "latency_4k")
     lat("KvikIO over ours / KvikIO POSIX: 1 MiB latency", "kvikio_ours", "kvikio_posix", "latency_1m")
-    through("torch.cuda.gds / torch.load: 4 GiB tensor, hot", "torch_gds", "load_hot", "torch_load", "load_hot")
+    through(
+        f"torch.cuda.gds / torch.load: {run.a.torch_size / GIB:g} GiB tensor, hot",
+        "torch_gds",
+        "load_hot",
+        "torch_load",
+        "load_hot",
+    )
 
     lines = [f"{'figure':<66} {'unit':<5} {'A':>9} {'B':>9} {'A/B':>7} {'n A':>5} {'n B':>5}  note"]
 
@@ -519,7 +704,9 @@ def summarize(run, direct_ceiling):
         return f"{v:9.2f}" if isinstance(v, (int, float)) else f"{'-':>9}"
 
     for label, unit, av, bv, r, na, nb, note in rows:
-        lines.append(f"{label:<66} {unit:<5} {fmt(av)} {fmt(bv)} {r if r is not None else '-':>7} {na:>5} {nb:>5}  {note}")
+        lines.append(
+            f"{label:<66} {unit:<5} {fmt(av)} {fmt(bv)} {r if r is not None else '-':>7} {na:>5} {nb:>5}  {note}"
+        )
     for r in recs:
         if r.get("tool") == "ceiling":
             lines.append(f"ceiling {r['what']}: {r.get('gbps', '-')} GB/s ({r.get('label', '')})")
@@ -530,16 +717,31 @@ def summarize(run, direct_ceiling):
         lines.append("left out: " + "; ".join(run.left_out))
     for f in run.failed:
         lines.append("FAILED: " + f)
-    lines.append(f"wall: {run.elapsed():.0f} s; A and B alternate in each repetition; GB/s figures are medians of the "
-                 "repetitions, latency figures the median and p99 of every read (hipFile door: the median of its "
-                 "per-repetition medians and p99s)")
+    lines.append(
+        f"wall: {run.elapsed():.0f} s; A and B alternate in each repetition; GB/s figures are medians of the "
+        "repetitions, latency figures the median and p99 of every read (hipFile door: the median of its "
+        "per-repetition medians and p99s)"
+    )
     text = "\n".join(lines)
     print(text, flush=True)
     with open(os.path.join(run.a.out, "cufile-figures.txt"), "w") as f:
         f.write(text + "\n")
     for label, unit, av, bv, r, na, nb, note in rows:
-        run.jsonl.write(json.dumps({"summary": label, "unit": unit, "a": av, "b": bv, "ratio": r, "n_a": na,
-                                    "n_b": nb, "note": note}) + "\n")
+        run.jsonl.write(
+            json.dumps(
+                {
+                    "summary": label,
+                    "unit": unit,
+                    "a": av,
+                    "b": bv,
+                    "ratio": r,
+                    "n_a": na,
+                    "n_b": nb,
+                    "note": note,
+                }
+            )
+            + "\n"
+        )
     run.jsonl.close()
     return 1 if run.failed else 0
 
@@ -561,11 +763,17 @@ def main():
         if a.kind == "kvikio":
             # The environment decides KvikIO's mode when it loads: set before the import.
             os.environ["KVIKIO_COMPAT_MODE"] = "OFF" if a.lib == "ours" else "ON"
-        run = {"cufile": worker_cufile, "kvikio": worker_kvikio, "torch": worker_torch,
-               "torch-save": lambda a: make_torch_file(a.file, a.size)}[a.kind]
+        run = {
+            "cufile": worker_cufile,
+            "kvikio": worker_kvikio,
+            "torch": worker_torch,
+            "torch-save": lambda a: make_torch_file(a.file, a.size),
+        }[a.kind]
         sys.exit(run(a))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bundle", required=True, help="the GPU bundle (lib/libcufile.so.0, bin/hipfile, cufile/wheels)")
+    ap.add_argument(
+        "--bundle", required=True, help="the GPU bundle (lib/libcufile.so.0, bin/hipfile, cufile/wheels)"
+    )
     ap.add_argument("--dir", required=True, help="scratch folder on a real disk (the files are kept there)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--size", type=parse_size, default=8 * GIB)

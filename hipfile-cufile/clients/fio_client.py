@@ -10,6 +10,7 @@ other error is a failure on ours and a refusal recorded on NVIDIA's. `--fio` mis
 executable (no fio tarball in the bundle, or its build failed) is reported on a `build` line:
 skipped when no tarball was shipped, else fail. See common.py for the lines and the exit status.
 """
+
 import argparse
 import errno
 import json

@@ -12,6 +12,7 @@ level-1 statistics before and after (read and write bytes counted by the library
 gds_threshold is set to 0: KvikIO otherwise serves reads under 1 MiB through POSIX even with
 compat mode off. See common.py for the lines and the exit status.
 """
+
 import os
 
 import common
@@ -120,7 +121,9 @@ try:
     with kvikio.CuFile(path, "r") as f:
         got = f.raw_read(dst, 1 << 20, 8192, 4096)
     moved_read += got
-    report.bytes_check("raw_read", cupy.asnumpy(dst[4096 : 4096 + got]), want[8192 : 8192 + (1 << 20)], returned=got)
+    report.bytes_check(
+        "raw_read", cupy.asnumpy(dst[4096 : 4096 + got]), want[8192 : 8192 + (1 << 20)], returned=got
+    )
 except Exception as exc:
     report.error("raw_read", exc)
 

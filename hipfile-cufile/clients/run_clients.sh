@@ -15,7 +15,8 @@
 #
 # Environment (defaults for a bundle): CUFILE_LIB_DIR (<bundle>/lib), CUFILE_WHEELS (KvikIO's
 # wheels, <bundle>/cufile/wheels), CUFILE_FIO_TARBALL (<bundle>/cufile/fio.tar.gz), SCRATCH
-# (<bundle>/scratch: a real disk, O_DIRECT), PYTHON (python3), CUFILE_CLIENT_TIMEOUT (150 s).
+# (<bundle>/scratch: a real disk, O_DIRECT), PYTHON (python3), CUFILE_CLIENT_TIMEOUT (100 s for
+# each client).
 # Exit status: 0 when no line says fail (refusals of NVIDIA's library are not failures).
 
 set -u
@@ -29,7 +30,7 @@ WHEELS=${CUFILE_WHEELS:-$BUNDLE/cufile/wheels}
 FIO_TARBALL=${CUFILE_FIO_TARBALL:-$BUNDLE/cufile/fio.tar.gz}
 SCRATCH=${SCRATCH:-$BUNDLE/scratch}
 PYTHON=${PYTHON:-python3}
-TIMEOUT=${CUFILE_CLIENT_TIMEOUT:-150}
+TIMEOUT=${CUFILE_CLIENT_TIMEOUT:-100}
 BUILD=$SCRATCH/cufile-build
 RESULTS=$OUT_DIR/cufile-clients.jsonl
 

@@ -10,6 +10,7 @@ libtorch_cuda.so names libcufile.so.0 in its DT_NEEDED entries: with ours preloa
 is ours. The `loaded` and `cufile_stats` lines show it. See common.py for the lines and the exit
 status.
 """
+
 import os
 
 import common
