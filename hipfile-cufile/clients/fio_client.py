@@ -40,6 +40,8 @@ env = dict(os.environ, FIO_DIR=work, GPU_DEV_IDS="0")
 run = subprocess.run(
     [args.fio, "--output-format=json", f"--output={out}", job],
     env=env,
+    # fio leaves its verify state files in the working directory: the scratch folder, not ours.
+    cwd=work,
     capture_output=True,
     text=True,
     timeout=240,
