@@ -10,7 +10,8 @@
 # processes of its own: "ours" with LD_PRELOAD=$CUFILE_LIB_DIR/libcufile.so.0 and that folder
 # first on LD_LIBRARY_PATH, "nvidia" with nothing preloaded. Every result is a JSON line (see
 # common.py); all of them go to OUT_DIR/cufile-clients.jsonl, each client's stderr to
-# OUT_DIR/cufile-<client>-<lib>.err, and a table to stdout. A client that crashes or prints
+# OUT_DIR/cufile-<client>-<lib>.err, its working folder (cufile.log, if the library writes one) is
+# OUT_DIR/cufile-cwd-<client>-<lib>, and a table goes to stdout. A client that crashes or prints
 # nothing is a failure on ours and a refusal recorded on NVIDIA's.
 #
 # Environment (defaults for a bundle): CUFILE_LIB_DIR (<bundle>/lib), CUFILE_WHEELS (KvikIO's
@@ -87,7 +88,11 @@ run_client() {
         env+=("LD_PRELOAD=$LIB_DIR/libcufile.so.0${LD_PRELOAD:+:$LD_PRELOAD}"
             "LD_LIBRARY_PATH=$LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
     fi
-    lines=$(cd "$HERE" && timeout --kill-after=10 "$TIMEOUT" env "${env[@]}" "$@" 2>"$err")
+    # Each process runs in a folder of its own under OUT_DIR: NVIDIA's library writes its
+    # cufile.log into the working directory, the record of why it refused.
+    local cwd=$OUT_DIR/cufile-cwd-$name-$lib
+    mkdir -p "$cwd"
+    lines=$(cd "$cwd" && timeout --kill-after=10 "$TIMEOUT" env "${env[@]}" "$@" 2>"$err")
     status=$?
     [ -n "$lines" ] && printf '%s\n' "$lines" | tee -a "$RESULTS"
     local verdict=fail
@@ -103,11 +108,11 @@ for lib in ours nvidia; do
     echo
     echo "==== cuFile clients on $lib ===="
     if [ -n "$KVIKIO_SITE" ]; then
-        run_client kvikio "$lib" "$PYTHON" kvikio_client.py --lib "$lib" --dir "$SCRATCH"
+        run_client kvikio "$lib" "$PYTHON" "$HERE/kvikio_client.py" --lib "$lib" --dir "$SCRATCH"
     fi
-    run_client torch "$lib" "$PYTHON" torch_gds_client.py --lib "$lib" --dir "$SCRATCH"
-    run_client bindings "$lib" "$PYTHON" cufile_bindings_client.py --lib "$lib" --dir "$SCRATCH"
-    run_client fio "$lib" "$PYTHON" fio_client.py --lib "$lib" --dir "$SCRATCH" --fio "$FIO" \
+    run_client torch "$lib" "$PYTHON" "$HERE/torch_gds_client.py" --lib "$lib" --dir "$SCRATCH"
+    run_client bindings "$lib" "$PYTHON" "$HERE/cufile_bindings_client.py" --lib "$lib" --dir "$SCRATCH"
+    run_client fio "$lib" "$PYTHON" "$HERE/fio_client.py" --lib "$lib" --dir "$SCRATCH" --fio "$FIO" \
         ${NO_TARBALL[@]+"${NO_TARBALL[@]}"}
 done
 
