@@ -98,7 +98,12 @@ run_client() {
     local verdict=fail
     [ "$lib" = nvidia ] && verdict=refused
     case $status in
-        0 | 1) [ -n "$lines" ] || note "$name" "$lib" exit "$verdict" "exit $status with no result line: $(tail -c 600 "$err")" ;;
+        0) [ -n "$lines" ] || note "$name" "$lib" exit "$verdict" "exit 0 with no result line" ;;
+        1)
+            # A client exits 1 after a failing line; without one, it died of an uncaught error.
+            grep -q '"status": "fail"' <<<"$lines" ||
+                note "$name" "$lib" exit "$verdict" "exit 1 with no failing line: $(tail -c 600 "$err")"
+            ;;
         124 | 137) note "$name" "$lib" exit "$verdict" "timed out after ${TIMEOUT}s: $(tail -c 600 "$err")" ;;
         *) note "$name" "$lib" exit "$verdict" "exit $status (crash): $(tail -c 600 "$err")" ;;
     esac
