@@ -23,8 +23,7 @@ fn the_loader_refuses_hipfile_rs_own_libcufile() {
         lib.display()
     );
     let why = CuFileDriver::load_from(&lib.to_string_lossy())
-        .err()
-        .expect("hipfile-rs's own libcufile is no GPUDirect Storage");
+        .expect_err("hipfile-rs's own libcufile is no GPUDirect Storage");
     assert!(why.contains("hipfile-rs's own libcufile.so.0"), "{why}");
     // Refused before its driver opened: its use count is still zero. (The loaded copy is a
     // library of its own, with its own driver; ask it.)
@@ -45,8 +44,6 @@ fn the_loader_refuses_hipfile_rs_own_libcufile() {
 /// refusal above is the own-library check's.
 #[test]
 fn another_library_is_refused_for_what_it_lacks() {
-    let why = CuFileDriver::load_from("libc.so.6")
-        .err()
-        .expect("libc is no cuFile");
+    let why = CuFileDriver::load_from("libc.so.6").expect_err("libc is no cuFile");
     assert!(why.contains("lacks cuFileDriverOpen"), "{why}");
 }
