@@ -518,6 +518,8 @@ impl Stats {
                     counters: Vec::new(),
                 })
                 .collect(),
+            refused_by_policy: self.routes.policy_refusals(),
+            p2p_mechanisms: Vec::new(),
         }
     }
 }
