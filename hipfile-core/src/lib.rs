@@ -260,7 +260,7 @@
 //! let handle = driver.handle_register(std::os::fd::AsRawFd::as_raw_fd(&file))?;
 //! let buf = DeviceBuffer::new(gpu, 64).unwrap();
 //! let call = |op| IoCall {
-//!     op, handle, buffer: buf.ptr(), size: 64, file_offset: 10, buffer_offset: 0,
+//!     op, handle, buffer: buf.ptr(), size: 64, file_offset: 10, buffer_offset: 0, loan: None,
 //! };
 //!
 //! assert_eq!(driver.io(call(IoOp::Read))?, 7, "short at the end of the file");
@@ -319,6 +319,8 @@ pub use file::{
     mount_table, parse_mountinfo, Access, CallerView, DioAlign, FileInFlight, FsFacts, FsKind,
     RegisteredFile, DEFAULT_DIO_ALIGN,
 };
+/// The loan of host memory an [`IoCall`] carries (see [`IoCall::loan`]).
+pub use hipfile_hip::HostLoan;
 pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, IoOp, PageCount, PosixIo};
 pub use logging::LogLevel;
 pub use options::{DriverOptions, RuntimeSource};

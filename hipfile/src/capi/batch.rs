@@ -11,7 +11,7 @@ use std::time::Duration;
 use hipfile_core::{BatchEntry, BatchId, BatchStatus, ErrorKind, IoCall, IoOp};
 
 use super::conventions::{
-    driver, guarded_pair, guarded_void, handle_id, op_code, pair, result_pair,
+    driver, guarded_pair, guarded_void, handle_id, lent, op_code, pair, result_pair,
 };
 use super::types::*;
 
@@ -62,6 +62,7 @@ fn entry(p: &hipFileIOParams_t) -> Option<BatchEntry> {
             size: b.size,
             file_offset: b.file_offset,
             buffer_offset: b.devPtr_offset,
+            loan: lent(op, b.devPtr_base as usize, b.devPtr_offset, b.size),
         },
         cookie: p.cookie as usize,
     })

@@ -3,10 +3,10 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use hipfile_core::{IoCall, IoOp};
+use hipfile_core::{HostLoan, IoCall, IoOp};
 
 use super::conventions::{
-    driver, guarded_pair, guarded_ssize, guarded_void, handle_id, pair, result_pair, ssize,
+    driver, guarded_pair, guarded_ssize, guarded_void, handle_id, lent, pair, result_pair, ssize,
 };
 use super::types::*;
 
@@ -58,7 +58,14 @@ pub extern "C" fn hipFileBufRegister(
     length: usize,
     flags: c_int,
 ) -> hipFileError_t {
-    guarded_pair(|| result_pair(driver().buf_register(buffer_base as usize, length, flags)))
+    guarded_pair(|| {
+        // SAFETY: hipFile's contract for registration (hipfile.h, "Host memory"): the
+        // registered bytes are the caller's and stay allocated, and untouched by anything but
+        // the requests on them, until hipFileBufDeregister returns; the registration keeps the
+        // loan until then.
+        let loan = unsafe { HostLoan::lend_mut(buffer_base as usize, length) };
+        result_pair(driver().buf_register_lent(loan, flags))
+    })
 }
 
 /// Forget registered device memory.
@@ -82,6 +89,7 @@ fn io(
         size,
         file_offset,
         buffer_offset,
+        loan: lent(op, buffer, buffer_offset, size),
     }))
 }
 
