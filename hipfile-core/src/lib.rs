@@ -138,7 +138,8 @@
 //!
 //! **Moving bytes, without `unsafe`.** The request's memory is a [`hipfile_hip::IoMemory`]: a
 //! [`hipfile_hip::DeviceRange`] that the GPU runtime checked or, only where the setting
-//! [`Settings::allow_system_memory`] admits host memory, a [`hipfile_hip::HostRange`] (the
+//! [`Settings::allow_system_memory`] admits host memory and the call carries the application's
+//! loan of it ([`IoCall::loan`], a [`hipfile_hip::HostLoan`]), a [`hipfile_hip::HostRange`] (the
 //! `host` backend serves it with `read_from`/`write_to`, `pread`/`pwrite` on its address; an
 //! engine of device memory declines it with [`Decline::HostMemory`] and takes its range with
 //! [`hipfile_hip::IoMemory::device_range`]). A device range: cut it with `slice`, move bytes with `copy_from_host`,
