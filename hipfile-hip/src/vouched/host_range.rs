@@ -229,7 +229,7 @@ impl LentPinned {
     }
 
     /// Run `access` on the bytes, once no move of them is in flight; none starts until it
-    /// returns.
+    /// returns (so a request on this buffer's loan made inside `access` waits for ever).
     pub fn with_bytes<R>(&self, access: impl FnOnce(&mut [u8]) -> R) -> R {
         let _no_moves = self
             .scope
@@ -549,7 +549,7 @@ mod tests {
     #[test]
     fn host_memory_is_named_only_inside_a_loan_that_covers_it() {
         let rt = sim();
-        let mut pageable = vec![0u8; 64];
+        let mut pageable = [0u8; 64];
         let ptr = pageable.as_ptr() as usize;
         assert!(matches!(
             IoMemory::check(&rt, ptr, 64, None),

@@ -119,6 +119,31 @@ const fn c_text(text: &'static str) -> &'static CStr {
     }
 }
 
+/// The loan of the host bytes a C call names for `op`: `size` bytes at `buffer + buffer_offset`
+/// (`None` where that address cannot be formed; validation then refuses the call). The core uses
+/// it only where the memory turns out to be host memory and the setting
+/// `allow_system_memory` admits it.
+pub(super) fn lent(
+    op: IoOp,
+    buffer: usize,
+    buffer_offset: hoff_t,
+    size: usize,
+) -> Option<HostLoan> {
+    let at = usize::try_from(buffer_offset)
+        .ok()
+        .and_then(|offset| buffer.checked_add(offset))?;
+    // SAFETY: hipFile's contract for every IO call (hipfile.h, "Host memory"): the caller's
+    // buffer is its own and stays allocated and untouched by anything else (a read's for
+    // reading and writing, a write's for writing) until the call, or the batch entry or
+    // stream-ordered op, has completed. That is the loan's contract, for these bytes.
+    Some(unsafe {
+        match op {
+            IoOp::Read => HostLoan::lend_mut(at, size),
+            IoOp::Write => HostLoan::lend(at, size),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use hipfile_hip::{HipError, HipErrorCode};
@@ -213,29 +238,4 @@ mod tests {
         let bad = Error::new(ErrorKind::InvalidValue, "offset");
         assert_eq!(ssize(Err(bad)), -5022);
     }
-}
-
-/// The loan of the host bytes a C call names for `op`: `size` bytes at `buffer + buffer_offset`
-/// (`None` where that address cannot be formed; validation then refuses the call). The core uses
-/// it only where the memory turns out to be host memory and the setting
-/// `allow_system_memory` admits it.
-pub(super) fn lent(
-    op: IoOp,
-    buffer: usize,
-    buffer_offset: hoff_t,
-    size: usize,
-) -> Option<HostLoan> {
-    let at = usize::try_from(buffer_offset)
-        .ok()
-        .and_then(|offset| buffer.checked_add(offset))?;
-    // SAFETY: hipFile's contract for every IO call (hipfile.h, "Host memory"): the caller's
-    // buffer is its own and stays allocated and untouched by anything else (a read's for
-    // reading and writing, a write's for writing) until the call, or the batch entry or
-    // stream-ordered op, has completed. That is the loan's contract, for these bytes.
-    Some(unsafe {
-        match op {
-            IoOp::Read => HostLoan::lend_mut(at, size),
-            IoOp::Write => HostLoan::lend(at, size),
-        }
-    })
 }
