@@ -138,6 +138,7 @@ fn dispatch(c: &mut Criterion) {
         size: 4096,
         file_offset: 8192,
         buffer_offset: 4096,
+        loan: None,
     };
     c.bench_function("dispatch/registered_buffer", |b| {
         b.iter(|| driver.io(black_box(call(registered.ptr()))).expect("runs"))

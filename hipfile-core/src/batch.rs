@@ -48,7 +48,7 @@ use crate::validate::{self, IoCall, Prepared};
 pub struct BatchId(pub u64);
 
 /// One entry of a submission: the request and the caller's tag for it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct BatchEntry {
     /// The request, as a synchronous call would state it.
     pub call: IoCall,

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use hipfile_hip::{is_host, HipErrorCode, IoMemory, MemoryKind, Refusal};
+use hipfile_hip::{is_host, HipErrorCode, HostLoan, IoMemory, MemoryKind, Refusal};
 use rustix::io::Errno;
 
 use crate::batch::{self, BatchEntry, BatchEvent, BatchId, Batches};
@@ -313,9 +313,30 @@ impl Driver {
 
     /// `hipFileBufRegister`: opens the driver first (even if the checks then fail), then checks
     /// that `[ptr, ptr + len)` is device memory inside one allocation and not yet registered.
+    /// Host memory is `HipMemoryTypeInvalid` here: it registers only as a loan
+    /// ([`Driver::buf_register_lent`]).
     pub fn buf_register(&self, ptr: usize, len: usize, flags: i32) -> Result<()> {
+        self.buf_register_with(ptr, len, flags, None)
+    }
+
+    /// `hipFileBufRegister` of the bytes `loan` lends: device memory registers as with
+    /// [`Driver::buf_register`]; host memory, where the setting `allow_system_memory` allows it,
+    /// registers held under the loan, which the registration keeps until it is deregistered
+    /// (and its requests ended). The C ABIs lend with the registration's lifetime as their
+    /// caller's contract.
+    pub fn buf_register_lent(&self, loan: HostLoan, flags: i32) -> Result<()> {
+        self.buf_register_with(loan.ptr(), loan.len(), flags, Some(&loan))
+    }
+
+    fn buf_register_with(
+        &self,
+        ptr: usize,
+        len: usize,
+        flags: i32,
+        loan: Option<&HostLoan>,
+    ) -> Result<()> {
         let mut device = None;
-        let result = self.buf_register_counted(ptr, len, flags, &mut device);
+        let result = self.buf_register_counted(ptr, len, flags, loan, &mut device);
         if let Some(session) = self.session() {
             session.stats().buf_registered(device, len, result.is_ok());
         }
@@ -329,6 +350,7 @@ impl Driver {
         ptr: usize,
         len: usize,
         flags: i32,
+        loan: Option<&HostLoan>,
         device: &mut Option<i32>,
     ) -> Result<()> {
         let session = {
@@ -342,17 +364,20 @@ impl Driver {
             ));
         }
         // Host memory (pinned, registered or pageable) registers only where the settings allow
-        // it, as cuFile registers it; the length of pageable memory is the caller's word.
+        // it, as cuFile registers it, and only lent; the length of pageable memory is the
+        // lender's word.
         let allow_host = session.settings().allow_system_memory;
         let refused = |kind| is_host(kind) && !allow_host;
-        let range =
-            IoMemory::check(session.runtime(), ptr, len).map_err(|refusal| match refusal {
+        let range = IoMemory::check(session.runtime(), ptr, len, loan.filter(|_| allow_host))
+            .map_err(|refusal| match refusal {
                 Refusal::Query(e) if e.code() == HipErrorCode::INVALID_VALUE => Error::new(
                     ErrorKind::InvalidValue,
                     format!("the runtime does not know {ptr:#x}: {e}"),
                 ),
                 Refusal::Query(e) => Error::hip(&e, format!("querying pointer {ptr:#x}")),
-                Refusal::NotDevice(kind) | Refusal::NotHost(kind) => not_device_memory(ptr, kind),
+                Refusal::NotDevice(kind) | Refusal::NotHost(kind) | Refusal::NotLent(kind) => {
+                    not_device_memory(ptr, kind)
+                }
                 Refusal::PastEnd(kind) if kind == MemoryKind::Managed || refused(kind) => {
                     not_device_memory(ptr, kind)
                 }

@@ -138,7 +138,8 @@
 //!
 //! **Moving bytes, without `unsafe`.** The request's memory is a [`hipfile_hip::IoMemory`]: a
 //! [`hipfile_hip::DeviceRange`] that the GPU runtime checked or, only where the setting
-//! [`Settings::allow_system_memory`] admits host memory, a [`hipfile_hip::HostRange`] (the
+//! [`Settings::allow_system_memory`] admits host memory and the call carries the application's
+//! loan of it ([`IoCall::loan`], a [`hipfile_hip::HostLoan`]), a [`hipfile_hip::HostRange`] (the
 //! `host` backend serves it with `read_from`/`write_to`, `pread`/`pwrite` on its address; an
 //! engine of device memory declines it with [`Decline::HostMemory`] and takes its range with
 //! [`hipfile_hip::IoMemory::device_range`]). A device range: cut it with `slice`, move bytes with `copy_from_host`,
@@ -260,7 +261,7 @@
 //! let handle = driver.handle_register(std::os::fd::AsRawFd::as_raw_fd(&file))?;
 //! let buf = DeviceBuffer::new(gpu, 64).unwrap();
 //! let call = |op| IoCall {
-//!     op, handle, buffer: buf.ptr(), size: 64, file_offset: 10, buffer_offset: 0,
+//!     op, handle, buffer: buf.ptr(), size: 64, file_offset: 10, buffer_offset: 0, loan: None,
 //! };
 //!
 //! assert_eq!(driver.io(call(IoOp::Read))?, 7, "short at the end of the file");
@@ -319,6 +320,8 @@ pub use file::{
     mount_table, parse_mountinfo, Access, CallerView, DioAlign, FileInFlight, FsFacts, FsKind,
     RegisteredFile, DEFAULT_DIO_ALIGN,
 };
+/// The loan of host memory an [`IoCall`] carries (see [`IoCall::loan`]).
+pub use hipfile_hip::HostLoan;
 pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, IoOp, PageCount, PosixIo};
 pub use logging::LogLevel;
 pub use options::{DriverOptions, RuntimeSource};

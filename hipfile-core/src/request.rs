@@ -16,7 +16,8 @@ use crate::io::IoOp;
 
 /// One validated request: the memory is device memory the runtime's pointer query checked
 /// (a [`hipfile_hip::DeviceRange`] inside one allocation, of the request's size) or, where the
-/// setting `allow_system_memory` admits it, host memory (a [`hipfile_hip::HostRange`]); the
+/// setting `allow_system_memory` admits it, host memory the application lent (a
+/// [`hipfile_hip::HostRange`] inside its [`hipfile_hip::HostLoan`]); the
 /// offsets are non-negative, and the size is at most [`crate::MAX_RW_COUNT`]. Backends see it
 /// through an [`IoRequest`].
 #[derive(Clone, Debug)]

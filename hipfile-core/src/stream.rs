@@ -49,7 +49,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use hipfile_hip::StreamRef;
+use hipfile_hip::{HostLoan, StreamRef};
 
 use crate::config::MAX_RW_COUNT;
 use crate::error::{Error, ErrorKind, Result};
@@ -102,6 +102,9 @@ pub struct AsyncCall<'a> {
     pub stream: &'a StreamRef<'a>,
     /// Arguments and result.
     pub slots: Arc<dyn AsyncSlots>,
+    /// The application's loan of host memory, as [`IoCall::loan`]: it must cover the bytes the
+    /// op names at submission and when its stream reaches it; the op keeps it until it ends.
+    pub loan: Option<HostLoan>,
 }
 
 /// The arguments of an op, bound.
@@ -139,7 +142,13 @@ impl Bound {
         Ok(())
     }
 
-    fn call(&self, op: IoOp, handle: FileHandleId, buffer: usize) -> IoCall {
+    fn call(
+        &self,
+        op: IoOp,
+        handle: FileHandleId,
+        buffer: usize,
+        loan: Option<&HostLoan>,
+    ) -> IoCall {
         IoCall {
             op,
             handle,
@@ -147,6 +156,7 @@ impl Bound {
             size: self.size,
             file_offset: self.file_offset,
             buffer_offset: self.buffer_offset,
+            loan: loan.cloned(),
         }
     }
 }
@@ -217,8 +227,11 @@ pub(crate) fn refused_while_closed() -> Error {
 pub(crate) fn submit(session: &Arc<Session>, flags: u32, call: AsyncCall<'_>) -> Result<()> {
     let submitted = Bound::read(&*call.slots);
     submitted.check(flags)?;
-    let prepared = validate::prepare(session, &submitted.call(call.op, call.handle, call.buffer))
-        .map_err(as_invalid_value)?;
+    let prepared = validate::prepare(
+        session,
+        &submitted.call(call.op, call.handle, call.buffer, call.loan.as_ref()),
+    )
+    .map_err(as_invalid_value)?;
     let device = call
         .stream
         .device()
@@ -243,6 +256,7 @@ pub(crate) fn submit(session: &Arc<Session>, flags: u32, call: AsyncCall<'_>) ->
             op: call.op,
             handle: call.handle,
             buffer: call.buffer,
+            loan: call.loan,
             flags,
             submitted,
             slots: call.slots,
@@ -259,6 +273,7 @@ struct AsyncOp {
     op: IoOp,
     handle: FileHandleId,
     buffer: usize,
+    loan: Option<HostLoan>,
     flags: u32,
     submitted: Bound,
     slots: Arc<dyn AsyncSlots>,
@@ -304,7 +319,7 @@ impl OrderedOp for AsyncOp {
         let mut prepared = validate::prepare_on(
             &self.session,
             Arc::clone(&self.held.request.file),
-            &bound.call(self.op, self.handle, self.buffer),
+            &bound.call(self.op, self.handle, self.buffer, self.loan.as_ref()),
         )
         .map_err(as_invalid_value)?;
         if let Some(answer) = prepared.answer.take() {

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use hipfile_hip::{is_host, IoMemory, MemoryKind, Refusal};
+use hipfile_hip::{is_host, HostLoan, IoMemory, MemoryKind, Refusal};
 use rustix::io::Errno;
 
 use crate::config::MAX_RW_COUNT;
@@ -16,7 +16,7 @@ use crate::request::OwnedRequest;
 use crate::session::{BufferGuard, FileHandleId, Session};
 
 /// One read or write as the caller states it, before validation.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct IoCall {
     /// Direction.
     pub op: IoOp,
@@ -30,6 +30,11 @@ pub struct IoCall {
     pub file_offset: i64,
     /// Offset into the buffer (negative is `EINVAL`).
     pub buffer_offset: i64,
+    /// The application's loan of host memory: the request may name host memory (with the setting
+    /// `allow_system_memory` on) only inside it, `buffer + buffer_offset` for `size` bytes (a
+    /// read only in a loan lent for writing). `None` for device memory; host memory without a
+    /// loan is `HipMemoryTypeInvalid`, as with the setting off.
+    pub loan: Option<HostLoan>,
 }
 
 /// A validated request that owns what it refers to: the file and buffer stay counted as in
@@ -111,13 +116,13 @@ fn prepare_checked(
         .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
     let probe = if first_byte_inside { size.max(1) } else { size };
     let settings = session.settings();
-    let (mut memory, registered, buffer_guard) = buffer_view(
-        session,
-        call.buffer,
-        buffer_offset,
-        probe,
-        settings.allow_system_memory,
-    )?;
+    let host = settings.allow_system_memory.then_some(HostAccess {
+        loan: call.loan.as_ref(),
+        op: call.op,
+        moved: size,
+    });
+    let (mut memory, registered, buffer_guard) =
+        buffer_view(session, call.buffer, buffer_offset, probe, host)?;
     if probe > size {
         memory = memory
             .slice(0, size)
@@ -186,18 +191,32 @@ fn prepare_checked(
     Ok(prepared)
 }
 
+/// What lets a request name host memory: the setting `allow_system_memory` on (else there is no
+/// `HostAccess`), and the application's loan of the bytes for this request.
+#[derive(Clone, Copy)]
+struct HostAccess<'a> {
+    loan: Option<&'a HostLoan>,
+    op: IoOp,
+    /// The bytes the request moves (fewer than the probe of a batch entry of 0 bytes).
+    moved: usize,
+}
+
 /// Resolve the memory of a request: a registered buffer (exact base), else a temporary view from
-/// the runtime's pointer query, which also serves interior pointers. Host memory, registered or
-/// not, only with `allow_host` (the setting `allow_system_memory`); without it, it is
-/// `HipMemoryTypeInvalid` as upstream answers. Answers the memory, whether it is registered, and
-/// the registered buffer's in-flight guard.
+/// the runtime's pointer query, which also serves interior pointers. Host memory only with
+/// `host` (the setting `allow_system_memory`), and then only lent: a registered host buffer was
+/// lent at registration, other host memory must lie inside the request's loan; a read needs a
+/// loan lent for writing. Otherwise it is `HipMemoryTypeInvalid` as upstream answers with the
+/// setting off. Answers the memory, whether it is registered, and the registered buffer's
+/// in-flight guard.
 fn buffer_view(
     session: &Session,
     base: usize,
     offset: usize,
     size: usize,
-    allow_host: bool,
+    host: Option<HostAccess<'_>>,
 ) -> Result<(IoMemory, bool, Option<BufferGuard>)> {
+    let allow_host = host.is_some();
+    let op = host.map(|h| h.op);
     let past_end = || {
         Error::new(
             ErrorKind::InvalidValue,
@@ -211,24 +230,54 @@ fn buffer_view(
             return Err(not_device_memory(base, kind));
         }
         let range = guard.range().slice(offset, size).ok_or_else(past_end)?;
+        refuse_unwritable(&range, op)?;
         return Ok((range, true, Some(guard)));
     }
     let refused = |kind| is_host(kind) && !allow_host;
-    let whole = IoMemory::check(session.runtime(), base, end).map_err(|refusal| match refusal {
+    let loan = host.and_then(|h| h.loan);
+    let refusal_error = |refusal| match refusal {
         Refusal::Query(e) => Error::hip(&e, format!("querying pointer {base:#x}")),
-        Refusal::NotDevice(kind) | Refusal::NotHost(kind) => not_device_memory(base, kind),
+        Refusal::NotDevice(kind) | Refusal::NotHost(kind) | Refusal::NotLent(kind) => {
+            not_device_memory(base, kind)
+        }
         Refusal::PastEnd(kind) if kind == MemoryKind::Managed || refused(kind) => {
             not_device_memory(base, kind)
         }
         Refusal::PastEnd(_) => past_end(),
-    })?;
-    if whole.kind() == MemoryKind::Managed || refused(whole.kind()) {
-        return Err(not_device_memory(base, whole.kind()));
+    };
+    let range = match IoMemory::check(session.runtime(), base, end, loan) {
+        Ok(whole) => whole
+            .slice(offset, size)
+            .expect("offset + size is the checked length"),
+        // The loan need lend only the bytes the request moves (from `base + offset`, and none
+        // of a batch entry's first byte when it moves none): those are named.
+        Err(Refusal::NotLent(_))
+            if host.is_some_and(|h| h.loan.is_some_and(|l| l.covers(base + offset, h.moved))) =>
+        {
+            let moved = host.map_or(0, |h| h.moved);
+            IoMemory::check(session.runtime(), base + offset, moved, loan).map_err(refusal_error)?
+        }
+        Err(refusal) => return Err(refusal_error(refusal)),
+    };
+    if range.kind() == MemoryKind::Managed || refused(range.kind()) {
+        return Err(not_device_memory(base, range.kind()));
     }
-    let range = whole
-        .slice(offset, size)
-        .expect("offset + size is the checked length");
+    refuse_unwritable(&range, op)?;
     Ok((range, false, None))
+}
+
+/// A read into host memory lent for reading only is refused as memory not lent.
+fn refuse_unwritable(range: &IoMemory, op: Option<IoOp>) -> Result<()> {
+    match range.host_range() {
+        Some(host) if op == Some(IoOp::Read) && !host.writable() => Err(Error::new(
+            ErrorKind::HipMemoryTypeInvalid,
+            format!(
+                "{:#x} is host memory lent for reading only, not for a read into it",
+                host.ptr()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The error of memory that is not device memory.

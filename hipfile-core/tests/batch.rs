@@ -219,6 +219,7 @@ impl Setup {
                 size: 4096,
                 file_offset: (key * 4096) as i64,
                 buffer_offset: 0,
+                loan: None,
             },
             cookie: key as usize,
         }

@@ -33,7 +33,8 @@ pub extern "C" fn cuFileBufRegister(
     length: usize,
     flags: c_int,
 ) -> CUfileError_t {
-    guarded_pair(|| capi::buf_register::<CuFile>(buffer_base, length, flags))
+    // SAFETY: the C caller's contract for registration (cufile.h, "Host memory"), passed on.
+    guarded_pair(|| unsafe { capi::buf_register::<CuFile>(buffer_base, length, flags) })
 }
 
 /// Forget registered memory.
@@ -51,7 +52,8 @@ pub extern "C" fn cuFileRead(
     file_offset: libc::off_t,
     buffer_offset: libc::off_t,
 ) -> isize {
-    guarded_ssize(|| {
+    // SAFETY: the C caller's contract for an IO call (cufile.h, "Host memory"), passed on.
+    guarded_ssize(|| unsafe {
         capi::io::<CuFile>(
             IoOp::Read,
             fh,
@@ -72,7 +74,8 @@ pub extern "C" fn cuFileWrite(
     file_offset: libc::off_t,
     buffer_offset: libc::off_t,
 ) -> isize {
-    guarded_ssize(|| {
+    // SAFETY: the C caller's contract for an IO call (cufile.h, "Host memory"), passed on.
+    guarded_ssize(|| unsafe {
         capi::io::<CuFile>(
             IoOp::Write,
             fh,

@@ -66,6 +66,7 @@ fn small_reads(c: &mut Criterion) {
                         size,
                         file_offset: i * size as i64,
                         buffer_offset: 0,
+                        loan: None,
                     }))
                     .expect("reads");
                 assert_eq!(n, size);

@@ -69,7 +69,7 @@
 //!
 //! let mut src = DeviceBuffer::new(gpu.clone(), 8192).unwrap();
 //! src.write_at(0, &[7u8; 8192]).unwrap();
-//! let call = |op, buffer| IoCall { op, handle, buffer, size: 8192, file_offset: 0, buffer_offset: 0 };
+//! let call = |op, buffer| IoCall { op, handle, buffer, size: 8192, file_offset: 0, buffer_offset: 0, loan: None };
 //! assert_eq!(driver.io(call(IoOp::Write, src.ptr()))?, 8192);
 //! let dst = DeviceBuffer::new(gpu.clone(), 8192).unwrap();
 //! assert_eq!(driver.io(call(IoOp::Read, dst.ptr()))?, 8192);

@@ -45,6 +45,17 @@
 //! a device range goes through the GPU runtime. A request carries either as one [`IoMemory`], so
 //! the request stays one type and each engine asks for the kind it serves.
 //!
+//! The kernel's page check does not make a host range sound by itself: the bytes must also be
+//! free of every other reader and writer, Rust references included. So host memory is named only
+//! inside a [`HostLoan`], the application's loan of the bytes for a request: made with `unsafe`
+//! ([`HostLoan::lend_mut`], [`HostLoan::lend`]) where a C caller's contract makes that promise,
+//! or safely from a borrow for the length of a closure ([`HostLoan::scoped_mut`],
+//! [`HostLoan::scoped`]), revoked (waiting for moves in flight) when the closure returns. Why a
+//! revoked scope and not a lifetime: ranges end up in batches, registrations and stream-ordered
+//! ops whose ends no borrow can express, and a guard could be leaked rather than dropped; a
+//! range whose loan was revoked moves nothing (`EFAULT`). The module `vouched::host_range` says
+//! more.
+//!
 //! Stream-ordered IO holds an application's stream until the library has done its part:
 //! [`StreamRef`] names a stream the caller vouches for, [`HostFlags`] are words of host-mapped
 //! pinned memory a stream can wait for (by a stream memory operation, or a polling host function
@@ -135,7 +146,7 @@ pub use runtime::{
 };
 pub use vouched::device_range::{DeviceRange, Refusal};
 pub use vouched::file_pins::{FileMapping, PinnedFileRange};
-pub use vouched::host_range::{is_host, HostRange, IoMemory, HOST_DEVICE};
+pub use vouched::host_range::{is_host, HostLoan, HostRange, IoMemory, LentPinned, HOST_DEVICE};
 pub use vouched::replay::{self, HostFunctionReader};
 pub use vouched::slice::{DeviceSlice, DeviceSliceMut};
 pub use vouched::staging::{EventWait, LaneError, StagingLane};

@@ -5,12 +5,13 @@
 //! Each `impl` block here says which invariant of its type makes its calls sound; the types, their
 //! fields and their other methods live in their own modules:
 //! - the public entry points that take a caller's word: [`DeviceSlice::from_raw_parts`],
-//!   [`DeviceSliceMut::from_raw_parts`], [`StreamRef::from_raw`] and
+//!   [`DeviceSliceMut::from_raw_parts`], [`HostLoan::lend_mut`], [`HostLoan::lend`],
+//!   [`StreamRef::from_raw`] and
 //!   [`NvidiaRuntime::stream_device_through_driver`];
 //! - [`DeviceRange`]'s copies and direct IO (the runtime's pointer query vouched for the range);
 //! - [`StagingLane`]'s asynchronous copies (a half is never handed out with a copy in flight);
 //! - [`PinnedFileRange`]'s registration (the mapping outlives it);
-//! - [`HostRange`]'s reads and writes (only the kernel touches its bytes);
+//! - [`HostRange`]'s reads and writes (only the kernel touches its bytes, while their loan holds);
 //! - [`HostFunctionReader::read_on`] (a claimed piece is touched by its op alone);
 //! - and, whole, the two types of stream-ordered IO below, which are raw memory and a raw handle.
 //!
@@ -52,7 +53,7 @@ use crate::runtime::{
 };
 use crate::vouched::device_range::DeviceRange;
 use crate::vouched::file_pins::PinnedFileRange;
-use crate::vouched::host_range::HostRange;
+use crate::vouched::host_range::{HostLoan, HostRange};
 use crate::vouched::replay::HostFunctionReader;
 use crate::vouched::slice::{DeviceSlice, DeviceSliceMut};
 use crate::vouched::staging::StagingLane;
@@ -521,25 +522,69 @@ impl DeviceRange {
     }
 }
 
+/// Loans the application makes with its word for the bytes (the C ABIs, whose callers' contract
+/// is that word).
+impl HostLoan {
+    /// Lend the `len` bytes at `ptr` to the library for reading and writing: a file read into
+    /// them, a file write from them, or a registration that serves both.
+    ///
+    /// # Safety
+    ///
+    /// Until the request (or registration) this loan is given to has finished (every request
+    /// that carries it, or uses a registration made with it, has ended and the registration is
+    /// gone), the bytes stay allocated and nothing else reads or writes them: no Rust reference
+    /// to any of them is used, and no other thread or device touches them. An address that is
+    /// not mapped is allowed (the kernel answers `EFAULT`); memory that is mapped but belongs to
+    /// someone else is not.
+    pub unsafe fn lend_mut(ptr: usize, len: usize) -> HostLoan {
+        HostLoan {
+            ptr,
+            len,
+            writable: true,
+            scope: None,
+        }
+    }
+
+    /// Lend the `len` bytes at `ptr` to the library for reading only (a file write from them).
+    ///
+    /// # Safety
+    ///
+    /// Until the request this loan is given to has finished, the bytes stay allocated and nothing
+    /// writes them (reading them elsewhere is allowed). An unmapped address is `EFAULT`.
+    pub unsafe fn lend(ptr: usize, len: usize) -> HostLoan {
+        HostLoan {
+            ptr,
+            len,
+            writable: false,
+            scope: None,
+        }
+    }
+}
+
 /// The reads and writes of a [`HostRange`]: the bytes are moved by the kernel alone, which
-/// checks the address range itself (`EFAULT`, never a fault here), and no Rust reference to them
-/// is made; that nothing else in the program references them while they move is the maker's word
-/// (see [`HostRange`]'s module docs).
+/// checks every page, while the loan the range was made in holds (a scoped loan cannot be
+/// revoked meanwhile; see [`HostRange`]'s module docs).
 impl HostRange {
     /// One `pread(2)` from `fd` at `file_offset` into the range: up to `len()` bytes, fewer at
     /// end of file or when the kernel stops short (the caller continues). `EFAULT` for an address
-    /// the process cannot write.
+    /// the process cannot write, a range lent for reading only, or a loan that was revoked.
     pub fn read_from(&self, fd: BorrowedFd<'_>, file_offset: u64) -> io::Result<usize> {
-        // SAFETY: the range names memory lent for this IO that no Rust reference covers (the
-        // type's contract); the kernel checks the pages.
-        unsafe { crate::ffi::os::pread_raw(fd, self.ptr, self.len, file_offset) }
+        if !self.writable() {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        self.while_lent(|| {
+            // SAFETY: the range lies inside a loan lent for writing that holds for this call
+            // (`while_lent`): its maker vouched that nothing else reads or writes the bytes
+            // meanwhile. The kernel checks the pages.
+            unsafe { crate::ffi::os::pread_raw(fd, self.ptr, self.len, file_offset) }
+        })
     }
 
     /// One `pwrite(2)` of the range to `fd` at `file_offset`, or with `None` at the end of the
     /// file (`RWF_APPEND`): up to `len()` bytes (the caller continues a short write). `EFAULT`
-    /// for an address the process cannot read.
+    /// for an address the process cannot read or a loan that was revoked.
     pub fn write_to(&self, fd: BorrowedFd<'_>, file_offset: Option<u64>) -> io::Result<usize> {
-        crate::ffi::os::pwrite_raw(fd, self.ptr, self.len, file_offset)
+        self.while_lent(|| crate::ffi::os::pwrite_raw(fd, self.ptr, self.len, file_offset))
     }
 }
 

@@ -463,6 +463,7 @@ pub fn io_arguments(data: &[u8]) {
             size,
             file_offset,
             buffer_offset,
+            loan: None,
         };
         let verdict = expected_io(world, closed, file, pointer, &call);
         let class = match &verdict {
@@ -476,7 +477,7 @@ pub fn io_arguments(data: &[u8]) {
         TALLY.with(|t| *t.borrow_mut().entry(class).or_default() += 1);
         REPLY.with(|r| *r.borrow_mut() = reply);
         SEEN.with(|s| s.borrow_mut().clear());
-        let answer = driver.io(call);
+        let answer = driver.io(call.clone());
         let seen = SEEN.with(|s| std::mem::take(&mut *s.borrow_mut()));
         check_io_answer(&call, &verdict, reply, &answer, &seen);
     }

@@ -307,6 +307,17 @@ hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDescr_t *descr)
 HIPFILE_API
 void hipFileHandleDeregister(hipFileHandle_t fh);
 
+/*
+ * Host memory: with hipFileParamPropertiesAllowSystemMemory on, a buffer may be host memory
+ * (pinned or pageable) instead of GPU memory; the library moves its bytes with pread/pwrite
+ * (an address the process cannot touch fails with EFAULT). The caller lends such a buffer to
+ * the library: from the call until it has finished (hipFileRead/hipFileWrite: until they
+ * return; a batch entry: until it is reaped or canceled; a stream-ordered op: until its stream
+ * has passed it; a registration: until hipFileBufDeregister returns) the bytes it names stay
+ * allocated and nothing else writes them, nor reads them where the library writes them (reads,
+ * registrations). Breaking this is undefined behaviour, as it is for GPU memory.
+ */
+
 /** Register GPU memory [buffer_base, buffer_base+length) for IO. Opens the driver (refcount +1). */
 HIPFILE_API
 hipFileError_t hipFileBufRegister(const void *buffer_base, size_t length, int flags);

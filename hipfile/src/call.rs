@@ -57,6 +57,7 @@ pub(crate) fn io_call(
         size: place.size,
         file_offset: signed(file_offset)?,
         buffer_offset: place.signed_offset()?,
+        loan: None,
     })
 }
 

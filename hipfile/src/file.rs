@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hipfile_core::{FileHandleId, IoOp, IoPolicy, Result};
+use hipfile_core::{FileHandleId, HostLoan, IoOp, IoPolicy, Result};
 
 use crate::call::{io_call, Place};
 use crate::memory::{AsDevice, AsDeviceMut};
@@ -100,14 +100,16 @@ impl FileHandle {
     /// # Ok::<(), hipfile::Error>(())
     /// ```
     pub fn read_host(&self, buf: &mut [u8], file_offset: u64) -> Result<usize> {
-        // The exclusive borrow of `buf` lasts until the request has finished: no other
-        // reference to those bytes exists while the kernel writes them (`HostRange`'s contract).
         let place = Place {
             base: buf.as_mut_ptr() as usize,
             offset: 0,
             size: buf.len(),
         };
-        self.io(IoOp::Read, place, file_offset)
+        // The exclusive borrow of `buf` is lent for the synchronous request and revoked when it
+        // returns: no other reference to those bytes exists while the kernel writes them.
+        HostLoan::scoped_mut(buf, |loan| {
+            self.io_lent(IoOp::Read, place, file_offset, Some(loan))
+        })
     }
 
     /// Write the bytes of host memory `buf` to the file at `file_offset`, straight to the file
@@ -119,13 +121,25 @@ impl FileHandle {
             offset: 0,
             size: buf.len(),
         };
-        self.io(IoOp::Write, place, file_offset)
+        HostLoan::scoped(buf, |loan| {
+            self.io_lent(IoOp::Write, place, file_offset, Some(loan))
+        })
     }
 
     fn io(&self, op: IoOp, place: Place, file_offset: u64) -> Result<usize> {
-        self.driver
-            .core
-            .io(io_call(op, self.id, place, file_offset)?)
+        self.io_lent(op, place, file_offset, None)
+    }
+
+    fn io_lent(
+        &self,
+        op: IoOp,
+        place: Place,
+        file_offset: u64,
+        loan: Option<HostLoan>,
+    ) -> Result<usize> {
+        let mut call = io_call(op, self.id, place, file_offset)?;
+        call.loan = loan;
+        self.driver.core.io(call)
     }
 
     /// Choose how this file's requests are served, from the next one on (reads, writes, batch

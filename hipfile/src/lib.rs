@@ -110,8 +110,8 @@ pub use hipfile_core::{
     ApiOp, BackendCounts, BatchCounts, DeclineReason, DirectionCounts, GpuCounts, IoPath, OpCount,
 };
 pub use hipfile_core::{
-    BatchEvent, BatchStatus, DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, LogLevel,
-    Result, Settings, StatsSnapshot,
+    BatchEvent, BatchStatus, DriverOptions, Error, ErrorKind, FileHandleId, HostLoan, IoCall, IoOp,
+    LogLevel, Result, Settings, StatsSnapshot,
 };
 pub use hipfile_core::{IoPolicy, P2pMechanism, P2pMechanisms};
 pub use memory::{

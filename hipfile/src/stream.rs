@@ -240,6 +240,7 @@ fn queue(
             buffer: place.base,
             stream,
             slots: Arc::clone(&slots) as Arc<dyn AsyncSlots>,
+            loan: None,
         },
     )?;
     Ok(StreamOp(slots))

@@ -1,5 +1,6 @@
 //! Host memory through the C ABI: `hipFileSetParameterBool(hipFileParamPropertiesAllowSystemMemory)`
-//! admits it, reads and writes move it straight to and from the file, a buffer of it registers,
+//! admits it, reads and writes (synchronous, batch entries, stream-ordered ops, each lending the
+//! bytes it names) move it straight to and from the file, a buffer of it registers,
 //! and an address the process cannot touch is -1 with `errno` `EFAULT`, never a crash; with the
 //! parameter off it is `-hipFileHipMemoryTypeInvalid`, as upstream hipFile answers.
 //!
@@ -12,13 +13,18 @@ mod capi_handle;
 
 use std::ffi::c_void;
 use std::os::fd::AsRawFd;
+use std::ptr;
 
 use hipfile::capi::{
-    hipFileBufDeregister, hipFileBufRegister, hipFileDriverClose, hipFileDriverOpen,
-    hipFileGetParameterBool, hipFileHandleDeregister, hipFileHipMemoryTypeInvalid,
+    hipFileBatch, hipFileBatchHandle_t, hipFileBatchIODestroy, hipFileBatchIOGetStatus,
+    hipFileBatchIOSetUp, hipFileBatchIOSubmit, hipFileBatchRead, hipFileBufDeregister,
+    hipFileBufRegister, hipFileDriverClose, hipFileDriverOpen, hipFileGetParameterBool,
+    hipFileHandleDeregister, hipFileHipMemoryTypeInvalid, hipFileIOEvents_t,
+    hipFileIOParams_batch_t, hipFileIOParams_t, hipFileIOParams_u,
     hipFileParamPropertiesAllowSystemMemory, hipFileRead, hipFileSetParameterBool, hipFileSuccess,
-    hipFileWrite,
+    hipFileWrite, hipFileWriteAsync,
 };
+use hipfile_hip::StreamRef;
 
 /// A page mapped with no access at all, for the life of the test.
 fn no_access_page() -> *mut c_void {
@@ -50,7 +56,7 @@ fn allowed() -> bool {
 fn the_parameter_admits_host_memory_and_a_bad_address_is_efault() {
     std::env::remove_var("HIPFILE_ALLOW_SYSTEM_MEMORY");
     std::env::remove_var("HIPFILE_BACKENDS");
-    hipfile_testkit::target::c_abi_runtime().expect("the runtime under test opens");
+    let runtime = hipfile_testkit::target::c_abi_runtime().expect("the runtime under test opens");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("data");
     let data: Vec<u8> = (0..16384u32).map(|i| (i * 7 % 251) as u8).collect();
@@ -82,6 +88,58 @@ fn the_parameter_admits_host_memory_and_a_bad_address_is_efault() {
     assert_eq!(buf[4096..], data[8192..12288]);
     assert_eq!(hipFileBufDeregister(base).err, hipFileSuccess);
 
+    // A batch entry and a stream-ordered op lend the bytes they name, at an interior offset.
+    let mut batch: hipFileBatchHandle_t = ptr::null_mut();
+    // SAFETY: `batch` and `events` are live locals; the entry names `buf`, which nothing else
+    // touches until the entry is reaped.
+    unsafe {
+        assert_eq!(hipFileBatchIOSetUp(&mut batch, 1).err, hipFileSuccess);
+        let mut entry = hipFileIOParams_t {
+            mode: hipFileBatch,
+            u: hipFileIOParams_u {
+                batch: hipFileIOParams_batch_t {
+                    devPtr_base: base,
+                    file_offset: 12288,
+                    devPtr_offset: 512,
+                    size: 4096,
+                },
+            },
+            fh,
+            opcode: hipFileBatchRead,
+            cookie: ptr::null_mut(),
+        };
+        assert_eq!(
+            hipFileBatchIOSubmit(batch, 1, &mut entry, 0).err,
+            hipFileSuccess
+        );
+        let mut events: [hipFileIOEvents_t; 1] = std::mem::zeroed();
+        let mut got: u32 = 1;
+        assert_eq!(
+            hipFileBatchIOGetStatus(batch, 1, &mut got, events.as_mut_ptr(), ptr::null_mut()).err,
+            hipFileSuccess
+        );
+        assert_eq!((got, events[0].ret), (1, 4096));
+        hipFileBatchIODestroy(batch);
+    }
+    assert_eq!(buf[512..4608], data[12288..16384]);
+    let (mut size, mut file_offset, mut buffer_offset, mut written) = (8usize, 200, 2, -7);
+    // SAFETY: the slots are live locals, read and written only by the op until the null stream
+    // is synchronized below; the op names `buf`, which nothing else touches until then.
+    unsafe {
+        let queued = hipFileWriteAsync(
+            fh,
+            base,
+            &mut size,
+            &mut file_offset,
+            &mut buffer_offset,
+            &mut written,
+            ptr::null_mut(),
+        );
+        assert_eq!(queued.err, hipFileSuccess);
+    }
+    StreamRef::null(&runtime).synchronize().unwrap();
+    assert_eq!(written, 8);
+
     let bad = no_access_page();
     for (what, answer) in [
         ("read", hipFileRead(fh, bad, 4096, 0, 0)),
@@ -92,6 +150,7 @@ fn the_parameter_admits_host_memory_and_a_bad_address_is_efault() {
     }
     let mut expected = data.clone();
     expected[100..104].copy_from_slice(b"host");
+    expected[200..208].copy_from_slice(&buf[2..10]);
     assert_eq!(std::fs::read(&path).unwrap(), expected);
 
     hipFileHandleDeregister(fh);

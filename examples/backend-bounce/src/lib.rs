@@ -89,6 +89,7 @@
 //!     size: 4096,
 //!     file_offset: 7,
 //!     buffer_offset: 0,
+//!     loan: None,
 //! })?;
 //! assert_eq!(read, 6, "short at the end of the file");
 //! assert_eq!(buf.to_vec().unwrap()[..6], *b"device");

@@ -236,6 +236,7 @@ fn appending_writes_land_whole_and_in_order() {
             size: RECORD,
             file_offset: offset,
             buffer_offset: 0,
+            loan: None,
         };
         assert_eq!(driver.io(call).unwrap(), RECORD);
     }
@@ -260,6 +261,7 @@ fn appending_writes_land_whole_and_in_order() {
                         size: RECORD,
                         file_offset: 0,
                         buffer_offset: 0,
+                        loan: None,
                     };
                     start.wait();
                     assert_eq!(driver.io(call).unwrap(), RECORD);

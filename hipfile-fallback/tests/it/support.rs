@@ -160,6 +160,7 @@ pub fn call(
         size,
         file_offset,
         buffer_offset: 0,
+        loan: None,
     }
 }
 

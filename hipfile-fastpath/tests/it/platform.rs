@@ -68,6 +68,7 @@ fn aligned_io_goes_direct_only_where_the_platform_has_a_p2p_driver() {
         size,
         file_offset: 0,
         buffer_offset: 0,
+        loan: None,
     };
     for (op, buffer) in [(IoOp::Write, src.ptr()), (IoOp::Read, dst.ptr())] {
         let before = session.stats().snapshot();
@@ -150,6 +151,7 @@ fn host_and_managed_memory_are_refused_by_the_driver() {
                 size: 4096,
                 file_offset: 0,
                 buffer_offset: 0,
+                loan: None,
             })
             .unwrap_err();
         assert_eq!(

@@ -226,6 +226,7 @@ fn a_mask_set_while_closed_holds_from_the_next_open() {
             size: 4 * KIB,
             file_offset: 0,
             buffer_offset: 0,
+            loan: None,
         })
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::IoNotSupported, "{e}");
@@ -252,6 +253,7 @@ fn batch_entries_honour_the_handles_policy() {
             size,
             file_offset,
             buffer_offset,
+            loan: None,
         },
         cookie,
     };

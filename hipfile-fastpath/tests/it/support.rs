@@ -115,6 +115,7 @@ impl Rig {
             size,
             file_offset,
             buffer_offset,
+            loan: None,
         })
     }
 

@@ -35,6 +35,9 @@ pub enum Refusal {
     PastEnd(MemoryKind),
     /// The memory is not host memory ([`crate::HostRange::check`]).
     NotHost(MemoryKind),
+    /// Host memory (of this kind) that no [`crate::HostLoan`] of the request lends: the library
+    /// names host memory only where its application lent it ([`crate::IoMemory::check`]).
+    NotLent(MemoryKind),
 }
 
 /// A range of device (or managed) memory inside one allocation, checked by the runtime's pointer
@@ -82,7 +85,7 @@ impl DeviceRange {
                 "DeviceRange: not device memory",
                 HipErrorCode::INVALID_VALUE,
             ),
-            Refusal::PastEnd(_) | Refusal::NotHost(_) => HipError::call(
+            Refusal::PastEnd(_) | Refusal::NotHost(_) | Refusal::NotLent(_) => HipError::call(
                 "DeviceRange: past the end of the allocation",
                 HipErrorCode::INVALID_VALUE,
             ),

@@ -1,15 +1,36 @@
-//! Host memory a request names by address, and the one type requests carry for memory of
-//! either kind.
+//! Host memory a request names by address, the loan that lets it be named, and the one type
+//! requests carry for memory of either kind.
 //!
 //! A [`HostRange`] is pinned or registered host memory ([`MemoryKind::Host`]) or ordinary
 //! pageable memory the runtime does not know ([`MemoryKind::Unregistered`]). Unlike a
 //! [`DeviceRange`], nothing can vouch for its extent: pageable memory has no allocation the
-//! runtime knows, so a range over it is the application's word (its C contract, as upstream's: the
-//! buffer it passes is valid for the IO and left alone while the IO runs). The range is
-//! therefore never turned into a Rust reference. Its only operations hand the raw address to the
-//! kernel (`pread(2)`, `pwrite(2)`), which checks every page itself: an unmapped address is
-//! `EFAULT` (or a short count up to the first bad page), never a fault in the library. Where the
-//! runtime does know the allocation (pinned memory), the range must lie inside it.
+//! runtime knows. The range is therefore never turned into a Rust reference. Its only operations
+//! hand the raw address to the kernel (`pread(2)`, `pwrite(2)`), which checks every page itself:
+//! an unmapped address is `EFAULT` (or a short count up to the first bad page), never a fault in
+//! the library. Where the runtime does know the allocation (pinned memory), the range must lie
+//! inside it.
+//!
+//! ## Host memory is lent, never taken
+//!
+//! The kernel checks that an address is mapped, not that the bytes are free: a read into memory
+//! that a `&[u8]` elsewhere in the program still covers is undefined behaviour, however the bytes
+//! got there. So a host range is made only inside a [`HostLoan`], the application's statement
+//! that it lends these bytes for a request: live, and neither read nor written by anything else
+//! (Rust references included) until the request finishes. A loan comes about in one of two ways:
+//! - [`HostLoan::lend_mut`] / [`HostLoan::lend`], `unsafe`: the C ABIs call them, because their
+//!   caller's contract (hipFile's, cuFile's) is exactly that promise for the buffer it passes;
+//! - [`HostLoan::scoped_mut`] / [`HostLoan::scoped`], safe: the Rust API lends a borrow it
+//!   holds for the length of a closure. The loan is revoked when the closure returns: revoking
+//!   waits for a move of its bytes in flight, and a range of a revoked loan moves nothing
+//!   (`EFAULT`). A loan (or a range made inside it) that a request keeps past the closure thus
+//!   never touches the bytes after the borrow ends, which is what a lifetime could not promise
+//!   once ranges are stored in batches, registrations and stream-ordered ops, and what a guard
+//!   value could not (it may be leaked rather than dropped).
+//!
+//! A loan of `&[u8]` ([`HostLoan::scoped`], [`HostLoan::lend`]) is lent for reading only: the
+//! kernel may read its bytes (a file write) but not write them; a file read into it is refused.
+//! [`IoMemory::check`] makes host memory only inside a loan that covers it
+//! ([`Refusal::NotLent`] otherwise).
 //!
 //! Why a type of its own rather than a wider [`DeviceRange`]: every operation of a device range
 //! (synchronous and staged copies, P2P transfers) goes through the GPU runtime and is sound
@@ -18,30 +39,232 @@
 //! [`IoMemory`], the memory of one request (or of a registered buffer): the request stays one
 //! type, and each backend asks for the kind it serves ([`IoMemory::device_range`],
 //! [`IoMemory::host_range`]).
-//!
-//! What a host range cannot prove is that no Rust reference to the same bytes is alive elsewhere
-//! in the process: a range made from the address of memory the Rust program still borrows is its
-//! maker's mistake (the Rust facade makes ranges only from an exclusive borrow it holds until the
-//! request is finished).
 
 use std::fmt;
-use std::sync::Arc;
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 
 use crate::error::HipResult;
-use crate::runtime::{GpuRuntime, MemoryKind, PointerInfo};
+use crate::runtime::{GpuRuntime, MemoryKind, PinnedBuffer, PointerInfo};
 use crate::vouched::device_range::{DeviceRange, Refusal};
 
 /// The device ordinal of host memory: HIP's and CUDA's `hipCpuDeviceId` / `cudaCpuDeviceId`.
 pub const HOST_DEVICE: i32 = -1;
 
-/// A range of host memory (pinned, registered or pageable) named by address; see the module
-/// docs for what vouches for it. Cheap to copy.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// The application's loan of `len` host bytes at `ptr` to the library for a request (or a
+/// registration): see the module docs. Cheap to clone; clones are the same loan.
+#[derive(Clone)]
+pub struct HostLoan {
+    pub(super) ptr: usize,
+    pub(super) len: usize,
+    pub(super) writable: bool,
+    /// For a loan of a borrow ([`HostLoan::scoped_mut`]): revoked when the borrow ends. `None`
+    /// for a loan made with `unsafe`, whose maker answers for the bytes.
+    pub(super) scope: Option<Arc<LoanScope>>,
+}
+
+/// Whether a scoped loan still holds: readers are the moves of its bytes in flight, the writer
+/// is the end of the scope, which waits for them.
+#[derive(Debug)]
+pub(super) struct LoanScope {
+    pub(super) live: RwLock<bool>,
+    /// The memory of a [`LentPinned`], kept alive by every loan and range of it; its bytes are
+    /// reached only under `live`'s write lock.
+    owned: Option<Mutex<PinnedBuffer>>,
+}
+
+impl LoanScope {
+    /// Hold the loan for one move of its bytes: `None` once it was revoked.
+    fn hold(&self) -> Option<RwLockReadGuard<'_, bool>> {
+        let live = self.live.read().unwrap_or_else(PoisonError::into_inner);
+        (*live).then_some(live)
+    }
+
+    fn revoke(&self) {
+        *self.live.write().unwrap_or_else(PoisonError::into_inner) = false;
+    }
+}
+
+/// Revokes its scope when dropped, also while a panic unwinds out of the closure.
+struct Revoke(Arc<LoanScope>);
+
+impl Drop for Revoke {
+    fn drop(&mut self) {
+        self.0.revoke();
+    }
+}
+
+impl HostLoan {
+    /// Lend `bytes`, which the library may read and write, for the length of `lent`; the loan is
+    /// revoked when `lent` returns (module docs).
+    pub fn scoped_mut<R>(bytes: &mut [u8], lent: impl FnOnce(HostLoan) -> R) -> R {
+        Self::scoped_raw(bytes.as_mut_ptr() as usize, bytes.len(), true, lent)
+    }
+
+    /// Lend `bytes`, which the library may only read (a file write), for the length of `lent`;
+    /// the loan is revoked when `lent` returns.
+    pub fn scoped<R>(bytes: &[u8], lent: impl FnOnce(HostLoan) -> R) -> R {
+        Self::scoped_raw(bytes.as_ptr() as usize, bytes.len(), false, lent)
+    }
+
+    fn scoped_raw<R>(
+        ptr: usize,
+        len: usize,
+        writable: bool,
+        lent: impl FnOnce(HostLoan) -> R,
+    ) -> R {
+        let scope = Arc::new(LoanScope {
+            live: RwLock::new(true),
+            owned: None,
+        });
+        let _revoke = Revoke(Arc::clone(&scope));
+        lent(HostLoan {
+            ptr,
+            len,
+            writable,
+            scope: Some(scope),
+        })
+    }
+
+    /// First address lent.
+    pub fn ptr(&self) -> usize {
+        self.ptr
+    }
+
+    /// Bytes lent.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is lent.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the library may write the bytes (read a file into them).
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The part of this loan from `offset` for `len` bytes, or `None` past its end.
+    pub fn slice(&self, offset: usize, len: usize) -> Option<HostLoan> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len).then(|| HostLoan {
+            ptr: self.ptr + offset,
+            len,
+            ..self.clone()
+        })
+    }
+
+    /// Whether the loan lends all of the `len` bytes at `ptr`.
+    pub fn covers(&self, ptr: usize, len: usize) -> bool {
+        let (Some(end), Some(lent_end)) = (ptr.checked_add(len), self.ptr.checked_add(self.len))
+        else {
+            return false;
+        };
+        ptr >= self.ptr && end <= lent_end
+    }
+}
+
+impl fmt::Debug for HostLoan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostLoan")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("len", &self.len)
+            .field("writable", &self.writable)
+            .field("scoped", &self.scope.is_some())
+            .finish()
+    }
+}
+
+/// Pinned host memory lent to the library for as long as it lives: every [`LentPinned::loan`] of
+/// it is good for any number of requests and registrations, and Rust code reaches its bytes only
+/// through [`LentPinned::with_bytes`], which waits until no move of them is in flight (and holds
+/// moves off meanwhile). The buffer is freed when the last loan, range and handle are gone. For
+/// test suites and programs that keep one buffer for many requests.
+#[derive(Debug)]
+pub struct LentPinned {
+    scope: Arc<LoanScope>,
+    ptr: usize,
+    len: usize,
+}
+
+impl LentPinned {
+    /// Lend `buffer` from now on.
+    pub fn new(buffer: PinnedBuffer) -> Self {
+        let (ptr, len) = (buffer.as_ptr() as usize, buffer.len());
+        LentPinned {
+            scope: Arc::new(LoanScope {
+                live: RwLock::new(true),
+                owned: Some(Mutex::new(buffer)),
+            }),
+            ptr,
+            len,
+        }
+    }
+
+    /// A loan of all of the buffer, for reading and writing.
+    pub fn loan(&self) -> HostLoan {
+        HostLoan {
+            ptr: self.ptr,
+            len: self.len,
+            writable: true,
+            scope: Some(Arc::clone(&self.scope)),
+        }
+    }
+
+    /// First address.
+    pub fn ptr(&self) -> usize {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Run `access` on the bytes, once no move of them is in flight; none starts until it
+    /// returns (so a request on this buffer's loan made inside `access` waits for ever).
+    pub fn with_bytes<R>(&self, access: impl FnOnce(&mut [u8]) -> R) -> R {
+        let _no_moves = self
+            .scope
+            .live
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let owned = self
+            .scope
+            .owned
+            .as_ref()
+            .expect("a LentPinned owns its buffer");
+        let mut buffer = owned.lock().unwrap_or_else(PoisonError::into_inner);
+        access(buffer.as_mut_slice())
+    }
+}
+
+/// A range of host memory (pinned, registered or pageable) inside a [`HostLoan`]; see the
+/// module docs. Cheap to clone.
+#[derive(Clone)]
 pub struct HostRange {
     pub(super) ptr: usize,
     pub(super) len: usize,
     kind: MemoryKind,
+    writable: bool,
+    scope: Option<Arc<LoanScope>>,
 }
+
+impl PartialEq for HostRange {
+    fn eq(&self, other: &Self) -> bool {
+        (self.ptr, self.len, self.kind, self.writable)
+            == (other.ptr, other.len, other.kind, other.writable)
+    }
+}
+
+impl Eq for HostRange {}
 
 /// Whether `info`, the runtime's answer for host memory at `ptr`, lets the `len` bytes there
 /// be named: an allocation the runtime names must hold all of them; memory it does not know has
@@ -60,40 +283,49 @@ fn vouch_host(info: &PointerInfo, ptr: usize, len: usize) -> Result<(), Refusal>
 }
 
 impl HostRange {
-    /// The `len` bytes at `ptr`, if the runtime reports them as host memory (pinned, registered
-    /// or unknown to it) and, for an allocation it knows, inside it. Device, managed and array
-    /// memory are [`Refusal::NotHost`].
-    pub fn check(runtime: &Arc<dyn GpuRuntime>, ptr: usize, len: usize) -> Result<Self, Refusal> {
+    /// The `len` bytes at `ptr` inside `loan`, if the runtime reports them as host memory
+    /// (pinned, registered or unknown to it) and, for an allocation it knows, inside it. Device,
+    /// managed and array memory are [`Refusal::NotHost`]; bytes the loan does not cover are
+    /// [`Refusal::NotLent`].
+    pub fn check(
+        runtime: &Arc<dyn GpuRuntime>,
+        loan: &HostLoan,
+        ptr: usize,
+        len: usize,
+    ) -> Result<Self, Refusal> {
         let info = runtime.pointer_info(ptr).map_err(Refusal::Query)?;
-        Self::from_info(&info, ptr, len)
+        Self::from_info(&info, Some(loan), ptr, len)
     }
 
-    fn from_info(info: &PointerInfo, ptr: usize, len: usize) -> Result<Self, Refusal> {
+    fn from_info(
+        info: &PointerInfo,
+        loan: Option<&HostLoan>,
+        ptr: usize,
+        len: usize,
+    ) -> Result<Self, Refusal> {
         if !is_host(info.kind) {
             return Err(Refusal::NotHost(info.kind));
         }
         vouch_host(info, ptr, len)?;
+        let loan = loan
+            .filter(|loan| loan.covers(ptr, len))
+            .ok_or(Refusal::NotLent(info.kind))?;
         Ok(HostRange {
             ptr,
             len,
             kind: info.kind,
+            writable: loan.writable,
+            scope: loan.scope.clone(),
         })
-    }
-
-    /// `len` bytes of host memory at `ptr` registered by the application with that length
-    /// (`hipFileBufRegister`, cuFileBufRegister): the registration's length is its word, as
-    /// upstream takes it. `kind` must be a host kind; `None` otherwise.
-    pub fn registered(ptr: usize, len: usize, kind: MemoryKind) -> Option<Self> {
-        (is_host(kind) && ptr.checked_add(len).is_some()).then_some(HostRange { ptr, len, kind })
     }
 
     /// The `len` bytes at `offset` into this range, or `None` when they do not fit inside it.
     pub fn slice(&self, offset: usize, len: usize) -> Option<HostRange> {
         let end = offset.checked_add(len)?;
-        (end <= self.len).then_some(HostRange {
+        (end <= self.len).then(|| HostRange {
             ptr: self.ptr + offset,
             len,
-            kind: self.kind,
+            ..self.clone()
         })
     }
 
@@ -116,6 +348,25 @@ impl HostRange {
     pub fn kind(&self) -> MemoryKind {
         self.kind
     }
+
+    /// Whether its loan lets the library write the bytes (read a file into them).
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Run `moving` while the range's loan holds (a scoped loan is not revoked meanwhile);
+    /// `EFAULT`, as the kernel answers for memory the process may not touch, once it was revoked.
+    pub(super) fn while_lent<R>(&self, moving: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        match &self.scope {
+            None => moving(),
+            Some(scope) => {
+                let _held = scope
+                    .hold()
+                    .ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+                moving()
+            }
+        }
+    }
 }
 
 impl fmt::Debug for HostRange {
@@ -124,6 +375,7 @@ impl fmt::Debug for HostRange {
             .field("ptr", &format_args!("{:#x}", self.ptr))
             .field("len", &self.len)
             .field("kind", &self.kind)
+            .field("writable", &self.writable)
             .finish()
     }
 }
@@ -146,11 +398,17 @@ pub enum IoMemory {
 impl IoMemory {
     /// The `len` bytes at `ptr` as the runtime's pointer query finds them: a [`DeviceRange`]
     /// for device or managed memory (checked as [`DeviceRange::check`] does), a [`HostRange`]
-    /// for host memory (as [`HostRange::check`]). One pointer query either way.
-    pub fn check(runtime: &Arc<dyn GpuRuntime>, ptr: usize, len: usize) -> Result<Self, Refusal> {
+    /// for host memory inside `loan` (as [`HostRange::check`]; without a loan that covers the
+    /// bytes, [`Refusal::NotLent`]). One pointer query either way.
+    pub fn check(
+        runtime: &Arc<dyn GpuRuntime>,
+        ptr: usize,
+        len: usize,
+        loan: Option<&HostLoan>,
+    ) -> Result<Self, Refusal> {
         let info = runtime.pointer_info(ptr).map_err(Refusal::Query)?;
         if is_host(info.kind) {
-            HostRange::from_info(&info, ptr, len).map(IoMemory::Host)
+            HostRange::from_info(&info, loan, ptr, len).map(IoMemory::Host)
         } else {
             DeviceRange::from_info(runtime, &info, ptr, len).map(IoMemory::Device)
         }
@@ -251,44 +509,84 @@ mod tests {
     fn memory_is_checked_as_the_kind_the_runtime_reports() {
         let rt = sim();
         let dev = DeviceBuffer::new(rt.clone(), 4096).unwrap();
-        let m = IoMemory::check(&rt, dev.ptr(), 4096).unwrap();
+        let m = IoMemory::check(&rt, dev.ptr(), 4096, None).unwrap();
         assert!(m.device_range().is_some() && m.host_range().is_none());
         assert!(matches!(
-            IoMemory::check(&rt, dev.ptr(), 4097),
+            IoMemory::check(&rt, dev.ptr(), 4097, None),
             Err(Refusal::PastEnd(MemoryKind::Device))
         ));
-        let pinned = PinnedBuffer::new(rt.clone(), 4096).unwrap();
+        let mut pinned = PinnedBuffer::new(rt.clone(), 4096).unwrap();
         let at = pinned.as_ptr() as usize;
-        let m = IoMemory::check(&rt, at + 96, 4000).unwrap();
-        assert_eq!(
-            (m.kind(), m.device(), m.len()),
-            (MemoryKind::Host, HOST_DEVICE, 4000)
-        );
-        assert!(matches!(
-            IoMemory::check(&rt, at + 96, 4001),
-            Err(Refusal::PastEnd(MemoryKind::Host))
-        ));
+        HostLoan::scoped_mut(pinned.as_mut_slice(), |loan| {
+            let m = IoMemory::check(&rt, at + 96, 4000, Some(&loan)).unwrap();
+            assert_eq!(
+                (m.kind(), m.device(), m.len()),
+                (MemoryKind::Host, HOST_DEVICE, 4000)
+            );
+            assert!(matches!(
+                IoMemory::check(&rt, at + 96, 4001, Some(&loan)),
+                Err(Refusal::PastEnd(MemoryKind::Host))
+            ));
+        });
         let pageable = [0u8; 64];
-        let m = IoMemory::check(&rt, pageable.as_ptr() as usize, 1 << 30).unwrap();
+        let ptr = pageable.as_ptr() as usize;
+        // SAFETY: `pageable` is this test's own array, which nothing writes; the loan (for
+        // reading only) serves pointer queries alone: no bytes move through it.
+        let loan = unsafe { HostLoan::lend(ptr, 1 << 30) };
+        let m = IoMemory::check(&rt, ptr, 1 << 30, Some(&loan)).unwrap();
         assert_eq!(
             m.kind(),
             MemoryKind::Unregistered,
             "pageable memory has no extent the runtime knows"
         );
-        assert!(HostRange::check(&rt, usize::MAX - 2, 4).is_err());
+        assert!(HostRange::check(&rt, &loan, usize::MAX - 2, 4).is_err());
         assert!(matches!(
-            HostRange::check(&rt, dev.ptr(), 16),
+            HostRange::check(&rt, &loan, dev.ptr(), 16),
             Err(Refusal::NotHost(MemoryKind::Device))
         ));
     }
 
     #[test]
+    fn host_memory_is_named_only_inside_a_loan_that_covers_it() {
+        let rt = sim();
+        let mut pageable = [0u8; 64];
+        let ptr = pageable.as_ptr() as usize;
+        assert!(matches!(
+            IoMemory::check(&rt, ptr, 64, None),
+            Err(Refusal::NotLent(MemoryKind::Unregistered))
+        ));
+        HostLoan::scoped_mut(&mut pageable[8..], |loan| {
+            assert!(IoMemory::check(&rt, ptr + 8, 56, Some(&loan)).is_ok());
+            let part = loan.slice(8, 16).unwrap();
+            assert!(part.covers(ptr + 16, 16) && !part.covers(ptr + 16, 17));
+            assert!(loan.slice(8, 49).is_none());
+            assert!(matches!(
+                IoMemory::check(&rt, ptr, 64, Some(&loan)),
+                Err(Refusal::NotLent(MemoryKind::Unregistered))
+            ));
+            assert!(matches!(
+                HostRange::check(&rt, &loan, ptr + 8, 57),
+                Err(Refusal::NotLent(_))
+            ));
+        });
+        let pinned = PinnedBuffer::new(rt.clone(), 4096).unwrap();
+        assert!(matches!(
+            IoMemory::check(&rt, pinned.as_ptr() as usize, 4096, None),
+            Err(Refusal::NotLent(MemoryKind::Host))
+        ));
+    }
+
+    #[test]
     fn host_slices_stay_inside() {
-        let r = HostRange::registered(0x1000, 4096, MemoryKind::Unregistered).unwrap();
-        assert_eq!(r.slice(4000, 96).unwrap().ptr(), 0x1000 + 4000);
-        assert!(r.slice(4000, 97).is_none());
-        assert!(r.slice(usize::MAX, 2).is_none());
-        assert!(HostRange::registered(0x1000, 16, MemoryKind::Device).is_none());
+        let rt = sim();
+        let mut bytes = vec![0u8; 4096];
+        let at = bytes.as_ptr() as usize;
+        HostLoan::scoped_mut(&mut bytes, |loan| {
+            let r = HostRange::check(&rt, &loan, at, 4096).unwrap();
+            assert_eq!(r.slice(4000, 96).unwrap().ptr(), at + 4000);
+            assert!(r.slice(4000, 97).is_none());
+            assert!(r.slice(usize::MAX, 2).is_none());
+        });
     }
 
     /// A page the process can neither read nor write, mapped for the life of the test (an
@@ -318,23 +616,39 @@ mod tests {
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(b"0123456789").unwrap();
         let mut dst = vec![0u8; 16];
-        let range = HostRange::check(&rt, dst.as_mut_ptr() as usize, 16).unwrap();
-        assert_eq!(
-            range.read_from(file.as_fd(), 2).unwrap(),
-            8,
-            "short at end of file"
-        );
+        HostLoan::scoped_mut(&mut dst, |loan| {
+            let range = HostRange::check(&rt, &loan, loan.ptr(), 16).unwrap();
+            assert_eq!(
+                range.read_from(file.as_fd(), 2).unwrap(),
+                8,
+                "short at end of file"
+            );
+        });
         let src = *b"abc";
-        let out = HostRange::check(&rt, src.as_ptr() as usize, 3).unwrap();
-        assert_eq!(out.write_to(file.as_fd(), Some(1)).unwrap(), 3);
-        assert_eq!(out.write_to(file.as_fd(), None).unwrap(), 3, "appended");
+        HostLoan::scoped(&src, |loan| {
+            let out = HostRange::check(&rt, &loan, loan.ptr(), 3).unwrap();
+            assert_eq!(out.write_to(file.as_fd(), Some(1)).unwrap(), 3);
+            assert_eq!(out.write_to(file.as_fd(), None).unwrap(), 3, "appended");
+            assert_eq!(
+                out.read_from(file.as_fd(), 0).unwrap_err().raw_os_error(),
+                Some(libc::EFAULT),
+                "bytes lent for reading are never written"
+            );
+        });
         assert_eq!(&dst[..8], b"23456789");
+        assert_eq!(src, *b"abc");
         let mut back = vec![0u8; 13];
-        let whole = HostRange::check(&rt, back.as_mut_ptr() as usize, 13).unwrap();
-        assert_eq!(whole.read_from(file.as_fd(), 0).unwrap(), 13);
+        HostLoan::scoped_mut(&mut back, |loan| {
+            let whole = HostRange::check(&rt, &loan, loan.ptr(), 13).unwrap();
+            assert_eq!(whole.read_from(file.as_fd(), 0).unwrap(), 13);
+        });
         assert_eq!(&back, b"0abc456789abc");
 
-        let bad = HostRange::check(&rt, no_access_page(), 4096).unwrap();
+        let page = no_access_page();
+        // SAFETY: the page is this test's own mapping, which nothing else uses; the kernel
+        // refuses to touch it (PROT_NONE).
+        let loan = unsafe { HostLoan::lend_mut(page, 4096) };
+        let bad = HostRange::check(&rt, &loan, page, 4096).unwrap();
         let efault = |r: std::io::Result<usize>| r.unwrap_err().raw_os_error();
         assert_eq!(efault(bad.read_from(file.as_fd(), 0)), Some(libc::EFAULT));
         assert_eq!(
@@ -342,5 +656,59 @@ mod tests {
             Some(libc::EFAULT)
         );
         assert_eq!(efault(bad.write_to(file.as_fd(), None)), Some(libc::EFAULT));
+    }
+
+    #[test]
+    fn a_range_kept_past_its_scope_moves_nothing() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let rt = sim();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"0123456789").unwrap();
+        let mut dst = vec![7u8; 8];
+        let kept = HostLoan::scoped_mut(&mut dst, |loan| {
+            HostRange::check(&rt, &loan, loan.ptr(), 8).unwrap()
+        });
+        assert_eq!(
+            kept.read_from(file.as_fd(), 0).unwrap_err().raw_os_error(),
+            Some(libc::EFAULT)
+        );
+        assert_eq!(
+            kept.write_to(file.as_fd(), Some(0))
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc::EFAULT)
+        );
+        assert_eq!(
+            dst, [7u8; 8],
+            "the borrow's bytes were not touched after it ended"
+        );
+    }
+
+    #[test]
+    fn a_lent_pinned_buffer_serves_requests_and_its_owner_between_them() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let rt = sim();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"0123456789").unwrap();
+        let lent = LentPinned::new(PinnedBuffer::new(rt.clone(), 16).unwrap());
+        let range = HostRange::check(&rt, &lent.loan(), lent.ptr() + 2, 4).unwrap();
+        assert_eq!(range.kind(), MemoryKind::Host);
+        assert_eq!(range.read_from(file.as_fd(), 6).unwrap(), 4);
+        lent.with_bytes(|b| {
+            assert_eq!(&b[2..6], b"6789");
+            b[2..6].copy_from_slice(b"wxyz");
+        });
+        assert_eq!(range.write_to(file.as_fd(), Some(0)).unwrap(), 4);
+        drop(lent);
+        assert_eq!(
+            range.write_to(file.as_fd(), None).unwrap(),
+            4,
+            "the range keeps the buffer alive"
+        );
+        let mut back = [0u8; 14];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 0).unwrap();
+        assert_eq!(&back, b"wxyz456789wxyz");
     }
 }

@@ -168,8 +168,7 @@ fn matrix(f: &Fixture, op: IoOp, mode: BufferMode) -> Result<(), String> {
     let dev_len = view + 4095 + multi + SLACK;
     let mut dev = f.device(dev_len)?;
     if mode == BufferMode::Registered {
-        f.driver()
-            .buf_register(dev.ptr(), dev_len, 0)
+        f.register(&dev, dev_len)
             .map_err(|e| format!("registering the device buffer: {e}"))?;
     }
     let mut ran = 0;
@@ -230,8 +229,7 @@ fn roundtrip(f: &Fixture) -> Result<(), String> {
     let mut src = f.device(size)?;
     let data = pattern(3, 0, size);
     src.write_at(0, &data).map_err(|e| e.to_string())?;
-    f.driver()
-        .buf_register(src.ptr(), size, 0)
+    f.register(&src, size)
         .map_err(|e| format!("registering the source buffer: {e}"))?;
     let n = f.io(IoOp::Write, file.handle, src.ptr(), size, 0, 0)?;
     if n != size {

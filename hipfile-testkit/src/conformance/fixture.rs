@@ -14,7 +14,8 @@ use hipfile_core::{
 };
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{
-    DeviceBuffer, GpuRuntime, HipError, HipErrorCode, HipResult, IoMemory, PinnedBuffer,
+    DeviceBuffer, GpuRuntime, HipError, HipErrorCode, HipResult, HostLoan, IoMemory, LentPinned,
+    PinnedBuffer,
 };
 use tempfile::TempDir;
 
@@ -180,8 +181,8 @@ impl From<IoFailure> for String {
 pub enum CaseMemory {
     /// Device memory.
     Device(DeviceBuffer),
-    /// Pinned host memory.
-    Pinned(PinnedBuffer),
+    /// Pinned host memory, lent to the library for the life of the case.
+    Pinned(LentPinned),
 }
 
 impl CaseMemory {
@@ -189,7 +190,7 @@ impl CaseMemory {
     pub fn ptr(&self) -> usize {
         match self {
             CaseMemory::Device(b) => b.ptr(),
-            CaseMemory::Pinned(b) => b.as_ptr() as usize,
+            CaseMemory::Pinned(b) => b.ptr(),
         }
     }
 
@@ -204,6 +205,14 @@ impl CaseMemory {
     /// Whether the memory is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The loan of pinned host memory that requests on it carry; `None` for device memory.
+    pub fn loan(&self) -> Option<HostLoan> {
+        match self {
+            CaseMemory::Device(_) => None,
+            CaseMemory::Pinned(b) => Some(b.loan()),
+        }
     }
 
     /// `len` bytes at `offset` as slice bounds, or `INVALID_VALUE` past the end.
@@ -221,7 +230,7 @@ impl CaseMemory {
         match self {
             CaseMemory::Device(b) => b.write_at(offset, src),
             CaseMemory::Pinned(b) => {
-                b.as_mut_slice()[at].copy_from_slice(src);
+                b.with_bytes(|bytes| bytes[at].copy_from_slice(src));
                 Ok(())
             }
         }
@@ -233,7 +242,7 @@ impl CaseMemory {
             CaseMemory::Device(b) => b.read_at(offset, dst),
             CaseMemory::Pinned(b) => {
                 let at = self.bounds(offset, dst.len())?;
-                dst.copy_from_slice(&b.as_slice()[at]);
+                b.with_bytes(|bytes| dst.copy_from_slice(&bytes[at]));
                 Ok(())
             }
         }
@@ -244,7 +253,7 @@ impl CaseMemory {
         match self {
             CaseMemory::Device(b) => b.fill(value),
             CaseMemory::Pinned(b) => {
-                b.as_mut_slice().fill(value);
+                b.with_bytes(|bytes| bytes.fill(value));
                 Ok(())
             }
         }
@@ -254,7 +263,7 @@ impl CaseMemory {
     pub fn to_vec(&self) -> HipResult<Vec<u8>> {
         match self {
             CaseMemory::Device(b) => b.to_vec(),
-            CaseMemory::Pinned(b) => Ok(b.as_slice().to_vec()),
+            CaseMemory::Pinned(b) => Ok(b.with_bytes(|bytes| bytes.to_vec())),
         }
     }
 }
@@ -269,6 +278,9 @@ pub struct Fixture {
     cfg: ConformanceConfig,
     dir: TempDir,
     paths: Mutex<Vec<PathBuf>>,
+    /// The loans of the pinned host memory the case allocated ([`Fixture::device`]), which its
+    /// requests through the driver carry ([`Fixture::io`]).
+    loans: Mutex<Vec<HostLoan>>,
     baseline: Option<LeakSnapshot>,
 }
 
@@ -348,6 +360,7 @@ impl Fixture {
             cfg: cfg.clone(),
             dir,
             paths: Mutex::new(Vec::new()),
+            loans: Mutex::new(Vec::new()),
             baseline,
         })
     }
@@ -420,11 +433,17 @@ impl Fixture {
                 .map(CaseMemory::Device)
                 .map_err(|e| format!("allocating {len} bytes of device memory: {e}"))?,
             CaseMemoryKind::PinnedHost => PinnedBuffer::new(Arc::clone(&self.runtime), len)
-                .map(CaseMemory::Pinned)
+                .map(|b| CaseMemory::Pinned(LentPinned::new(b)))
                 .map_err(|e| format!("allocating {len} bytes of pinned host memory: {e}"))?,
         };
         buf.fill(SENTINEL)
             .map_err(|e| format!("filling the memory: {e}"))?;
+        if let Some(loan) = buf.loan() {
+            self.loans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(loan);
+        }
         Ok(buf)
     }
 
@@ -436,7 +455,9 @@ impl Fixture {
         offset: usize,
         len: usize,
     ) -> Result<IoMemory, String> {
-        IoMemory::check(&self.runtime, buffer.ptr() + offset, len).map_err(|e| {
+        let loan = buffer.loan();
+        let at = buffer.ptr() + offset;
+        IoMemory::check(&self.runtime, at, len, loan.as_ref()).map_err(|e| {
             format!(
                 "querying {len} bytes at {:#x}+{offset}: {e:?}",
                 buffer.ptr()
@@ -463,7 +484,27 @@ impl Fixture {
         })
     }
 
-    /// One read or write through the driver; a failure keeps the driver's error and says
+    /// Register the first `len` bytes of `memory` with the driver: device memory as
+    /// `hipFileBufRegister` registers it, pinned host memory under its loan.
+    pub fn register(&self, memory: &CaseMemory, len: usize) -> hipfile_core::Result<()> {
+        match memory.loan().and_then(|loan| loan.slice(0, len)) {
+            Some(loan) => self.driver.buf_register_lent(loan, 0),
+            None => self.driver.buf_register(memory.ptr(), len, 0),
+        }
+    }
+
+    /// The loan of the case's pinned host memory that `buffer` points into, if any.
+    fn loan_at(&self, buffer: usize) -> Option<HostLoan> {
+        self.loans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|loan| loan.covers(buffer, 1))
+            .cloned()
+    }
+
+    /// One read or write through the driver (carrying the loan of the case's host memory it
+    /// names); a failure keeps the driver's error and says
     /// which request failed.
     pub fn io(
         &self,
@@ -481,6 +522,7 @@ impl Fixture {
             size,
             file_offset: file_offset as i64,
             buffer_offset: buffer_offset as i64,
+            loan: self.loan_at(buffer),
         };
         self.driver.io(call).map_err(|error| IoFailure {
             explanation: format!(
@@ -494,6 +536,11 @@ impl Fixture {
     /// Close the driver and check that the backend let go of everything: no descriptor on any of
     /// the case's files, no pinned buffer, no stream, no device memory.
     pub fn finish(self) -> Result<(), String> {
+        // The case's loans keep its pinned memory alive: let them go before counting.
+        self.loans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         while self.driver.use_count() > 0 {
             self.driver
                 .close()

@@ -59,6 +59,7 @@ fn sixty_four_threads_register_move_bytes_and_deregister_on_one_driver() {
                         size,
                         file_offset: 0,
                         buffer_offset: 0,
+                        loan: None,
                     };
                     assert_eq!(driver.io(io(IoOp::Write, src.ptr())).unwrap(), size);
                     assert_eq!(driver.io(io(IoOp::Read, dst.ptr())).unwrap(), size);

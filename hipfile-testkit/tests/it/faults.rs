@@ -47,6 +47,7 @@ fn call(op: IoOp, handle: hipfile_core::FileHandleId, buffer: usize, size: usize
         size,
         file_offset: 0,
         buffer_offset: 0,
+        loan: None,
     }
 }
 

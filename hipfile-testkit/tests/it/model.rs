@@ -131,6 +131,7 @@ impl World {
                         size,
                         file_offset: 0,
                         buffer_offset: 0,
+                        loan: None,
                     })
                     .map(Answer::Bytes)
             }

@@ -11,7 +11,8 @@ use std::time::Duration;
 use hipfile_core::{BatchEntry, BatchId, BatchStatus, ErrorKind, IoCall, IoOp};
 
 use super::conventions::{
-    guarded_pair, guarded_void, handle_id, op_code, pair, result_pair, Door, HipFile, StatusPair,
+    guarded_pair, guarded_void, handle_id, lent, op_code, pair, result_pair, Door, HipFile,
+    StatusPair,
 };
 use super::types::*;
 
@@ -55,7 +56,12 @@ pub unsafe extern "C" fn hipFileBatchIOSetUp(
 }
 
 /// One parameter entry as a core entry; `None` for a mode or opcode upstream does not know.
-pub fn entry(p: &hipFileIOParams_t) -> Option<BatchEntry> {
+///
+/// # Safety
+/// The C caller's contract for a batch entry (hipfile.h and cufile.h, "Host memory"): where the
+/// entry's buffer is host memory, its bytes are the application's, untouched by anything else
+/// until the entry is reaped.
+pub unsafe fn entry(p: &hipFileIOParams_t) -> Option<BatchEntry> {
     if p.mode != hipFileBatch {
         return None;
     }
@@ -74,6 +80,8 @@ pub fn entry(p: &hipFileIOParams_t) -> Option<BatchEntry> {
             size: b.size,
             file_offset: b.file_offset,
             buffer_offset: b.devPtr_offset,
+            // SAFETY: this function's contract, the C caller's for a batch entry, passed on.
+            loan: unsafe { lent(op, b.devPtr_base as usize, b.devPtr_offset, b.size) },
         },
         cookie: p.cookie as usize,
     })
@@ -105,7 +113,8 @@ pub unsafe fn batch_submit<D: Door>(
         // batch's capacity; each is copied here, so the caller may reuse the array as soon
         // as this returns.
         let p = unsafe { iocbp.add(i).read() };
-        match entry(&p) {
+        // SAFETY: the caller's contract for its entries, passed on (this function's own).
+        match unsafe { entry(&p) } {
             Some(e) => entries.push(e),
             None => return invalid::<D>(),
         }

@@ -11,7 +11,7 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use hipfile_core::{Error, ErrorKind, FileHandleId};
+use hipfile_core::{Error, ErrorKind, FileHandleId, HostLoan, IoOp};
 
 use super::types::*;
 
@@ -188,6 +188,35 @@ const fn c_text(text: &'static str) -> &'static CStr {
         Ok(c) => c,
         Err(_) => panic!("an error description must end in its only NUL"),
     }
+}
+
+/// The loan of the host bytes a C call names for `op`: `size` bytes at `buffer + buffer_offset`
+/// (`None` where that address cannot be formed; validation then refuses the call). The core uses
+/// it only where the memory turns out to be host memory and the setting
+/// `allow_system_memory` admits it.
+///
+/// # Safety
+/// The caller passes on its C caller's contract for an IO call (hipfile.h and cufile.h, "Host
+/// memory"): the buffer is the application's and stays allocated and untouched by anything else
+/// (a read's for reading and writing, a write's for writing) until the call, or the batch entry
+/// or stream-ordered op, has completed.
+pub(super) unsafe fn lent(
+    op: IoOp,
+    buffer: usize,
+    buffer_offset: hoff_t,
+    size: usize,
+) -> Option<HostLoan> {
+    let at = usize::try_from(buffer_offset)
+        .ok()
+        .and_then(|offset| buffer.checked_add(offset))?;
+    // SAFETY: this function's contract, the C caller's for the IO call, is the loan's
+    // contract for these bytes.
+    Some(unsafe {
+        match op {
+            IoOp::Read => HostLoan::lend_mut(at, size),
+            IoOp::Write => HostLoan::lend(at, size),
+        }
+    })
 }
 
 #[cfg(test)]

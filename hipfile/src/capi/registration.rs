@@ -3,11 +3,11 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use hipfile_core::{IoCall, IoOp};
+use hipfile_core::{HostLoan, IoCall, IoOp};
 
 use super::conventions::{
-    guarded_pair, guarded_ssize, guarded_void, handle_id, pair, result_pair, ssize, DescriptorUse,
-    Door, HipFile, StatusPair,
+    guarded_pair, guarded_ssize, guarded_void, handle_id, lent, pair, result_pair, ssize,
+    DescriptorUse, Door, HipFile, StatusPair,
 };
 use super::types::*;
 
@@ -50,9 +50,22 @@ pub fn handle_deregister<D: Door>(fh: hipFileHandle_t) {
     }
 }
 
-/// Register memory with door `D`'s driver.
-pub fn buf_register<D: Door>(buffer_base: *const c_void, length: usize, flags: c_int) -> D::Pair {
-    result_pair(D::driver().buf_register(buffer_base as usize, length, flags))
+/// Register memory with door `D`'s driver: device memory, or host memory where the driver's
+/// `allow_system_memory` admits it, lent to the registration until it is deregistered.
+///
+/// # Safety
+/// The C caller's contract for registration (hipfile.h and cufile.h, "Host memory"): the
+/// `length` bytes at `buffer_base` are the application's and stay allocated, and untouched by
+/// anything but the requests on them, until the buffer is deregistered.
+pub unsafe fn buf_register<D: Door>(
+    buffer_base: *const c_void,
+    length: usize,
+    flags: c_int,
+) -> D::Pair {
+    // SAFETY: this function's contract is the loan's, for the registration's life; the
+    // registration keeps the loan until it is deregistered.
+    let loan = unsafe { HostLoan::lend_mut(buffer_base as usize, length) };
+    result_pair(D::driver().buf_register_lent(loan, flags))
 }
 
 /// Forget registered memory of door `D`'s driver.
@@ -61,7 +74,11 @@ pub fn buf_deregister<D: Door>(buffer_base: *const c_void) -> D::Pair {
 }
 
 /// One synchronous read or write through door `D`'s driver, in its `ssize_t` convention.
-pub fn io<D: Door>(
+///
+/// # Safety
+/// The C caller's contract for an IO call (see [`lent`]): where `buffer` is host memory, its
+/// bytes are the application's, untouched by anything else until the call returns.
+pub unsafe fn io<D: Door>(
     op: IoOp,
     fh: hipFileHandle_t,
     buffer: usize,
@@ -76,6 +93,8 @@ pub fn io<D: Door>(
         size,
         file_offset,
         buffer_offset,
+        // SAFETY: this function's contract, passed on.
+        loan: unsafe { lent(op, buffer, buffer_offset, size) },
     }))
 }
 
@@ -102,7 +121,8 @@ pub extern "C" fn hipFileBufRegister(
     length: usize,
     flags: c_int,
 ) -> hipFileError_t {
-    guarded_pair(|| buf_register::<HipFile>(buffer_base, length, flags))
+    // SAFETY: the C caller's contract for registration (hipfile.h, "Host memory"), passed on.
+    guarded_pair(|| unsafe { buf_register::<HipFile>(buffer_base, length, flags) })
 }
 
 /// Forget registered device memory.
@@ -120,7 +140,8 @@ pub extern "C" fn hipFileRead(
     file_offset: hoff_t,
     buffer_offset: hoff_t,
 ) -> ssize_t {
-    guarded_ssize(|| {
+    // SAFETY: the C caller's contract for an IO call (hipfile.h, "Host memory"), passed on.
+    guarded_ssize(|| unsafe {
         io::<HipFile>(
             IoOp::Read,
             fh,
@@ -141,7 +162,8 @@ pub extern "C" fn hipFileWrite(
     file_offset: hoff_t,
     buffer_offset: hoff_t,
 ) -> ssize_t {
-    guarded_ssize(|| {
+    // SAFETY: the C caller's contract for an IO call (hipfile.h, "Host memory"), passed on.
+    guarded_ssize(|| unsafe {
         io::<HipFile>(
             IoOp::Write,
             fh,

@@ -9,7 +9,7 @@
 use std::ffi::{c_uint, c_void};
 use std::sync::Arc;
 
-use hipfile_core::{AsyncCall, AsyncSlots, IoOp};
+use hipfile_core::{AsyncCall, AsyncSlots, HostLoan, IoOp};
 use hipfile_hip::StreamRef;
 
 use super::conventions::{
@@ -104,10 +104,22 @@ pub unsafe fn io_async<D: Door>(
     // library loaded (the one the session holds), for at least the length of this call, which
     // is all the reference is used for.
     let stream = unsafe { StreamRef::from_raw(session.runtime(), stream as usize) };
+    let buffer = buffer_base as usize;
+    // SAFETY: hipFile's contract for stream-ordered IO (hipfile.h, "Host memory"): the bytes
+    // the op names when its stream reaches it, `*size_p` bytes at `buffer_base +
+    // *buffer_offset_p`, are the caller's from submission until the op has completed. Which
+    // bytes is known only then, so the loan lends from `buffer_base` on; the core names no
+    // more than the op's own bytes.
+    let loan = unsafe {
+        match op {
+            IoOp::Read => HostLoan::lend_mut(buffer, usize::MAX - buffer),
+            IoOp::Write => HostLoan::lend(buffer, usize::MAX - buffer),
+        }
+    };
     let call = AsyncCall {
         op,
         handle: handle_id(fh),
-        buffer: buffer_base as usize,
+        buffer,
         stream: &stream,
         slots: Arc::new(CallerSlots {
             size: size_p,
@@ -116,6 +128,7 @@ pub unsafe fn io_async<D: Door>(
             result: bytes_p,
             encode: ssize::<D>,
         }),
+        loan: Some(loan),
     };
     result_pair(driver.submit_async(&session, call))
 }

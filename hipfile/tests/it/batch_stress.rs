@@ -538,6 +538,7 @@ fn core_racer(world: &World<'_>, t: usize) -> Tally {
                                 size: p.size,
                                 file_offset: p.file_offset as i64,
                                 buffer_offset: buffer_offset as i64,
+                                loan: None,
                             },
                             cookie: p.cookie,
                         }

@@ -1,22 +1,24 @@
 //! Host memory as IO buffers (the setting `allow_system_memory`): pageable and pinned memory
 //! read and written straight between file and memory by the `host` backend, O_DIRECT where
 //! aligned, through every door (synchronous, batch, stream-ordered, registered buffers), and
-//! refused as `HipMemoryTypeInvalid` with the setting off, as upstream hipFile answers.
+//! refused as `HipMemoryTypeInvalid` with the setting off, as upstream hipFile answers, and with
+//! it on wherever the request does not carry the application's loan of the bytes.
 
 use std::fs::{File, OpenOptions};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hipfile::{
-    BatchStatus, Driver, DriverOptions, ErrorKind, FileHandle, IoCall, IoOp, IoPath, Settings,
+    BatchStatus, Driver, DriverOptions, ErrorKind, FileHandle, HostLoan, IoCall, IoOp, IoPath,
+    Settings,
 };
 use hipfile_core::{BatchEntry, DeclineReason, EnvConfig, PosixIo};
-use hipfile_hip::{GpuRuntime, PinnedBuffer, StreamRef};
+use hipfile_hip::{GpuRuntime, LentPinned, PinnedBuffer, StreamRef};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::target::runtime_under_test;
 
 use crate::harness::{self, scratch_dir};
-use crate::stream::submit_core;
+use crate::stream::submit_core_lent;
 
 const LEN: usize = 64 << 10;
 
@@ -151,11 +153,13 @@ fn pinned_memory_registered_or_not_is_served_by_the_host_path() {
     assert_eq!(handle.read_host(pinned.as_mut_slice(), 0).unwrap(), LEN);
     assert_eq!(pinned.as_slice(), &data[..]);
 
-    // Registered: an interior offset of the registration, both directions.
+    // Registered: an interior offset of the registration, both directions. The registration
+    // holds the loan; its requests carry none.
     let core = s.driver.core();
-    let base = pinned.as_mut_slice().as_mut_ptr() as usize;
-    core.buf_register(base, LEN, 0).unwrap();
-    pinned.as_mut_slice().fill(0);
+    let pinned = LentPinned::new(pinned);
+    let base = pinned.ptr();
+    core.buf_register_lent(pinned.loan(), 0).unwrap();
+    pinned.with_bytes(|b| b.fill(0));
     let call = |op, size, file_offset, buffer_offset| IoCall {
         op,
         handle: handle.id(),
@@ -163,9 +167,10 @@ fn pinned_memory_registered_or_not_is_served_by_the_host_path() {
         size,
         file_offset,
         buffer_offset,
+        loan: None,
     };
     assert_eq!(core.io(call(IoOp::Read, 4096, 8192, 100)).unwrap(), 4096);
-    assert_eq!(&pinned.as_slice()[100..4196], &data[8192..12288]);
+    pinned.with_bytes(|b| assert_eq!(&b[100..4196], &data[8192..12288]));
     assert_eq!(core.io(call(IoOp::Write, 4096, 0, 100)).unwrap(), 4096);
     assert_eq!(s.contents("data")[..4096], data[8192..12288]);
     let past = core.io(call(IoOp::Read, LEN, 0, 100)).unwrap_err();
@@ -249,6 +254,9 @@ fn a_host_address_the_process_cannot_touch_is_efault_not_a_crash() {
     let page = NoAccessPage::new();
     let bad = page.0;
     for op in [IoOp::Read, IoOp::Write] {
+        // SAFETY: the page is this test's own mapping, which nothing else uses while the
+        // request runs (and the kernel refuses to touch).
+        let loan = unsafe { HostLoan::lend_mut(bad, 4096) };
         let e = s
             .driver
             .core()
@@ -259,12 +267,73 @@ fn a_host_address_the_process_cannot_touch_is_efault_not_a_crash() {
                 size: 4096,
                 file_offset: 0,
                 buffer_offset: 0,
+                loan: Some(loan),
             })
             .unwrap_err();
         assert_eq!(e.errno(), Some(libc::EFAULT), "{op:?}: {e}");
     }
     assert_eq!(s.contents("data"), data, "nothing written");
 }
+
+/// Every core door that names host memory at `base` for a read of 4096 bytes (`loan` the one
+/// its requests carry): the error of each, by name. A registration registers what its loan
+/// lends, so it is tried only where the loan lends the 4096 bytes at `base`.
+fn refusals_at(
+    s: &Setup,
+    handle: &FileHandle,
+    base: usize,
+    loan: impl Fn() -> Option<HostLoan>,
+) -> Vec<(&'static str, ErrorKind)> {
+    let core = s.driver.core();
+    let mut errors = Vec::new();
+    let registered = match loan() {
+        Some(loan) if loan.ptr() == base && loan.len() == 4096 => {
+            Some(core.buf_register_lent(loan, 0))
+        }
+        Some(_) => None,
+        None => Some(core.buf_register(base, 4096, 0)),
+    };
+    if let Some(registered) = registered {
+        errors.push(("registration", registered.unwrap_err().kind()));
+    }
+    let call = IoCall {
+        op: IoOp::Read,
+        handle: handle.id(),
+        buffer: base,
+        size: 4096,
+        file_offset: 0,
+        buffer_offset: 0,
+        loan: loan(),
+    };
+    errors.push(("read", core.io(call.clone()).unwrap_err().kind()));
+    let batch = core.batch_setup(1).unwrap();
+    let e = core
+        .batch_submit(batch, &[BatchEntry { call, cookie: 1 }])
+        .unwrap_err();
+    errors.push(("batch entry", e.kind()));
+    core.batch_destroy(batch).unwrap();
+    let stream = StreamRef::null(&s.gpu);
+    let e = submit_core_lent(
+        core,
+        IoOp::Read,
+        handle.id(),
+        base,
+        4096,
+        0,
+        &stream,
+        loan(),
+    )
+    .unwrap_err();
+    errors.push(("stream op", e.kind()));
+    errors
+}
+
+const EVERY_DOOR_REFUSED: [(&str, ErrorKind); 4] = [
+    ("registration", ErrorKind::HipMemoryTypeInvalid),
+    ("read", ErrorKind::HipMemoryTypeInvalid),
+    ("batch entry", ErrorKind::HipMemoryTypeInvalid),
+    ("stream op", ErrorKind::HipMemoryTypeInvalid),
+];
 
 #[test]
 fn with_the_setting_off_host_memory_is_an_invalid_memory_type_everywhere() {
@@ -276,34 +345,81 @@ fn with_the_setting_off_host_memory_is_an_invalid_memory_type_everywhere() {
     assert_eq!(e.kind(), ErrorKind::HipMemoryTypeInvalid);
     let e = handle.write_host(&pageable, 0).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::HipMemoryTypeInvalid);
-    let mut pinned = PinnedBuffer::new(Arc::clone(&s.gpu), 4096).unwrap();
-    let e = handle.read_host(pinned.as_mut_slice(), 0).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::HipMemoryTypeInvalid);
-
-    let core = s.driver.core();
-    for base in [pageable.as_ptr() as usize, pinned.as_ptr() as usize] {
-        let e = core.buf_register(base, 4096, 0).unwrap_err();
+    let pinned = PinnedBuffer::new(Arc::clone(&s.gpu), 4096).unwrap();
+    let pinned = LentPinned::new(pinned);
+    pinned.with_bytes(|b| {
+        let e = handle.read_host(b, 0).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::HipMemoryTypeInvalid);
-        let call = IoCall {
-            op: IoOp::Read,
+    });
+
+    // Lent or not, the setting refuses it.
+    let base = pinned.ptr();
+    assert_eq!(
+        refusals_at(&s, &handle, base, || Some(pinned.loan())),
+        EVERY_DOOR_REFUSED
+    );
+    assert_eq!(refusals_at(&s, &handle, base, || None), EVERY_DOOR_REFUSED);
+    HostLoan::scoped_mut(&mut pageable, |loan| {
+        let base = loan.ptr();
+        assert_eq!(
+            refusals_at(&s, &handle, base, || Some(loan.clone())),
+            EVERY_DOOR_REFUSED
+        );
+    });
+    assert!(pageable.iter().all(|&b| b == 0));
+    pinned.with_bytes(|b| assert!(b.iter().all(|&b| b == 0)));
+}
+
+#[test]
+fn with_the_setting_on_host_memory_no_loan_covers_is_an_invalid_memory_type_everywhere() {
+    let s = setup(true);
+    let data = pattern(12, 0, 8192);
+    let (_file, handle) = s.read_write("data", &data);
+    let pinned = LentPinned::new(PinnedBuffer::new(Arc::clone(&s.gpu), 8192).unwrap());
+    let mut pageable = vec![0u8; 8192];
+    let pageable_at = pageable.as_ptr() as usize;
+    for base in [pinned.ptr(), pageable_at] {
+        assert_eq!(
+            refusals_at(&s, &handle, base, || None),
+            EVERY_DOOR_REFUSED,
+            "no loan"
+        );
+    }
+    // A loan of other bytes than the request names.
+    let other = pinned.ptr() + 4096;
+    // SAFETY: `pageable` is this test's own vector, not touched until the loan's requests end
+    // (each is refused before it moves a byte, and `refusals_at` returns after them).
+    let elsewhere = || Some(unsafe { HostLoan::lend_mut(pageable_at, 8192) });
+    assert_eq!(
+        refusals_at(&s, &handle, other, elsewhere),
+        EVERY_DOOR_REFUSED[1..],
+        "a loan elsewhere"
+    );
+    HostLoan::scoped_mut(&mut pageable[..4095], |loan| {
+        assert_eq!(
+            refusals_at(&s, &handle, pageable_at, || Some(loan.clone())),
+            EVERY_DOOR_REFUSED[1..],
+            "a loan one byte short"
+        );
+    });
+    // Bytes lent for reading only take a write from them, never a read into them.
+    HostLoan::scoped(&pageable, |loan| {
+        let call = |op| IoCall {
+            op,
             handle: handle.id(),
-            buffer: base,
+            buffer: pageable_at,
             size: 4096,
             file_offset: 0,
             buffer_offset: 0,
+            loan: Some(loan.clone()),
         };
-        let batch = core.batch_setup(1).unwrap();
-        let e = core
-            .batch_submit(batch, &[BatchEntry { call, cookie: 1 }])
-            .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::HipMemoryTypeInvalid, "batch entry");
-        core.batch_destroy(batch).unwrap();
-
-        let stream = StreamRef::null(&s.gpu);
-        let e = submit_core(core, IoOp::Read, handle.id(), base, 4096, 0, &stream).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::HipMemoryTypeInvalid, "stream op");
-    }
-    assert!(pageable.iter().all(|&b| b == 0));
+        let e = s.driver.core().io(call(IoOp::Read)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::HipMemoryTypeInvalid);
+        assert_eq!(s.driver.core().io(call(IoOp::Write)).unwrap(), 4096);
+    });
+    assert!(pageable.iter().all(|&b| b == 0), "no byte read into it");
+    assert_eq!(s.contents("data")[..4096], [0u8; 4096]);
+    assert_eq!(s.driver.stats().unwrap().ops_by(IoPath::Host), 1);
 }
 
 #[test]
@@ -314,39 +430,53 @@ fn with_the_setting_on_batches_and_stream_ordered_ops_take_host_memory() {
     let core = s.driver.core();
     let mut dst = vec![0u8; LEN];
     let base = dst.as_mut_ptr() as usize;
-    let batch = core.batch_setup(2).unwrap();
-    let entries: Vec<BatchEntry> = (0..2)
-        .map(|i| BatchEntry {
-            call: IoCall {
-                op: IoOp::Read,
-                handle: handle.id(),
-                buffer: base,
-                size: LEN / 2,
-                file_offset: (i * LEN / 2) as i64,
-                buffer_offset: (i * LEN / 2) as i64,
-            },
-            cookie: i,
-        })
-        .collect();
-    core.batch_submit(batch, &entries).unwrap();
-    let events = core
-        .batch_status(batch, 2, 2, Some(Duration::from_secs(30)))
-        .unwrap();
-    assert_eq!(events.len(), 2);
-    for event in &events {
-        assert_eq!(event.status, BatchStatus::Complete, "{event:?}");
-        assert_eq!(event.result.as_ref().ok(), Some(&(LEN / 2)));
-    }
-    core.batch_destroy(batch).unwrap();
-
+    HostLoan::scoped_mut(&mut dst, |loan| {
+        let batch = core.batch_setup(2).unwrap();
+        let entries: Vec<BatchEntry> = (0..2)
+            .map(|i| BatchEntry {
+                call: IoCall {
+                    op: IoOp::Read,
+                    handle: handle.id(),
+                    buffer: base,
+                    size: LEN / 2,
+                    file_offset: (i * LEN / 2) as i64,
+                    buffer_offset: (i * LEN / 2) as i64,
+                    loan: Some(loan.clone()),
+                },
+                cookie: i,
+            })
+            .collect();
+        core.batch_submit(batch, &entries).unwrap();
+        let events = core
+            .batch_status(batch, 2, 2, Some(Duration::from_secs(30)))
+            .unwrap();
+        assert_eq!(events.len(), 2);
+        for event in &events {
+            assert_eq!(event.status, BatchStatus::Complete, "{event:?}");
+            assert_eq!(event.result.as_ref().ok(), Some(&(LEN / 2)));
+        }
+        core.batch_destroy(batch).unwrap();
+    });
     assert_eq!(dst, data);
 
     let tail = pattern(11, 0, 4096);
     let stream = StreamRef::null(&s.gpu);
     let at = LEN as i64;
     let src = tail.as_ptr() as usize;
-    let slots = submit_core(core, IoOp::Write, handle.id(), src, 4096, at, &stream).unwrap();
-    assert_eq!(slots.ended().unwrap(), 4096);
+    HostLoan::scoped(&tail, |loan| {
+        let slots = submit_core_lent(
+            core,
+            IoOp::Write,
+            handle.id(),
+            src,
+            4096,
+            at,
+            &stream,
+            Some(loan),
+        )
+        .unwrap();
+        assert_eq!(slots.ended().unwrap(), 4096);
+    });
     assert_eq!(s.contents("data"), [data, tail].concat());
     let stats = s.driver.stats().unwrap();
     assert_eq!(stats.ops_by(IoPath::Host), 3);

@@ -305,6 +305,21 @@ pub fn submit_core(
     file_offset: i64,
     stream: &StreamRef<'_>,
 ) -> hipfile::Result<Arc<CoreSlots>> {
+    submit_core_lent(core, op, handle, buffer, size, file_offset, stream, None)
+}
+
+/// [`submit_core`] of memory that `loan` lends (host memory).
+#[allow(clippy::too_many_arguments)]
+pub fn submit_core_lent(
+    core: &Arc<hipfile_core::Driver>,
+    op: IoOp,
+    handle: FileHandleId,
+    buffer: usize,
+    size: usize,
+    file_offset: i64,
+    stream: &StreamRef<'_>,
+    loan: Option<hipfile::HostLoan>,
+) -> hipfile::Result<Arc<CoreSlots>> {
     let slots = Arc::new(CoreSlots {
         size: AtomicUsize::new(size),
         file_offset: AtomicI64::new(file_offset),
@@ -319,6 +334,7 @@ pub fn submit_core(
             buffer,
             stream,
             slots: Arc::clone(&slots) as Arc<dyn AsyncSlots>,
+            loan,
         },
     )?;
     assert!(

@@ -274,6 +274,7 @@ fn io(
         size: len,
         file_offset: offset as i64,
         buffer_offset: buffer_offset as i64,
+        loan: None,
     })?;
     assert_eq!(
         n, len,
