@@ -387,6 +387,14 @@ pub trait GpuRuntime: Send + Sync + fmt::Debug {
     fn p2p(&self) -> Option<Arc<dyn P2pDriver>> {
         None
     }
+
+    /// The PCI bus id of `device` (`domain:bus:device.function`, as `lspci -D` prints it), when
+    /// the device is a PCI device and the runtime says which. Provided (answering `None`) so a
+    /// runtime without PCI devices (the sim) needs to say nothing.
+    fn pci_bus_id(&self, device: i32) -> HipResult<Option<String>> {
+        let _ = device;
+        Ok(None)
+    }
 }
 
 /// `impl GpuRuntime for $ty` that passes every call on to the runtime in field `$inner`, after
@@ -411,6 +419,7 @@ macro_rules! forward_gpu_runtime {
                 stream_memops(device: i32) -> bool;
                 stream_writes(device: i32) -> bool;
                 p2p() -> Option<::std::sync::Arc<dyn $crate::p2p::P2pDriver>>;
+                pci_bus_id(device: i32) -> $crate::HipResult<Option<String>>;
             }
             $crate::runtime::forward_gpu_runtime! { @safe $inner, $admit, $calls;
                 device_count() -> i32 = DeviceCount;

@@ -356,6 +356,8 @@ fn implements_backend(code: &str) -> bool {
 const UNSAFE_ALLOWED: &[&str] = &[
     "hipfile-hip",
     "hipfile/src/capi",
+    // cuFile's C ABI (libcufile.so.0): a second front door of the same kind as the facade's.
+    "hipfile-cufile/src",
     "hipfile-testkit/simhip",
     "hipfile-testkit/simcuda",
     "hipfile/tests",
@@ -492,7 +494,9 @@ fn camel_words(name: &str) -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 // (7) no panic crosses the C ABI
 
-const CAPI_DIR: &str = "hipfile/src/capi";
+/// The C ABIs: the facade's (`libhipfile.so`) and cuFile's (`libcufile.so.0`), whose entry
+/// points call the facade's guards.
+const CAPI_DIRS: &[&str] = &["hipfile/src/capi", "hipfile-cufile/src"];
 
 /// The one file of the C ABI that may catch panics: it holds the panic guards.
 const CAPI_GUARDS: &str = "hipfile/src/capi/conventions.rs";
@@ -508,7 +512,7 @@ fn c_abi_catches_panics(repo: &Repo) -> Vec<String> {
     let capi: Vec<(&PathBuf, Vec<FnBody<'_>>)> = repo
         .sources
         .iter()
-        .filter(|(path, _)| path.starts_with(CAPI_DIR))
+        .filter(|(path, _)| CAPI_DIRS.iter().any(|dir| path.starts_with(dir)))
         .map(|(path, text)| (path, function_bodies(text)))
         .collect();
     let guard_file: Vec<&FnBody<'_>> = capi
@@ -817,6 +821,12 @@ mod tests {
             " fn text() -> i32 { guarded(-1, || 0) }\n",
         );
         let capi_bad = concat!("pub extern \"C\"", " fn hipFileDriverOpen() -> i32 { 0 }");
+        // cuFile's entry points are held to the facade's guards too.
+        let cufile_bad = concat!("pub extern \"C\"", " fn cuFileDriverOpen() -> i32 { 0 }");
+        let cufile_good = concat!(
+            "pub extern \"C\"",
+            " fn cuFileRead() -> i32 { hipfile::capi::guarded_pair(|| 0) }\n",
+        );
         // Comments, a `;`, a path and parentheses inside strings and comments do not hide the
         // single guard call.
         let capi_good = concat!(
@@ -862,6 +872,8 @@ mod tests {
                 ("hipfile/src/capi/driver.rs", capi_bad),
                 ("hipfile/src/capi/ok.rs", capi_good),
                 ("hipfile/src/capi/half.rs", capi_half),
+                ("hipfile-cufile/src/driver.rs", cufile_bad),
+                ("hipfile-cufile/src/io.rs", cufile_good),
                 ("b/skips.rs", &skips),
             ],
         );
@@ -890,6 +902,7 @@ mod tests {
                 ("half.rs", "d"),
                 ("half.rs", "e"),
                 ("half.rs", "f"),
+                ("driver.rs", "cuFileDriverOpen"),
             ],
             "{capi:#?}"
         );

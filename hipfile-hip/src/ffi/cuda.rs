@@ -117,6 +117,7 @@ static CUDA: Dialect = Dialect {
     event_destroy: "cudaEventDestroy",
     launch_host_func: "cudaLaunchHostFunc",
     get_error_string: "cudaGetErrorString",
+    device_get_pci_bus_id: "cudaDeviceGetPCIBusId",
     // `cudaHostAllocPortable`: pinned staging memory usable from every device's context.
     host_alloc_flags: 1,
     // `cudaHostAllocPortable | cudaHostAllocMapped`.

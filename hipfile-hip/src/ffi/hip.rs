@@ -53,6 +53,7 @@ pub(crate) static HIP: Dialect = Dialect {
     event_destroy: "hipEventDestroy",
     launch_host_func: "hipLaunchHostFunc",
     get_error_string: "hipGetErrorString",
+    device_get_pci_bus_id: "hipDeviceGetPCIBusId",
     // `hipHostMallocDefault`.
     host_alloc_flags: 0,
     // `hipHostMallocPortable | hipHostMallocMapped`.

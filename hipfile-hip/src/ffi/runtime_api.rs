@@ -379,6 +379,8 @@ pub(crate) struct Dialect {
     pub event_destroy: &'static str,
     pub launch_host_func: &'static str,
     pub get_error_string: &'static str,
+    /// `...DeviceGetPCIBusId`: optional (a runtime without it has no PCI ids to tell).
+    pub device_get_pci_bus_id: &'static str,
     /// The flags of every pinned host allocation.
     pub host_alloc_flags: u32,
     /// The flags of a pinned host allocation mapped into every device (Mapped | Portable).
@@ -429,6 +431,7 @@ pub(crate) struct CommonApi {
     event_destroy: unsafe extern "C" fn(RawEvent) -> i32,
     launch_host_func: unsafe extern "C" fn(RawStream, Option<HostCallback>, *mut c_void) -> i32,
     get_error_string: unsafe extern "C" fn(i32) -> *const c_char,
+    device_get_pci_bus_id: Option<unsafe extern "C" fn(*mut c_char, i32, i32) -> i32>,
 }
 
 impl CommonApi {
@@ -482,6 +485,10 @@ impl CommonApi {
             event_destroy: sym!(event_destroy),
             launch_host_func: sym!(launch_host_func),
             get_error_string: sym!(get_error_string),
+            // SAFETY: declared with the signature both runtime headers publish
+            // (`char *pciBusId, int len, int device`).
+            device_get_pci_bus_id: unsafe { symbol(lib, library, dialect.device_get_pci_bus_id) }
+                .ok(),
         })
     }
 
@@ -513,6 +520,22 @@ impl<T: LoadedRuntime> GpuRuntime for T {
 
     fn p2p(&self) -> Option<Arc<dyn P2pDriver>> {
         self.p2p_driver()
+    }
+
+    fn pci_bus_id(&self, device: i32) -> HipResult<Option<String>> {
+        let api = self.common();
+        let Some(get) = api.device_get_pci_bus_id else {
+            return Ok(None);
+        };
+        // "dddd:bb:dd.f" and its NUL fit in 13 bytes; both runtimes document 13 as enough.
+        let mut id: [c_char; 32] = [0; 32];
+        // SAFETY: `id` holds 32 writable bytes, the length passed; the runtime checks the
+        // ordinal and writes at most that many bytes, NUL included.
+        let rc = unsafe { get(id.as_mut_ptr(), id.len() as i32, device) };
+        self.check(api.dialect.device_get_pci_bus_id, rc)?;
+        let end = id.iter().position(|&c| c == 0).unwrap_or(id.len());
+        let text: String = id[..end].iter().map(|&c| c as u8 as char).collect();
+        Ok(Some(text))
     }
 
     fn device_count(&self) -> HipResult<i32> {

@@ -14,49 +14,119 @@ use hipfile_core::{Error, ErrorKind, FileHandleId};
 
 use super::types::*;
 
-/// The process-wide core driver every entry point talks to.
-pub(super) fn driver() -> &'static hipfile_core::Driver {
-    crate::global()
+/// A status pair of a C front door: `hipFileError_t` here, `CUfileError_t` in libcufile.so.0.
+/// Both are two `int`s, the library's code and the GPU runtime's, numbered alike (cuFile's codes
+/// 5001 to 5038 are hipFile's, and HIP numbered its runtime errors after CUDA's).
+pub trait StatusPair: Copy {
+    /// Success.
+    const SUCCESS: Self;
+    /// A library status with no GPU runtime error.
+    fn op(code: c_int) -> Self;
+    /// A GPU runtime failure carrying the runtime's `code`.
+    fn gpu(code: c_int) -> Self;
+}
+
+impl StatusPair for hipFileError_t {
+    const SUCCESS: Self = hipFileError_t::SUCCESS;
+
+    fn op(code: c_int) -> Self {
+        hipFileError_t::op(code)
+    }
+
+    fn gpu(code: c_int) -> Self {
+        hipFileError_t::hip(code)
+    }
+}
+
+/// How a descriptor type of `hipFileHandleRegister` (or `cuFileHandleRegister`) is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DescriptorUse {
+    /// Read `handle.fd` and register that descriptor.
+    Fd,
+    /// Refuse the registration with this code.
+    Refuse(c_int),
+}
+
+/// What differs between the C front doors over one core: the process-wide driver each talks to,
+/// its status pair, and the few answers the two upstream libraries give differently. Everything
+/// else (argument checks, tables, conversions, the panic guards) is this module's and serves
+/// both: a door is a type implementing this trait, and each shared body is generic over it.
+pub trait Door: 'static {
+    /// The status pair the door's functions return.
+    type Pair: StatusPair;
+    /// The process-wide core driver behind the door.
+    fn driver() -> &'static hipfile_core::Driver;
+    /// The `ssize_t` of an IO that failed in the GPU runtime with `code`.
+    fn gpu_io_failure(code: c_int) -> ssize_t;
+    /// How a descriptor of type `kind` is registered.
+    fn descriptor_use(kind: c_int) -> DescriptorUse;
+}
+
+/// The hipFile door: `libhipfile.so` over the process-wide driver of [`crate::global`].
+#[derive(Debug)]
+pub enum HipFile {}
+
+impl Door for HipFile {
+    type Pair = hipFileError_t;
+
+    fn driver() -> &'static hipfile_core::Driver {
+        crate::global()
+    }
+
+    /// Upstream hipFile: `-hipError_t`.
+    fn gpu_io_failure(code: c_int) -> ssize_t {
+        -(code as ssize_t)
+    }
+
+    /// Upstream hipFile registers descriptors only.
+    fn descriptor_use(kind: c_int) -> DescriptorUse {
+        if kind == hipFileHandleTypeOpaqueFD {
+            DescriptorUse::Fd
+        } else {
+            DescriptorUse::Refuse(hipFileIONotSupported)
+        }
+    }
 }
 
 /// Run `f`, turning a panic into `on_panic`.
-pub(super) fn guarded<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+pub fn guarded<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
 }
 
-/// Run `f` of an entry point that returns a `hipFileError_t`; a panic is `hipFileInternalError`.
-pub(super) fn guarded_pair(f: impl FnOnce() -> hipFileError_t) -> hipFileError_t {
-    guarded(hipFileError_t::op(hipFileInternalError), f)
+/// Run `f` of an entry point that returns a status pair; a panic is the internal error.
+pub fn guarded_pair<P: StatusPair>(f: impl FnOnce() -> P) -> P {
+    guarded(P::op(hipFileInternalError), f)
 }
 
-/// Run `f` of an IO entry point; a panic is `-hipFileInternalError`.
-pub(super) fn guarded_ssize(f: impl FnOnce() -> ssize_t) -> ssize_t {
+/// Run `f` of an IO entry point; a panic is `-hipFileInternalError` (`-CU_FILE_INTERNAL_ERROR`).
+pub fn guarded_ssize(f: impl FnOnce() -> ssize_t) -> ssize_t {
     guarded(-(hipFileInternalError as ssize_t), f)
 }
 
 /// Run `f` of a `void` entry point; a panic is swallowed, as C has no way to hear of it.
-pub(super) fn guarded_void(f: impl FnOnce()) {
+pub fn guarded_void(f: impl FnOnce()) {
     guarded((), f)
 }
 
-/// The `hipFileOpError_t` value of an error kind, from hipfile-core's table of error codes.
+/// The `hipFileOpError_t` value of an error kind, from hipfile-core's table of error codes (the
+/// same number is cuFile's `CUfileOpError`).
 pub fn op_code(kind: ErrorKind) -> hipFileOpError_t {
     // The pair convention has no errno: an OS failure outside IO is an internal error.
     kind.code().unwrap_or(hipFileInternalError)
 }
 
-/// An error as a `hipFileError_t` pair.
-pub fn pair(e: &Error) -> hipFileError_t {
+/// An error as a status pair.
+pub fn pair<P: StatusPair>(e: &Error) -> P {
     match (e.kind(), e.hip_code()) {
-        (ErrorKind::HipDriverError, Some(code)) => hipFileError_t::hip(code.0),
-        (kind, _) => hipFileError_t::op(op_code(kind)),
+        (ErrorKind::HipDriverError, Some(code)) => P::gpu(code.0),
+        (kind, _) => P::op(op_code(kind)),
     }
 }
 
-/// A result without a value as a `hipFileError_t` pair.
-pub(super) fn result_pair(r: hipfile_core::Result<()>) -> hipFileError_t {
+/// A result without a value as a status pair.
+pub fn result_pair<P: StatusPair>(r: hipfile_core::Result<()>) -> P {
     match r {
-        Ok(()) => hipFileError_t::SUCCESS,
+        Ok(()) => P::SUCCESS,
         Err(e) => pair(&e),
     }
 }
@@ -67,9 +137,9 @@ fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value };
 }
 
-/// An IO result in the `ssize_t` convention: bytes, `-1` with `errno` for OS failures,
-/// `-hipError_t` for GPU runtime failures, else `-hipFileOpError_t`.
-pub fn ssize(r: hipfile_core::Result<usize>) -> ssize_t {
+/// An IO result in the `ssize_t` convention of door `D`: bytes, `-1` with `errno` for OS
+/// failures, [`Door::gpu_io_failure`] for GPU runtime failures, else `-hipFileOpError_t`.
+pub fn ssize<D: Door>(r: hipfile_core::Result<usize>) -> ssize_t {
     match r {
         Ok(n) => n as ssize_t,
         Err(e) => match (e.kind(), e.errno(), e.hip_code()) {
@@ -77,14 +147,14 @@ pub fn ssize(r: hipfile_core::Result<usize>) -> ssize_t {
                 set_errno(errno);
                 -1
             }
-            (ErrorKind::HipDriverError, _, Some(code)) if code.0 != 0 => -(code.0 as ssize_t),
+            (ErrorKind::HipDriverError, _, Some(code)) if code.0 != 0 => D::gpu_io_failure(code.0),
             (kind, _, _) => -(op_code(kind) as ssize_t),
         },
     }
 }
 
 /// The core's id of a C file handle.
-pub(super) fn handle_id(fh: hipFileHandle_t) -> FileHandleId {
+pub fn handle_id(fh: hipFileHandle_t) -> FileHandleId {
     FileHandleId(fh as usize as u64)
 }
 
@@ -190,27 +260,33 @@ mod tests {
     #[test]
     fn pairs_carry_the_gpu_runtimes_number_only_for_gpu_failures() {
         let gpu = Error::hip(&HipError::call("hipMemcpy", HipErrorCode(700)), "copy");
-        assert_eq!(pair(&gpu), hipFileError_t::hip(700));
+        assert_eq!(pair::<hipFileError_t>(&gpu), hipFileError_t::hip(700));
         let os = Error::os(libc::EIO, "read");
-        assert_eq!(pair(&os), hipFileError_t::op(hipFileInternalError));
+        assert_eq!(
+            pair::<hipFileError_t>(&os),
+            hipFileError_t::op(hipFileInternalError)
+        );
         let closed = Error::new(ErrorKind::DriverNotInitialized, "closed");
         assert_eq!(
-            pair(&closed),
+            pair::<hipFileError_t>(&closed),
             hipFileError_t::op(hipFileDriverNotInitialized)
         );
-        assert_eq!(result_pair(Ok(())), hipFileError_t::SUCCESS);
+        assert_eq!(
+            result_pair::<hipFileError_t>(Ok(())),
+            hipFileError_t::SUCCESS
+        );
     }
 
     #[test]
     fn ssize_is_bytes_or_errno_or_a_negated_code() {
-        assert_eq!(ssize(Ok(4096)), 4096);
+        assert_eq!(ssize::<HipFile>(Ok(4096)), 4096);
         set_errno(0);
-        assert_eq!(ssize(Err(Error::os(libc::ENOSPC, "write"))), -1);
+        assert_eq!(ssize::<HipFile>(Err(Error::os(libc::ENOSPC, "write"))), -1);
         // SAFETY: the calling thread's errno slot, valid for the thread's life.
         assert_eq!(unsafe { *libc::__errno_location() }, libc::ENOSPC);
         let gpu = Error::hip(&HipError::call("hipMemcpy", HipErrorCode(700)), "copy");
-        assert_eq!(ssize(Err(gpu)), -700);
+        assert_eq!(ssize::<HipFile>(Err(gpu)), -700);
         let bad = Error::new(ErrorKind::InvalidValue, "offset");
-        assert_eq!(ssize(Err(bad)), -5022);
+        assert_eq!(ssize::<HipFile>(Err(bad)), -5022);
     }
 }

@@ -5,25 +5,40 @@ use std::ffi::{c_int, c_uint};
 
 use hipfile_core::{IoPath, Settings};
 
-use super::conventions::{driver, guarded, guarded_pair, result_pair};
+use super::conventions::{guarded, guarded_pair, result_pair, Door, HipFile, StatusPair};
 use super::types::*;
+
+/// Open door `D`'s driver or add a reference.
+pub fn driver_open<D: Door>() -> D::Pair {
+    result_pair(D::driver().open())
+}
+
+/// Drop a reference to door `D`'s driver.
+pub fn driver_close<D: Door>() -> D::Pair {
+    result_pair(D::driver().close())
+}
+
+/// References held on door `D`'s driver.
+pub fn use_count<D: Door>() -> i64 {
+    D::driver().use_count() as i64
+}
 
 /// Open the driver or add a reference.
 #[no_mangle]
 pub extern "C" fn hipFileDriverOpen() -> hipFileError_t {
-    guarded_pair(|| result_pair(driver().open()))
+    guarded_pair(driver_open::<HipFile>)
 }
 
 /// Drop a reference to the driver.
 #[no_mangle]
 pub extern "C" fn hipFileDriverClose() -> hipFileError_t {
-    guarded_pair(|| result_pair(driver().close()))
+    guarded_pair(driver_close::<HipFile>)
 }
 
 /// References held on the driver.
 #[no_mangle]
 pub extern "C" fn hipFileUseCount() -> i64 {
-    guarded(-1, || driver().use_count() as i64)
+    guarded(-1, use_count::<HipFile>)
 }
 
 /// The library version. Any of the three pointers may be NULL: that part is not written (as
@@ -57,7 +72,12 @@ fn bit(flag: c_int) -> c_uint {
 /// path is registered and the platform offers a P2P driver. A closed driver has no platform yet:
 /// false. (What `driver_status_flags` reports; the Python binding asks it too.)
 pub fn direct_io_available() -> bool {
-    driver().session().is_some_and(|s| {
+    door_direct_io_available::<HipFile>()
+}
+
+/// [`direct_io_available`] of door `D`'s driver.
+pub fn door_direct_io_available<D: Door>() -> bool {
+    D::driver().session().is_some_and(|s| {
         s.runtime().p2p().is_some()
             && s.registry()
                 .paths()
@@ -100,30 +120,71 @@ pub fn driver_props(s: &Settings, compat_allowed: bool, direct_io: bool) -> hipF
     }
 }
 
+/// Door `D`'s driver properties as hipFile lays them out; a door with another layout converts
+/// from these.
+pub fn door_driver_props<D: Door>() -> hipFileDriverProps_t {
+    let settings = D::driver().settings();
+    let compat = settings.compat_mode(&hipfile_core::EnvConfig::cached());
+    driver_props(&settings, compat.allowed, door_direct_io_available::<D>())
+}
+
 /// Fill `props` with the driver's properties.
 #[no_mangle]
 pub unsafe extern "C" fn hipFileDriverGetProperties(
     props: *mut hipFileDriverProps_t,
 ) -> hipFileError_t {
-    guarded_pair(|| {
-        if props.is_null() {
-            return hipFileError_t::op(hipFileInvalidValue);
-        }
-        let settings = driver().settings();
-        let compat = settings.compat_mode(&hipfile_core::EnvConfig::cached());
-        let direct_io = direct_io_available();
-        // SAFETY: `props` is non-null and points to the caller's struct.
-        unsafe { props.write(driver_props(&settings, compat.allowed, direct_io)) };
-        hipFileError_t::SUCCESS
-    })
+    // SAFETY: the C caller passes NULL or its own struct.
+    guarded_pair(|| unsafe { write_out(props, door_driver_props::<HipFile>()) })
 }
 
-fn live(change: impl FnOnce(&mut Settings)) -> hipFileError_t {
-    result_pair(driver().update_live_settings(change))
+/// Write `value` to the caller's `out`: `InvalidValue` for NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for writing a `T`.
+pub unsafe fn write_out<T, P: StatusPair>(out: *mut T, value: T) -> P {
+    if out.is_null() {
+        return P::op(hipFileInvalidValue);
+    }
+    // SAFETY: non-null, and by the caller's contract valid for writing a `T`.
+    unsafe { out.write(value) };
+    P::SUCCESS
+}
+
+fn live<D: Door>(change: impl FnOnce(&mut Settings)) -> D::Pair {
+    result_pair(D::driver().update_live_settings(change))
 }
 
 fn kib(value: usize) -> u64 {
     value as u64
+}
+
+/// Poll mode and threshold (KiB) of door `D`'s open driver.
+pub fn set_poll_mode<D: Door>(poll: bool, poll_threshold_size: usize) -> D::Pair {
+    live::<D>(|s| {
+        s.poll_mode = poll;
+        s.poll_thresh_size_kb = kib(poll_threshold_size);
+    })
+}
+
+/// Largest single transfer (KiB) of door `D`'s open driver; 0 is `InvalidValue`.
+pub fn set_max_direct_io_size<D: Door>(max_direct_io_size: usize) -> D::Pair {
+    if max_direct_io_size == 0 {
+        return D::Pair::op(hipFileInvalidValue);
+    }
+    live::<D>(|s| s.max_direct_io_size_kb = kib(max_direct_io_size))
+}
+
+/// GPU bounce-buffer budget (KiB) of door `D`'s open driver.
+pub fn set_max_cache_size<D: Door>(max_cache_size: usize) -> D::Pair {
+    live::<D>(|s| s.max_device_cache_size_kb = kib(max_cache_size))
+}
+
+/// Pinned memory bound (KiB) of door `D`'s open driver; 0 is `InvalidValue`.
+pub fn set_max_pinned_mem_size<D: Door>(max_pinned_size: usize) -> D::Pair {
+    if max_pinned_size == 0 {
+        return D::Pair::op(hipFileInvalidValue);
+    }
+    live::<D>(|s| s.max_pinned_mem_size_kb = kib(max_pinned_size))
 }
 
 /// Poll mode and threshold (KiB) of the open driver.
@@ -132,38 +193,23 @@ pub extern "C" fn hipFileDriverSetPollMode(
     poll: bool,
     poll_threshold_size: usize,
 ) -> hipFileError_t {
-    guarded_pair(|| {
-        live(|s| {
-            s.poll_mode = poll;
-            s.poll_thresh_size_kb = kib(poll_threshold_size);
-        })
-    })
+    guarded_pair(|| set_poll_mode::<HipFile>(poll, poll_threshold_size))
 }
 
 /// Largest single transfer (KiB) of the open driver.
 #[no_mangle]
 pub extern "C" fn hipFileDriverSetMaxDirectIOSize(max_direct_io_size: usize) -> hipFileError_t {
-    guarded_pair(|| {
-        if max_direct_io_size == 0 {
-            return hipFileError_t::op(hipFileInvalidValue);
-        }
-        live(|s| s.max_direct_io_size_kb = kib(max_direct_io_size))
-    })
+    guarded_pair(|| set_max_direct_io_size::<HipFile>(max_direct_io_size))
 }
 
 /// GPU bounce-buffer budget (KiB) of the open driver.
 #[no_mangle]
 pub extern "C" fn hipFileDriverSetMaxCacheSize(max_cache_size: usize) -> hipFileError_t {
-    guarded_pair(|| live(|s| s.max_device_cache_size_kb = kib(max_cache_size)))
+    guarded_pair(|| set_max_cache_size::<HipFile>(max_cache_size))
 }
 
 /// Pinned memory bound (KiB) of the open driver.
 #[no_mangle]
 pub extern "C" fn hipFileDriverSetMaxPinnedMemSize(max_pinned_size: usize) -> hipFileError_t {
-    guarded_pair(|| {
-        if max_pinned_size == 0 {
-            return hipFileError_t::op(hipFileInvalidValue);
-        }
-        live(|s| s.max_pinned_mem_size_kb = kib(max_pinned_size))
-    })
+    guarded_pair(|| set_max_pinned_mem_size::<HipFile>(max_pinned_size))
 }

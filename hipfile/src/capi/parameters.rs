@@ -8,9 +8,9 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::ptr;
 
-use hipfile_core::{DirectIoPolicy, LogLevel, Settings};
+use hipfile_core::{limits, DirectIoPolicy, LogLevel, Settings};
 
-use super::conventions::{driver, guarded_pair, pair};
+use super::conventions::{guarded_pair, pair, Door, HipFile, StatusPair};
 use super::types::*;
 
 /// The field of `Settings` behind a size_t parameter.
@@ -28,6 +28,27 @@ fn size_param(s: &mut Settings, param: hipFileSizeTConfigParameter_t) -> Option<
         hipFileParamPropertiesIOBatchsize => &mut s.max_batch_io_size,
         hipFileParamPollthresholdSizeKB => &mut s.poll_thresh_size_kb,
         hipFileParamPropertiesBatchIOTimeoutMs => &mut s.batch_io_timeout_ms,
+        _ => return None,
+    })
+}
+
+/// The smallest and largest value a size_t parameter takes: the floors and ceilings of
+/// [`Settings::check`] (cuFile's `cuFileGetParameterMinMaxValue`). `None` for an unknown
+/// parameter.
+pub fn size_param_range(param: hipFileSizeTConfigParameter_t) -> Option<(u64, u64)> {
+    Some(match param {
+        hipFileParamProfileStats => (0, limits::MAX_STATS_LEVEL),
+        hipFileParamExecutionMaxIOQueueDepth => (0, limits::MAX_COUNT),
+        hipFileParamExecutionMaxIOThreads => (0, limits::MAX_IO_THREADS),
+        hipFileParamExecutionMinIOThresholdSizeKB => (0, limits::MAX_TRANSFER_KB),
+        hipFileParamExecutionMaxRequestParallelism => (0, limits::MAX_IO_THREADS + 1),
+        hipFileParamPropertiesMaxDirectIOSizeKB => (4, limits::MAX_TRANSFER_KB),
+        hipFileParamPropertiesMaxDeviceCacheSizeKB => (0, limits::MAX_REPORTED_KB),
+        hipFileParamPropertiesPerBufferCacheSizeKB => (4, limits::MAX_CHUNK_KB),
+        hipFileParamPropertiesMaxDevicePinnedMemSizeKB => (8, limits::physical_memory_kb()),
+        hipFileParamPropertiesIOBatchsize => (0, limits::MAX_COUNT),
+        hipFileParamPollthresholdSizeKB => (0, limits::MAX_TRANSFER_KB),
+        hipFileParamPropertiesBatchIOTimeoutMs => (0, limits::MAX_COUNT),
         _ => return None,
     })
 }
@@ -118,14 +139,141 @@ fn set_string_param(
     StringSet::Done
 }
 
-/// Stage a change; `Err(code)` when the parameter is unknown.
-fn stage(change: impl FnOnce(&mut Settings) -> bool) -> hipFileError_t {
+/// Stage a change on door `D`'s driver; `change` answers whether the parameter is known, and so
+/// does the result.
+fn stage_known<D: Door>(change: impl FnOnce(&mut Settings) -> bool) -> hipfile_core::Result<bool> {
     let mut known = true;
-    let r = driver().stage_settings(|s| known = change(s));
-    match r {
+    D::driver().stage_settings(|s| known = change(s))?;
+    Ok(known)
+}
+
+/// [`stage_known`] as a status pair: an unknown parameter is `InvalidValue`.
+fn stage<D: Door>(change: impl FnOnce(&mut Settings) -> bool) -> D::Pair {
+    match stage_known::<D>(change) {
         Err(e) => pair(&e),
-        Ok(()) if !known => hipFileError_t::op(hipFileInvalidValue),
-        Ok(()) => hipFileError_t::SUCCESS,
+        Ok(false) => D::Pair::op(hipFileInvalidValue),
+        Ok(true) => D::Pair::SUCCESS,
+    }
+}
+
+/// Read a size_t parameter of door `D`'s driver (the value in force).
+///
+/// # Safety
+/// `value` is NULL or the caller's `size_t`.
+pub unsafe fn get_parameter_size_t<D: Door>(
+    param: hipFileSizeTConfigParameter_t,
+    value: *mut usize,
+) -> D::Pair {
+    let mut s = D::driver().settings();
+    match (value.is_null(), size_param(&mut s, param)) {
+        (false, Some(v)) => {
+            // SAFETY: `value` is non-null and points to the caller's size_t.
+            unsafe { value.write(usize::try_from(*v).unwrap_or(usize::MAX)) };
+            D::Pair::SUCCESS
+        }
+        _ => D::Pair::op(hipFileInvalidValue),
+    }
+}
+
+/// Read a bool parameter of door `D`'s driver (the value in force).
+///
+/// # Safety
+/// `value` is NULL or the caller's `bool`.
+pub unsafe fn get_parameter_bool<D: Door>(
+    param: hipFileBoolConfigParameter_t,
+    value: *mut bool,
+) -> D::Pair {
+    let mut s = D::driver().settings();
+    match (value.is_null(), bool_param(&mut s, param, None)) {
+        (false, Some(v)) => {
+            // SAFETY: `value` is non-null and points to the caller's bool.
+            unsafe { value.write(v) };
+            D::Pair::SUCCESS
+        }
+        _ => D::Pair::op(hipFileInvalidValue),
+    }
+}
+
+/// Read a string parameter of door `D`'s driver into `desc_str` (`len` bytes, NUL included).
+///
+/// # Safety
+/// `desc_str` is NULL or the caller's buffer of `len` bytes.
+pub unsafe fn get_parameter_string<D: Door>(
+    param: hipFileStringConfigParameter_t,
+    desc_str: *mut c_char,
+    len: c_int,
+) -> D::Pair {
+    let Some(text) = get_string_param(&D::driver().settings(), param) else {
+        return D::Pair::op(hipFileInvalidValue);
+    };
+    let room = usize::try_from(len).unwrap_or(0);
+    if desc_str.is_null() || room < text.len() + 1 {
+        return D::Pair::op(hipFileInvalidValue);
+    }
+    // SAFETY: `desc_str` is non-null with room for `len` >= text + NUL bytes.
+    unsafe {
+        ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), desc_str, text.len());
+        desc_str.add(text.len()).write(0);
+    }
+    D::Pair::SUCCESS
+}
+
+/// Stage a size_t parameter on door `D`'s driver (closed only).
+pub fn set_parameter_size_t<D: Door>(
+    param: hipFileSizeTConfigParameter_t,
+    value: usize,
+) -> D::Pair {
+    stage::<D>(|s| match size_param(s, param) {
+        Some(field) => {
+            *field = value as u64;
+            true
+        }
+        None => false,
+    })
+}
+
+/// Stage a bool parameter on door `D`'s driver (closed only).
+pub fn set_parameter_bool<D: Door>(param: hipFileBoolConfigParameter_t, value: bool) -> D::Pair {
+    stage::<D>(|s| bool_param(s, param, Some(value)).is_some())
+}
+
+/// Stage a string parameter on door `D`'s driver (closed only); the log parameters apply at once.
+///
+/// # Safety
+/// `desc_str` is NULL or a NUL-terminated string of the caller.
+pub unsafe fn set_parameter_string<D: Door>(
+    param: hipFileStringConfigParameter_t,
+    desc_str: *const c_char,
+) -> D::Pair {
+    if desc_str.is_null() {
+        return D::Pair::op(hipFileInvalidValue);
+    }
+    // SAFETY: `desc_str` is a non-null, NUL-terminated string of the caller.
+    let text = unsafe { CStr::from_ptr(desc_str) }
+        .to_string_lossy()
+        .into_owned();
+    let mut bad_value = false;
+    let staged = stage_known::<D>(|s| match set_string_param(s, param, &text) {
+        StringSet::Done => true,
+        StringSet::UnknownParam => false,
+        StringSet::BadValue => {
+            bad_value = true;
+            true
+        }
+    });
+    match staged {
+        Err(e) => pair(&e),
+        Ok(false) => D::Pair::op(hipFileInvalidValue),
+        Ok(true) if bad_value => D::Pair::op(hipFileInvalidValue),
+        Ok(true) => {
+            if param == hipFileParamLoggingLevel || param == hipFileParamEnvLogfilePath {
+                // The log follows the parameter at once, not only from the next open: what the
+                // closed driver answers is logged at the level just set.
+                let s = D::driver().settings();
+                hipfile_core::logging::configure(s.logging_level, &s.log_file_path);
+            }
+            D::Pair::SUCCESS
+        }
     }
 }
 
@@ -135,17 +283,8 @@ pub unsafe extern "C" fn hipFileGetParameterSizeT(
     param: hipFileSizeTConfigParameter_t,
     value: *mut usize,
 ) -> hipFileError_t {
-    guarded_pair(|| {
-        let mut s = driver().settings();
-        match (value.is_null(), size_param(&mut s, param)) {
-            (false, Some(v)) => {
-                // SAFETY: `value` is non-null and points to the caller's size_t.
-                unsafe { value.write(usize::try_from(*v).unwrap_or(usize::MAX)) };
-                hipFileError_t::SUCCESS
-            }
-            _ => hipFileError_t::op(hipFileInvalidValue),
-        }
-    })
+    // SAFETY: the C caller's contract, passed on.
+    guarded_pair(|| unsafe { get_parameter_size_t::<HipFile>(param, value) })
 }
 
 /// Read a bool parameter (the value in force).
@@ -154,17 +293,8 @@ pub unsafe extern "C" fn hipFileGetParameterBool(
     param: hipFileBoolConfigParameter_t,
     value: *mut bool,
 ) -> hipFileError_t {
-    guarded_pair(|| {
-        let mut s = driver().settings();
-        match (value.is_null(), bool_param(&mut s, param, None)) {
-            (false, Some(v)) => {
-                // SAFETY: `value` is non-null and points to the caller's bool.
-                unsafe { value.write(v) };
-                hipFileError_t::SUCCESS
-            }
-            _ => hipFileError_t::op(hipFileInvalidValue),
-        }
-    })
+    // SAFETY: the C caller's contract, passed on.
+    guarded_pair(|| unsafe { get_parameter_bool::<HipFile>(param, value) })
 }
 
 /// Read a string parameter into `desc_str` (`len` bytes, NUL included).
@@ -174,21 +304,8 @@ pub unsafe extern "C" fn hipFileGetParameterString(
     desc_str: *mut c_char,
     len: c_int,
 ) -> hipFileError_t {
-    guarded_pair(|| {
-        let Some(text) = get_string_param(&driver().settings(), param) else {
-            return hipFileError_t::op(hipFileInvalidValue);
-        };
-        let room = usize::try_from(len).unwrap_or(0);
-        if desc_str.is_null() || room < text.len() + 1 {
-            return hipFileError_t::op(hipFileInvalidValue);
-        }
-        // SAFETY: `desc_str` is non-null with room for `len` >= text + NUL bytes.
-        unsafe {
-            ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), desc_str, text.len());
-            desc_str.add(text.len()).write(0);
-        }
-        hipFileError_t::SUCCESS
-    })
+    // SAFETY: the C caller's contract, passed on.
+    guarded_pair(|| unsafe { get_parameter_string::<HipFile>(param, desc_str, len) })
 }
 
 /// Stage a size_t parameter (driver closed only).
@@ -197,15 +314,7 @@ pub extern "C" fn hipFileSetParameterSizeT(
     param: hipFileSizeTConfigParameter_t,
     value: usize,
 ) -> hipFileError_t {
-    guarded_pair(|| {
-        stage(|s| match size_param(s, param) {
-            Some(field) => {
-                *field = value as u64;
-                true
-            }
-            None => false,
-        })
-    })
+    guarded_pair(|| set_parameter_size_t::<HipFile>(param, value))
 }
 
 /// Stage a bool parameter (driver closed only).
@@ -214,7 +323,7 @@ pub extern "C" fn hipFileSetParameterBool(
     param: hipFileBoolConfigParameter_t,
     value: bool,
 ) -> hipFileError_t {
-    guarded_pair(|| stage(|s| bool_param(s, param, Some(value)).is_some()))
+    guarded_pair(|| set_parameter_bool::<HipFile>(param, value))
 }
 
 /// Stage a string parameter (driver closed only).
@@ -223,34 +332,37 @@ pub unsafe extern "C" fn hipFileSetParameterString(
     param: hipFileStringConfigParameter_t,
     desc_str: *const c_char,
 ) -> hipFileError_t {
-    guarded_pair(|| {
-        if desc_str.is_null() {
-            return hipFileError_t::op(hipFileInvalidValue);
-        }
-        // SAFETY: `desc_str` is a non-null, NUL-terminated string of the caller.
-        let text = unsafe { CStr::from_ptr(desc_str) }
-            .to_string_lossy()
-            .into_owned();
-        let mut bad_value = false;
-        let staged = stage(|s| match set_string_param(s, param, &text) {
-            StringSet::Done => true,
-            StringSet::UnknownParam => false,
-            StringSet::BadValue => {
-                bad_value = true;
-                true
+    // SAFETY: the C caller's contract, passed on.
+    guarded_pair(|| unsafe { set_parameter_string::<HipFile>(param, desc_str) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(param: hipFileSizeTConfigParameter_t, value: u64) -> hipfile_core::Result<()> {
+        let mut s = Settings::default();
+        *size_param(&mut s, param).expect("a known parameter") = value;
+        s.check()
+    }
+
+    /// Every size_t parameter's range is exactly what the settings' check accepts: both ends
+    /// pass, one past either end fails.
+    #[test]
+    fn size_param_ranges_are_what_the_check_accepts() {
+        for param in hipFileParamProfileStats..=hipFileParamPropertiesBatchIOTimeoutMs {
+            let (min, max) = size_param_range(param).expect("every parameter has a range");
+            assert!(with(param, min).is_ok(), "{param}: min {min}");
+            assert!(with(param, max).is_ok(), "{param}: max {max}");
+            assert!(with(param, max + 1).is_err(), "{param}: above {max}");
+            if min > 0 {
+                assert!(with(param, min - 1).is_err(), "{param}: below {min}");
             }
-        });
-        if bad_value {
-            return hipFileError_t::op(hipFileInvalidValue);
         }
-        if staged.err == hipFileSuccess
-            && (param == hipFileParamLoggingLevel || param == hipFileParamEnvLogfilePath)
-        {
-            // The log follows the parameter at once, not only from the next open: what the
-            // closed driver answers is logged at the level just set.
-            let s = driver().settings();
-            hipfile_core::logging::configure(s.logging_level, &s.log_file_path);
-        }
-        staged
-    })
+        assert_eq!(
+            size_param_range(hipFileParamPropertiesBatchIOTimeoutMs + 1),
+            None
+        );
+        assert_eq!(size_param_range(-1), None);
+    }
 }

@@ -6,9 +6,78 @@ use std::ptr;
 use hipfile_core::{IoCall, IoOp};
 
 use super::conventions::{
-    driver, guarded_pair, guarded_ssize, guarded_void, handle_id, pair, result_pair, ssize,
+    guarded_pair, guarded_ssize, guarded_void, handle_id, pair, result_pair, ssize, DescriptorUse,
+    Door, HipFile, StatusPair,
 };
 use super::types::*;
+
+/// Register the descriptor `descr` describes with door `D`'s driver, writing the handle to `fh`.
+///
+/// # Safety
+/// `fh` and `descr` are NULL or the caller's: `descr` a readable `hipFileDescr_t` (the same
+/// layout as `CUfileDescr_t`) whose `type` is written and, for a descriptor, `handle.fd`.
+pub unsafe fn handle_register<D: Door>(
+    fh: *mut hipFileHandle_t,
+    descr: *const hipFileDescr_t,
+) -> D::Pair {
+    if fh.is_null() || descr.is_null() {
+        return D::Pair::op(hipFileInvalidValue);
+    }
+    // SAFETY: `descr` is non-null and points to a caller's hipFileDescr_t. Only `type` and,
+    // for descriptors, `handle.fd` are read, field by field: real programs leave `fs_ops`
+    // and the rest of the union uninitialised.
+    let kind = unsafe { ptr::addr_of!((*descr).type_).read() };
+    if let DescriptorUse::Refuse(code) = D::descriptor_use(kind) {
+        return D::Pair::op(code);
+    }
+    // SAFETY: as above; for a descriptor handle the caller wrote `handle.fd`.
+    let fd = unsafe { ptr::addr_of!((*descr).handle.fd).read() };
+    match D::driver().handle_register(fd) {
+        Ok(id) => {
+            // SAFETY: `fh` is non-null and points to the caller's handle slot.
+            unsafe { fh.write(id.0 as usize as hipFileHandle_t) };
+            D::Pair::SUCCESS
+        }
+        Err(e) => pair(&e),
+    }
+}
+
+/// Forget a registered file of door `D`'s driver; NULL and unknown handles are ignored.
+pub fn handle_deregister<D: Door>(fh: hipFileHandle_t) {
+    if !fh.is_null() {
+        // `void` in C: an unknown handle or a busy file has no way to report back.
+        let _ = D::driver().handle_deregister(handle_id(fh));
+    }
+}
+
+/// Register memory with door `D`'s driver.
+pub fn buf_register<D: Door>(buffer_base: *const c_void, length: usize, flags: c_int) -> D::Pair {
+    result_pair(D::driver().buf_register(buffer_base as usize, length, flags))
+}
+
+/// Forget registered memory of door `D`'s driver.
+pub fn buf_deregister<D: Door>(buffer_base: *const c_void) -> D::Pair {
+    result_pair(D::driver().buf_deregister(buffer_base as usize))
+}
+
+/// One synchronous read or write through door `D`'s driver, in its `ssize_t` convention.
+pub fn io<D: Door>(
+    op: IoOp,
+    fh: hipFileHandle_t,
+    buffer: usize,
+    size: usize,
+    file_offset: hoff_t,
+    buffer_offset: hoff_t,
+) -> ssize_t {
+    ssize::<D>(D::driver().io(IoCall {
+        op,
+        handle: handle_id(fh),
+        buffer,
+        size,
+        file_offset,
+        buffer_offset,
+    }))
+}
 
 /// Register a file descriptor.
 #[no_mangle]
@@ -16,39 +85,14 @@ pub unsafe extern "C" fn hipFileHandleRegister(
     fh: *mut hipFileHandle_t,
     descr: *mut hipFileDescr_t,
 ) -> hipFileError_t {
-    guarded_pair(|| {
-        if fh.is_null() || descr.is_null() {
-            return hipFileError_t::op(hipFileInvalidValue);
-        }
-        // SAFETY: `descr` is non-null and points to a caller's hipFileDescr_t. Only `type` and,
-        // for descriptors, `handle.fd` are read, field by field: real programs leave `fs_ops`
-        // and the rest of the union uninitialised.
-        let kind = unsafe { ptr::addr_of!((*descr).type_).read() };
-        if kind != hipFileHandleTypeOpaqueFD {
-            return hipFileError_t::op(hipFileIONotSupported);
-        }
-        // SAFETY: as above; for an OpaqueFD handle the caller wrote `handle.fd`.
-        let fd = unsafe { ptr::addr_of!((*descr).handle.fd).read() };
-        match driver().handle_register(fd) {
-            Ok(id) => {
-                // SAFETY: `fh` is non-null and points to the caller's handle slot.
-                unsafe { fh.write(id.0 as usize as hipFileHandle_t) };
-                hipFileError_t::SUCCESS
-            }
-            Err(e) => pair(&e),
-        }
-    })
+    // SAFETY: the C caller's contract, passed on.
+    guarded_pair(|| unsafe { handle_register::<HipFile>(fh, descr) })
 }
 
 /// Forget a registered file.
 #[no_mangle]
 pub extern "C" fn hipFileHandleDeregister(fh: hipFileHandle_t) {
-    guarded_void(|| {
-        if !fh.is_null() {
-            // `void` in C: an unknown handle or a busy file has no way to report back.
-            let _ = driver().handle_deregister(handle_id(fh));
-        }
-    })
+    guarded_void(|| handle_deregister::<HipFile>(fh))
 }
 
 /// Register device memory.
@@ -58,31 +102,13 @@ pub extern "C" fn hipFileBufRegister(
     length: usize,
     flags: c_int,
 ) -> hipFileError_t {
-    guarded_pair(|| result_pair(driver().buf_register(buffer_base as usize, length, flags)))
+    guarded_pair(|| buf_register::<HipFile>(buffer_base, length, flags))
 }
 
 /// Forget registered device memory.
 #[no_mangle]
 pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileError_t {
-    guarded_pair(|| result_pair(driver().buf_deregister(buffer_base as usize)))
-}
-
-fn io(
-    op: IoOp,
-    fh: hipFileHandle_t,
-    buffer: usize,
-    size: usize,
-    file_offset: hoff_t,
-    buffer_offset: hoff_t,
-) -> ssize_t {
-    ssize(driver().io(IoCall {
-        op,
-        handle: handle_id(fh),
-        buffer,
-        size,
-        file_offset,
-        buffer_offset,
-    }))
+    guarded_pair(|| buf_deregister::<HipFile>(buffer_base))
 }
 
 /// Read from a registered file into GPU memory.
@@ -95,7 +121,7 @@ pub extern "C" fn hipFileRead(
     buffer_offset: hoff_t,
 ) -> ssize_t {
     guarded_ssize(|| {
-        io(
+        io::<HipFile>(
             IoOp::Read,
             fh,
             buffer_base as usize,
@@ -116,7 +142,7 @@ pub extern "C" fn hipFileWrite(
     buffer_offset: hoff_t,
 ) -> ssize_t {
     guarded_ssize(|| {
-        io(
+        io::<HipFile>(
             IoOp::Write,
             fh,
             buffer_base as usize,

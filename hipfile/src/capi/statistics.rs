@@ -34,7 +34,7 @@
 
 use hipfile_core::{per_sec, ApiOp, DirectionCounts, GpuCounts, OpCount, StatsSnapshot};
 
-use super::conventions::{driver, guarded_pair};
+use super::conventions::{guarded_pair, Door, HipFile, StatusPair};
 use super::types::*;
 
 fn counter(c: OpCount) -> hipFileOpCounter_t {
@@ -48,16 +48,16 @@ fn ok_only(ok: u64) -> hipFileOpCounter_t {
     hipFileOpCounter_t { ok, err: 0 }
 }
 
-/// The open driver's counters now.
-fn snapshot() -> Result<StatsSnapshot, hipFileError_t> {
-    let session = driver()
+/// Door `D`'s open driver's counters now; `DriverNotInitialized` while closed.
+pub fn snapshot<D: Door>() -> Result<StatsSnapshot, D::Pair> {
+    let session = D::driver()
         .session()
-        .ok_or(hipFileError_t::op(hipFileDriverNotInitialized))?;
+        .ok_or(D::Pair::op(hipFileDriverNotInitialized))?;
     Ok(session.stats().snapshot())
 }
 
 /// Level 1 statistics of `snap`.
-fn level1(snap: &StatsSnapshot) -> hipFileStatsLevel1_t {
+pub fn level1(snap: &StatsSnapshot) -> hipFileStatsLevel1_t {
     let (r, w, b) = (&snap.read, &snap.write, &snap.batch);
     let submits = snap.api(ApiOp::BatchSubmit);
     let processed = b.processed.ok + b.processed.err;
@@ -127,7 +127,7 @@ fn histogram(a: &DirectionCounts, b: &DirectionCounts) -> [u64; 32] {
 }
 
 /// Level 2 statistics of `snap`.
-fn level2(snap: &StatsSnapshot) -> hipFileStatsLevel2_t {
+pub fn level2(snap: &StatsSnapshot) -> hipFileStatsLevel2_t {
     hipFileStatsLevel2_t {
         basic: level1(snap),
         read_size_kb_hist: histogram(&snap.read, &snap.batch_read),
@@ -180,7 +180,7 @@ fn per_gpu(g: &GpuCounts) -> hipFilePerGpuStats_t {
 }
 
 /// Level 3 statistics of `snap`: GPUs past `HIPFILE_MAX_GPUS` are left out.
-fn level3(snap: &StatsSnapshot) -> hipFileStatsLevel3_t {
+pub fn level3(snap: &StatsSnapshot) -> hipFileStatsLevel3_t {
     let mut out = hipFileStatsLevel3_t {
         detailed: level2(snap),
         ..Default::default()
@@ -193,20 +193,25 @@ fn level3(snap: &StatsSnapshot) -> hipFileStatsLevel3_t {
     out
 }
 
-/// Fill the caller's statistics struct at `out` with `build` applied to the counters.
+/// Fill the caller's statistics struct at `out` with `build` applied to `counters`, the
+/// counters of door `D`'s driver.
 ///
 /// # Safety
 /// `out` is NULL or valid for writing a `T`.
-unsafe fn write_stats<T>(out: *mut T, build: impl FnOnce(&StatsSnapshot) -> T) -> hipFileError_t {
+pub unsafe fn write_stats<D: Door, T>(
+    out: *mut T,
+    counters: impl FnOnce() -> Result<StatsSnapshot, D::Pair>,
+    build: impl FnOnce(&StatsSnapshot) -> T,
+) -> D::Pair {
     if out.is_null() {
-        return hipFileError_t::op(hipFileInvalidValue);
+        return D::Pair::op(hipFileInvalidValue);
     }
-    match snapshot() {
+    match counters() {
         Ok(snap) => {
             let stats = build(&snap);
             // SAFETY: `out` is non-null and, by the caller's contract, valid for writing a `T`.
             unsafe { out.write(stats) };
-            hipFileError_t::SUCCESS
+            D::Pair::SUCCESS
         }
         Err(e) => e,
     }
@@ -216,14 +221,14 @@ unsafe fn write_stats<T>(out: *mut T, build: impl FnOnce(&StatsSnapshot) -> T) -
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetStatsL1(stats: *mut hipFileStatsLevel1_t) -> hipFileError_t {
     // SAFETY: the C caller passes NULL or its own hipFileStatsLevel1_t.
-    guarded_pair(|| unsafe { write_stats(stats, level1) })
+    guarded_pair(|| unsafe { write_stats::<HipFile, _>(stats, snapshot::<HipFile>, level1) })
 }
 
 /// Level 2 statistics: level 1 and the request size histograms (counted from level 2 on).
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetStatsL2(stats: *mut hipFileStatsLevel2_t) -> hipFileError_t {
     // SAFETY: the C caller passes NULL or its own hipFileStatsLevel2_t.
-    guarded_pair(|| unsafe { write_stats(stats, level2) })
+    guarded_pair(|| unsafe { write_stats::<HipFile, _>(stats, snapshot::<HipFile>, level2) })
 }
 
 /// Level 3 statistics: level 2 and per-GPU counters (counted at level 3; `num_gpus` is 0
@@ -231,7 +236,7 @@ pub unsafe extern "C" fn hipFileGetStatsL2(stats: *mut hipFileStatsLevel2_t) -> 
 #[no_mangle]
 pub unsafe extern "C" fn hipFileGetStatsL3(stats: *mut hipFileStatsLevel3_t) -> hipFileError_t {
     // SAFETY: the C caller passes NULL or its own hipFileStatsLevel3_t.
-    guarded_pair(|| unsafe { write_stats(stats, level3) })
+    guarded_pair(|| unsafe { write_stats::<HipFile, _>(stats, snapshot::<HipFile>, level3) })
 }
 
 #[cfg(test)]

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use hipfile_core::{AsyncCall, AsyncSlots, IoOp};
 use hipfile_hip::StreamRef;
 
-use super::conventions::{driver, guarded_pair, handle_id, pair, result_pair, ssize};
+use super::conventions::{
+    guarded_pair, handle_id, pair, result_pair, ssize, Door, HipFile, StatusPair,
+};
 use super::types::*;
 
-const INVALID: hipFileError_t = hipFileError_t::op(hipFileInvalidValue);
-
-/// The caller's size, offsets and result of one op.
+/// The caller's size, offsets and result of one op, and how the result is encoded
+/// (the door's `ssize_t` convention).
 ///
 /// By upstream's contract the four pointers stay valid until the stream has passed the op, and
 /// the caller does not touch the result slot meanwhile; the size and offsets may be written by
@@ -28,6 +29,7 @@ struct CallerSlots {
     file_offset: *const hoff_t,
     buffer_offset: *const hoff_t,
     result: *mut ssize_t,
+    encode: fn(hipfile_core::Result<usize>) -> ssize_t,
 }
 
 // SAFETY: the pointers name the caller's memory, which upstream's contract keeps valid until the
@@ -62,20 +64,20 @@ impl AsyncSlots for CallerSlots {
         let value = match result {
             Ok(n) => *n as ssize_t,
             // Upstream's async encoding: -1 for an OS failure, else the negative code.
-            Err(e) => ssize(Err(e.clone())),
+            Err(e) => (self.encode)(Err(e.clone())),
         };
         // SAFETY: as in `size`; the result slot is the caller's `ssize_t`.
         unsafe { self.result.write_volatile(value) };
     }
 }
 
-/// `hipFileReadAsync` and `hipFileWriteAsync`.
+/// `hipFileReadAsync` and `hipFileWriteAsync` (and cuFile's twins) on door `D`'s driver.
 ///
 /// # Safety
 /// Upstream's contract: non-null pointers are valid until `stream` has passed the op, and
 /// `stream` is NULL or a live stream of the process's GPU runtime.
 #[allow(clippy::too_many_arguments)]
-unsafe fn io_async(
+pub unsafe fn io_async<D: Door>(
     op: IoOp,
     fh: hipFileHandle_t,
     buffer_base: *mut c_void,
@@ -84,8 +86,8 @@ unsafe fn io_async(
     buffer_offset_p: *mut hoff_t,
     bytes_p: *mut ssize_t,
     stream: hipStream_t,
-) -> hipFileError_t {
-    let driver = driver();
+) -> D::Pair {
+    let driver = D::driver();
     let session = match driver.async_session() {
         Ok(session) => session,
         Err(e) => return pair(&e),
@@ -96,7 +98,7 @@ unsafe fn io_async(
         || buffer_offset_p.is_null()
         || bytes_p.is_null()
     {
-        return INVALID;
+        return D::Pair::op(hipFileInvalidValue);
     }
     // SAFETY: the caller's contract: `stream` is NULL or a live stream of the GPU runtime the
     // library loaded (the one the session holds), for at least the length of this call, which
@@ -112,6 +114,7 @@ unsafe fn io_async(
             file_offset: file_offset_p,
             buffer_offset: buffer_offset_p,
             result: bytes_p,
+            encode: ssize::<D>,
         }),
     };
     result_pair(driver.submit_async(&session, call))
@@ -132,7 +135,7 @@ pub unsafe extern "C" fn hipFileReadAsync(
     guarded_pair(|| {
         // SAFETY: the caller's contract, passed on.
         unsafe {
-            io_async(
+            io_async::<HipFile>(
                 IoOp::Read,
                 fh,
                 buffer_base,
@@ -160,7 +163,7 @@ pub unsafe extern "C" fn hipFileWriteAsync(
     guarded_pair(|| {
         // SAFETY: the caller's contract, passed on.
         unsafe {
-            io_async(
+            io_async::<HipFile>(
                 IoOp::Write,
                 fh,
                 buffer_base,
@@ -174,6 +177,29 @@ pub unsafe extern "C" fn hipFileWriteAsync(
     })
 }
 
+/// Register `stream` with `flags` on door `D`'s driver. With the driver open, the handle is
+/// first checked with the GPU runtime: a handle it does not know is the GPU runtime's error.
+///
+/// # Safety
+/// `stream` is NULL or a stream of the process's GPU runtime.
+pub unsafe fn stream_register<D: Door>(stream: hipStream_t, flags: c_uint) -> D::Pair {
+    let driver = D::driver();
+    if let Some(session) = driver.session() {
+        // SAFETY: the caller's contract: `stream` is NULL or a stream of the process's GPU
+        // runtime; asking its device is how a handle the runtime does not know is refused.
+        let stream = unsafe { StreamRef::from_raw(session.runtime(), stream as usize) };
+        if let Err(e) = stream.device() {
+            return pair(&hipfile_core::Error::hip(&e, "asking the stream's device"));
+        }
+    }
+    result_pair(driver.stream_register(stream as usize, flags))
+}
+
+/// Forget a registered stream of door `D`'s driver.
+pub fn stream_deregister<D: Door>(stream: hipStream_t) -> D::Pair {
+    result_pair(D::driver().stream_deregister(stream as usize))
+}
+
 /// Register `stream` with `flags` (`HIPFILE_STREAM_*`). With the driver open, the handle is
 /// first checked with the GPU runtime: a handle it does not know is `hipFileHipDriverError` with
 /// the runtime's error.
@@ -182,22 +208,12 @@ pub unsafe extern "C" fn hipFileStreamRegister(
     stream: hipStream_t,
     flags: c_uint,
 ) -> hipFileError_t {
-    guarded_pair(|| {
-        let driver = driver();
-        if let Some(session) = driver.session() {
-            // SAFETY: the caller's contract: `stream` is NULL or a stream of the process's GPU
-            // runtime; asking its device is how a handle the runtime does not know is refused.
-            let stream = unsafe { StreamRef::from_raw(session.runtime(), stream as usize) };
-            if let Err(e) = stream.device() {
-                return pair(&hipfile_core::Error::hip(&e, "asking the stream's device"));
-            }
-        }
-        result_pair(driver.stream_register(stream as usize, flags))
-    })
+    // SAFETY: the C caller's contract, passed on.
+    guarded_pair(|| unsafe { stream_register::<HipFile>(stream, flags) })
 }
 
 /// Forget a registered stream.
 #[no_mangle]
 pub extern "C" fn hipFileStreamDeregister(stream: hipStream_t) -> hipFileError_t {
-    guarded_pair(|| result_pair(driver().stream_deregister(stream as usize)))
+    guarded_pair(|| stream_deregister::<HipFile>(stream))
 }
