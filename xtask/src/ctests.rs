@@ -34,7 +34,8 @@
 //! machine, stretched on a loaded one by the load per core, up to 5x (see [`process::TimeLimit`]); a run
 //! that needed the stretch to finish says so on its report line, a killed one names its limit.
 //!
-//! `cargo xtask c-tests FILTER` runs only the programs whose file name contains FILTER.
+//! `cargo xtask c-tests FILTER` runs only the programs whose `TAG/FILE` name contains FILTER (tags:
+//! `tests`, `examples`, `cufile`; `cargo xtask c-tests cufile/` runs the cuFile programs).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -198,7 +199,7 @@ pub fn run() -> Report {
     run_matching(None)
 }
 
-/// `cargo xtask c-tests [FILTER]`: the programs whose file name contains `filter`, or all.
+/// `cargo xtask c-tests [FILTER]`: the programs whose `TAG/FILE` name contains `filter`, or all.
 pub fn run_matching(filter: Option<&str>) -> Report {
     run_with(
         &Build {
@@ -210,7 +211,7 @@ pub fn run_matching(filter: Option<&str>) -> Report {
     )
 }
 
-/// The C ABI tests whose file name contains `filter` (all without one), built and run as
+/// The C ABI tests whose `TAG/FILE` name contains `filter` (all without one), built and run as
 /// `build` says; counts one per check line of a whole program, one per case run of a `*_cases`
 /// program.
 pub fn run_with(build: &Build, filter: Option<&str>) -> Report {
@@ -244,9 +245,10 @@ fn build_and_run(build: &Build, filter: Option<&str>) -> Result<Report, String> 
     let mut programs = find_programs(&root)?;
     let mut cufile_programs = find_cufile_programs(&root)?;
     if let Some(filter) = filter {
-        let matches = |(_, p): &(&str, PathBuf)| {
+        // `TAG/FILE`: `cufile/` selects the cuFile programs, `api_surface` both ABIs' programs.
+        let matches = |(tag, p): &(&str, PathBuf)| {
             p.file_name()
-                .is_some_and(|n| n.to_string_lossy().contains(filter))
+                .is_some_and(|n| format!("{tag}/{}", n.to_string_lossy()).contains(filter))
         };
         programs.retain(matches);
         cufile_programs.retain(matches);

@@ -92,8 +92,12 @@ main(int argc, char **argv)
     CUfileHandle_t other = NULL;
     expect_status(register_handle(&other, fd_b, CU_FILE_HANDLE_TYPE_OPAQUE_WIN32), CU_FILE_IO_NOT_SUPPORTED,
                   "CU_FILE_HANDLE_TYPE_OPAQUE_WIN32 -> CU_FILE_IO_NOT_SUPPORTED");
-    expect_status(register_handle(&other, fd_b, CU_FILE_HANDLE_TYPE_USERSPACE_FS), CU_FILE_IO_NOT_SUPPORTED,
-                  "CU_FILE_HANDLE_TYPE_USERSPACE_FS -> CU_FILE_IO_NOT_SUPPORTED");
+    /* As NVIDIA's library: the descriptor in handle.fd is registered, the fs_ops are not called. */
+    expect_status(register_handle(&other, fd_b, CU_FILE_HANDLE_TYPE_USERSPACE_FS), CU_FILE_SUCCESS,
+                  "CU_FILE_HANDLE_TYPE_USERSPACE_FS registers handle.fd");
+    cuFileHandleDeregister(other);
+    expect_status(register_handle(&other, fd_b, (enum CUfileFileHandleType)0), CU_FILE_INVALID_VALUE,
+                  "handle type 0 -> CU_FILE_INVALID_VALUE");
 
     expect_status(cuFileBufRegister(NULL, 4096, 0), CU_FILE_INVALID_VALUE,
                   "cuFileBufRegister(NULL) -> CU_FILE_INVALID_VALUE");
