@@ -358,6 +358,7 @@ const UNSAFE_ALLOWED: &[&str] = &[
     "hipfile/src/capi",
     // cuFile's C ABI (libcufile.so.0): a second front door of the same kind as the facade's.
     "hipfile-cufile/src",
+    "hipfile-cufile/tests",
     "hipfile-testkit/simhip",
     "hipfile-testkit/simcuda",
     "hipfile/tests",

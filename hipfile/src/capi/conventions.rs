@@ -245,7 +245,7 @@ mod tests {
         let busy = hipFileError_t::op(hipFileDriverAlreadyOpen);
         assert_eq!(guarded_pair(|| busy), busy);
         assert_eq!(
-            guarded_pair(|| panic!("a bug")),
+            guarded_pair::<hipFileError_t>(|| panic!("a bug")),
             hipFileError_t::op(hipFileInternalError)
         );
         assert_eq!(guarded_ssize(|| 42), 42);

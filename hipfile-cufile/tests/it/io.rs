@@ -1,0 +1,143 @@
+//! Registration and synchronous IO, and cuFile's answers to bad input.
+
+use std::ffi::c_void;
+use std::os::fd::AsRawFd;
+use std::ptr;
+
+use cufile::*;
+use hipfile_hip::DeviceBuffer;
+
+use crate::support::{op, pattern, register, scratch_file, Session, SUCCESS};
+
+const LEN: usize = 64 << 10;
+
+#[test]
+fn a_registered_file_and_buffer_round_trip() {
+    let s = Session::start();
+    let (_dir, file) = scratch_file(LEN);
+    let mut buffer = DeviceBuffer::new(s.runtime.clone(), LEN).unwrap();
+    let base = buffer.ptr() as *mut c_void;
+    // Implicit open: registration opens the driver.
+    let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
+    assert_eq!(answer, SUCCESS);
+    assert_eq!(cuFileUseCount(), 1);
+    assert_eq!(cuFileBufRegister(base, LEN, 0), SUCCESS);
+    assert_eq!(cuFileRead(fh, base, LEN, 0, 0), LEN as isize);
+    let read = buffer.to_vec().unwrap();
+    assert!(read.iter().enumerate().all(|(i, b)| *b == pattern(i)));
+    // Write the second half back over the first at an offset.
+    buffer.fill(0x5a).unwrap();
+    assert_eq!(cuFileWrite(fh, base, 4096, 8192, 4096), 4096);
+    let mut back = vec![0u8; 4096];
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(&mut back, 8192).unwrap();
+    assert_eq!(back, vec![0x5a; 4096]);
+    assert_eq!(
+        cuFileBufRegister(base, LEN, 0),
+        op(5023),
+        "already registered"
+    );
+    assert_eq!(cuFileBufDeregister(base), SUCCESS);
+    assert_eq!(cuFileBufDeregister(base), op(5024), "not registered");
+    cuFileHandleDeregister(fh);
+    // The handle is gone: IO on it is cuFile's -CU_FILE_HANDLE_NOT_REGISTERED... or EBADF.
+    let after = cuFileRead(fh, base, 4096, 0, 0);
+    assert!(after == -5027 || after == -1, "{after}");
+}
+
+#[test]
+fn descriptor_types_get_cufiles_codes() {
+    let _s = Session::start();
+    let (_dir, file) = scratch_file(4096);
+    let fd = file.as_raw_fd();
+    assert_eq!(
+        register(fd, CU_FILE_HANDLE_TYPE_OPAQUE_WIN32).1,
+        op(CU_FILE_IO_NOT_SUPPORTED)
+    );
+    assert_eq!(register(fd, 0).1, op(CU_FILE_INVALID_VALUE));
+    assert_eq!(register(fd, 7).1, op(CU_FILE_INVALID_VALUE));
+    // A refused type opens nothing.
+    assert_eq!(cuFileUseCount(), 0);
+    // A userspace filesystem registers the descriptor in `handle.fd`, as NVIDIA's library does.
+    let (fh, answer) = register(fd, CU_FILE_HANDLE_TYPE_USERSPACE_FS);
+    assert_eq!(answer, SUCCESS);
+    cuFileHandleDeregister(fh);
+    // NULL pointers.
+    let mut fh: CUfileHandle_t = ptr::null_mut();
+    // SAFETY: NULL descriptor and NULL handle slot, which must be refused.
+    unsafe {
+        assert_eq!(
+            cuFileHandleRegister(&mut fh, ptr::null_mut()),
+            op(CU_FILE_INVALID_VALUE)
+        );
+        let mut descr = CUfileDescr_t {
+            type_: CU_FILE_HANDLE_TYPE_OPAQUE_FD,
+            handle: hipfile::capi::hipFileDescr_handle_t { fd },
+            fs_ops: ptr::null(),
+        };
+        assert_eq!(
+            cuFileHandleRegister(ptr::null_mut(), &mut descr),
+            op(CU_FILE_INVALID_VALUE)
+        );
+    }
+    // A closed descriptor: the OS says EBADF, the pair convention has no errno.
+    assert_ne!(register(-1, CU_FILE_HANDLE_TYPE_OPAQUE_FD).1, SUCCESS);
+}
+
+#[test]
+fn io_results_are_bytes_errno_or_negative_codes() {
+    let s = Session::start();
+    let (_dir, file) = scratch_file(LEN);
+    let buffer = DeviceBuffer::new(s.runtime.clone(), LEN).unwrap();
+    let base = buffer.ptr() as *mut c_void;
+    // IO on a closed driver is -1 with EINVAL, as cuFile.
+    // SAFETY: the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = 0 };
+    assert_eq!(cuFileRead(ptr::null_mut(), base, 4096, 0, 0), -1);
+    // SAFETY: as above.
+    assert_eq!(unsafe { *libc::__errno_location() }, libc::EINVAL);
+    let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
+    assert_eq!(answer, SUCCESS);
+    // A negative file offset is what pread(2) says of it: -1 with EINVAL.
+    assert_eq!(cuFileRead(fh, base, 4096, -4096, 0), -1);
+    // SAFETY: the calling thread's errno slot.
+    assert_eq!(unsafe { *libc::__errno_location() }, libc::EINVAL);
+    // Past the end of an unregistered allocation: an invalid value, negated (hipFile's answer
+    // too).
+    assert_eq!(
+        cuFileRead(fh, base, 2 * LEN, 0, 0),
+        -(CU_FILE_INVALID_VALUE as isize)
+    );
+    // An unknown handle.
+    assert_eq!(
+        cuFileRead(0x7777 as CUfileHandle_t, base, 4096, 0, 0),
+        -5027
+    );
+    cuFileHandleDeregister(fh);
+}
+
+/// A GPU runtime failure: the pair carries `CU_FILE_CUDA_DRIVER_ERROR` and the runtime's code;
+/// an IO result has room for `-CU_FILE_CUDA_DRIVER_ERROR` only.
+#[test]
+fn gpu_failures_are_cuda_driver_errors() {
+    use hipfile::capi::{pair, ssize, StatusPair};
+    use hipfile_hip::{HipError, HipErrorCode};
+    let gpu = hipfile_core::Error::hip(&HipError::call("cudaMemcpy", HipErrorCode(700)), "copy");
+    assert_eq!(
+        pair::<CUfileError_t>(&gpu),
+        CUfileError_t {
+            err: CU_FILE_CUDA_DRIVER_ERROR,
+            cu_err: 700
+        }
+    );
+    assert_eq!(ssize::<CuFile>(Err(gpu)), -5011);
+    assert_eq!(CUfileError_t::gpu(1).err, 5011);
+    // hipFile's door keeps the runtime's number in its IO result.
+    assert_eq!(
+        ssize::<hipfile::capi::HipFile>(Err(hipfile_core::Error::hip(
+            &HipError::call("hipMemcpy", HipErrorCode(700)),
+            "copy"
+        ))),
+        -700
+    );
+}
