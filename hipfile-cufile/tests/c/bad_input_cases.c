@@ -40,7 +40,7 @@
 
 #define DEV_SIZE ((size_t)(64 * 1024))
 
-typedef enum { X_CODE, X_CODE2, X_NEG, X_ERRNO, X_BYTES, X_VALUE, X_VOID } expect_kind;
+typedef enum { X_CODE, X_CODE2, X_CUDA, X_NEG, X_ERRNO, X_BYTES, X_VALUE, X_VOID } expect_kind;
 
 typedef struct {
     expect_kind kind;
@@ -50,6 +50,8 @@ typedef struct {
 
 #define CODE(c) {X_CODE, (long long)(c), 0}
 #define CODE_OR(c, d) {X_CODE2, (long long)(c), (long long)(d)}
+/* CU_FILE_CUDA_DRIVER_ERROR with the CUDA failure's number (not 0) in cu_err. */
+#define CUDA_FAILURE {X_CUDA, (long long)CU_FILE_CUDA_DRIVER_ERROR, 0}
 #define NEG(c) {X_NEG, (long long)(c), 0}
 #define ERRNO(e) {X_ERRNO, (long long)(e), 0}
 #define BYTES(n) {X_BYTES, (long long)(n), 0}
@@ -230,6 +232,7 @@ post_use_count(long want)
 
 #define GARBAGE_HANDLE ((CUfileHandle_t)(uintptr_t)0xdeadbeefcafe0000ull)
 #define GARBAGE_BATCH ((CUfileBatchHandle_t)(uintptr_t)0xdeadbeefcafe0000ull)
+#define GARBAGE_STREAM ((CUstream)(uintptr_t)0xdeadbeefcafe0000ull)
 
 /* ------------------------------------------------------------------------ */
 /* Cases                                                                     */
@@ -852,6 +855,21 @@ async_read_deregistered_handle(void)
 }
 
 static outcome
+async_read_garbage_stream(void)
+{
+    CUfileHandle_t fh   = good_handle("a.bin");
+    void          *dev  = dev_alloc(DEV_SIZE);
+    size_t         size = 4096;
+    off_t          file_offset = 0, buf_offset = 0;
+    ssize_t        bytes = 12345;
+    outcome o = got_pair(cuFileReadAsync(fh, dev, &size, &file_offset, &buf_offset, &bytes, GARBAGE_STREAM));
+    if (bytes != 12345) {
+        note("the refused call wrote %zd to bytes_read_p", bytes);
+    }
+    return o;
+}
+
+static outcome
 async_write_negative_offset(void)
 {
     CUfileHandle_t fh   = good_handle("a.bin");
@@ -952,6 +970,8 @@ static const bad_case CASES[] = {
     {"stream/deregister-unregistered", CODE(CU_FILE_INVALID_VALUE), CU, stream_deregister_unregistered},
     {"async/read-all-null", CODE(CU_FILE_INVALID_VALUE), CU, async_read_all_null},
     {"async/read-deregistered-handle", CODE(CU_FILE_HANDLE_NOT_REGISTERED), FA, async_read_deregistered_handle},
+    {"async/read-garbage-stream", CUDA_FAILURE, CU ": queuing on the bogus stream fails in the CUDA runtime",
+     async_read_garbage_stream},
     {"async/write-negative-offset", CODE(CU_FILE_INVALID_VALUE), FA, async_write_negative_offset},
 };
 
@@ -966,6 +986,8 @@ describe_expect(expect e, char *out, size_t room)
             snprintf(out, room, "err %lld or %lld (%s / %s)", e.a, e.b, cufileop_status_error((CUfileOpError)e.a),
                      cufileop_status_error((CUfileOpError)e.b));
             break;
+        case X_CUDA: snprintf(out, room, "err %lld (%s) with a CUDA code in cu_err", e.a,
+                              cufileop_status_error((CUfileOpError)e.a)); break;
         case X_NEG: snprintf(out, room, "-%lld (%s)", e.a, cufileop_status_error((CUfileOpError)e.a)); break;
         case X_ERRNO: snprintf(out, room, "-1, errno %lld (%s)", e.a, strerror((int)e.a)); break;
         case X_BYTES: snprintf(out, room, "%lld bytes", e.a); break;
@@ -980,6 +1002,7 @@ matches(expect e, const outcome *o)
     switch (e.kind) {
         case X_CODE: return o->is_pair && o->pair.err == e.a && (int)o->pair.cu_err == 0;
         case X_CODE2: return o->is_pair && (o->pair.err == e.a || o->pair.err == e.b) && (int)o->pair.cu_err == 0;
+        case X_CUDA: return o->is_pair && o->pair.err == e.a && (int)o->pair.cu_err != 0;
         case X_NEG: return !o->is_pair && !o->is_void && o->value == -e.a;
         case X_ERRNO: return !o->is_pair && !o->is_void && o->value == -1 && o->err == e.a;
         case X_BYTES:
