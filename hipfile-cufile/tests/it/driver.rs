@@ -69,9 +69,11 @@ fn properties_and_live_knobs() {
 /// Sizes cuFile keeps in `unsigned int` saturate in the one conversion.
 #[test]
 fn properties_convert_with_saturation() {
-    let mut p = hipfile::capi::hipFileDriverProps_t::default();
-    p.max_device_cache_size = 1 << 40;
-    p.per_buffer_cache_size = 4096;
+    let mut p = hipfile::capi::hipFileDriverProps_t {
+        max_device_cache_size: 1 << 40,
+        per_buffer_cache_size: 4096,
+        ..Default::default()
+    };
     p.nvfs.max_direct_io_size = 16384;
     let c = CUfileDrvProps_t::from(p);
     assert_eq!(c.max_device_cache_size, u32::MAX);

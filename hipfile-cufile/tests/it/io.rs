@@ -141,3 +141,35 @@ fn gpu_failures_are_cuda_driver_errors() {
         -700
     );
 }
+
+/// torch.cuda.gds's sequence: no explicit open; a file opened for writing only is registered,
+/// a registered buffer written to it; the file opened for reading is registered and read back.
+#[test]
+fn torch_gds_calls_work_without_an_explicit_open() {
+    let s = Session::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tensor");
+    let mut buffer = DeviceBuffer::new(s.runtime.clone(), 8192).unwrap();
+    let pattern_bytes: Vec<u8> = (0..8192).map(pattern).collect();
+    buffer.write_at(0, &pattern_bytes).unwrap();
+    let base = buffer.ptr() as *mut c_void;
+    let writer = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    let (wfh, answer) = register(writer.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
+    assert_eq!(answer, SUCCESS);
+    assert_eq!(cuFileBufRegister(base, 8192, 0), SUCCESS);
+    assert_eq!(cuFileWrite(wfh, base, 8192, 0, 0), 8192);
+    cuFileHandleDeregister(wfh);
+    buffer.fill(0).unwrap();
+    let reader = std::fs::File::open(&path).unwrap();
+    let (rfh, answer) = register(reader.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
+    assert_eq!(answer, SUCCESS);
+    assert_eq!(cuFileRead(rfh, base, 8192, 0, 0), 8192);
+    assert_eq!(buffer.to_vec().unwrap(), pattern_bytes);
+    assert_eq!(cuFileBufDeregister(base), SUCCESS);
+    cuFileHandleDeregister(rfh);
+}

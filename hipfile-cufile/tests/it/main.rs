@@ -10,5 +10,6 @@ mod driver;
 mod io;
 mod layout;
 mod parameters;
+mod recursion;
 mod statistics;
 mod stream;

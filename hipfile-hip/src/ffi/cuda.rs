@@ -643,18 +643,26 @@ impl std::fmt::Debug for CuFileDriver {
 pub const CUFILE_LIBRARY: &str = "libcufile.so.0";
 
 impl CuFileDriver {
-    /// Load cuFile and open its driver; why not, in words.
+    /// Load cuFile ([`CUFILE_LIBRARY`]) and open its driver; why not, in words.
     pub(crate) fn load() -> Result<Self, String> {
-        let lib = dlopen(CUFILE_LIBRARY).map_err(|e| match e {
-            HipError::Load { reason, .. } => format!("cannot load {CUFILE_LIBRARY}: {reason}"),
+        Self::load_from(CUFILE_LIBRARY)
+    }
+
+    /// Load the cuFile library `library` (a soname or a path) and open its driver; why not, in
+    /// words. hipfile-rs's own `libcufile.so.0` is refused before any of its functions runs
+    /// ([`super::own_library`]): it is no GPUDirect Storage, and opening its driver from inside
+    /// its own open would not return.
+    pub fn load_from(library: &str) -> Result<Self, String> {
+        let lib = dlopen(library).map_err(|e| match e {
+            HipError::Load { reason, .. } => format!("cannot load {library}: {reason}"),
             other => other.to_string(),
         })?;
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the field this initialises is declared with the C signature of $name as
                 // published in cufile.h.
-                unsafe { symbol(&lib, CUFILE_LIBRARY, $name) }
-                    .map_err(|_| format!("{CUFILE_LIBRARY} lacks {}", $name))?
+                unsafe { symbol(&lib, library, $name) }
+                    .map_err(|_| format!("{library} lacks {}", $name))?
             };
         }
         let api = CuFileApi {
@@ -664,6 +672,9 @@ impl CuFileDriver {
             read: sym!("cuFileRead"),
             write: sym!("cuFileWrite"),
         };
+        if let Some(why) = super::own_library::own_library(api.driver_open as *const c_void) {
+            return Err(why);
+        }
         // SAFETY: no arguments; the driver is reference counted by cuFile and left open for the
         // life of the process.
         let opened = unsafe { (api.driver_open)() };

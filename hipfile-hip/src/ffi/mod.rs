@@ -18,10 +18,12 @@
 //!   (`hipAmdFileRead/Write`) as a [`crate::P2pDriver`].
 //! - [`cuda`]: what only NVIDIA's CUDA runtime and driver have (pointer attributes, driver
 //!   contexts, stream memory operations), and cuFile as a [`crate::P2pDriver`].
+//! - [`own_library`]: `dladdr`, to tell hipfile-rs's own `libcufile.so.0` from NVIDIA's.
 //! - [`os`]: the kernel calls `rustix` does not offer: `cachestat(2)`, descriptor state, file
 //!   mappings and their residency, peer credentials, the fork hook's descriptor swap.
 
 pub(crate) mod cuda;
 pub(crate) mod hip;
 pub(crate) mod os;
+pub(crate) mod own_library;
 pub(crate) mod runtime_api;

@@ -7,7 +7,10 @@
 //! [`crate::PlatformOptions::cufile_force`]) skips the nvidia-fs check, for testing.
 //!
 //! The library is loaded at run time (never linked); every entry point is resolved at load and a
-//! missing one refuses the driver. `cuFileDriverOpen` runs once per process. Each descriptor is
+//! missing one refuses the driver. hipfile-rs's own `libcufile.so.0` (the crate hipfile-cufile,
+//! which the loader returns for that name when it is on the library path) is refused too, before
+//! any of its functions runs: it is no GPUDirect Storage, and opening its driver from inside its
+//! own open would never return ([`CuFileDriver::load_from`]). `cuFileDriverOpen` runs once per process. Each descriptor is
 //! registered with `cuFileHandleRegister` at its first transfer and kept in a cache keyed by the
 //! descriptor and the identity (device, inode) of the file behind it, so a descriptor number
 //! reused for another file gets a fresh handle; the stale one is deregistered then.

@@ -1,4 +1,5 @@
-//! The conventions every entry point shares: the panic guard, the `hipFileError_t` pair, the
+//! The conventions every entry point shares, of both C front doors ([`Door`]): the panic guard,
+//! the status pair ([`StatusPair`]: `hipFileError_t`, or cuFile's `CUfileError_t`), the
 //! `ssize_t` IO result with `errno`, and the text of each status code.
 //!
 //! Panics: [`guarded`] is the C ABI's only `catch_unwind`. Every `extern "C"` function is one

@@ -8,6 +8,13 @@
 //! - the kind-to-code table: [`op_code`], a lookup in hipfile-core's table of error codes, from
 //!   which the `hipFileOpError_t` constants and [`hipFileGetOpErrorString`]'s texts come too.
 //!
+//! Two C front doors share these bodies: this crate's `libhipfile.so` and hipfile-cufile's
+//! `libcufile.so.0` (cuFile's names). A body is a `pub fn` generic over a [`Door`] (the
+//! process-wide driver it talks to, its status pair, how an IO result reports a GPU failure and
+//! which descriptor types it registers); the `hipFile*` entry points call it with [`HipFile`],
+//! cuFile's with its own door. What cuFile lays out differently converts in one place on its
+//! side (the driver properties); everything else, checks and tables included, is here once.
+//!
 //! Every entry point is one call of a panic guard (`guarded_pair`, `guarded_ssize`,
 //! `guarded_void`, or `guarded` with its own answer), the C ABI's only `catch_unwind`: a panic
 //! never crosses into C; it becomes `hipFileInternalError` (or `-hipFileInternalError`, or nothing
