@@ -103,61 +103,62 @@ typedef enum CUfileOpError {
     CU_FILE_IO_MAX_ERROR                   = CUFILEOP_BASE_ERR + 50
 } CUfileOpError;
 
-/* A short English text for a status code; never NULL. Header-only, as in cuFile. */
+/* A short English text for a status code; never NULL. Header-only, as in cuFile; the texts are
+ * hipfile-cufile's STATUS_TEXTS (src/status.rs), which `cargo xtask c-tests` keeps in step. */
 static inline const char *
 cufileop_status_error(CUfileOpError status)
 {
     switch (status) {
         case CU_FILE_SUCCESS: return "success";
-        case CU_FILE_DRIVER_NOT_INITIALIZED: return "driver not initialized (no direct path and compat mode not allowed)";
+        case CU_FILE_DRIVER_NOT_INITIALIZED: return "the cuFile driver is not open";
         case CU_FILE_DRIVER_INVALID_PROPS: return "invalid driver property";
-        case CU_FILE_DRIVER_UNSUPPORTED_LIMIT: return "driver property out of range";
+        case CU_FILE_DRIVER_UNSUPPORTED_LIMIT: return "driver property value out of range";
         case CU_FILE_DRIVER_VERSION_MISMATCH: return "storage driver version mismatch";
-        case CU_FILE_DRIVER_VERSION_READ_ERROR: return "storage driver version unreadable";
-        case CU_FILE_DRIVER_CLOSING: return "driver closed or closing";
-        case CU_FILE_PLATFORM_NOT_SUPPORTED: return "platform not supported";
-        case CU_FILE_IO_NOT_SUPPORTED: return "IO not supported on this file";
-        case CU_FILE_DEVICE_NOT_SUPPORTED: return "GPU not supported";
+        case CU_FILE_DRIVER_VERSION_READ_ERROR: return "cannot read the storage driver version";
+        case CU_FILE_DRIVER_CLOSING: return "the driver is shutting down";
+        case CU_FILE_PLATFORM_NOT_SUPPORTED: return "GPU direct storage is not supported on this platform";
+        case CU_FILE_IO_NOT_SUPPORTED: return "GPU direct storage is not supported for this file";
+        case CU_FILE_DEVICE_NOT_SUPPORTED: return "GPU direct storage is not supported on this GPU";
         case CU_FILE_NVFS_DRIVER_ERROR: return "storage driver request failed";
-        case CU_FILE_CUDA_DRIVER_ERROR: return "CUDA driver error (see cu_err)";
-        case CU_FILE_CUDA_POINTER_INVALID: return "pointer unknown to CUDA";
-        case CU_FILE_CUDA_MEMORY_TYPE_INVALID: return "memory type not usable";
-        case CU_FILE_CUDA_POINTER_RANGE_ERROR: return "range leaves the allocation";
-        case CU_FILE_CUDA_CONTEXT_MISMATCH: return "CUDA context mismatch";
-        case CU_FILE_INVALID_MAPPING_SIZE: return "beyond the pinned size";
-        case CU_FILE_INVALID_MAPPING_RANGE: return "beyond the mapped range";
-        case CU_FILE_INVALID_FILE_TYPE: return "file type not supported";
-        case CU_FILE_INVALID_FILE_OPEN_FLAG: return "file open flags not supported";
-        case CU_FILE_DIO_NOT_SET: return "file not opened with O_DIRECT";
+        case CU_FILE_CUDA_DRIVER_ERROR: return "GPU runtime error (see cu_err)";
+        case CU_FILE_CUDA_POINTER_INVALID: return "invalid GPU pointer";
+        case CU_FILE_CUDA_MEMORY_TYPE_INVALID: return "unsupported memory type behind the pointer";
+        case CU_FILE_CUDA_POINTER_RANGE_ERROR: return "the range runs past the end of the allocation";
+        case CU_FILE_CUDA_CONTEXT_MISMATCH: return "GPU context mismatch";
+        case CU_FILE_INVALID_MAPPING_SIZE: return "access beyond the pinned size";
+        case CU_FILE_INVALID_MAPPING_RANGE: return "access beyond the mapped range";
+        case CU_FILE_INVALID_FILE_TYPE: return "unsupported file type";
+        case CU_FILE_INVALID_FILE_OPEN_FLAG: return "unsupported file open flags";
+        case CU_FILE_DIO_NOT_SET: return "the descriptor is not open with O_DIRECT";
         case CU_FILE_INVALID_VALUE: return "invalid argument";
-        case CU_FILE_MEMORY_ALREADY_REGISTERED: return "buffer already registered";
-        case CU_FILE_MEMORY_NOT_REGISTERED: return "buffer not registered";
+        case CU_FILE_MEMORY_ALREADY_REGISTERED: return "the buffer is already registered";
+        case CU_FILE_MEMORY_NOT_REGISTERED: return "the buffer is not registered";
         case CU_FILE_PERMISSION_DENIED: return "permission denied";
-        case CU_FILE_DRIVER_ALREADY_OPEN: return "driver already open";
-        case CU_FILE_HANDLE_NOT_REGISTERED: return "file handle not registered";
-        case CU_FILE_HANDLE_ALREADY_REGISTERED: return "file already registered";
-        case CU_FILE_DEVICE_NOT_FOUND: return "no usable GPU found";
-        case CU_FILE_INTERNAL_ERROR: return "internal library error";
-        case CU_FILE_GETNEWFD_FAILED: return "could not open a new file descriptor";
+        case CU_FILE_DRIVER_ALREADY_OPEN: return "the driver is already open";
+        case CU_FILE_HANDLE_NOT_REGISTERED: return "the file handle is not registered";
+        case CU_FILE_HANDLE_ALREADY_REGISTERED: return "the file is already registered";
+        case CU_FILE_DEVICE_NOT_FOUND: return "no GPU found";
+        case CU_FILE_INTERNAL_ERROR: return "internal error";
+        case CU_FILE_GETNEWFD_FAILED: return "cannot open a new file descriptor";
         case CU_FILE_NVFS_SETUP_ERROR: return "storage driver setup failed";
-        case CU_FILE_IO_DISABLED: return "direct IO disabled for this file by configuration";
+        case CU_FILE_IO_DISABLED: return "GPU direct storage is disabled for this file";
         case CU_FILE_BATCH_SUBMIT_FAILED: return "batch submission failed";
         case CU_FILE_GPU_MEMORY_PINNING_FAILED: return "pinning GPU memory failed";
-        case CU_FILE_BATCH_FULL: return "batch queue full";
-        case CU_FILE_ASYNC_NOT_SUPPORTED: return "stream IO not supported";
-        case CU_FILE_INTERNAL_BATCH_SETUP_ERROR: return "batch set-up failed inside the library; try again";
-        case CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR: return "batch submission failed inside the library; try again";
-        case CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR: return "batch status query failed inside the library; try again";
-        case CU_FILE_INTERNAL_BATCH_CANCEL_ERROR: return "batch cancel failed inside the library; try again";
-        case CU_FILE_NOMEM_ERROR: return "out of memory; try again";
+        case CU_FILE_BATCH_FULL: return "the batch is full";
+        case CU_FILE_ASYNC_NOT_SUPPORTED: return "stream-ordered IO is not supported";
+        case CU_FILE_INTERNAL_BATCH_SETUP_ERROR: return "batch setup failed inside the library; retry";
+        case CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR: return "batch submission failed inside the library; retry";
+        case CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR: return "batch status failed inside the library; retry";
+        case CU_FILE_INTERNAL_BATCH_CANCEL_ERROR: return "batch cancel failed inside the library; retry";
+        case CU_FILE_NOMEM_ERROR: return "out of memory; retry";
         case CU_FILE_IO_ERROR: return "IO error";
         case CU_FILE_INTERNAL_BUF_REGISTER_ERROR: return "buffer registration failed inside the library";
         case CU_FILE_HASH_OPR_ERROR: return "lookup table operation failed";
-        case CU_FILE_INVALID_CONTEXT_ERROR: return "invalid CUDA context";
+        case CU_FILE_INVALID_CONTEXT_ERROR: return "invalid context";
         case CU_FILE_NVFS_INTERNAL_DRIVER_ERROR: return "storage driver internal error";
-        case CU_FILE_BATCH_NOCOMPAT_ERROR: return "batch needs compat mode, which is off";
-        case CU_FILE_IO_MAX_ERROR: return "largest status code (not an error of its own)";
-        default: return "unknown cuFile status";
+        case CU_FILE_BATCH_NOCOMPAT_ERROR: return "compatibility mode is off";
+        case CU_FILE_IO_MAX_ERROR: return "largest cuFile error code";
+        default: return "unknown cuFile error";
     }
 }
 

@@ -290,10 +290,18 @@ fn build_and_run(build: &Build, filter: Option<&str>) -> Result<Report, String> 
     }
 
     if filter.is_none() || !cufile_programs.is_empty() {
-        for (check, result) in cufile::check_exports(
+        let mut checks = cufile::check_exports(
             &lib_dir.join("libcufile.so"),
             &root.join(cufile::SYMBOLS_FILE),
-        ) {
+        );
+        checks.push((
+            "status texts",
+            cufile::check_status_texts(
+                &root.join(cufile::HEADER),
+                &root.join(cufile::STATUS_TEXTS_FILE),
+            ),
+        ));
+        for (check, result) in checks {
             match result {
                 Ok(()) => {
                     println!("c-tests: libcufile.so.0 {check}: ok");

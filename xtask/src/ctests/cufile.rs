@@ -8,7 +8,9 @@
 //! Before the programs run, [`check_exports`] reads the built library's dynamic section and
 //! symbol table (`readelf`, from binutils beside the C compiler) and compares them with
 //! [`SYMBOLS_FILE`]: exactly the listed functions defined (no hipFile entry point, no Rust
-//! symbol), none of them versioned, and the SONAME `libcufile.so.0`, as NVIDIA's library has.
+//! symbol), none of them versioned, and the SONAME `libcufile.so.0`, as NVIDIA's library has;
+//! and [`check_status_texts`] holds the header's `static inline cufileop_status_error` to the
+//! crate's table of texts ([`STATUS_TEXTS_FILE`]), so the two cannot drift apart.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -219,6 +221,94 @@ pub(super) fn check_exports(
     checks
 }
 
+/// The crate's table of status texts, which the header's `cufileop_status_error` must repeat.
+pub(super) const STATUS_TEXTS_FILE: &str = "hipfile-cufile/src/status.rs";
+
+/// The header that declares the cuFile ABI.
+pub(super) const HEADER: &str = "hipfile-cufile/include/cufile.h";
+
+/// The string literals of `text`, in order (no escapes in the texts compared here).
+fn string_literals(text: &str) -> Vec<&str> {
+    text.split('"').skip(1).step_by(2).collect()
+}
+
+/// `(enumerator, text)` of each `case NAME: return "TEXT";` of the header's
+/// `cufileop_status_error`, and `("default", TEXT)` for its default.
+pub(super) fn header_status_texts(header: &str) -> Vec<(String, String)> {
+    header
+        .lines()
+        .map(str::trim)
+        .filter_map(|line| {
+            let (label, rest) = line.split_once(": return ")?;
+            let name = label.strip_prefix("case ").unwrap_or(label);
+            let text = string_literals(rest).first()?.to_string();
+            (name.starts_with("CU_FILE_") || name == "default").then(|| (name.to_string(), text))
+        })
+        .collect()
+}
+
+/// The same pairs from the crate's `STATUS_TEXTS` (enumerator and text literals in turn) and
+/// `UNKNOWN_STATUS_TEXT` (as `default`).
+pub(super) fn crate_status_texts(status_rs: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    if let Some(start) = status_rs.find("pub const STATUS_TEXTS") {
+        let table = &status_rs[start..];
+        let table = &table[..table.find("];").unwrap_or(table.len())];
+        let literals = string_literals(table);
+        for pair in literals.chunks(2) {
+            if let [name, text] = pair {
+                pairs.push((name.to_string(), text.to_string()));
+            }
+        }
+    }
+    if let Some(line) = status_rs
+        .lines()
+        .find(|l| l.contains("pub const UNKNOWN_STATUS_TEXT"))
+    {
+        if let Some(text) = string_literals(line).first() {
+            pairs.push(("default".to_string(), text.to_string()));
+        }
+    }
+    pairs
+}
+
+/// The check that the header's texts are the crate's, entry for entry.
+pub(super) fn check_status_texts(header: &Path, status_rs: &Path) -> Result<(), String> {
+    let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+    let in_header = header_status_texts(&read(header)?);
+    let in_crate = crate_status_texts(&read(status_rs)?);
+    if in_crate.is_empty() {
+        return Err(format!(
+            "{} has no STATUS_TEXTS table to compare",
+            status_rs.display()
+        ));
+    }
+    if in_header == in_crate {
+        return Ok(());
+    }
+    let lines: Vec<String> = in_crate
+        .iter()
+        .filter(|e| !in_header.contains(e))
+        .map(|(n, t)| format!("- {n}: {t:?} (crate, not header)"))
+        .chain(
+            in_header
+                .iter()
+                .filter(|e| !in_crate.contains(e))
+                .map(|(n, t)| format!("+ {n}: {t:?} (header, not crate)")),
+        )
+        .collect();
+    Err(format!(
+        "cufileop_status_error in {} differs from {}:\n      {}",
+        header.display(),
+        status_rs.display(),
+        if lines.is_empty() {
+            "the same entries in another order".to_string()
+        } else {
+            lines.join("\n      ")
+        }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,5 +404,34 @@ Dynamic section at offset 0x2d0e0 contains 27 entries:
             .map(str::to_string)
             .collect();
         assert_eq!(listed(&list), declared);
+    }
+
+    #[test]
+    fn status_texts_are_read_from_the_header_and_the_crate_alike() {
+        let header =
+            "    switch (status) {\n        case CU_FILE_SUCCESS: return \"success\";\n        \
+                      case CU_FILE_INVALID_VALUE: return \"invalid argument\";\n        \
+                      default: return \"unknown cuFile error\";\n    }\n";
+        let crate_rs = "pub const STATUS_TEXTS: &[(i32, &str, &str)] = &[\n    (0, \"CU_FILE_SUCCESS\", \"success\"),\n    (\n        5022,\n        \"CU_FILE_INVALID_VALUE\",\n        \"invalid argument\",\n    ),\n];\npub const UNKNOWN_STATUS_TEXT: &str = \"unknown cuFile error\";\n";
+        let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let want = pairs(&[
+            ("CU_FILE_SUCCESS", "success"),
+            ("CU_FILE_INVALID_VALUE", "invalid argument"),
+            ("default", "unknown cuFile error"),
+        ]);
+        assert_eq!(header_status_texts(header), want);
+        assert_eq!(crate_status_texts(crate_rs), want);
+        let drifted = crate_rs.replace("\"invalid argument\"", "\"bad argument\"");
+        assert_ne!(crate_status_texts(&drifted), want);
+    }
+
+    #[test]
+    fn the_header_repeats_the_crates_status_texts() {
+        let root = crate::workspace::root();
+        check_status_texts(&root.join(HEADER), &root.join(STATUS_TEXTS_FILE)).unwrap();
     }
 }
