@@ -17,7 +17,7 @@
 //! and stop hold for the driver's current opening only.
 
 use std::ffi::c_int;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use hipfile::capi::{self, guarded_pair, result_pair, Door, StatusPair};
 use hipfile_core::{limits, DirectionCounts, GpuCounts, OpCount, Session, StatsSnapshot};
@@ -28,8 +28,9 @@ use crate::types::*;
 /// What the controls changed, for one opening of the driver (its session).
 #[derive(Default)]
 struct Control {
-    /// The session these apply to (compared by address); another session starts afresh.
-    session: usize,
+    /// The session these apply to; another session starts afresh. (A weak reference keeps the
+    /// session's allocation, so a later session never shares its address.)
+    session: Weak<Session>,
     /// The counters at the last reset.
     baseline: Option<StatsSnapshot>,
     /// The counters (since the baseline) at the last stop, while stopped.
@@ -38,7 +39,7 @@ struct Control {
 
 fn control() -> std::sync::MutexGuard<'static, Control> {
     static CONTROL: Mutex<Control> = Mutex::new(Control {
-        session: 0,
+        session: Weak::new(),
         baseline: None,
         frozen: None,
     });
@@ -54,10 +55,9 @@ fn session() -> Result<Arc<Session>, CUfileError_t> {
 /// The control of `session`, reset when it belongs to an earlier opening.
 fn control_of(session: &Arc<Session>) -> std::sync::MutexGuard<'static, Control> {
     let mut c = control();
-    let id = Arc::as_ptr(session) as usize;
-    if c.session != id {
+    if !std::ptr::eq(c.session.as_ptr(), Arc::as_ptr(session)) {
         *c = Control {
-            session: id,
+            session: Arc::downgrade(session),
             ..Control::default()
         };
     }

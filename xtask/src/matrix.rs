@@ -82,6 +82,7 @@ pub const MATRIX: &[Row] = &[
     row(FACADE, Features::Only("fastpath")),
     row(FACADE, Features::Only("fallback")),
     row(FACADE, Features::Only("")),
+    row("hipfile-cufile", Features::Default),
     row("hipfile-cli", Features::Default),
     row("hipfile-examples", Features::Default),
     // With both built-in backends `bounce` ranks last; with the fastpath alone it is the staged

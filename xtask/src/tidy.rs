@@ -127,6 +127,12 @@ const SEAMS: &[(&str, &[&str])] = &[
         "hipfile-simcuda",
         &["hipfile-hip", "hipfile-core", "hipfile-testkit"],
     ),
+    // cuFile's C ABI: a front door over the facade's C ABI bodies, never a backend crate of its
+    // own (the facade's `backends()` picks them).
+    (
+        "hipfile-cufile",
+        &["hipfile", "hipfile-core", "hipfile-hip"],
+    ),
 ];
 
 const BACKEND_CRATES: &[&str] = &["hipfile-fallback", "hipfile-fastpath"];

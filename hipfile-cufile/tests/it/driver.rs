@@ -80,3 +80,26 @@ fn properties_convert_with_saturation() {
     assert_eq!(c.per_buffer_cache_size, 4096);
     assert_eq!(c.nvfs.max_direct_io_size, 16384);
 }
+
+/// The simulated GPU is no PCI device: no BAR to report. Bad indices and a closed driver get
+/// cuFile's codes.
+#[test]
+fn bar_size_answers_for_the_device_it_is_asked_about() {
+    let _s = Session::start();
+    let mut kb = 7usize;
+    // SAFETY: a live size_t; NULL where it must be refused.
+    unsafe {
+        assert_eq!(
+            cuFileGetBARSizeInKB(0, &mut kb),
+            op(CU_FILE_DRIVER_NOT_INITIALIZED)
+        );
+        assert_eq!(cuFileDriverOpen(), SUCCESS);
+        assert_eq!(cuFileGetBARSizeInKB(-1, &mut kb), op(CU_FILE_INVALID_VALUE));
+        assert_eq!(cuFileGetBARSizeInKB(64, &mut kb), op(CU_FILE_INVALID_VALUE));
+        assert_eq!(
+            cuFileGetBARSizeInKB(0, &mut kb),
+            op(CU_FILE_PLATFORM_NOT_SUPPORTED)
+        );
+    }
+    assert_eq!(kb, 7, "nothing written on failure");
+}
