@@ -645,22 +645,53 @@ bar_size_no_such_gpu(void)
     return got_pair(cuFileGetBARSizeInKB(1000, &bar));
 }
 
+static void
+open_or_exit(void)
+{
+    if (cuFileDriverOpen().err != CU_FILE_SUCCESS) {
+        setup_failed("cuFileDriverOpen");
+    }
+}
+
+static outcome
+p2p_get_closed(void)
+{
+    CUfileP2PFlags_t flags;
+    return got_pair(cuFileDriverGetP2PFlags(CU_FILE_NVME_SUPPORTED, &flags));
+}
+
+static outcome
+p2p_set_closed(void)
+{
+    return got_pair(cuFileDriverSetP2PFlags(CU_FILE_NVME_SUPPORTED, CU_FILE_P2P_FLAG_PCI_P2PDMA));
+}
+
 static outcome
 p2p_get_null(void)
 {
+    open_or_exit();
     return got_pair(cuFileDriverGetP2PFlags(CU_FILE_NVME_SUPPORTED, NULL));
 }
 
 static outcome
 p2p_status_flag_out_of_range(void)
 {
+    open_or_exit();
     CUfileP2PFlags_t flags;
     return got_pair(cuFileDriverGetP2PFlags((CUfileDriverStatusFlags_t)99, &flags));
 }
 
 static outcome
+p2p_set_status_flag_out_of_range(void)
+{
+    open_or_exit();
+    return got_pair(cuFileDriverSetP2PFlags((CUfileDriverStatusFlags_t)99, CU_FILE_P2P_FLAG_PCI_P2PDMA));
+}
+
+static outcome
 p2p_set_unknown_bits(void)
 {
+    open_or_exit();
     return got_pair(cuFileDriverSetP2PFlags(CU_FILE_NVME_SUPPORTED, (CUfileP2PFlags_t)0x100));
 }
 
@@ -948,9 +979,14 @@ static const bad_case CASES[] = {
     {"param/slab-array-negative-length", CODE(CU_FILE_INVALID_VALUE), CU, param_slabs_negative_length},
     {"param/bar-size-null", CODE(CU_FILE_INVALID_VALUE), CU, bar_size_null},
     {"param/bar-size-no-such-gpu", CODE(CU_FILE_INVALID_VALUE), CU, bar_size_no_such_gpu},
+    {"p2p/get-driver-closed", CODE(CU_FILE_DRIVER_NOT_INITIALIZED), CU, p2p_get_closed},
+    {"p2p/set-driver-closed", CODE(CU_FILE_DRIVER_NOT_INITIALIZED), CU, p2p_set_closed},
     {"p2p/get-null", CODE(CU_FILE_INVALID_VALUE), CU, p2p_get_null},
-    {"p2p/status-flag-99", CODE(CU_FILE_INVALID_VALUE), CU, p2p_status_flag_out_of_range},
-    {"p2p/set-unknown-bits", CODE(CU_FILE_INVALID_VALUE), CU, p2p_set_unknown_bits},
+    {"p2p/get-status-flag-99", CODE(CU_FILE_INVALID_VALUE), CU, p2p_status_flag_out_of_range},
+    {"p2p/set-status-flag-99", CODE(CU_FILE_INVALID_VALUE), CU, p2p_set_status_flag_out_of_range},
+    {"p2p/set-unknown-bits", CODE(CU_FILE_INVALID_VALUE),
+     "hipfile-rs: cuFile documents CU_FILE_P2P_FLAG_NOT_SUPPORTED, which no cufile.h gives a value",
+     p2p_set_unknown_bits},
     {"stats/set-level-4", CODE(CU_FILE_INVALID_VALUE), CU, stats_level_out_of_range},
     {"stats/get-level-null", CODE(CU_FILE_INVALID_VALUE), CU, stats_get_level_null},
     {"stats/l1-null", CODE(CU_FILE_INVALID_VALUE), CU, stats_l1_null},
