@@ -16,16 +16,17 @@
  *    set for OS-level and argument errors, or a negated CUfileOpError.
  *
  * CUDA types: the header needs only CUresult and CUstream from CUDA. When
- * <cuda.h> was included first, its types are used; otherwise the header
+ * <cuda.h> was included first, or is on the include path (then this header
+ * includes it, as cuFile's does), its types are used; otherwise the header
  * declares CUresult as `int` (the size of CUDA's enum) and CUstream as
  * CUDA's pointer to `struct CUstream_st`, so that it builds on a machine
- * without CUDA's headers. A translation unit that uses both should include
- * <cuda.h> before this header.
+ * without CUDA's headers.
  */
 
 #ifndef HIPFILE_CUFILE_H
 #define HIPFILE_CUFILE_H
 
+#include <arpa/inet.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,7 +34,15 @@
 #include <sys/types.h>
 #include <time.h>
 
-/* __cuda_cuda_h__ is the include guard of CUDA's <cuda.h>. */
+/* __cuda_cuda_h__ is the include guard of CUDA's <cuda.h>. Where CUDA's headers are on the include
+ * path, <cuda.h> is included, as cuFile's header does, so that a program may include <cuda.h>
+ * after this header and may use what cuFile's header brings in (CUDA_SUCCESS, ...); define
+ * HIPFILE_CUFILE_NO_CUDA_H to leave it out. */
+#if !defined(__cuda_cuda_h__) && !defined(HIPFILE_CUFILE_NO_CUDA_H) && defined(__has_include)
+#if __has_include(<cuda.h>)
+#include <cuda.h>
+#endif
+#endif
 #ifndef __cuda_cuda_h__
 typedef int                CUresult;
 typedef struct CUstream_st *CUstream;
