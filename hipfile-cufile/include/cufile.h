@@ -329,7 +329,8 @@ ssize_t cuFileWrite(CUfileHandle_t fh, const void *bufPtr_base, size_t size, off
 /* ---------------------------------------------------------------------- */
 
 CUfileError_t cuFileDriverOpen(void);
-/* The symbol of cuFile releases before 1.6; calls compiled against this header go to _v2. */
+/* The symbol programs built against older cuFile headers call; calls compiled against this header
+ * go to cuFileDriverClose_v2. */
 CUfileError_t cuFileDriverClose(void);
 #define cuFileDriverClose cuFileDriverClose_v2
 CUfileError_t cuFileDriverClose_v2(void);

@@ -275,7 +275,7 @@ main(int argc, char **argv)
     p_handle_deregister(fh);
     expect_status(p_driver_open(), CU_FILE_SUCCESS, "a second cuFileDriverOpen");
     check(p_use_count() == 2, "cuFileUseCount counts each open", "%ld", p_use_count());
-    expect_status(legacy_close(), CU_FILE_SUCCESS, "cuFileDriverClose (the pre-1.6 symbol)");
+    expect_status(legacy_close(), CU_FILE_SUCCESS, "cuFileDriverClose (the symbol older headers name)");
     expect_status(p_driver_close_v2(), CU_FILE_SUCCESS, "cuFileDriverClose_v2");
     check(p_use_count() == 0, "the driver is closed after as many closes as opens", "%ld", p_use_count());
 
