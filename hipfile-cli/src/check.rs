@@ -16,7 +16,10 @@ use std::sync::Arc;
 
 use clap::Args;
 use hipfile_core::stats_server::StatsService;
-use hipfile_core::{mount_table, CompatMode, DirectIoPolicy, Environment, FsFacts, FsKind, IoPath};
+use hipfile_core::{
+    mount_table, CompatMode, DirectIoPolicy, Environment, FsFacts, FsKind, IoPath, IoPolicy,
+    P2pMechanism, P2pMechanisms,
+};
 use hipfile_hip::{GpuRuntime, Platform};
 
 use crate::platform::open_runtime;
@@ -78,6 +81,10 @@ struct Started {
     pin_own_context: bool,
     /// Where the driver serves its statistics, or why not.
     stats: StatsService,
+    /// The policy file handles are registered with unless they name one (`HIPFILE_IO_POLICY`).
+    default_policy: IoPolicy,
+    /// The direct mechanisms the driver may use (`HIPFILE_P2P_MECHANISMS`).
+    p2p_mechanisms: P2pMechanisms,
 }
 
 impl Started {
@@ -103,6 +110,43 @@ impl Started {
     fn has(&self, path: IoPath) -> bool {
         self.backends.iter().any(|(_, p)| *p == path)
     }
+
+    /// The line that says which direct mechanisms the driver may use, which one this platform
+    /// has (`p2p`: its P2P driver), and whether the mask leaves it out.
+    fn mechanisms_line(&self, p2p: &Result<&'static str, String>) -> String {
+        let available = match p2p {
+            Ok(driver) => P2pMechanism::of_driver(driver).map_or(*driver, P2pMechanism::name),
+            Err(_) => "none",
+        };
+        let masked = match p2p {
+            Ok(driver) if !self.p2p_mechanisms.allows_driver(driver) => {
+                " (not allowed: the fastpath declines every request)"
+            }
+            _ => "",
+        };
+        format!(
+            "allowed {} (HIPFILE_P2P_MECHANISMS); available here: {available}{masked}",
+            self.p2p_mechanisms
+        )
+    }
+
+    /// The line that says what a file handle's requests get unless its registration names a
+    /// policy.
+    fn policy_line(&self) -> String {
+        match self.default_policy {
+            IoPolicy::Fallback => "fallback: the staged engine runs what the direct path \
+                                   declines (HIPFILE_IO_POLICY)"
+                .to_string(),
+            IoPolicy::DirectOnly => "direct_only: requests the direct path declines fail with \
+                                     hipFileIONotSupported (HIPFILE_IO_POLICY)"
+                .to_string(),
+        }
+    }
+
+    /// Whether the mask lets the platform's P2P driver named `driver` serve.
+    fn allows(&self, driver: &str) -> bool {
+        self.p2p_mechanisms.allows_driver(driver)
+    }
 }
 
 #[derive(Debug)]
@@ -120,7 +164,9 @@ impl Findings {
 
     /// Whether the fastpath can serve IO somewhere on this machine.
     pub fn fastpath_possible(&self) -> bool {
-        let p2p = matches!(&self.platform, Ok(p) if p.p2p.is_ok());
+        let p2p = matches!(&self.platform, Ok(p) if p.p2p.as_ref().is_ok_and(|driver| {
+            p.backends.as_ref().map_or(true, |started| started.allows(driver))
+        }));
         let fs_ok = self
             .filesystems
             .iter()
@@ -190,6 +236,8 @@ fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Started, String> {
         },
         pin_own_context: settings.page_cache_pin_own_context,
         stats: session.stats_service(),
+        default_policy: settings.default_io_policy,
+        p2p_mechanisms: settings.p2p_mechanisms,
     })
 }
 
@@ -310,6 +358,11 @@ pub fn to_json(f: &Findings) -> Value {
             "backends": p.backends.as_ref().ok().map(|b| b.backends.iter().map(|(name, _)| *name).collect::<Vec<_>>()),
             "page_cache_pin_budget_bytes": p.backends.as_ref().ok().map(|b| b.page_cache_pins),
             "stats_socket": p.backends.as_ref().ok().map(|b| b.stats.to_json()),
+            "default_io_policy": p.backends.as_ref().ok().map(|b| b.default_policy.name()),
+            "p2p_mechanisms_allowed": p.backends.as_ref().ok().map(|b| b.p2p_mechanisms.names()),
+            "p2p_mechanism_available": p.p2p.as_ref().ok().map(|driver| {
+                P2pMechanism::of_driver(driver).map_or(*driver, P2pMechanism::name)
+            }),
             "driver_open_error": p.backends.as_ref().err(),
         }),
         Err(why) => json!({ "platform": null, "error": why.join("; "), "passed_over": why }),
@@ -392,9 +445,16 @@ fn read_mode(platform: &Result<PlatformFacts, Vec<String>>, fs: &FsFinding) -> R
     };
     let direct_fs = fs.verdict.is_ok() && !matches!(fs.o_direct, Some(Err(_)));
     if let Ok(driver) = p.p2p {
-        if direct_fs && started.has(IoPath::Direct) && !started.compat.forced {
+        if direct_fs
+            && started.has(IoPath::Direct)
+            && !started.compat.forced
+            && started.allows(driver)
+        {
             return ReadMode::P2p(driver);
         }
+    }
+    if started.default_policy == IoPolicy::DirectOnly {
+        return ReadMode::Refused("the default policy is direct only");
     }
     if !started.has(IoPath::Staged) {
         return ReadMode::Refused("no staged backend started");
@@ -513,6 +573,8 @@ fn table_text(f: &Findings) -> String {
                         .collect();
                     say(format!("backends:     {}", named.join(", ")));
                     say(format!("page cache:   {}", started.pins_line()));
+                    say(format!("direct:       {}", started.mechanisms_line(&p.p2p)));
+                    say(format!("IO policy:    {}", started.policy_line()));
                     say(format!(
                         "statistics:   {}",
                         stats_line(Some(&started.stats), &f.stats_dir)
@@ -616,6 +678,8 @@ mod tests {
             page_cache_pins: 2 << 30,
             pin_own_context: true,
             stats: StatsService::Off,
+            default_policy: IoPolicy::Fallback,
+            p2p_mechanisms: P2pMechanisms::ALL,
         };
         assert!(started.pins_line().contains("up to 2048 MiB"));
         assert!(started.pins_line().contains("PIN_CONTEXT=own"));
@@ -712,6 +776,8 @@ mod tests {
                 page_cache_pins: 16 << 30,
                 pin_own_context: true,
                 stats: StatsService::Off,
+                default_policy: IoPolicy::Fallback,
+                p2p_mechanisms: P2pMechanisms::ALL,
             }),
         })
     }
@@ -721,6 +787,75 @@ mod tests {
         allowed: true,
         forced: false,
     };
+
+    fn started(p: &mut Result<PlatformFacts, Vec<String>>) -> &mut Started {
+        p.as_mut().unwrap().backends.as_mut().unwrap()
+    }
+
+    #[test]
+    fn the_mask_and_the_default_policy_decide_the_read_mode_and_are_listed() {
+        let xfs = mount("/data", FsKind::Xfs, Some(Ok(())));
+        let mut amd = platform(Some("amd-kfd"), &BOTH, COMPAT_ON, DirectIoPolicy::Auto);
+        let findings = |platform| Findings {
+            platform,
+            filesystems: vec![mount("/data", FsKind::Xfs, Some(Ok(())))],
+            stats_dir: Err("none".into()),
+        };
+        assert_eq!(read_mode(&amd, &xfs), ReadMode::P2p("amd-kfd"));
+        started(&mut amd).p2p_mechanisms = P2pMechanisms::of(&[P2pMechanism::NvidiaFs]);
+        assert_eq!(
+            read_mode(&amd, &xfs),
+            ReadMode::Staged(StagedAccess::ODirectWhenCold)
+        );
+        started(&mut amd).default_policy = IoPolicy::DirectOnly;
+        assert_eq!(
+            read_mode(&amd, &xfs).label(),
+            "none: the default policy is direct only"
+        );
+        let text = table_text(&findings(amd));
+        assert!(
+            text.contains(
+                "direct:       allowed nvidia_fs (HIPFILE_P2P_MECHANISMS); available here: \
+                 amd_kfd (not allowed: the fastpath declines every request)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("IO policy:    direct_only: "), "{text}");
+        assert!(findings(platform(
+            Some("amd-kfd"),
+            &BOTH,
+            COMPAT_ON,
+            DirectIoPolicy::Auto
+        ))
+        .fastpath_possible());
+        let mut masked = platform(Some("amd-kfd"), &BOTH, COMPAT_ON, DirectIoPolicy::Auto);
+        started(&mut masked).p2p_mechanisms = P2pMechanisms::NONE;
+        let masked = findings(masked);
+        assert!(
+            !masked.fastpath_possible(),
+            "a masked mechanism serves nothing"
+        );
+        let json = to_json(&masked);
+        assert_eq!(json["platform"]["default_io_policy"], "fallback");
+        assert_eq!(
+            json["platform"]["p2p_mechanisms_allowed"],
+            serde_json::json!([])
+        );
+        assert_eq!(json["platform"]["p2p_mechanism_available"], "amd_kfd");
+        let text = table_text(&findings(platform(
+            Some("sim"),
+            &BOTH,
+            COMPAT_ON,
+            DirectIoPolicy::Auto,
+        )));
+        assert!(
+            text.contains(
+                "allowed amd_kfd,nvidia_fs,sim (HIPFILE_P2P_MECHANISMS); available here: sim\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("IO policy:    fallback: "), "{text}");
+    }
 
     #[test]
     fn the_read_mode_is_p2p_only_where_the_fastpath_takes_the_filesystem() {

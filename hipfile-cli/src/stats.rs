@@ -423,6 +423,9 @@ pub fn render(doc: &Value, previous: Option<(&Value, Duration)>) -> String {
             let _ = writeln!(s, "    failed over to: {line}");
         }
     }
+    if let Some(line) = policy_line(doc) {
+        let _ = writeln!(s, "{line}");
+    }
     if let Some(api) = doc.get("api").and_then(Value::as_object) {
         let calls: Vec<String> = api
             .iter()
@@ -451,6 +454,29 @@ pub fn render(doc: &Value, previous: Option<(&Value, Duration)>) -> String {
         let _ = writeln!(s, "{line}");
     }
     s
+}
+
+/// The direct mechanisms the driver may use and the requests a direct-only file handle
+/// refused; `None` for a document of a driver that reports neither.
+fn policy_line(doc: &Value) -> Option<String> {
+    let mechanisms = doc.get("p2p_mechanisms").and_then(Value::as_array);
+    let refused = doc.get("refused_by_policy").and_then(Value::as_u64);
+    if mechanisms.is_none() && refused.is_none() {
+        return None;
+    }
+    let allowed = match mechanisms {
+        Some(list) if list.is_empty() => "none".to_string(),
+        Some(list) => list
+            .iter()
+            .map(|m| printable(m.as_str().unwrap_or("?")).into_owned())
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => "?".to_string(),
+    };
+    Some(format!(
+        "direct mechanisms allowed: {allowed}; refused by a direct-only policy: {}",
+        refused.unwrap_or(0)
+    ))
 }
 
 /// A backend's counter in words: bytes for the ones named so (`..._bytes`), a count for the
@@ -559,6 +585,27 @@ mod tests {
             view.contains("3 ops, 2.9 MiB, 1.0 MB/s, 1 errors"),
             "{view}"
         );
+    }
+
+    #[test]
+    fn the_view_shows_the_mechanisms_allowed_and_the_policy_refusals() {
+        let mut now = doc(4_000_000, 3_000_000);
+        assert!(
+            !render(&now, None).contains("direct mechanisms"),
+            "a document without them shows no such line"
+        );
+        now["p2p_mechanisms"] = serde_json::json!(["amd_kfd", "sim"]);
+        now["refused_by_policy"] = serde_json::json!(3);
+        let view = render(&now, None);
+        assert!(
+            view.contains(
+                "direct mechanisms allowed: amd_kfd, sim; refused by a direct-only policy: 3"
+            ),
+            "{view}"
+        );
+        now["p2p_mechanisms"] = serde_json::json!([]);
+        let view = render(&now, None);
+        assert!(view.contains("direct mechanisms allowed: none;"), "{view}");
     }
 
     #[test]

@@ -6,15 +6,21 @@
 //! knows, cached for the life of the process. Settings ([`Settings`]) are what the cuFile-style
 //! parameter API stages while the driver is closed and what the open driver runs with.
 
+use std::cell::RefCell;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 pub use hipfile_hip::EventWait;
 use hipfile_hip::PlatformOptions;
 
 use crate::logging::{LogLevel, LOG_FILE_ENV, LOG_LEVEL_ENV};
+use crate::policy::{IoPolicy, P2pMechanisms};
 
 /// The environment variable that selects and orders the backends (comma separated names).
 pub const BACKENDS_ENV: &str = "HIPFILE_BACKENDS";
+
+/// The environment variable that names cuFile's configuration file (else `/etc/cufile.json`),
+/// read only by a driver told to ([`crate::cufile_config`]).
+pub const CUFILE_JSON_PATH_ENV: &str = "CUFILE_ENV_PATH_JSON";
 
 /// Everything hipfile-rs takes from the environment, as plain data read through one lookup: the
 /// switches upstream hipFile reads ([`EnvConfig`]), the backend selection (`HIPFILE_BACKENDS`),
@@ -35,17 +41,45 @@ pub struct Environment {
     pub settings: Settings,
     /// Which GPU platform to open and how ([`PlatformOptions::from_lookup`]).
     pub platform: PlatformOptions,
+    /// `CUFILE_ENV_PATH_JSON`: the cuFile configuration file to read in place of
+    /// `/etc/cufile.json`, for a driver told to read one ([`crate::cufile_config`]).
+    pub cufile_json_path: Option<String>,
+    /// The variables [`Settings::from_lookup`] found set, as (name, value), in the order it read
+    /// them: replayed over cuFile's configuration file so that they win over it
+    /// ([`Settings::with_lookup`]).
+    pub settings_variables: Vec<(String, String)>,
 }
 
 impl Environment {
     /// Read every part through `lookup` (a variable's name to its value, `None` when unset).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let found = RefCell::new(Vec::new());
+        let settings = Settings::from_lookup(|name| {
+            let value = lookup(name);
+            if let Some(v) = &value {
+                found.borrow_mut().push((name.to_string(), v.clone()));
+            }
+            value
+        });
         Environment {
             switches: EnvConfig::from_lookup(&lookup),
             backends: lookup(BACKENDS_ENV),
-            settings: Settings::from_lookup(&lookup),
+            settings,
             platform: PlatformOptions::from_lookup(&lookup),
+            cufile_json_path: lookup(CUFILE_JSON_PATH_ENV),
+            settings_variables: found.into_inner(),
         }
+    }
+
+    /// `settings` with the variables of this environment that set them applied over them, as
+    /// [`Settings::from_lookup`] applies them over the defaults.
+    pub fn settings_over(&self, settings: Settings) -> Settings {
+        settings.with_lookup(|name| {
+            self.settings_variables
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        })
     }
 
     /// The process environment, read at the first call and cached for the life of the process
@@ -266,6 +300,14 @@ pub struct Settings {
     pub log_file_path: String,
     /// cuFile's log directory. Stored and reported: the log goes to `log_file_path` or stderr.
     pub log_dir: String,
+    /// The direct (P2P) mechanisms the driver may use (`HIPFILE_P2P_MECHANISMS`, a comma
+    /// separated list of `amd_kfd`, `nvidia_fs`, `sim`, or `all`/`none`; cuFile's
+    /// `cuFileDriverSetP2PFlags` through [`P2pMechanisms::from_cufile_flags`]). Default: all.
+    /// The fastpath declines when the platform's mechanism is not in the set.
+    pub p2p_mechanisms: P2pMechanisms,
+    /// The policy a file handle is registered with unless its registration names one
+    /// (`HIPFILE_IO_POLICY`: `fallback`, the default, or `direct_only`).
+    pub default_io_policy: IoPolicy,
 }
 
 /// The most IO workers started by default. A worker copies page-cache data into staging memory
@@ -309,6 +351,8 @@ impl Default for Settings {
             logging_level: LogLevel::Off,
             log_file_path: String::new(),
             log_dir: String::new(),
+            p2p_mechanisms: P2pMechanisms::ALL,
+            default_io_policy: IoPolicy::Fallback,
         }
     }
 }
@@ -410,12 +454,18 @@ impl Settings {
     /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
     /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers),
     /// `HIPFILE_DIRECT_IO` (`auto`, `never`, `always`), `HIPFILE_EVENT_WAIT` (`yield`, `sync`),
-    /// `HIPFILE_PAGE_CACHE_PIN_CONTEXT` (`own`, `shared`) and `HIPFILE_STREAM_MEMOPS_BYPASS` (a
-    /// switch), and the log's `HIPFILE_LOG_LEVEL` (see
+    /// `HIPFILE_PAGE_CACHE_PIN_CONTEXT` (`own`, `shared`), `HIPFILE_STREAM_MEMOPS_BYPASS` (a
+    /// switch), `HIPFILE_P2P_MECHANISMS` and `HIPFILE_IO_POLICY`, and the log's `HIPFILE_LOG_LEVEL` (see
     /// [`LogLevel::parse`]) and `HIPFILE_LOG_FILE`. Values that do not parse are ignored. The
     /// parameter API changes these settings further before the driver opens.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let mut s = Settings::default();
+        Settings::default().with_lookup(lookup)
+    }
+
+    /// These settings with the environment's overrides read through `lookup` applied over them,
+    /// as [`Settings::from_lookup`] applies them over the defaults.
+    pub fn with_lookup(self, lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let mut s = self;
         let number = |name: &str| lookup(name).and_then(|v| v.trim().parse::<u64>().ok());
         type Apply = fn(&mut Settings, u64);
         let knobs: [(&str, Apply); 6] = [
@@ -475,6 +525,18 @@ impl Settings {
         }
         if let Some(file) = lookup(LOG_FILE_ENV) {
             s.log_file_path = file;
+        }
+        if let Some(set) = lookup("HIPFILE_P2P_MECHANISMS")
+            .as_deref()
+            .and_then(P2pMechanisms::parse)
+        {
+            s.p2p_mechanisms = set;
+        }
+        if let Some(policy) = lookup("HIPFILE_IO_POLICY")
+            .as_deref()
+            .and_then(IoPolicy::from_name)
+        {
+            s.default_io_policy = policy;
         }
         s
     }
@@ -729,6 +791,29 @@ mod tests {
     }
 
     #[test]
+    fn the_direct_mechanisms_and_the_default_policy_come_from_the_environment() {
+        let s = Settings::from_lookup(lookup(&[]));
+        assert_eq!(s.p2p_mechanisms, P2pMechanisms::ALL);
+        assert_eq!(s.default_io_policy, IoPolicy::Fallback);
+        let s = Settings::from_lookup(lookup(&[
+            ("HIPFILE_P2P_MECHANISMS", "amd_kfd, nvidia_fs"),
+            ("HIPFILE_IO_POLICY", "direct_only"),
+        ]));
+        assert_eq!(s.p2p_mechanisms.names(), ["amd_kfd", "nvidia_fs"]);
+        assert_eq!(s.default_io_policy, IoPolicy::DirectOnly);
+        let s = Settings::from_lookup(lookup(&[
+            ("HIPFILE_P2P_MECHANISMS", "sim,bogus"),
+            ("HIPFILE_IO_POLICY", "sometimes"),
+        ]));
+        assert_eq!(
+            s.p2p_mechanisms,
+            P2pMechanisms::ALL,
+            "a bad list is ignored"
+        );
+        assert_eq!(s.default_io_policy, IoPolicy::Fallback);
+    }
+
+    #[test]
     fn one_lookup_gives_every_part_of_the_environment() {
         let pairs = [
             ("HIPFILE_BACKENDS", "fallback,fastpath"),
@@ -757,6 +842,40 @@ mod tests {
         assert!(e.platform.cufile_force);
         // Nothing set is the defaults of every part.
         assert_eq!(Environment::from_lookup(|_| None), Environment::default());
+    }
+
+    #[test]
+    fn the_environments_settings_variables_apply_again_over_other_settings() {
+        let e = Environment::from_lookup(lookup(&[
+            ("HIPFILE_CHUNK_KB", "1024"),
+            ("HIPFILE_INLINE_KB", "junk"),
+            ("HIPFILE_BACKENDS", "fallback"),
+            ("CUFILE_ENV_PATH_JSON", "/tmp/c.json"),
+        ]));
+        assert_eq!(e.cufile_json_path.as_deref(), Some("/tmp/c.json"));
+        assert!(e
+            .settings_variables
+            .iter()
+            .any(|(n, v)| n == "HIPFILE_CHUNK_KB" && v == "1024"));
+        assert!(
+            !e.settings_variables
+                .iter()
+                .any(|(n, _)| n == "HIPFILE_BACKENDS"),
+            "only what the settings read"
+        );
+        let over = e.settings_over(Settings {
+            per_buffer_cache_size_kb: 64,
+            min_io_threshold_kb: 8,
+            max_io_threads: 2,
+            ..Settings::default()
+        });
+        assert_eq!(over.per_buffer_cache_size_kb, 1024);
+        assert_eq!(
+            over.min_io_threshold_kb, 8,
+            "a value that does not parse sets nothing"
+        );
+        assert_eq!(over.max_io_threads, 2);
+        assert_eq!(e.settings_over(Settings::default()), e.settings);
     }
 
     #[test]

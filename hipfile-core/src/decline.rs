@@ -82,6 +82,9 @@ declines! {
         /// The limit in bytes.
         limit: u64,
     } => "file_size_limit",
+    /// The platform's P2P driver (named) is not among the direct mechanisms the driver may use
+    /// ([`crate::Settings::p2p_mechanisms`]).
+    P2pMechanismMasked(&'static str) => "p2p_masked",
     /// Something else, explained.
     Other(String) => "other",
 }
@@ -113,6 +116,12 @@ impl fmt::Display for Decline {
             Decline::Append => f.write_str("the write appends (O_APPEND descriptor)"),
             Decline::FileSizeLimit { limit } => {
                 write!(f, "the write runs past the file size limit ({limit} bytes)")
+            }
+            Decline::P2pMechanismMasked(driver) => {
+                write!(
+                    f,
+                    "the P2P driver {driver} is not an allowed direct mechanism"
+                )
             }
             Decline::Other(why) => f.write_str(why),
         }

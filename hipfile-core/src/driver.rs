@@ -22,9 +22,11 @@ use rustix::io::Errno;
 
 use crate::batch::{self, BatchEntry, BatchEvent, BatchId, Batches};
 use crate::config::{EnvConfig, Settings};
+use crate::cufile_config;
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::RegisteredFile;
 use crate::options::DriverOptions;
+use crate::policy::{IoPolicy, P2pMechanisms};
 use crate::session::{FileHandleId, Session};
 use crate::snapshot::ApiOp;
 use crate::stats::Channel;
@@ -52,18 +54,24 @@ pub struct Driver {
     next_handle: AtomicU64,
     batches: Batches,
     streams: StreamTable,
+    /// Why every open fails: cuFile's configuration file could not be used.
+    refusal: Option<Error>,
 }
 
 impl Driver {
     /// A closed driver built from `options`.
     pub fn new(options: DriverOptions) -> Self {
-        let staged = options.settings.clone();
+        let (staged, refusal) = match &options.cufile_json {
+            Some(source) => cufile_config::starting_settings(source, &options.settings),
+            None => (options.settings.clone(), None),
+        };
         Driver {
             options,
             state: Mutex::new(State::Closed { staged }),
             next_handle: AtomicU64::new(1),
             batches: Batches::default(),
             streams: StreamTable::default(),
+            refusal,
         }
     }
 
@@ -85,6 +93,10 @@ impl Driver {
             }
             State::Closed { staged } => {
                 crate::logging::configure(staged.logging_level, &staged.log_file_path);
+                if let Some(e) = &self.refusal {
+                    log::warn!("the driver failed to open: {e}");
+                    return Err(e.clone());
+                }
                 let session = Session::start(&self.options, staged).inspect_err(|e| {
                     log::warn!("the driver failed to open: {e}");
                 })?;
@@ -197,12 +209,57 @@ impl Driver {
         }
     }
 
-    /// `hipFileHandleRegister`: checks the descriptor, then opens the driver if needed.
+    /// `hipFileHandleRegister`: checks the descriptor, then opens the driver if needed. The
+    /// handle starts with the settings' [`Settings::default_io_policy`].
     pub fn handle_register(&self, fd: RawFd) -> Result<FileHandleId> {
-        self.counted(ApiOp::HandleRegister, self.handle_register_counted(fd))
-            .inspect_err(|e| {
-                log::warn!("registering descriptor {fd} failed: {e}");
-            })
+        self.handle_register_with_policy(fd, None)
+    }
+
+    /// [`Driver::handle_register`] with the handle's [`IoPolicy`] (`None`: the settings'
+    /// default).
+    pub fn handle_register_with_policy(
+        &self,
+        fd: RawFd,
+        policy: Option<IoPolicy>,
+    ) -> Result<FileHandleId> {
+        self.counted(
+            ApiOp::HandleRegister,
+            self.handle_register_counted(fd, policy),
+        )
+        .inspect_err(|e| {
+            log::warn!("registering descriptor {fd} failed: {e}");
+        })
+    }
+
+    /// Set the [`IoPolicy`] of a registered file handle; requests submitted from now on are
+    /// served under it. An unknown handle is `HandleNotRegistered`, a closed driver
+    /// `DriverNotInitialized`.
+    pub fn handle_set_policy(&self, handle: FileHandleId, policy: IoPolicy) -> Result<()> {
+        self.file(handle)?.set_io_policy(policy);
+        Ok(())
+    }
+
+    /// The [`IoPolicy`] of a registered file handle.
+    pub fn handle_policy(&self, handle: FileHandleId) -> Result<IoPolicy> {
+        Ok(self.file(handle)?.io_policy())
+    }
+
+    /// Set the direct (P2P) mechanisms the driver may use ([`Settings::p2p_mechanisms`]): on
+    /// the open driver for requests validated from now on, on a closed one for its next open.
+    /// (cuFile's `cuFileDriverSetP2PFlags` converts its flags with
+    /// [`P2pMechanisms::from_cufile_flags`].)
+    pub fn set_p2p_mechanisms(&self, mechanisms: P2pMechanisms) {
+        let change = |s: &mut Settings| s.p2p_mechanisms = mechanisms;
+        match &mut *self.lock() {
+            State::Closed { staged } => change(staged),
+            State::Open { session, .. } => session.live_settings().update(change),
+        }
+        log::info!("direct mechanisms allowed: {mechanisms}");
+    }
+
+    /// The direct (P2P) mechanisms the driver may use now.
+    pub fn p2p_mechanisms(&self) -> P2pMechanisms {
+        self.settings().p2p_mechanisms
     }
 
     /// Count API call `op` and its `result` with the open driver's counters (none when it is
@@ -214,8 +271,9 @@ impl Driver {
         result
     }
 
-    fn handle_register_counted(&self, fd: RawFd) -> Result<FileHandleId> {
+    fn handle_register_counted(&self, fd: RawFd, policy: Option<IoPolicy>) -> Result<FileHandleId> {
         let file = RegisteredFile::open(fd)?;
+        file.set_io_policy(policy.unwrap_or_else(|| self.settings().default_io_policy));
         let mut state = self.lock();
         let session = self.open_with(&mut state, false)?;
         session.add_file(fd, file, || {

@@ -5,7 +5,7 @@ use std::any::Any;
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use hipfile_hip::os::FileStamp;
@@ -15,6 +15,7 @@ use rustix::io::Errno;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::IoOp;
+use crate::policy::IoPolicy;
 
 /// Alignment assumed when the kernel does not report one (no STATX_DIOALIGN).
 pub const DEFAULT_DIO_ALIGN: u32 = 4096;
@@ -98,6 +99,9 @@ pub struct RegisteredFile {
     dev: u64,
     ino: u64,
     in_flight: AtomicUsize,
+    /// The handle's [`IoPolicy`]: set means [`IoPolicy::DirectOnly`]. Changeable while
+    /// requests run; each offer of a request to the backends reads it once.
+    direct_only: AtomicBool,
     appending: Mutex<()>,
     /// What a backend keeps per registered file, made on first use and dropped with the
     /// registration (the staged engine's pinned page-cache pages of the file).
@@ -227,6 +231,7 @@ impl RegisteredFile {
             dev: caller.dev,
             ino: caller.ino,
             in_flight: AtomicUsize::new(0),
+            direct_only: AtomicBool::new(false),
             appending: Mutex::new(()),
             backend_state: OnceLock::new(),
         })
@@ -327,6 +332,23 @@ impl RegisteredFile {
     /// The state a backend made with [`RegisteredFile::backend_state`], if it is of type `T`.
     pub fn backend_state_if<T: Any + Send + Sync>(&self) -> Option<&T> {
         self.backend_state.get()?.downcast_ref::<T>()
+    }
+
+    /// How the requests of this file may be served ([`IoPolicy`]; [`IoPolicy::Fallback`] until
+    /// set).
+    pub fn io_policy(&self) -> IoPolicy {
+        if self.direct_only.load(Ordering::Acquire) {
+            IoPolicy::DirectOnly
+        } else {
+            IoPolicy::Fallback
+        }
+    }
+
+    /// Set the policy later requests of this file are served under (requests already handed to
+    /// a backend keep the one they were offered under).
+    pub fn set_io_policy(&self, policy: IoPolicy) {
+        self.direct_only
+            .store(policy == IoPolicy::DirectOnly, Ordering::Release);
     }
 
     /// Number of requests running on this file.

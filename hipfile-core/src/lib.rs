@@ -16,6 +16,7 @@
 //! | `registry` | [`RegistryBuilder`] and [`Registry`]: ranking, the dispatch rule, failover ([`Submitted`], [`Dispatched`]), and [`register_backend!`], the one way a backend crate registers. |
 //! | `backend` | the [`Backend`] trait, [`BackendDescriptor`], [`priority`], [`IoPath`], [`BackendContext`], and a backend's own report ([`BackendReport`], [`Resources`]). |
 //! | `decline` | why a backend will not run a request ([`Decline`], [`DeclineReason`]). |
+//! | `policy` | which paths a request may take: a file handle's [`IoPolicy`] (fall back, or direct only), the driver-wide [`P2pMechanisms`] and their mapping from cuFile's P2P flags ([`cufile_p2p`]). |
 //! | `completion` | how a submitted request finishes: [`Completion`], [`PendingIo`], [`Submit`], [`IoFailure`], and the [`Doorbell`] batches sleep on. |
 //! | [`workers`] | the IO worker pool backends take threads from. |
 //! | `batch` | batches: [`BatchId`], [`BatchEntry`], [`BatchEvent`], their table and reaping. |
@@ -23,6 +24,7 @@
 //! | `stats`, `snapshot`, `routes` | the live counters ([`Stats`]), what they say at one moment ([`StatsSnapshot`]) and its JSON document, and the declines, failures and failovers the registry counts ([`RouteCounters`]). |
 //! | [`stats_server`] | the statistics socket `hipfile stats` reads, and its client side. |
 //! | `config` | configuration: [`Environment`] (the one reader of the process environment), [`EnvConfig`], [`Settings`], [`LiveSettings`], [`limits`], [`MAX_RW_COUNT`]. |
+//! | [`cufile_config`] | cuFile's configuration file (`cufile.json`) for the cuFile door: where it is, its keys onto [`Settings`], between the defaults and the environment. |
 //! | `file`, `io` | registered files ([`RegisteredFile`], filesystem facts), the file IO primitives ([`FileIo`], [`pread_full`], ...) and the direction of a request ([`IoOp`]). |
 //! | `error` | [`Error`] and [`ErrorKind`], one to one with upstream's `hipFileOpError_t`. |
 //! | [`logging`] | the log sink and levels. |
@@ -47,6 +49,13 @@
 //! - Failover: a backend failure that moved no bytes and is eligible
 //!   ([`Error::is_failover_eligible`]: ENODEV, EREMOTEIO) reruns the whole request on the next
 //!   accepting backend; every other failure is the caller's.
+//! - IO policy: a file handle registered or set [`IoPolicy::DirectOnly`]
+//!   ([`Driver::handle_set_policy`]) has its requests (synchronous, batch entries,
+//!   stream-ordered ops) offered only to backends of [`IoPath::Direct`], failover included; when
+//!   none runs one it fails with [`ErrorKind::IoNotSupported`], having moved nothing. The
+//!   registry's dispatch enforces it, so no caller can bypass it. The direct mechanisms the
+//!   driver may use ([`Settings::p2p_mechanisms`], [`Driver::set_p2p_mechanisms`]) are the
+//!   direct backend's to honour: it declines with [`Decline::P2pMechanismMasked`].
 //! - Logging ([`logging`]): silent unless `HIPFILE_LOG_LEVEL` or the logging parameter asks;
 //!   the driver installs a small stderr/file sink when it opens, unless the application has its
 //!   own `log` logger, which then receives the records.
@@ -264,6 +273,7 @@ mod backend;
 mod batch;
 mod completion;
 mod config;
+pub mod cufile_config;
 mod decline;
 mod driver;
 mod error;
@@ -271,6 +281,7 @@ mod file;
 mod io;
 pub mod logging;
 mod options;
+mod policy;
 mod registry;
 mod request;
 mod routes;
@@ -303,6 +314,7 @@ pub use file::{
 pub use io::{pread_full, pwrite_append_full, pwrite_full, FileIo, IoOp, PageCount, PosixIo};
 pub use logging::LogLevel;
 pub use options::{DriverOptions, RuntimeSource};
+pub use policy::{cufile_p2p, IoPolicy, P2pMechanism, P2pMechanisms};
 pub use registry::{Dispatched, Registry, RegistryBuilder, Submitted};
 pub use request::{IoRequest, OwnedRequest};
 pub use routes::RouteCounters;

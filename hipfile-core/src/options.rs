@@ -6,6 +6,7 @@ use std::sync::Arc;
 use hipfile_hip::GpuRuntime;
 
 use crate::config::{EnvConfig, Environment, Settings};
+use crate::cufile_config::CufileJsonSource;
 use crate::error::{Error, ErrorKind, Result};
 use crate::io::{FileIo, PosixIo};
 use crate::registry::RegistryBuilder;
@@ -33,6 +34,11 @@ pub struct DriverOptions {
     /// The settings a new driver starts from, before the parameter API changes them (default:
     /// the environment's [`Environment::settings`], so the `HIPFILE_*` engine knobs apply).
     pub settings: Settings,
+    /// cuFile's configuration file, read when the driver is made and applied between
+    /// `settings` and the environment ([`crate::cufile_config`]); a file that cannot be used
+    /// fails every open. Default `None`: the hipFile door reads no such file, as upstream
+    /// hipFile; the cuFile door sets it ([`DriverOptions::with_cufile_json`]).
+    pub cufile_json: Option<CufileJsonSource>,
 }
 
 impl std::fmt::Debug for DriverOptions {
@@ -43,6 +49,7 @@ impl std::fmt::Debug for DriverOptions {
             .field("backends", &self.backends)
             .field("selection", &self.selection)
             .field("settings", &self.settings)
+            .field("cufile_json", &self.cufile_json)
             .finish_non_exhaustive()
     }
 }
@@ -72,6 +79,17 @@ impl DriverOptions {
             backends: None,
             selection: environment.backends.clone(),
             settings: environment.settings.clone(),
+            cufile_json: None,
+        }
+    }
+
+    /// These options reading cuFile's configuration file where cuFile finds it under
+    /// `environment` (`CUFILE_ENV_PATH_JSON`, else `/etc/cufile.json`), under the variables of
+    /// `environment` that set the same things: what the cuFile door builds its driver with.
+    pub fn with_cufile_json(self, environment: &Environment) -> Self {
+        DriverOptions {
+            cufile_json: Some(CufileJsonSource::from_environment(environment)),
+            ..self
         }
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::backend::{Backend, BackendContext, BackendDescriptor, IoPath, ReportWhen, Resources};
 use crate::completion::{Completion, Submit};
 use crate::error::{Error, ErrorKind, Result};
+use crate::policy::IoPolicy;
 use crate::request::IoRequest;
 use crate::routes::RouteCounters;
 
@@ -197,8 +198,12 @@ impl Registry {
 
     /// Submit `req` to the first backend that accepts it. When every backend declines, the
     /// answer is `InternalError` naming each decline.
+    ///
+    /// The file's [`IoPolicy`], read once here, holds for the request's whole life (its
+    /// failovers included): under [`IoPolicy::DirectOnly`] only direct backends are offered it,
+    /// and when none runs it the answer is `IoNotSupported`, naming why each backend did not.
     pub fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Result<Submitted> {
-        self.submit_from(0, req, how, Vec::new())
+        self.submit_from(0, req, how, Vec::new(), req.file.io_policy())
     }
 
     /// Offer `req` to the backends from `first` on. `failovers` holds, by backend position, why
@@ -211,8 +216,12 @@ impl Registry {
         req: &IoRequest<'_>,
         how: Submit,
         failovers: Vec<(usize, String)>,
+        policy: IoPolicy,
     ) -> Result<Submitted> {
         for (index, e) in self.backends.iter().enumerate().skip(first) {
+            if !policy_admits(policy, e.path) {
+                continue;
+            }
             match e.backend.accepts(req) {
                 Ok(()) => {
                     log::debug!(
@@ -228,6 +237,7 @@ impl Registry {
                         how,
                         completion: e.backend.submit(req, how),
                         failovers,
+                        policy,
                     });
                 }
                 Err(decline) => {
@@ -242,6 +252,17 @@ impl Registry {
                 }
             }
         }
+        if policy == IoPolicy::DirectOnly {
+            self.routes.refused_by_policy();
+            return Err(Error::new(
+                ErrorKind::IoNotSupported,
+                format!(
+                    "the file handle's policy is direct only and no direct backend ran the \
+                     request ({})",
+                    self.why_none_ran(req, &failovers, policy)
+                ),
+            ));
+        }
         Err(Error::new(
             ErrorKind::InternalError,
             if self.backends.is_empty() {
@@ -249,7 +270,7 @@ impl Registry {
             } else {
                 format!(
                     "no backend ran the request ({})",
-                    self.why_none_ran(req, &failovers)
+                    self.why_none_ran(req, &failovers, policy)
                 )
             },
         ))
@@ -257,11 +278,21 @@ impl Registry {
 
     /// Why no backend ran `req`, backend by backend in registry order: why the ones that took it
     /// gave it up (`failovers`), and the decline of each other one.
-    fn why_none_ran(&self, req: &IoRequest<'_>, failovers: &[(usize, String)]) -> String {
+    fn why_none_ran(
+        &self,
+        req: &IoRequest<'_>,
+        failovers: &[(usize, String)],
+        policy: IoPolicy,
+    ) -> String {
         let mut reasons = Vec::new();
         for (index, e) in self.backends.iter().enumerate() {
             match failovers.iter().find(|(i, _)| *i == index) {
                 Some((_, why)) => reasons.push(why.clone()),
+                None if !policy_admits(policy, e.path) => reasons.push(format!(
+                    "{}: {} path, not allowed by the {policy} policy",
+                    e.backend.name(),
+                    e.path.name()
+                )),
                 None => {
                     if let Err(decline) = e.backend.accepts(req) {
                         reasons.push(format!("{}: {decline}", e.backend.name()));
@@ -285,6 +316,8 @@ pub struct Submitted {
     completion: Completion,
     /// Why each backend that took the request before gave it up, by position.
     failovers: Vec<(usize, String)>,
+    /// The file's policy when the request was submitted.
+    policy: IoPolicy,
 }
 
 impl Submitted {
@@ -346,6 +379,7 @@ impl Submitted {
             how,
             completion,
             mut failovers,
+            policy,
         } = self;
         let name = registry.backends[index].backend.name();
         match completion.wait() {
@@ -366,7 +400,7 @@ impl Submitted {
                 );
                 registry.routes.failed(index);
                 failovers.push((index, format!("{name}: failed over after {}", f.error)));
-                match registry.submit_from(index + 1, req, how, failovers) {
+                match registry.submit_from(index + 1, req, how, failovers, policy) {
                     Ok(next) => {
                         registry.routes.failed_over(index, next.index);
                         Step::Again(next)
@@ -379,6 +413,14 @@ impl Submitted {
                 Step::Done(Err(f.error))
             }
         }
+    }
+}
+
+/// Whether `policy` lets a backend of `path` run a request.
+fn policy_admits(policy: IoPolicy, path: IoPath) -> bool {
+    match policy {
+        IoPolicy::Fallback => true,
+        IoPolicy::DirectOnly => path == IoPath::Direct,
     }
 }
 

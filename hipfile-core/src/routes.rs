@@ -18,6 +18,9 @@ fn get(a: &AtomicU64) -> u64 {
 pub struct RouteCounters {
     enabled: AtomicBool,
     backends: Vec<RouteRow>,
+    /// Requests that failed because their file handle's policy is direct only
+    /// ([`crate::IoPolicy::DirectOnly`]) and no direct backend ran them.
+    refused_by_policy: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -39,6 +42,7 @@ impl RouteCounters {
                     failovers_to: (0..backends).map(|_| AtomicU64::new(0)).collect(),
                 })
                 .collect(),
+            refused_by_policy: AtomicU64::new(0),
         }
     }
 
@@ -74,6 +78,18 @@ impl RouteCounters {
             .get(index)
             .into_iter()
             .flat_map(|r| r.failovers_to.iter().map(get))
+    }
+
+    /// Requests refused by a direct-only policy so far.
+    pub(crate) fn policy_refusals(&self) -> u64 {
+        get(&self.refused_by_policy)
+    }
+
+    /// A request failed closed: its handle's policy is direct only and no direct backend ran it.
+    pub fn refused_by_policy(&self) {
+        if self.on() {
+            add(&self.refused_by_policy, 1);
+        }
     }
 
     /// Backend `index` declined a request.

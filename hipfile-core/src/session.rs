@@ -255,7 +255,9 @@ impl Session {
     }
     /// The counters now, with each backend's mechanism and own counters.
     pub fn stats_snapshot(&self) -> StatsSnapshot {
-        self.stats.snapshot_with(&self.registry)
+        let mut snap = self.stats.snapshot_with(&self.registry);
+        snap.p2p_mechanisms = self.settings().p2p_mechanisms.names();
+        snap
     }
     /// Count a request that reached the backends (`outcome`) or failed before (`Err` with no
     /// request: its memory and alignment unknown), started at `start_us` ([`Stats::now_us`]).

@@ -255,6 +255,12 @@ pub struct StatsSnapshot {
     pub gpus: Vec<GpuCounts>,
     /// Per backend, in the registry's offer order.
     pub backends: Vec<BackendCounts>,
+    /// Requests that failed closed: their file handle's policy is direct only
+    /// ([`crate::IoPolicy::DirectOnly`]) and no direct backend ran them.
+    pub refused_by_policy: u64,
+    /// The direct (P2P) mechanisms the driver may use ([`crate::P2pMechanisms::names`]), as
+    /// the settings in force say (empty in counters taken without them).
+    pub p2p_mechanisms: Vec<&'static str>,
 }
 
 fn op_json(c: OpCount) -> serde_json::Value {
@@ -317,6 +323,8 @@ impl StatsSnapshot {
                 "buf_deregister": g.buf_deregister,
                 "registered_bytes": g.registered_bytes,
             })).collect::<Vec<_>>(),
+            "refused_by_policy": self.refused_by_policy,
+            "p2p_mechanisms": self.p2p_mechanisms,
             "backends": self.backends.iter().map(|k| serde_json::json!({
                 "name": k.name,
                 "path": k.path.name(),

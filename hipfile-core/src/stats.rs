@@ -12,9 +12,11 @@
 //! - 2: level 1 and histograms of request sizes.
 //! - 3: level 2 and per-GPU counters.
 //!
-//! Every counter is a relaxed atomic; a level below a counter's costs one branch.
+//! Every counter is a relaxed atomic; a level below a counter's costs one branch. The level may
+//! change while the driver is open ([`Stats::set_level`], cuFile's `cuFileSetStatsLevel`):
+//! counting at a level starts when it is set, what was counted stays.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -210,7 +212,7 @@ struct BackendCounters {
 /// Live counters.
 #[derive(Debug)]
 pub struct Stats {
-    level: u8,
+    level: AtomicU8,
     epoch: Instant,
     read: Direction,
     write: Direction,
@@ -236,7 +238,7 @@ impl Stats {
         let level = level.min(3);
         routes.enable(level >= 1);
         Stats {
-            level,
+            level: AtomicU8::new(level),
             epoch: Instant::now(),
             read: Direction::default(),
             write: Direction::default(),
@@ -244,11 +246,8 @@ impl Stats {
             batch_write: Direction::default(),
             batch: Batch::default(),
             api: std::array::from_fn(|_| OpCounter::default()),
-            gpus: if level >= 3 {
-                (0..devices).map(|_| Gpu::default()).collect()
-            } else {
-                Vec::new()
-            },
+            // Kept at every level: a level raised to 3 later counts per GPU from then on.
+            gpus: (0..devices).map(|_| Gpu::default()).collect(),
             backends: backends
                 .iter()
                 .map(|&(name, path)| BackendCounters {
@@ -264,12 +263,19 @@ impl Stats {
 
     /// Whether counting is on (level 1 or more).
     pub fn enabled(&self) -> bool {
-        self.level >= 1
+        self.level() >= 1
     }
 
     /// The level.
     pub fn level(&self) -> u8 {
-        self.level
+        self.level.load(Ordering::Relaxed)
+    }
+
+    /// Count at `level` (at most 3) from now on.
+    pub fn set_level(&self, level: u8) {
+        let level = level.min(3);
+        self.level.store(level, Ordering::Relaxed);
+        self.routes.enable(level >= 1);
     }
 
     /// Microseconds since the counters' epoch (0 when counting is off, so a caller that does not
@@ -304,7 +310,8 @@ impl Stats {
             (_, IoOp::Read) => &self.read,
             (_, IoOp::Write) => &self.write,
         };
-        dir.record(&req, self.level);
+        let level = self.level();
+        dir.record(&req, level);
         if let Ok(d) = req.outcome {
             if let Some(b) = self.backends.get(d.backend_index) {
                 add(&b.ops, 1);
@@ -322,14 +329,10 @@ impl Stats {
                 req.end_us.saturating_sub(req.start_us),
             );
         }
-        if let Some(gpu) = req
-            .device
-            .and_then(|d| usize::try_from(d).ok())
-            .and_then(|d| self.gpus.get(d))
-        {
+        if let Some(gpu) = self.gpu(req.device) {
             match req.op {
-                IoOp::Read => gpu.read.record(&req, self.level),
-                IoOp::Write => gpu.write.record(&req, self.level),
+                IoOp::Read => gpu.read.record(&req, level),
+                IoOp::Write => gpu.write.record(&req, level),
             }
         }
     }
@@ -424,7 +427,11 @@ impl Stats {
         }
     }
 
+    /// The per-GPU counters of `device`, counted at level 3.
     fn gpu(&self, device: Option<i32>) -> Option<&Gpu> {
+        if self.level() < 3 {
+            return None;
+        }
         device
             .and_then(|d| usize::try_from(d).ok())
             .and_then(|d| self.gpus.get(d))
@@ -445,7 +452,7 @@ impl Stats {
     pub fn snapshot(&self) -> StatsSnapshot {
         let b = &self.batch;
         StatsSnapshot {
-            level: self.level,
+            level: self.level(),
             uptime_us: self.uptime_us(),
             read: self.read.snapshot(),
             write: self.write.snapshot(),
@@ -471,6 +478,11 @@ impl Stats {
             gpus: self
                 .gpus
                 .iter()
+                .take(if self.level() >= 3 {
+                    self.gpus.len()
+                } else {
+                    0
+                })
                 .enumerate()
                 .map(|(i, g)| GpuCounts {
                     device: i as i32,
@@ -506,6 +518,8 @@ impl Stats {
                     counters: Vec::new(),
                 })
                 .collect(),
+            refused_by_policy: self.routes.policy_refusals(),
+            p2p_mechanisms: Vec::new(),
         }
     }
 }
@@ -621,6 +635,35 @@ mod tests {
             assert_eq!(s.read.size_kb_hist[2], u64::from(level >= 2));
             assert_eq!(s.gpus.len(), if level >= 3 { 2 } else { 0 });
         }
+    }
+
+    /// A level raised or lowered while counting: what each level counts starts and stops then,
+    /// and what was counted stays.
+    #[test]
+    fn the_level_changes_while_counting() {
+        let direct = ran(0, 4096, IoPath::Direct);
+        let stats = stats(0);
+        stats.record(finished(IoOp::Read, Channel::Sync, 4096, 0, 1, &direct));
+        assert_eq!(stats.snapshot().read.ok, 0);
+        stats.set_level(3);
+        assert_eq!(stats.level(), 3);
+        stats.record(finished(IoOp::Read, Channel::Sync, 4096, 0, 1, &direct));
+        stats.routes.declined(1, &Decline::CompatModeForced);
+        let s = stats.snapshot();
+        assert_eq!((s.level, s.read.ok, s.read.size_kb_hist[2]), (3, 1, 1));
+        assert_eq!(s.declined(DeclineReason::CompatModeForced), 1);
+        assert_eq!(s.gpus.len(), 2);
+        assert_eq!(
+            (s.gpus[0].read.ok, s.gpus[1].read.ok),
+            (0, 1),
+            "device 1 read"
+        );
+        stats.set_level(1);
+        stats.record(finished(IoOp::Read, Channel::Sync, 4096, 0, 1, &direct));
+        let s = stats.snapshot();
+        assert_eq!((s.read.ok, s.read.size_kb_hist[2], s.gpus.len()), (2, 1, 0));
+        stats.set_level(9);
+        assert_eq!(stats.level(), 3, "at most 3");
     }
 
     #[test]

@@ -45,17 +45,18 @@ pub fn process_driver() -> &'static Arc<hipfile_core::Driver> {
     DRIVER.get_or_init(|| Arc::new(hipfile_core::Driver::new(driver_options())))
 }
 
-/// The options the cuFile door's driver is built with: hipfile's backends, and the settings of
-/// [`door_settings`].
-///
-/// The seam for cuFile's JSON configuration (`CUFILE_ENV_PATH_JSON`, else `/etc/cufile.json`):
-/// what the file sets belongs in the settings built here, before the driver exists.
+/// The options the cuFile door's driver is built with: hipfile's backends, the settings of
+/// [`door_settings`], and cuFile's JSON configuration file (`CUFILE_ENV_PATH_JSON`, else
+/// `/etc/cufile.json`), whose keys the core applies over these settings and under the
+/// `HIPFILE_*` environment (`DriverOptions::with_cufile_json`); a file it cannot use makes every
+/// open fail with `CU_FILE_DRIVER_INVALID_PROPS`.
 pub fn driver_options() -> DriverOptions {
     let base = hipfile::default_options();
     DriverOptions {
         settings: door_settings(base.settings.clone()),
         ..base
     }
+    .with_cufile_json(hipfile_core::Environment::process())
 }
 
 /// cuFile's defaults over `base`: host memory may be registered and used for IO, as cuFile

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_int, c_long};
 
-use hipfile::capi::{self, guarded, guarded_pair, write_out};
+use hipfile::capi::{self, guarded, guarded_pair, write_out, StatusPair};
 
 use crate::door::CuFile;
 use crate::types::*;
@@ -18,16 +18,26 @@ pub extern "C" fn cuFileDriverOpen() -> CUfileError_t {
     guarded_pair(capi::driver_open::<CuFile>)
 }
 
+/// Drop a reference to the driver; the final close also forgets the P2P flags
+/// ([`crate::policy::forget_p2p_flags`]), as cuFile.
+pub fn driver_close() -> CUfileError_t {
+    let answer = capi::driver_close::<CuFile>();
+    if answer == CUfileError_t::SUCCESS && capi::use_count::<CuFile>() == 0 {
+        crate::policy::forget_p2p_flags();
+    }
+    answer
+}
+
 /// Drop a reference to the driver (the name programs built against older headers call).
 #[no_mangle]
 pub extern "C" fn cuFileDriverClose() -> CUfileError_t {
-    guarded_pair(capi::driver_close::<CuFile>)
+    guarded_pair(driver_close)
 }
 
 /// Drop a reference to the driver (the header's `cuFileDriverClose` is this name).
 #[no_mangle]
 pub extern "C" fn cuFileDriverClose_v2() -> CUfileError_t {
-    guarded_pair(capi::driver_close::<CuFile>)
+    guarded_pair(driver_close)
 }
 
 /// References held on the driver.

@@ -34,7 +34,15 @@
 //!   `cuFileHandleRegister` (after its checks) and `cuFileBufRegister` (before them), as cuFile.
 //! - cuFile-only calls: `cuFileGetParameterMinMaxValue` (the floors and ceilings the settings'
 //!   check enforces), the POSIX pool slab arrays (stored and reported), statistics controls
-//!   ([`statistics`]), `cuFileGetBARSizeInKB` ([`device`]).
+//!   ([`statistics`]), `cuFileGetBARSizeInKB` ([`device`]), and cuFile 1.16's
+//!   `cuFileDriverSetP2PFlags`/`GetP2PFlags` ([`policy`]: per target, mapped onto the core's
+//!   direct mechanisms).
+//! - The driver reads cuFile's JSON configuration file (`CUFILE_ENV_PATH_JSON`, else
+//!   `/etc/cufile.json`; [`door::driver_options`]).
+//!
+//! Extensions of hipfile-rs, under cuFile's prefix so they never interpose on `libhipfile.so`'s
+//! names: `cuFileHandleSetIoPolicy`/`cuFileHandleGetIoPolicy`, a file handle's IO policy (fall
+//! back, or direct only and fail closed), as `hipFileHandleSetIoPolicy` ([`policy`]).
 //!
 //! `cufileop_status_error` is `static inline` in cuFile's header, not a symbol of the library:
 //! our header defines it from [`status::STATUS_TEXTS`], the code, name and text of every
@@ -42,7 +50,8 @@
 //!
 //! ## Exports
 //!
-//! `libcufile.so` exports the `cuFile*` functions of this crate and nothing else. The crate links
+//! `libcufile.so` exports the `cuFile*` functions of this crate and nothing else: cuFile 1.15's
+//! (CUDA 13.0's header), cuFile 1.16's two P2P flag calls, and the two policy extensions. The crate links
 //! the facade's rlib, whose `#[no_mangle]` `hipFile*` entry points rustc would export from any
 //! cdylib that links it; in a process that loads `libhipfile.so` too they would interpose on
 //! each other. build.rs passes `-Wl,--exclude-libs,ALL`, which makes every symbol that comes from
@@ -85,6 +94,7 @@ pub mod door;
 pub mod driver;
 pub mod io;
 pub mod parameters;
+pub mod policy;
 pub mod statistics;
 pub mod status;
 pub mod stream;
@@ -96,6 +106,7 @@ pub use door::CuFile;
 pub use driver::*;
 pub use io::*;
 pub use parameters::*;
+pub use policy::*;
 pub use statistics::*;
 pub use stream::*;
 pub use types::*;

@@ -104,13 +104,15 @@ pub unsafe extern "C" fn cuFileGetParameterMinMaxValue(
     guarded_pair(|| unsafe { parameter_range(param, min_value, max_value) })
 }
 
-/// cuFile's POSIX pool slabs: sizes (KiB) and how many of each. cuFile's compat engine stages
-/// through such a pool; hipfile-rs's staged engine sizes its pinned lanes from
+/// cuFile's POSIX pool slabs: sizes and how many of each. cuFile's compat engine stages through
+/// such a pool; hipfile-rs's staged engine sizes its pinned lanes from
 /// `max_device_pinned_mem_size_kb` and the chunk size instead, so the arrays are stored and
-/// reported, as cufile.json's `posix_pool_slab_size_kb` and `posix_pool_slab_count` would be.
+/// reported. The defaults are cufile.json's (`posix_pool_slab_size_kb`, in KiB); programs are
+/// seen passing bytes through the API (cuda.bindings' tests set 4096 to 16777216), so a size is
+/// taken as given and only checked to be page aligned in either unit (a positive multiple of 4).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlabArray {
-    /// Slab sizes in KiB, each a multiple of the 4 KiB page.
+    /// Slab sizes, each a positive multiple of 4 (KiB in cufile.json).
     pub sizes_kb: Vec<usize>,
     /// Slabs of each size.
     pub counts: Vec<usize>,
@@ -137,8 +139,8 @@ pub fn slab_array() -> SlabArray {
 }
 
 /// Set the slab arrays from the caller's `len` sizes and counts: the driver must be closed (as
-/// every `cuFileSetParameter*`), `len` positive, every size a positive multiple of 4 KiB and
-/// every count positive.
+/// every `cuFileSetParameter*`), `len` positive, every size a positive multiple of 4 and every
+/// count positive.
 ///
 /// # Safety
 /// `size_values` and `count_values` are NULL or hold `len` readable values each.

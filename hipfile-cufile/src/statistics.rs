@@ -1,12 +1,12 @@
 //! Statistics: `cuFileGetStatsL1`/`L2`/`L3` (the facade's builders over the core's counters)
 //! and cuFile's controls over them.
 //!
-//! - `cuFileSetStatsLevel(level)`: 0 to 3, else `CU_FILE_INVALID_VALUE`. It is the same knob as
-//!   `CUFILE_PARAM_PROFILE_STATS` (cufile.json's `profile.cufile_stats`): the core counts at the
-//!   level in force when the driver opens, so a level set while the driver is open is recorded
-//!   (and read back by `cuFileGetStatsLevel`) and counted from the next open on.
-//! - `cuFileGetStatsLevel`: the level in force, the higher of the setting and
-//!   `HIPFILE_STATS_LEVEL`.
+//! - `cuFileSetStatsLevel(level)`: 0 to 3, else `CU_FILE_INVALID_VALUE`. The same knob as
+//!   `CUFILE_PARAM_PROFILE_STATS` (cufile.json's `profile.cufile_stats`): staged while the driver
+//!   is closed; while it is open the core counts at the new level from then on (as cuFile, whose
+//!   programs set the level after opening and read counters of the IO that follows).
+//! - `cuFileGetStatsLevel`: the level counted at (open), or that will be (closed): the higher of
+//!   the setting and `HIPFILE_STATS_LEVEL` at the open.
 //! - `cuFileStatsReset`: the counters read from zero again: later reads report what happened
 //!   since the reset (counts, bytes, latency sums; rates over the whole window).
 //! - `cuFileStatsStop`: reads keep answering the counters as they were at the stop;
@@ -190,31 +190,44 @@ pub fn stats_start() -> CUfileError_t {
     }
 }
 
-/// `cuFileSetStatsLevel`: staged while closed, recorded in the live settings while open.
+/// `cuFileSetStatsLevel`: staged while closed; counted at from now on while open.
 pub fn set_stats_level(level: c_int) -> CUfileError_t {
-    let Ok(level) = u64::try_from(level) else {
+    let Ok(level) = u8::try_from(level) else {
         return CUfileError_t::op(CU_FILE_INVALID_VALUE);
     };
-    if level > limits::MAX_STATS_LEVEL {
+    if u64::from(level) > limits::MAX_STATS_LEVEL {
         return CUfileError_t::op(CU_FILE_INVALID_VALUE);
     }
     let driver = CuFile::driver();
-    let set = |s: &mut hipfile::Settings| s.stats_level = level;
-    if driver.session().is_some() {
-        result_pair(driver.update_live_settings(set))
-    } else {
-        match driver.stage_settings(set) {
-            Ok(()) => CUfileError_t::SUCCESS,
-            // Opened meanwhile: record it on the open driver.
-            Err(_) => result_pair(driver.update_live_settings(set)),
+    let set = |s: &mut hipfile::Settings| s.stats_level = u64::from(level);
+    if driver.stage_settings(set).is_ok() {
+        return CUfileError_t::SUCCESS;
+    }
+    // Open: the live settings say so, and the counters count at it.
+    match driver.session() {
+        Some(session) => {
+            let answer = result_pair(driver.update_live_settings(set));
+            if answer == CUfileError_t::SUCCESS {
+                session.stats().set_level(level);
+            }
+            answer
         }
+        // Closed again meanwhile.
+        None => result_pair(driver.stage_settings(set)),
     }
 }
 
-/// `cuFileGetStatsLevel`: the level in force.
+/// `cuFileGetStatsLevel`: the level counted at while open, else the one the next open counts at.
 pub fn stats_level() -> c_int {
-    let settings = CuFile::driver().settings();
-    c_int::from(settings.effective_stats_level(&hipfile_core::EnvConfig::cached()))
+    let driver = CuFile::driver();
+    match driver.session() {
+        Some(session) => c_int::from(session.stats().level()),
+        None => c_int::from(
+            driver
+                .settings()
+                .effective_stats_level(&hipfile_core::EnvConfig::cached()),
+        ),
+    }
 }
 
 /// Set the statistics level (0 to 3).

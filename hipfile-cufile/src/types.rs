@@ -124,8 +124,16 @@ pub const CU_FILE_STREAM_FIXED_FILE_SIZE: c_uint = 4;
 /// `CU_FILE_STREAM_PAGE_ALIGNED_INPUTS`.
 pub const CU_FILE_STREAM_PAGE_ALIGNED_INPUTS: c_uint = 8;
 
+/// `CU_FILE_LUSTRE_SUPPORTED`: bit of `dstatusflags` (and a P2P flags target).
+pub const CU_FILE_LUSTRE_SUPPORTED: c_int = 0;
 /// `CU_FILE_NVME_SUPPORTED`: bit of `dstatusflags`.
 pub const CU_FILE_NVME_SUPPORTED: c_int = 4;
+/// `CU_FILE_NVMEOF_SUPPORTED`.
+pub const CU_FILE_NVMEOF_SUPPORTED: c_int = 5;
+/// `CU_FILE_SCSI_SUPPORTED`.
+pub const CU_FILE_SCSI_SUPPORTED: c_int = 6;
+/// `CU_FILE_NVME_P2P_SUPPORTED`.
+pub const CU_FILE_NVME_P2P_SUPPORTED: c_int = 11;
 /// `CU_FILE_USE_POLL_MODE`: bit of `dcontrolflags`.
 pub const CU_FILE_USE_POLL_MODE: c_int = 0;
 /// `CU_FILE_ALLOW_COMPAT_MODE`: bit of `dcontrolflags`.

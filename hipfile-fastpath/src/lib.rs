@@ -16,6 +16,11 @@
 //!   or a regular file on ext4 with `data=ordered` or on xfs, unless
 //!   `HIPFILE_UNSUPPORTED_FILE_SYSTEMS=true`. Every other request is declined with a typed
 //!   [`Decline`], which the dispatcher hands to the next backend.
+//! - The platform's P2P driver must be among the direct mechanisms the driver may use
+//!   ([`hipfile_core::Settings::p2p_mechanisms`]: `HIPFILE_P2P_MECHANISMS`,
+//!   `Driver::set_p2p_mechanisms`, cuFile's `cuFileDriverSetP2PFlags`); otherwise every request
+//!   is declined with [`Decline::P2pMechanismMasked`], and it falls back to the staged engine or
+//!   fails closed as its file handle's [`hipfile_core::IoPolicy`] says.
 //! - A request runs as P2P calls of at most `max_direct_io_size_kb` (capped at
 //!   [`MAX_P2P_TRANSFER`], rounded down to the alignment). Short transfers are continued, EINTR is
 //!   retried, a read stops at end of file (a call moving nothing, or a short call ending off the
@@ -249,6 +254,11 @@ impl Backend for Fastpath {
     }
 
     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline> {
+        if let Some(p2p) = &self.p2p {
+            if !req.settings.p2p_mechanisms.allows_driver(p2p.name()) {
+                return Err(Decline::P2pMechanismMasked(p2p.name()));
+            }
+        }
         verdict(&Facts {
             has_p2p_driver: self.p2p.is_some(),
             has_direct_fd: req.file.direct_fd().is_some(),

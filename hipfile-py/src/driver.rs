@@ -4,7 +4,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use hipfile::{DeviceSliceMut, ErrorKind, RegisteredBuffer};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -69,6 +69,35 @@ impl PyDriver {
     fn platform(&self) -> PyResult<String> {
         self.with(|d| runtime_of(d).map(|rt| rt.info().platform.name().to_string()))?
             .py()
+    }
+
+    /// The direct (P2P) mechanisms the driver may use (a hipfile-rs extension), by name:
+    /// `"amd_kfd"`, `"nvidia_fs"`, `"sim"`; all by default. Set it to a list of names to allow
+    /// only those: when the platform's mechanism is not among them the direct path declines,
+    /// and each request falls back or fails as its file's `policy` says. An unknown name is
+    /// `ValueError`.
+    #[getter]
+    fn p2p_mechanisms(&self) -> PyResult<Vec<&'static str>> {
+        self.with(|d| d.p2p_mechanisms().names())
+    }
+
+    #[setter]
+    fn set_p2p_mechanisms(&self, names: Vec<String>) -> PyResult<()> {
+        let mechanisms = names
+            .iter()
+            .map(|name| {
+                hipfile::P2pMechanism::ALL
+                    .into_iter()
+                    .find(|m| m.name() == name)
+                    .ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "unknown P2P mechanism {name:?}: \"amd_kfd\", \"nvidia_fs\" or \"sim\""
+                        ))
+                    })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let set = hipfile::P2pMechanisms::of(&mechanisms);
+        self.with(|d| d.set_p2p_mechanisms(set))
     }
 }
 

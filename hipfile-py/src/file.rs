@@ -834,6 +834,25 @@ impl CuFile {
     fn nbytes(&self, py: Python<'_>) -> PyResult<i64> {
         file_size(py, self.file()?.fd)
     }
+
+    /// How this file's requests are served (a hipfile-rs extension): `"fallback"` (the
+    /// default: the staged engine runs what the direct path declines) or `"direct_only"` (the
+    /// direct path or `HipFileError` `hipFileIONotSupported`, with no byte moved). Setting it
+    /// applies to the requests submitted afterwards; an unknown name is `ValueError`.
+    #[getter]
+    fn policy(&self) -> PyResult<&'static str> {
+        Ok(self.file()?.handle.policy().py()?.name())
+    }
+
+    #[setter]
+    fn set_policy(&self, policy: &str) -> PyResult<()> {
+        let policy = hipfile::IoPolicy::from_name(policy).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown IO policy {policy:?}: \"fallback\" or \"direct_only\""
+            ))
+        })?;
+        self.file()?.handle.set_policy(policy).py()
+    }
 }
 
 slot::with_block!(CuFile, close);

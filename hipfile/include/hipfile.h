@@ -674,6 +674,69 @@ hipFileError_t hipFileGetStatsL2(hipFileStatsLevel2_t *stats);
 HIPFILE_API
 hipFileError_t hipFileGetStatsL3(hipFileStatsLevel3_t *stats);
 
+/* ------------------------------------------------------------------------
+ * hipfile-rs extensions: NOT part of upstream hipFile.
+ *
+ * The declarations below exist only in hipfile-rs's libhipfile.so. A program
+ * that calls them does not link against upstream's library; test for them
+ * with HIPFILE_RS_EXTENSIONS.
+ * ------------------------------------------------------------------------ */
+
+/** Defined by hipfile-rs's header: the extensions below are declared. */
+#define HIPFILE_RS_EXTENSIONS 1
+
+/**
+ * How the requests of one file handle are served (hipfile-rs extension).
+ * Applies to hipFileRead/Write, batch entries and stream-ordered ops alike.
+ */
+typedef enum hipFileIoPolicy {
+    /** The direct path where it can, the staged path where it cannot (default). */
+    hipFileIoPolicyFallback   = 0,
+    /** The direct path or an error: a request no direct backend runs fails with
+     *  hipFileIONotSupported (-hipFileIONotSupported from hipFileRead/Write) and
+     *  moves no byte; nothing is staged through host memory. */
+    hipFileIoPolicyDirectOnly = 1
+} hipFileIoPolicy_t;
+
+/** Direct (P2P) mechanisms, as bits (hipfile-rs extension). */
+#define hipFileP2PMechanismAmdKfd   0x1u /**< AMD KFD direct IO (hipAmdFileRead/Write). */
+#define hipFileP2PMechanismNvidiaFs 0x2u /**< NVIDIA GPUDirect Storage through nvidia-fs. */
+#define hipFileP2PMechanismSim      0x4u /**< The simulated GPU's P2P driver. */
+#define hipFileP2PMechanismAll      0x7u /**< Every mechanism (the default). */
+
+/**
+ * hipfile-rs extension. Set the IO policy of a registered file handle, for the
+ * requests submitted from now on. Returns hipFileInvalidValue for a NULL handle
+ * or a value outside hipFileIoPolicy_t, hipFileHandleNotRegistered for a handle
+ * not registered (or deregistered), hipFileDriverNotInitialized when the
+ * driver is closed.
+ */
+HIPFILE_API
+hipFileError_t hipFileHandleSetIoPolicy(hipFileHandle_t fh, hipFileIoPolicy_t policy);
+
+/**
+ * hipfile-rs extension. The IO policy of a registered file handle. Returns
+ * hipFileInvalidValue for a NULL handle or NULL policy, otherwise as
+ * hipFileHandleSetIoPolicy.
+ */
+HIPFILE_API
+hipFileError_t hipFileHandleGetIoPolicy(hipFileHandle_t fh, hipFileIoPolicy_t *policy);
+
+/**
+ * hipfile-rs extension. Allow only the direct mechanisms whose bits are set
+ * (hipFileP2PMechanism*): when the platform's mechanism is not among them,
+ * the direct path declines every request, which then takes the staged path or
+ * fails per its handle's hipFileIoPolicy_t. On an open driver it holds from
+ * the next request on; on a closed one from its next open. Unknown bits are
+ * hipFileInvalidValue.
+ */
+HIPFILE_API
+hipFileError_t hipFileDriverSetP2PMechanisms(unsigned mechanisms);
+
+/** hipfile-rs extension. The allowed direct mechanisms; NULL is hipFileInvalidValue. */
+HIPFILE_API
+hipFileError_t hipFileDriverGetP2PMechanisms(unsigned *mechanisms);
+
 #ifdef __cplusplus
 }
 #endif

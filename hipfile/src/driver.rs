@@ -164,6 +164,31 @@ impl Driver {
         Ok(FileHandle::new(Arc::clone(&self.reference), id))
     }
 
+    /// Register an open file whose requests are served under `policy` from the start (see
+    /// [`FileHandle::set_policy`]).
+    pub fn register_file_with_policy(
+        &self,
+        file: &impl AsRawFd,
+        policy: crate::IoPolicy,
+    ) -> Result<FileHandle> {
+        let id = self
+            .core()
+            .handle_register_with_policy(file.as_raw_fd(), Some(policy))?;
+        Ok(FileHandle::new(Arc::clone(&self.reference), id))
+    }
+
+    /// Allow only `mechanisms` as direct (P2P) paths, from the next request on: the fastpath
+    /// declines when the platform's P2P driver is not among them, and each request then falls
+    /// back or fails closed as its file handle's policy says.
+    pub fn set_p2p_mechanisms(&self, mechanisms: crate::P2pMechanisms) {
+        self.core().set_p2p_mechanisms(mechanisms);
+    }
+
+    /// The direct (P2P) mechanisms the driver may use now (all by default).
+    pub fn p2p_mechanisms(&self) -> crate::P2pMechanisms {
+        self.core().p2p_mechanisms()
+    }
+
     /// Register device memory (`hipFileBufRegister`): an owned [`DeviceBuffer`], a
     /// `&mut DeviceBuffer`, or a [`DeviceSliceMut`](crate::DeviceSliceMut). The registration
     /// holds the memory until it is dropped or [`into_inner`](RegisteredBuffer::into_inner)

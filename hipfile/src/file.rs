@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hipfile_core::{FileHandleId, IoOp, Result};
+use hipfile_core::{FileHandleId, IoOp, IoPolicy, Result};
 
 use crate::call::{io_call, Place};
 use crate::memory::{AsDevice, AsDeviceMut};
@@ -71,6 +71,20 @@ impl FileHandle {
         self.driver
             .core
             .io(io_call(op, self.id, place, file_offset)?)
+    }
+
+    /// Choose how this file's requests are served, from the next one on (reads, writes, batch
+    /// entries and stream-ordered ops alike): [`IoPolicy::Fallback`] (the default) lets the
+    /// staged engine run what the direct path declines; [`IoPolicy::DirectOnly`] runs them on
+    /// the direct path or fails them with [`ErrorKind::IoNotSupported`](crate::ErrorKind) and
+    /// no byte moved.
+    pub fn set_policy(&self, policy: IoPolicy) -> Result<()> {
+        self.driver.core.handle_set_policy(self.id, policy)
+    }
+
+    /// How this file's requests are served ([`FileHandle::set_policy`]).
+    pub fn policy(&self) -> Result<IoPolicy> {
+        self.driver.core.handle_policy(self.id)
     }
 
     /// The registered file's facts (alignment, filesystem, descriptors).

@@ -25,6 +25,13 @@
 //! - File offsets are `u64`; one past `i64::MAX` is `EINVAL`, as `pread(2)` answers.
 //! - Reads return the bytes read (short only at end of file); writes all bytes or an error.
 //!   Device memory is checked against the runtime's allocation table before any byte moves.
+//! - A file handle may refuse the staged path: [`FileHandle::set_policy`] with
+//!   [`IoPolicy::DirectOnly`] makes its reads, writes, batch requests and stream-ordered ops run
+//!   on the direct path or fail with [`ErrorKind::IoNotSupported`], moving nothing
+//!   ([`IoPolicy::Fallback`], the default, stages what the direct path declines).
+//!   [`Driver::set_p2p_mechanisms`] narrows the direct mechanisms the driver may use. The C ABI
+//!   has both as hipfile-rs extensions (`hipFileHandleSetIoPolicy`,
+//!   `hipFileDriverSetP2PMechanisms`).
 //! - Everything is `Send + Sync`; registration and IO may run on any thread. A request allocates
 //!   nothing in this crate: a slice is an address range.
 //! - Features pick the backends compiled in: `fastpath` and `fallback` (both default). The facade registers each
@@ -100,6 +107,7 @@ pub use hipfile_core::{
     BatchEvent, BatchStatus, DriverOptions, Error, ErrorKind, FileHandleId, IoCall, IoOp, LogLevel,
     Result, Settings, StatsSnapshot,
 };
+pub use hipfile_core::{IoPolicy, P2pMechanism, P2pMechanisms};
 pub use memory::{
     AsDevice, AsDeviceMut, DeviceBuffer, DeviceSlice, DeviceSliceMut, RegisteredBuffer,
 };

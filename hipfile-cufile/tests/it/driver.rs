@@ -103,3 +103,23 @@ fn bar_size_answers_for_the_device_it_is_asked_about() {
     }
     assert_eq!(kb, 7, "nothing written on failure");
 }
+
+/// The driver is built with cuFile's configuration file (`CUFILE_ENV_PATH_JSON`, set by the
+/// tests' support to a file of their own).
+#[test]
+fn the_driver_reads_cufile_json() {
+    let _s = crate::support::Session::start();
+    let mut batch = 0usize;
+    // SAFETY: a live size_t.
+    let answer = unsafe { cuFileGetParameterSizeT(9, &mut batch) };
+    assert_eq!(answer, SUCCESS);
+    assert_eq!(batch, crate::support::JSON_MAX_BATCH);
+    assert_eq!(cuFileDriverOpen(), SUCCESS);
+    let mut props = CUfileDrvProps_t::default();
+    // SAFETY: a live struct.
+    assert_eq!(unsafe { cuFileDriverGetProperties(&mut props) }, SUCCESS);
+    assert_eq!(
+        props.max_batch_io_size as usize,
+        crate::support::JSON_MAX_BATCH
+    );
+}

@@ -10,6 +10,7 @@ mod driver;
 mod io;
 mod layout;
 mod parameters;
+mod policy;
 mod recursion;
 mod statistics;
 mod stream;

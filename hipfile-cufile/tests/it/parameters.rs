@@ -144,3 +144,88 @@ fn slab_arrays_round_trip_and_are_checked() {
         );
     }
 }
+
+/// cuda.bindings' round trips: every size_t and bool parameter set to a value of its own and
+/// read back, then restored; strings likewise.
+#[test]
+fn every_parameter_round_trips() {
+    let _s = Session::start();
+    let sizes = [
+        (10, 64),
+        (5, 1024),
+        (6, 512),
+        (7, 128),
+        (8, 2048),
+        (9, 16),
+        (11, 5000),
+        (1, 32),
+        (2, 8),
+        (3, 4),
+        (4, 4),
+    ];
+    for (param, value) in sizes {
+        let mut orig = 0usize;
+        let mut got = 0usize;
+        // SAFETY: live locals.
+        unsafe {
+            assert_eq!(
+                cuFileGetParameterSizeT(param, &mut orig),
+                SUCCESS,
+                "{param}"
+            );
+            assert_eq!(cuFileSetParameterSizeT(param, value), SUCCESS, "{param}");
+            assert_eq!(cuFileGetParameterSizeT(param, &mut got), SUCCESS, "{param}");
+        }
+        assert_eq!(got, value, "{param}");
+        assert_eq!(cuFileSetParameterSizeT(param, orig), SUCCESS, "{param}");
+    }
+    let bools = [
+        (0, true),
+        (1, false),
+        (2, false),
+        (3, true),
+        (4, true),
+        (5, false),
+        (6, true),
+        (7, true),
+        (8, false),
+        (9, true),
+        (10, false),
+        (11, true),
+    ];
+    for (param, value) in bools {
+        let (mut orig, mut got) = (false, !value);
+        // SAFETY: live locals.
+        unsafe {
+            assert_eq!(cuFileGetParameterBool(param, &mut orig), SUCCESS, "{param}");
+            assert_eq!(cuFileSetParameterBool(param, value), SUCCESS, "{param}");
+            assert_eq!(cuFileGetParameterBool(param, &mut got), SUCCESS, "{param}");
+        }
+        assert_eq!(got, value, "{param}");
+        assert_eq!(cuFileSetParameterBool(param, orig), SUCCESS, "{param}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log =
+        std::ffi::CString::new(dir.path().join("cufile.log").to_string_lossy().as_bytes()).unwrap();
+    for (param, value) in [(0, c"INFO"), (1, log.as_c_str()), (2, c"/tmp/cufile_logs")] {
+        let mut text = [0 as c_char; 256];
+        // SAFETY: NUL-terminated strings and a buffer of the length passed.
+        unsafe {
+            assert_eq!(
+                cuFileSetParameterString(param, value.as_ptr()),
+                SUCCESS,
+                "{param}"
+            );
+            assert_eq!(
+                cuFileGetParameterString(param, text.as_mut_ptr(), 256),
+                SUCCESS
+            );
+            assert_eq!(CStr::from_ptr(text.as_ptr()), value, "{param}");
+        }
+    }
+    // SAFETY: NUL-terminated literals.
+    unsafe {
+        assert_eq!(cuFileSetParameterString(0, c"OFF".as_ptr()), SUCCESS);
+        assert_eq!(cuFileSetParameterString(1, c"".as_ptr()), SUCCESS);
+    }
+}

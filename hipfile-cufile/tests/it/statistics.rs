@@ -77,3 +77,34 @@ fn levels_reads_reset_stop_and_start() {
     assert_eq!(level1().read_ops.ok, 0);
     assert_eq!(cuFileSetStatsLevel(0), SUCCESS);
 }
+
+/// cuda.bindings' order: open, then set the level, start, and read the counters of the IO that
+/// follows.
+#[test]
+fn a_level_set_on_the_open_driver_counts_from_then_on() {
+    let s = Session::start();
+    assert_eq!(cuFileSetStatsLevel(0), SUCCESS);
+    assert_eq!(cuFileDriverOpen(), SUCCESS);
+    let (_dir, file) = scratch_file(8192);
+    let buffer = DeviceBuffer::new(s.runtime.clone(), 8192).unwrap();
+    let base = buffer.ptr() as *mut c_void;
+    let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
+    assert_eq!(answer, SUCCESS);
+    assert_eq!(cuFileRead(fh, base, 4096, 0, 0), 4096);
+    assert_eq!(level1().read_ops.ok, 0, "level 0 counts nothing");
+    for level in [1, 2, 3, 0] {
+        assert_eq!(cuFileSetStatsLevel(level), SUCCESS);
+        let mut got = -1;
+        // SAFETY: a live int.
+        assert_eq!(unsafe { cuFileGetStatsLevel(&mut got) }, SUCCESS);
+        assert_eq!(got, level);
+    }
+    assert_eq!(cuFileSetStatsLevel(1), SUCCESS);
+    assert_eq!(cuFileStatsStart(), SUCCESS);
+    assert_eq!(cuFileRead(fh, base, 4096, 4096, 0), 4096);
+    let l1 = level1();
+    assert_eq!((l1.read_ops.ok, l1.read_bytes), (1, 4096));
+    assert_eq!(cuFileStatsStop(), SUCCESS);
+    cuFileHandleDeregister(fh);
+    assert_eq!(cuFileSetStatsLevel(0), SUCCESS);
+}

@@ -8,6 +8,18 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use cufile::*;
 use hipfile_hip::GpuRuntime;
 
+/// The tests' cuFile configuration file.
+pub const CUFILE_JSON: &str = r#"{
+    // as cuFile's own file: comments are allowed
+    "properties": {
+        /* the largest batch */
+        "max_batch_io_size": 96
+    }
+}"#;
+
+/// `properties.max_batch_io_size` of [`CUFILE_JSON`].
+pub const JSON_MAX_BATCH: usize = 96;
+
 /// A test's hold on the process-wide driver: the lock, and the runtime the driver also uses.
 pub struct Session {
     pub runtime: Arc<dyn GpuRuntime>,
@@ -27,6 +39,11 @@ impl Session {
             ] {
                 std::env::remove_var(name);
             }
+            // cuFile's configuration file, as NVIDIA ships it: comments, and one key the tests
+            // read back (`driver::the_driver_reads_cufile_json`).
+            let json = std::env::temp_dir().join(format!("cufile-it-{}.json", std::process::id()));
+            std::fs::write(&json, CUFILE_JSON).expect("write the test's cufile.json");
+            std::env::set_var("CUFILE_ENV_PATH_JSON", &json);
             hipfile_testkit::target::c_abi_runtime().expect("the simulated runtime opens")
         });
         close_all();

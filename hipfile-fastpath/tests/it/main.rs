@@ -8,6 +8,7 @@
 mod conformance;
 mod failover;
 mod platform;
+mod policy;
 mod roundtrip;
 mod selection;
 mod support;

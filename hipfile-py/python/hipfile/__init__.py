@@ -138,6 +138,16 @@ class FileHandle:
         """Whether the handle was deregistered."""
         return self._file.closed
 
+    @property
+    def policy(self) -> str:
+        """How the handle's requests are served (hipfile-rs extension): ``"fallback"`` or
+        ``"direct_only"``; see :attr:`CuFile.policy`."""
+        return self._file.policy
+
+    @policy.setter
+    def policy(self, policy: str) -> None:
+        self._file.policy = policy
+
     def deregister(self) -> None:
         """``hipFileHandleDeregister`` (and close a file opened by path). Twice does nothing."""
         self._file.close()

@@ -23,7 +23,8 @@
 //! The entry points, by subject: registration of files and buffers and the IO between them
 //! (module `registration`); the driver's life, version and properties (`driver`); parameters
 //! (`parameters`); statistics (`statistics`); batch IO (`batch`); stream-ordered IO and stream
-//! registration (`stream`). `types` mirrors the header's types.
+//! registration (`stream`); the hipfile-rs extensions of the IO policy and the direct
+//! mechanisms (`policy`). `types` mirrors the header's types.
 
 #![allow(non_snake_case, non_upper_case_globals)] // the exported names and constants are upstream's
 #![allow(clippy::missing_safety_doc)] // the C header documents the contract of every function
@@ -32,6 +33,7 @@ mod batch;
 mod conventions;
 mod driver;
 mod parameters;
+mod policy;
 mod registration;
 mod statistics;
 mod stream;
@@ -41,6 +43,7 @@ pub use batch::*;
 pub use conventions::*;
 pub use driver::*;
 pub use parameters::*;
+pub use policy::*;
 pub use registration::*;
 pub use statistics::*;
 pub use stream::*;

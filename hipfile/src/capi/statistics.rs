@@ -303,6 +303,7 @@ mod tests {
                 mechanism: Some("sim"),
                 counters: Vec::new(),
             }],
+            ..StatsSnapshot::default()
         }
     }
 

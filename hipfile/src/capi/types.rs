@@ -300,6 +300,22 @@ pub struct hipFileFSOps_t {
     >,
 }
 
+/// `hipFileIoPolicy_t` (hipfile-rs extension): how the requests of a file handle are served.
+pub type hipFileIoPolicy_t = c_int;
+/// The direct path where it can, the staged engine where it cannot (the default).
+pub const hipFileIoPolicyFallback: hipFileIoPolicy_t = 0;
+/// The direct path or `hipFileIONotSupported`, with no byte moved.
+pub const hipFileIoPolicyDirectOnly: hipFileIoPolicy_t = 1;
+
+/// Bits of the direct (P2P) mechanisms (hipfile-rs extension): AMD's KFD direct IO.
+pub const hipFileP2PMechanismAmdKfd: c_uint = 1;
+/// NVIDIA GPUDirect Storage through nvidia-fs.
+pub const hipFileP2PMechanismNvidiaFs: c_uint = 1 << 1;
+/// The simulated GPU's P2P driver.
+pub const hipFileP2PMechanismSim: c_uint = 1 << 2;
+/// Every mechanism (the default).
+pub const hipFileP2PMechanismAll: c_uint = 0b111;
+
 /// `hipFileFileHandleType_t`: which OS handle a `hipFileDescr_t` carries.
 pub type hipFileFileHandleType_t = c_int;
 /// POSIX fd in `handle.fd`.

@@ -23,6 +23,8 @@ mod leaks;
 mod multi_device;
 #[cfg(feature = "fallback")]
 mod page_pins;
+#[cfg(all(feature = "fastpath", feature = "fallback"))]
+mod policy;
 mod registration;
 #[cfg(feature = "fallback")]
 mod signals;
