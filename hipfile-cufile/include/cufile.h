@@ -6,7 +6,8 @@
  * Declarations written for hipfile-rs with the names, values, struct layouts
  * and prototypes of cuFile 1.15 (CUDA 13.0), plus cuFile 1.16's P2P flag
  * calls, so that a program written for cuFile compiles against this header
- * unchanged and runs on hipfile-rs's libcufile.so.0.
+ * unchanged and runs on hipfile-rs's libcufile.so.0. hipfile-rs's own additions (a file
+ * handle's IO policy) come last, marked as extensions.
  *
  * Return conventions:
  *  - Most calls return a CUfileError_t pair: `err` is a CUfileOpError, and
@@ -593,6 +594,34 @@ CUfileError_t cuFileStatsReset(void);
 CUfileError_t cuFileGetStatsL1(CUfileStatsLevel1_t *stats);
 CUfileError_t cuFileGetStatsL2(CUfileStatsLevel2_t *stats);
 CUfileError_t cuFileGetStatsL3(CUfileStatsLevel3_t *stats);
+
+/* ---------------------------------------------------------------------- */
+/* hipfile-rs extensions: no NVIDIA library has these; test for them with  */
+/* HIPFILE_CUFILE_EXTENSIONS.                                              */
+/* ---------------------------------------------------------------------- */
+
+#define HIPFILE_CUFILE_EXTENSIONS 1
+
+/* How the requests of one file handle are served: reads, writes, batch entries and stream-ordered
+ * operations alike. */
+typedef enum CUfileIoPolicy {
+    /* The direct path where it can, the staged path through host memory where it cannot (the
+     * default). */
+    CU_FILE_IO_POLICY_FALLBACK = 0,
+    /* The direct path or an error: a request no direct path serves fails with
+     * CU_FILE_IO_NOT_SUPPORTED (-CU_FILE_IO_NOT_SUPPORTED from cuFileRead/cuFileWrite) and moves
+     * no byte. */
+    CU_FILE_IO_POLICY_DIRECT_ONLY = 1
+} CUfileIoPolicy_t;
+
+/* Sets the IO policy of a registered handle for the requests submitted from then on:
+ * CU_FILE_INVALID_VALUE for a NULL handle or a value outside CUfileIoPolicy_t,
+ * CU_FILE_HANDLE_NOT_REGISTERED for a handle not registered, CU_FILE_DRIVER_NOT_INITIALIZED on a
+ * closed driver. */
+CUfileError_t cuFileHandleSetIoPolicy(CUfileHandle_t fh, CUfileIoPolicy_t policy);
+/* The IO policy of a registered handle; CU_FILE_INVALID_VALUE for a NULL handle or policy,
+ * otherwise as cuFileHandleSetIoPolicy. */
+CUfileError_t cuFileHandleGetIoPolicy(CUfileHandle_t fh, CUfileIoPolicy_t *policy);
 
 #ifdef __cplusplus
 }

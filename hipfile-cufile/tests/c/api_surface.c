@@ -74,6 +74,9 @@ static CUfileError_t (*const p_stats_reset)(void)                              =
 static CUfileError_t (*const p_stats_l1)(CUfileStatsLevel1_t *)                = cuFileGetStatsL1;
 static CUfileError_t (*const p_stats_l2)(CUfileStatsLevel2_t *)                = cuFileGetStatsL2;
 static CUfileError_t (*const p_stats_l3)(CUfileStatsLevel3_t *)                = cuFileGetStatsL3;
+/* hipfile-rs's extensions. */
+static CUfileError_t (*const p_set_io_policy)(CUfileHandle_t, CUfileIoPolicy_t)   = cuFileHandleSetIoPolicy;
+static CUfileError_t (*const p_get_io_policy)(CUfileHandle_t, CUfileIoPolicy_t *) = cuFileHandleGetIoPolicy;
 
 static void
 check_macros(void)
@@ -211,6 +214,12 @@ main(int argc, char **argv)
     descr.type      = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
     descr.handle.fd = fd;
     expect_status(p_handle_register(&fh, &descr), CU_FILE_SUCCESS, "cuFileHandleRegister");
+    expect_status(p_set_io_policy(fh, CU_FILE_IO_POLICY_FALLBACK), CU_FILE_SUCCESS,
+                  "cuFileHandleSetIoPolicy (extension)");
+    CUfileIoPolicy_t policy = CU_FILE_IO_POLICY_DIRECT_ONLY;
+    expect_status(p_get_io_policy(fh, &policy), CU_FILE_SUCCESS, "cuFileHandleGetIoPolicy (extension)");
+    check(policy == CU_FILE_IO_POLICY_FALLBACK, "cuFileHandleGetIoPolicy reads back the policy set", "%d",
+          (int)policy);
     expect_status(p_buf_register(dev, SIZE, 0), CU_FILE_SUCCESS, "cuFileBufRegister");
     expect_bytes(p_write(fh, dev, SIZE, 0, 0), (ssize_t)SIZE, "cuFileWrite moves every byte");
     if (cudaMemset(dev, 0, SIZE) != cudaSuccess) {

@@ -15,7 +15,8 @@
  *
  * Basis: "cuFile" is cuFile's documented answer; "facade" is the answer hipfile-rs's hipFile C
  * ABI gives to the same call (upstream hipFile's, which follows cuFile), where cuFile's own is
- * not documented: those are to be confirmed against NVIDIA's library on the GPU machine.
+ * not documented: those are to be confirmed against NVIDIA's library on the GPU machine; the
+ * IO policy calls are hipfile-rs's extension, answering as hipFileHandleSetIoPolicy does.
  *
  * Builds as C11 and as C++17.
  */
@@ -689,6 +690,51 @@ p2p_set_status_flag_out_of_range(void)
 }
 
 static outcome
+p2p_set_nvfs(void)
+{
+    open_or_exit();
+    return got_pair(cuFileDriverSetP2PFlags(CU_FILE_NVME_SUPPORTED, CU_FILE_P2P_FLAG_NVFS));
+}
+
+static outcome
+policy_set_null(void)
+{
+    open_or_exit();
+    return got_pair(cuFileHandleSetIoPolicy(NULL, CU_FILE_IO_POLICY_DIRECT_ONLY));
+}
+
+static outcome
+policy_set_garbage_handle(void)
+{
+    (void)good_handle("a.bin");
+    return got_pair(cuFileHandleSetIoPolicy(GARBAGE_HANDLE, CU_FILE_IO_POLICY_DIRECT_ONLY));
+}
+
+static outcome
+policy_set_out_of_range(void)
+{
+    CUfileHandle_t fh = good_handle("a.bin");
+    return got_pair(cuFileHandleSetIoPolicy(fh, (CUfileIoPolicy_t)-1));
+}
+
+static outcome
+policy_get_null(void)
+{
+    CUfileHandle_t fh = good_handle("a.bin");
+    return got_pair(cuFileHandleGetIoPolicy(fh, NULL));
+}
+
+static outcome
+policy_set_driver_closed(void)
+{
+    CUfileHandle_t fh = good_handle("a.bin");
+    if (cuFileDriverClose().err != CU_FILE_SUCCESS) {
+        setup_failed("cuFileDriverClose");
+    }
+    return got_pair(cuFileHandleSetIoPolicy(fh, CU_FILE_IO_POLICY_DIRECT_ONLY));
+}
+
+static outcome
 p2p_set_unknown_bits(void)
 {
     open_or_exit();
@@ -924,6 +970,7 @@ typedef struct {
 
 #define CU "cuFile"
 #define FA "facade (hipFile's answer to the same call)"
+#define HR "hipfile-rs extension, as hipFileHandleSetIoPolicy"
 
 static const bad_case CASES[] = {
     {"driver/close-unopened", CODE(CU_FILE_DRIVER_NOT_INITIALIZED), CU, driver_close_unopened},
@@ -984,6 +1031,14 @@ static const bad_case CASES[] = {
     {"p2p/get-null", CODE(CU_FILE_INVALID_VALUE), CU, p2p_get_null},
     {"p2p/get-status-flag-99", CODE(CU_FILE_INVALID_VALUE), CU, p2p_status_flag_out_of_range},
     {"p2p/set-status-flag-99", CODE(CU_FILE_INVALID_VALUE), CU, p2p_set_status_flag_out_of_range},
+    {"p2p/set-nvfs", CODE(CU_FILE_INVALID_VALUE),
+     "cuFile: on x86-64 only PCI_P2PDMA may be set (its CU_FILE_P2P_FLAG_NOT_SUPPORTED has no value in any cufile.h)",
+     p2p_set_nvfs},
+    {"policy/set-null-handle", CODE(CU_FILE_INVALID_VALUE), HR, policy_set_null},
+    {"policy/set-garbage-handle", CODE(CU_FILE_HANDLE_NOT_REGISTERED), HR, policy_set_garbage_handle},
+    {"policy/set-out-of-range", CODE(CU_FILE_INVALID_VALUE), HR, policy_set_out_of_range},
+    {"policy/get-null-policy", CODE(CU_FILE_INVALID_VALUE), HR, policy_get_null},
+    {"policy/set-driver-closed", CODE(CU_FILE_DRIVER_NOT_INITIALIZED), HR, policy_set_driver_closed},
     {"p2p/set-unknown-bits", CODE(CU_FILE_INVALID_VALUE),
      "hipfile-rs: cuFile documents CU_FILE_P2P_FLAG_NOT_SUPPORTED, which no cufile.h gives a value",
      p2p_set_unknown_bits},
