@@ -690,6 +690,18 @@ p2p_set_status_flag_out_of_range(void)
 }
 
 static outcome
+p2p_get_virtiofs(void)
+{
+    open_or_exit();
+    CUfileP2PFlags_t flags = CU_FILE_P2P_FLAG_C2C;
+    outcome          o     = got_pair(cuFileDriverGetP2PFlags(CU_FILE_VIRTIOFS_SUPPORTED, &flags));
+    if (o.pair.err == CU_FILE_SUCCESS && (int)flags != 0) {
+        note("the flags of a target nobody set read %d, want 0", (int)flags);
+    }
+    return o;
+}
+
+static outcome
 p2p_set_nvfs(void)
 {
     open_or_exit();
@@ -1031,6 +1043,8 @@ static const bad_case CASES[] = {
     {"p2p/get-null", CODE(CU_FILE_INVALID_VALUE), CU, p2p_get_null},
     {"p2p/get-status-flag-99", CODE(CU_FILE_INVALID_VALUE), CU, p2p_status_flag_out_of_range},
     {"p2p/set-status-flag-99", CODE(CU_FILE_INVALID_VALUE), CU, p2p_set_status_flag_out_of_range},
+    {"p2p/get-virtiofs-target", CODE(CU_FILE_SUCCESS),
+     "cuFile 1.16: CU_FILE_VIRTIOFS_SUPPORTED (13) is a target, CU_FILE_MAX_TARGET_TYPES is 14", p2p_get_virtiofs},
     {"p2p/set-nvfs", CODE(CU_FILE_INVALID_VALUE),
      "cuFile: on x86-64 only PCI_P2PDMA may be set (its CU_FILE_P2P_FLAG_NOT_SUPPORTED has no value in any cufile.h)",
      p2p_set_nvfs},
