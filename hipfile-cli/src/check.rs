@@ -85,9 +85,20 @@ struct Started {
     default_policy: IoPolicy,
     /// The direct mechanisms the driver may use (`HIPFILE_P2P_MECHANISMS`).
     p2p_mechanisms: P2pMechanisms,
+    /// Whether host memory may be used as IO buffers (`allow_system_memory`).
+    host_memory: bool,
 }
 
 impl Started {
+    /// The line that says whether host memory buffers are served, and by what.
+    fn host_memory_line(&self) -> String {
+        match (self.host_memory, self.has(IoPath::Host)) {
+            (false, _) => "refused as hipFile does (HipMemoryTypeInvalid; HIPFILE_ALLOW_SYSTEM_MEMORY=true admits it)".into(),
+            (true, true) => "served by the host backend: pread/pwrite straight between file and memory, O_DIRECT when aligned (HIPFILE_ALLOW_SYSTEM_MEMORY=true)".into(),
+            (true, false) => "admitted (HIPFILE_ALLOW_SYSTEM_MEMORY=true) but no host backend started (HIPFILE_BACKENDS)".into(),
+        }
+    }
+
     /// The line that says whether cached reads read again are copied out of pinned page cache.
     fn pins_line(&self) -> String {
         if !self.has(IoPath::Staged) || !self.compat.allowed {
@@ -238,6 +249,7 @@ fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Started, String> {
         stats: session.stats_service(),
         default_policy: settings.default_io_policy,
         p2p_mechanisms: settings.p2p_mechanisms,
+        host_memory: settings.allow_system_memory,
     })
 }
 
@@ -357,6 +369,7 @@ pub fn to_json(f: &Findings) -> Value {
             "p2p_missing_because": p.p2p.as_ref().err(),
             "backends": p.backends.as_ref().ok().map(|b| b.backends.iter().map(|(name, _)| *name).collect::<Vec<_>>()),
             "page_cache_pin_budget_bytes": p.backends.as_ref().ok().map(|b| b.page_cache_pins),
+            "host_memory_allowed": p.backends.as_ref().ok().map(|b| b.host_memory),
             "stats_socket": p.backends.as_ref().ok().map(|b| b.stats.to_json()),
             "default_io_policy": p.backends.as_ref().ok().map(|b| b.default_policy.name()),
             "p2p_mechanisms_allowed": p.backends.as_ref().ok().map(|b| b.p2p_mechanisms.names()),
@@ -575,6 +588,7 @@ fn table_text(f: &Findings) -> String {
                     say(format!("page cache:   {}", started.pins_line()));
                     say(format!("direct:       {}", started.mechanisms_line(&p.p2p)));
                     say(format!("IO policy:    {}", started.policy_line()));
+                    say(format!("host memory:  {}", started.host_memory_line()));
                     say(format!(
                         "statistics:   {}",
                         stats_line(Some(&started.stats), &f.stats_dir)
@@ -680,6 +694,7 @@ mod tests {
             stats: StatsService::Off,
             default_policy: IoPolicy::Fallback,
             p2p_mechanisms: P2pMechanisms::ALL,
+            host_memory: false,
         };
         assert!(started.pins_line().contains("up to 2048 MiB"));
         assert!(started.pins_line().contains("PIN_CONTEXT=own"));
@@ -689,6 +704,28 @@ mod tests {
         assert!(started.pins_line().starts_with("not pinned"));
         started.backends = vec![("fastpath", IoPath::Direct)];
         assert!(started.pins_line().starts_with("not used"));
+    }
+
+    #[test]
+    fn the_host_memory_line_says_whether_host_buffers_are_served() {
+        let mut started = Started {
+            backends: BOTH.to_vec(),
+            compat: COMPAT_ON,
+            direct_io: DirectIoPolicy::Auto,
+            page_cache_pins: 0,
+            pin_own_context: false,
+            stats: StatsService::Off,
+            default_policy: IoPolicy::Fallback,
+            p2p_mechanisms: P2pMechanisms::ALL,
+            host_memory: false,
+        };
+        assert!(started.host_memory_line().starts_with("refused"));
+        started.host_memory = true;
+        assert!(started.host_memory_line().contains("no host backend"));
+        started.backends.push(("host", IoPath::Host));
+        assert!(started
+            .host_memory_line()
+            .starts_with("served by the host backend"));
     }
 
     #[test]
@@ -778,6 +815,7 @@ mod tests {
                 stats: StatsService::Off,
                 default_policy: IoPolicy::Fallback,
                 p2p_mechanisms: P2pMechanisms::ALL,
+                host_memory: false,
             }),
         })
     }

@@ -369,6 +369,19 @@ pub fn render(doc: &Value, previous: Option<(&Value, Duration)>) -> String {
             human_bytes(bytes),
         );
     }
+    // Requests by path (synchronous and stream-ordered), named as the backends' paths are.
+    let by_path: Vec<String> = hipfile_core::IoPath::ALL
+        .iter()
+        .map(|p| {
+            let name = p.name();
+            format!(
+                "{name} {}/{}",
+                u(doc, &["read", name]),
+                u(doc, &["write", name])
+            )
+        })
+        .collect();
+    let _ = writeln!(s, "paths (read/write ops): {}", by_path.join(", "));
     let _ = writeln!(s, "backends:");
     let none = Vec::new();
     let previous_backends = previous
@@ -530,8 +543,8 @@ mod tests {
         serde_json::json!({
             "version": 1, "pid": 42, "level": 3, "uptime_us": 2_000_000,
             "read": {"ok": 4, "err": 1, "bytes": read_bytes, "latency_sum_us": 400,
-                     "window_us": 1_000_000},
-            "write": {"ok": 0, "err": 0, "bytes": 0},
+                     "window_us": 1_000_000, "direct": 3, "staged": 1, "host": 0},
+            "write": {"ok": 2, "err": 0, "bytes": 0, "host": 2},
             "backends": [
                 {"name": "fastpath", "path": "direct", "mechanism": "sim", "ops": 3,
                  "bytes": fastpath_bytes, "errors": 1,
@@ -559,6 +572,10 @@ mod tests {
         assert!(view.contains("declined: misaligned 2"), "{view}");
         assert!(view.contains("failed over to: fallback 1"), "{view}");
         assert!(view.contains("fallback (staged): 1 ops"), "{view}");
+        assert!(
+            view.contains("paths (read/write ops): direct 3/0, staged 1/0, host 0/2"),
+            "{view}"
+        );
         assert!(
             view.contains(
                 "moved: o_direct_bytes 0 B, page_cache_bytes 7 B, page_cache_pins 8, \

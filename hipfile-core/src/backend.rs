@@ -25,6 +25,12 @@ pub mod priority {
     pub const FASTPATH: i32 = 200;
     /// The staged engine through pinned host memory.
     pub const FALLBACK: i32 = 100;
+    /// Host memory served by `pread`/`pwrite` straight between the file and the caller's memory.
+    /// Below the engines of device memory: they decline host memory
+    /// ([`crate::Decline::HostMemory`]) and it reaches the one engine that accepts it, while
+    /// device memory never reaches it where an engine of device memory accepts. Above backends
+    /// linked in below the built-in ones (the bounce example's half of `FALLBACK`).
+    pub const HOST: i32 = 75;
 }
 
 /// An engine that moves bytes between files and GPU memory.
@@ -141,14 +147,21 @@ pub enum IoPath {
     Direct,
     /// Through host memory (a bounce buffer).
     Staged,
+    /// The caller's buffer is host memory: the file's bytes move straight between it and the
+    /// file (`pread`/`pwrite`), no GPU copy.
+    Host,
 }
 
 impl IoPath {
-    /// `direct` or `staged`.
+    /// Every path, in the order reports list them.
+    pub const ALL: [IoPath; 3] = [IoPath::Direct, IoPath::Staged, IoPath::Host];
+
+    /// `direct`, `staged` or `host`.
     pub fn name(self) -> &'static str {
         match self {
             IoPath::Direct => "direct",
             IoPath::Staged => "staged",
+            IoPath::Host => "host",
         }
     }
 }

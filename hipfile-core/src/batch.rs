@@ -514,7 +514,8 @@ impl Batches {
                                 match path {
                                     Some(IoPath::Direct) => paths.0 += 1,
                                     Some(IoPath::Staged) => paths.1 += 1,
-                                    None => {}
+                                    // Host memory: neither GPU path.
+                                    Some(IoPath::Host) | None => {}
                                 }
                                 submitted
                             },

@@ -271,8 +271,12 @@ pub struct Settings {
     pub parallel_io: bool,
     /// NVTX ranges. Stored and reported: hipfile-rs emits no profiler ranges.
     pub nvtx: bool,
-    /// Host memory as IO buffers. Stored and reported: as upstream hipFile, only device memory
-    /// may be registered or used for IO.
+    /// Host memory as IO buffers: pinned or registered host memory and ordinary pageable memory
+    /// may be registered and used for IO (synchronous, batch and stream-ordered), served by the
+    /// `host` backend with `pread`/`pwrite` straight between the file and that memory, no GPU
+    /// copy. Off by default, as in upstream hipFile: host memory is then
+    /// [`crate::ErrorKind::HipMemoryTypeInvalid`]. `HIPFILE_ALLOW_SYSTEM_MEMORY=true|false`, or
+    /// the parameter `hipFileParamPropertiesAllowSystemMemory`.
     pub allow_system_memory: bool,
     /// PCI P2P DMA. Stored and reported: the direct path goes through the platform's P2P driver
     /// (KFD, nvidia-fs), never through PCI P2PDMA on its own.
@@ -454,8 +458,9 @@ impl Settings {
     /// `lookup`: `HIPFILE_IO_THREADS`, `HIPFILE_CHUNK_KB`, `HIPFILE_INLINE_KB`,
     /// `HIPFILE_MIN_PIECE_KB`, `HIPFILE_PINNED_KB`, `HIPFILE_MAX_DIRECT_IO_KB` (numbers),
     /// `HIPFILE_DIRECT_IO` (`auto`, `never`, `always`), `HIPFILE_EVENT_WAIT` (`yield`, `sync`),
-    /// `HIPFILE_PAGE_CACHE_PIN_CONTEXT` (`own`, `shared`), `HIPFILE_STREAM_MEMOPS_BYPASS` (a
-    /// switch), `HIPFILE_P2P_MECHANISMS` and `HIPFILE_IO_POLICY`, and the log's `HIPFILE_LOG_LEVEL` (see
+    /// `HIPFILE_PAGE_CACHE_PIN_CONTEXT` (`own`, `shared`), `HIPFILE_STREAM_MEMOPS_BYPASS` and
+    /// `HIPFILE_ALLOW_SYSTEM_MEMORY` (switches), `HIPFILE_P2P_MECHANISMS` and `HIPFILE_IO_POLICY`,
+    /// and the log's `HIPFILE_LOG_LEVEL` (see
     /// [`LogLevel::parse`]) and `HIPFILE_LOG_FILE`. Values that do not parse are ignored. The
     /// parameter API changes these settings further before the driver opens.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
@@ -519,6 +524,12 @@ impl Settings {
             .and_then(parse_switch)
         {
             s.stream_memops_bypass = bypass;
+        }
+        if let Some(allow) = lookup("HIPFILE_ALLOW_SYSTEM_MEMORY")
+            .as_deref()
+            .and_then(parse_switch)
+        {
+            s.allow_system_memory = allow;
         }
         if let Some(level) = lookup(LOG_LEVEL_ENV).as_deref().and_then(LogLevel::parse) {
             s.logging_level = level;
@@ -1053,6 +1064,23 @@ mod tests {
         assert_eq!(s.max_pinned_mem_size_kb, d.max_pinned_mem_size_kb);
         assert_eq!(s.max_io_threads, d.max_io_threads);
         assert_eq!(s.max_direct_io_size_kb, 8192);
+    }
+
+    #[test]
+    fn host_memory_is_refused_unless_the_environment_allows_it() {
+        let with = |value: &'static str| {
+            Settings::from_lookup(|name| {
+                (name == "HIPFILE_ALLOW_SYSTEM_MEMORY").then(|| value.to_string())
+            })
+            .allow_system_memory
+        };
+        assert!(
+            !Settings::default().allow_system_memory,
+            "hipFile's default"
+        );
+        assert!(with("true") && with("TRUE"));
+        assert!(!with("false"));
+        assert!(!with("1"), "a switch is true or false, as the others");
     }
 
     #[test]

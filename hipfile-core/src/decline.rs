@@ -66,6 +66,10 @@ declines! {
     NoDirectIo => "no_direct_io",
     /// The memory is not device memory.
     NotDeviceMemory => "not_device_memory",
+    /// The memory is host memory (pinned, registered or pageable): the `host` backend serves it.
+    HostMemory => "host_memory",
+    /// The memory is device memory, and the backend serves host memory only.
+    DeviceMemory => "device_memory",
     /// Offset, size or address misses the file's direct IO alignment.
     Misaligned {
         /// The alignment required.
@@ -109,6 +113,8 @@ impl fmt::Display for Decline {
             Decline::NoP2pDriver => f.write_str("the platform has no P2P driver"),
             Decline::NoDirectIo => f.write_str("the file has no O_DIRECT descriptor"),
             Decline::NotDeviceMemory => f.write_str("the buffer is not device memory"),
+            Decline::HostMemory => f.write_str("the buffer is host memory"),
+            Decline::DeviceMemory => f.write_str("the buffer is device memory"),
             Decline::Misaligned { required } => {
                 write!(f, "offset, size or address not aligned to {required} bytes")
             }

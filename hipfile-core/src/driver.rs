@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use hipfile_hip::{DeviceRange, HipErrorCode, MemoryKind, Refusal};
+use hipfile_hip::{is_host, HipErrorCode, IoMemory, MemoryKind, Refusal};
 use rustix::io::Errno;
 
 use crate::batch::{self, BatchEntry, BatchEvent, BatchId, Batches};
@@ -341,14 +341,19 @@ impl Driver {
                 "buffer pointer and length must be non-zero",
             ));
         }
+        // Host memory (pinned, registered or pageable) registers only where the settings allow
+        // it, as cuFile registers it; the length of pageable memory is the caller's word.
+        let allow_host = session.settings().allow_system_memory;
+        let refused = |kind| is_host(kind) && !allow_host;
         let range =
-            DeviceRange::check(session.runtime(), ptr, len).map_err(|refusal| match refusal {
+            IoMemory::check(session.runtime(), ptr, len).map_err(|refusal| match refusal {
                 Refusal::Query(e) if e.code() == HipErrorCode::INVALID_VALUE => Error::new(
                     ErrorKind::InvalidValue,
                     format!("the runtime does not know {ptr:#x}: {e}"),
                 ),
                 Refusal::Query(e) => Error::hip(&e, format!("querying pointer {ptr:#x}")),
-                Refusal::NotDevice(kind) | Refusal::PastEnd(kind @ MemoryKind::Managed) => {
+                Refusal::NotDevice(kind) | Refusal::NotHost(kind) => not_device_memory(ptr, kind),
+                Refusal::PastEnd(kind) if kind == MemoryKind::Managed || refused(kind) => {
                     not_device_memory(ptr, kind)
                 }
                 Refusal::PastEnd(_) => Error::new(
@@ -356,7 +361,7 @@ impl Driver {
                     format!("{len} bytes at {ptr:#x} run past the end of the allocation"),
                 ),
             })?;
-        if range.kind() != MemoryKind::Device {
+        if range.kind() == MemoryKind::Managed || refused(range.kind()) {
             return Err(not_device_memory(ptr, range.kind()));
         }
         *device = Some(range.device());

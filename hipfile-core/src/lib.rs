@@ -136,8 +136,12 @@
 //! whole on one worker and do the ringing and withdrawing themselves, and
 //! [`IoRequest::to_owned`] keeps the request alive past `submit`.
 //!
-//! **Moving bytes, without `unsafe`.** The request's memory is a [`hipfile_hip::DeviceRange`]
-//! that the GPU runtime checked: cut it with `slice`, move bytes with `copy_from_host`,
+//! **Moving bytes, without `unsafe`.** The request's memory is a [`hipfile_hip::IoMemory`]: a
+//! [`hipfile_hip::DeviceRange`] that the GPU runtime checked or, only where the setting
+//! [`Settings::allow_system_memory`] admits host memory, a [`hipfile_hip::HostRange`] (the
+//! `host` backend serves it with `read_from`/`write_to`, `pread`/`pwrite` on its address; an
+//! engine of device memory declines it with [`Decline::HostMemory`] and takes its range with
+//! [`hipfile_hip::IoMemory::device_range`]). A device range: cut it with `slice`, move bytes with `copy_from_host`,
 //! `copy_to_host` and `fill`, or hand it to the platform's direct path with `p2p_read` and
 //! `p2p_write`; [`hipfile_hip::StagingLane`] does asynchronous copies through pinned memory.
 //! None of these needs `unsafe`, and a backend crate can `#![forbid(unsafe_code)]`. File bytes go
@@ -209,6 +213,9 @@
 //!     fn name(&self) -> &'static str { "vec-reader" }
 //!
 //!     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline> {
+//!         if req.memory.device_range().is_none() {
+//!             return Err(Decline::HostMemory);
+//!         }
 //!         match req.op {
 //!             IoOp::Read => Ok(()),
 //!             IoOp::Write => Err(Decline::Other("vec-reader only reads".into())),
@@ -222,7 +229,8 @@
 //!             .and_then(|n| {
 //!                 // Short only at the end of the file: copy what was read, report exactly that.
 //!                 req.memory
-//!                     .copy_from_host(&buf[..n])
+//!                     .expect_device("vec-reader serves device memory")
+//!                     .and_then(|memory| memory.copy_from_host(&buf[..n]))
 //!                     .map(|()| n)
 //!                     .map_err(|e| IoFailure::new(Error::hip(&e, "copying to the GPU"), 0))
 //!             });

@@ -733,7 +733,7 @@ mod tests {
                 request: OwnedRequest {
                     op: IoOp::Read,
                     file: registered,
-                    memory: range,
+                    memory: range.into(),
                     file_offset: 0,
                     append: false,
                     registered_buffer: false,

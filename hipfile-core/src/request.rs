@@ -7,16 +7,18 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use hipfile_hip::os::FileStamp;
-use hipfile_hip::{DeviceRange, MemoryKind};
+use hipfile_hip::{IoMemory, MemoryKind};
 
 use crate::completion::Doorbell;
 use crate::config::{CompatMode, EnvConfig, Settings};
 use crate::file::RegisteredFile;
 use crate::io::IoOp;
 
-/// One validated request: the device memory is a [`DeviceRange`] the runtime's pointer query
-/// checked (inside one allocation, of the request's size), the offsets are non-negative, and the
-/// size is at most [`crate::MAX_RW_COUNT`]. Backends see it through an [`IoRequest`].
+/// One validated request: the memory is device memory the runtime's pointer query checked
+/// (a [`hipfile_hip::DeviceRange`] inside one allocation, of the request's size) or, where the
+/// setting `allow_system_memory` admits it, host memory (a [`hipfile_hip::HostRange`]); the
+/// offsets are non-negative, and the size is at most [`crate::MAX_RW_COUNT`]. Backends see it
+/// through an [`IoRequest`].
 #[derive(Clone, Debug)]
 pub struct OwnedRequest {
     /// Direction.
@@ -24,8 +26,9 @@ pub struct OwnedRequest {
     /// The registered file. A backend that keeps working on the request after `submit` returns
     /// keeps a clone of the `Arc` (its descriptors stay open while it does).
     pub file: Arc<RegisteredFile>,
-    /// The device memory to read into or write from: exactly the bytes to move.
-    pub memory: DeviceRange,
+    /// The memory to read into or write from: exactly the bytes to move. Device memory unless
+    /// the settings allow host memory ([`Settings::allow_system_memory`]).
+    pub memory: IoMemory,
     /// File offset.
     pub file_offset: u64,
     /// A write whose bytes go to the end of the file, wherever `file_offset` points: the
@@ -67,7 +70,7 @@ impl OwnedRequest {
         self.memory.len()
     }
 
-    /// The device that owns the memory.
+    /// The device that owns the memory ([`hipfile_hip::HOST_DEVICE`], -1, for host memory).
     pub fn device(&self) -> i32 {
         self.memory.device()
     }

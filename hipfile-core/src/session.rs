@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, Weak};
 
-use hipfile_hip::{DeviceRange, GpuRuntime};
+use hipfile_hip::{GpuRuntime, IoMemory};
 
 use crate::backend::BackendContext;
 use crate::config::{EnvConfig, LiveSettings, Settings};
@@ -30,7 +30,7 @@ pub struct FileHandleId(pub u64);
 /// A buffer registered with the driver.
 #[derive(Debug)]
 pub struct RegisteredBuffer {
-    range: DeviceRange,
+    range: IoMemory,
     flags: i32,
     in_flight: AtomicUsize,
 }
@@ -53,7 +53,7 @@ impl RegisteredBuffer {
         self.range.device()
     }
     /// The registered memory, as checked at registration.
-    pub fn range(&self) -> &DeviceRange {
+    pub fn range(&self) -> &IoMemory {
         &self.range
     }
     /// Flags given at registration.
@@ -343,7 +343,7 @@ impl Session {
 
     /// Add the device memory `range` at `ptr`, checked by the caller, as a registered buffer;
     /// a base already registered is refused.
-    pub(crate) fn add_buffer(&self, ptr: usize, range: DeviceRange, flags: i32) -> Result<()> {
+    pub(crate) fn add_buffer(&self, ptr: usize, range: IoMemory, flags: i32) -> Result<()> {
         let mut buffers = self.buffers.write().unwrap_or_else(PoisonError::into_inner);
         if buffers.contains_key(&ptr) {
             return Err(Error::new(
@@ -432,7 +432,7 @@ pub(crate) struct BufferGuard(Arc<RegisteredBuffer>);
 
 impl BufferGuard {
     /// The registered memory.
-    pub(crate) fn range(&self) -> &DeviceRange {
+    pub(crate) fn range(&self) -> &IoMemory {
         &self.0.range
     }
 }

@@ -110,6 +110,8 @@ pub struct DirectionCounts {
     pub direct: u64,
     /// Successful requests by the staged path.
     pub staged: u64,
+    /// Successful requests on host memory ([`IoPath::Host`]).
+    pub host: u64,
     /// Microseconds the successful requests took, summed.
     pub latency_sum_us: u64,
     /// Microseconds from the start of the first request to the end of the last one (0 before
@@ -277,6 +279,7 @@ impl DirectionCounts {
             "unaligned": self.unaligned,
             "direct": self.direct,
             "staged": self.staged,
+            "host": self.host,
             "latency_sum_us": self.latency_sum_us,
             "window_us": self.window_us,
             "size_kb_hist": self.size_kb_hist.to_vec(),

@@ -49,6 +49,7 @@ struct Direction {
     unaligned: AtomicU64,
     direct: AtomicU64,
     staged: AtomicU64,
+    host: AtomicU64,
     latency_sum_us: AtomicU64,
     /// Microseconds after the epoch the first request started (`u64::MAX`: none yet).
     first_start_us: AtomicU64,
@@ -66,6 +67,7 @@ impl Default for Direction {
             unaligned: AtomicU64::new(0),
             direct: AtomicU64::new(0),
             staged: AtomicU64::new(0),
+            host: AtomicU64::new(0),
             latency_sum_us: AtomicU64::new(0),
             first_start_us: AtomicU64::new(u64::MAX),
             last_end_us: AtomicU64::new(0),
@@ -96,6 +98,7 @@ impl Direction {
                     match d.path {
                         IoPath::Direct => &self.direct,
                         IoPath::Staged => &self.staged,
+                        IoPath::Host => &self.host,
                     },
                     1,
                 );
@@ -123,6 +126,7 @@ impl Direction {
             unaligned: get(&self.unaligned),
             direct: get(&self.direct),
             staged: get(&self.staged),
+            host: get(&self.host),
             latency_sum_us: get(&self.latency_sum_us),
             window_us: if first == u64::MAX {
                 0
@@ -574,6 +578,24 @@ mod tests {
             .map(|&n| size_bucket(n))
             .collect();
         assert_eq!(buckets, [0, 0, 0, 1, 1, 2, 3, 10, 31]);
+    }
+
+    #[test]
+    fn host_memory_requests_count_on_their_own_path_and_on_no_gpu() {
+        let paths = [("staged-one", IoPath::Staged), ("host", IoPath::Host)];
+        let stats = Stats::new(3, &paths, Arc::new(RouteCounters::new(2)), 2);
+        let host = ran(1, 512, IoPath::Host);
+        stats.record(Finished {
+            device: Some(hipfile_hip::HOST_DEVICE),
+            ..finished(IoOp::Write, Channel::Sync, 512, 0, 5, &host)
+        });
+        let s = stats.snapshot();
+        assert_eq!((s.write.ok, s.write.host, s.write.staged), (1, 1, 0));
+        assert_eq!(s.ops_by(IoPath::Host), 1);
+        assert!(s.gpus.iter().all(|g| g.write == DirectionCounts::default()));
+        let doc = s.to_json(1);
+        assert_eq!(doc["write"]["host"], 1);
+        assert_eq!(doc["backends"][1]["path"], "host");
     }
 
     #[test]

@@ -928,6 +928,7 @@ mod tests {
             unaligned: u64::MAX,
             direct: u64::MAX,
             staged: u64::MAX,
+            host: u64::MAX,
             latency_sum_us: u64::MAX,
             window_us: u64::MAX,
             size_kb_hist: [u64::MAX; 32],

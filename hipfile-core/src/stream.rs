@@ -223,7 +223,9 @@ pub(crate) fn submit(session: &Arc<Session>, flags: u32, call: AsyncCall<'_>) ->
         .stream
         .device()
         .map_err(|e| Error::hip(&e, "asking the stream's device"))?;
-    if prepared.request.memory.device() != device {
+    // Host memory belongs to no device: any stream may order IO on it.
+    let memory = &prepared.request.memory;
+    if memory.device_range().is_some() && memory.device() != device {
         return Err(invalid("the buffer is on another device than the stream"));
     }
     call.slots.clear_result();

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use hipfile_hip::{DeviceRange, MemoryKind, Refusal};
+use hipfile_hip::{is_host, IoMemory, MemoryKind, Refusal};
 use rustix::io::Errno;
 
 use crate::config::MAX_RW_COUNT;
@@ -110,14 +110,19 @@ fn prepare_checked(
     let buffer_offset = usize::try_from(call.buffer_offset)
         .map_err(|_| Error::os(Errno::INVAL.raw_os_error(), "buffer offset out of range"))?;
     let probe = if first_byte_inside { size.max(1) } else { size };
-    let (mut memory, registered, buffer_guard) =
-        buffer_view(session, call.buffer, buffer_offset, probe)?;
+    let settings = session.settings();
+    let (mut memory, registered, buffer_guard) = buffer_view(
+        session,
+        call.buffer,
+        buffer_offset,
+        probe,
+        settings.allow_system_memory,
+    )?;
     if probe > size {
         memory = memory
             .slice(0, size)
             .expect("an empty range lies inside any range");
     }
-    let settings = session.settings();
     let mut prepared = Prepared {
         request: OwnedRequest {
             op: call.op,
@@ -181,15 +186,18 @@ fn prepare_checked(
     Ok(prepared)
 }
 
-/// Resolve the device range of a request: a registered buffer (exact base), else a temporary
-/// view from the runtime's pointer query, which also serves interior pointers. Answers the
-/// range, whether it is registered, and the registered buffer's in-flight guard.
+/// Resolve the memory of a request: a registered buffer (exact base), else a temporary view from
+/// the runtime's pointer query, which also serves interior pointers. Host memory, registered or
+/// not, only with `allow_host` (the setting `allow_system_memory`); without it, it is
+/// `HipMemoryTypeInvalid` as upstream answers. Answers the memory, whether it is registered, and
+/// the registered buffer's in-flight guard.
 fn buffer_view(
     session: &Session,
     base: usize,
     offset: usize,
     size: usize,
-) -> Result<(DeviceRange, bool, Option<BufferGuard>)> {
+    allow_host: bool,
+) -> Result<(IoMemory, bool, Option<BufferGuard>)> {
     let past_end = || {
         Error::new(
             ErrorKind::InvalidValue,
@@ -198,18 +206,23 @@ fn buffer_view(
     };
     let end = offset.checked_add(size).ok_or_else(past_end)?;
     if let Some(guard) = session.claim_buffer(base) {
+        let kind = guard.range().kind();
+        if is_host(kind) && !allow_host {
+            return Err(not_device_memory(base, kind));
+        }
         let range = guard.range().slice(offset, size).ok_or_else(past_end)?;
         return Ok((range, true, Some(guard)));
     }
-    let whole =
-        DeviceRange::check(session.runtime(), base, end).map_err(|refusal| match refusal {
-            Refusal::Query(e) => Error::hip(&e, format!("querying pointer {base:#x}")),
-            Refusal::NotDevice(kind) | Refusal::PastEnd(kind @ MemoryKind::Managed) => {
-                not_device_memory(base, kind)
-            }
-            Refusal::PastEnd(_) => past_end(),
-        })?;
-    if whole.kind() != MemoryKind::Device {
+    let refused = |kind| is_host(kind) && !allow_host;
+    let whole = IoMemory::check(session.runtime(), base, end).map_err(|refusal| match refusal {
+        Refusal::Query(e) => Error::hip(&e, format!("querying pointer {base:#x}")),
+        Refusal::NotDevice(kind) | Refusal::NotHost(kind) => not_device_memory(base, kind),
+        Refusal::PastEnd(kind) if kind == MemoryKind::Managed || refused(kind) => {
+            not_device_memory(base, kind)
+        }
+        Refusal::PastEnd(_) => past_end(),
+    })?;
+    if whole.kind() == MemoryKind::Managed || refused(whole.kind()) {
         return Err(not_device_memory(base, whole.kind()));
     }
     let range = whole

@@ -79,6 +79,7 @@ fn direction_since(now: &DirectionCounts, base: &DirectionCounts) -> DirectionCo
         unaligned: now.unaligned.saturating_sub(base.unaligned),
         direct: now.direct.saturating_sub(base.direct),
         staged: now.staged.saturating_sub(base.staged),
+        host: now.host.saturating_sub(base.host),
         latency_sum_us: now.latency_sum_us.saturating_sub(base.latency_sum_us),
         window_us: now.window_us,
         size_kb_hist: std::array::from_fn(|i| {

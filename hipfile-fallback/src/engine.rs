@@ -139,7 +139,12 @@ impl Transfer {
     /// Plan `req` for at most `threads` threads. An appending write runs on one thread, piece
     /// after piece, so its bytes reach the end of the file in order; so does a read that pinned
     /// page-cache windows hold whole (its copies need no thread but the one queuing them).
-    pub fn new(req: &IoRequest<'_>, parts: &EngineParts, threads: usize) -> Arc<Transfer> {
+    pub fn new(
+        req: &IoRequest<'_>,
+        memory: &DeviceRange,
+        parts: &EngineParts,
+        threads: usize,
+    ) -> Arc<Transfer> {
         let pins = TransferPins::new(&parts.pins, req);
         let threads = match pins.cover() {
             _ if req.append => 1,
@@ -164,7 +169,7 @@ impl Transfer {
         );
         Arc::new(Transfer {
             op: req.op,
-            memory: req.memory.clone(),
+            memory: memory.clone(),
             file_offset: req.file_offset,
             plan,
             lanes: LaneSpec {

@@ -8,8 +8,12 @@
 //!
 //! ## Contract
 //!
-//! - Accepts every validated request while compat mode is allowed (`HIPFILE_ALLOW_COMPAT_MODE`,
-//!   or forced), and declines with [`Decline::CompatModeDisallowed`] otherwise.
+//! - Accepts every validated request of device memory while compat mode is allowed
+//!   (`HIPFILE_ALLOW_COMPAT_MODE`, or forced), and declines with
+//!   [`Decline::CompatModeDisallowed`] otherwise. Host memory (admitted by the setting
+//!   `allow_system_memory`) is declined ([`Decline::HostMemory`]): the crate's second backend,
+//!   [`host`] (named `host`, [`hipfile_core::priority::HOST`]), moves it with `pread`/`pwrite`
+//!   straight between the file and that memory, no staging.
 //! - Reads return the bytes read, fewer than asked only at end of file; writes return the full
 //!   size or fail. A failure on any chunk fails the call; the bytes already moved are reported to
 //!   the dispatcher (which never fails such a request over), never as success.
@@ -47,7 +51,8 @@
 //!
 //! The IO threads are [`hipfile_core::workers`]. The crate has no `unsafe`: the asynchronous
 //! copies live in `hipfile-hip`'s [`hipfile_hip::StagingLane`], and device memory arrives as a
-//! checked [`hipfile_hip::DeviceRange`].
+//! checked [`hipfile_hip::DeviceRange`]; host memory, in the `host` engine, a
+//! [`hipfile_hip::HostRange`] whose bytes only the kernel moves.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -70,6 +75,7 @@
 
 mod claims;
 pub mod engine;
+pub mod host;
 pub mod piece_io;
 pub mod pins;
 pub mod plan;
@@ -78,8 +84,8 @@ pub mod staging;
 use std::sync::Arc;
 
 use hipfile_core::{
-    priority, Backend, BackendContext, BackendReport, Completion, Decline, Error, IoPath,
-    IoRequest, ReportWhen, Resources, Result, Settings, Submit,
+    priority, Backend, BackendContext, BackendReport, Completion, Decline, Error, ErrorKind,
+    IoFailure, IoPath, IoRequest, ReportWhen, Resources, Result, Settings, Submit,
 };
 
 use crate::engine::{EngineParts, Transfer};
@@ -184,6 +190,9 @@ impl Backend for Fallback {
     }
 
     fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline> {
+        if req.memory.device_range().is_none() {
+            return Err(Decline::HostMemory);
+        }
         if req.compat.allowed {
             Ok(())
         } else {
@@ -198,7 +207,14 @@ impl Backend for Fallback {
                 .unwrap_or(usize::MAX)
                 .min(self.workers.count() + 1),
         };
-        let transfer = Transfer::new(req, &self.parts, threads);
+        let Some(memory) = req.memory.device_range() else {
+            let e = Error::new(
+                ErrorKind::HipMemoryTypeInvalid,
+                "the staged engine serves device memory only",
+            );
+            return Completion::ready(Err(IoFailure::new(e, 0)));
+        };
+        let transfer = Transfer::new(req, memory, &self.parts, threads);
         if req.append {
             // Appending requests to one file run one after the other, each whole.
             let _appending = req.file.append_lock();

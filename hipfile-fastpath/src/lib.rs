@@ -90,7 +90,7 @@ use hipfile_core::{
     EnvConfig, Error, ErrorKind, FsKind, IoFailure, IoOp, IoPath, IoRequest, RegisteredFile,
     ReportWhen, Resources, Result, Submit,
 };
-use hipfile_hip::{GpuRuntime, MemoryKind, P2pDriver, MAX_P2P_TRANSFER};
+use hipfile_hip::{is_host, GpuRuntime, MemoryKind, P2pDriver, MAX_P2P_TRANSFER};
 
 hipfile_core::register_backend! {
     name: "fastpath",
@@ -128,6 +128,9 @@ pub struct Facts<'a> {
 /// Whether the fastpath serves a request with these facts; the first unmet precondition is the
 /// decline.
 pub fn verdict(facts: &Facts<'_>) -> Result<(), Decline> {
+    if is_host(facts.memory) {
+        return Err(Decline::HostMemory);
+    }
     if facts.compat.forced {
         return Err(Decline::CompatModeForced);
     }
@@ -373,7 +376,7 @@ fn transfer(
             }
             n = n.min(room);
         }
-        let Some(piece) = req.memory.slice(done, n) else {
+        let Some(piece) = req.memory.device_range().and_then(|m| m.slice(done, n)) else {
             // done + n <= size, the length of the range: this cannot happen.
             let e = Error::new(ErrorKind::InternalError, "a P2P call outside the request");
             return Err(IoFailure::new(e, done));
@@ -506,7 +509,7 @@ mod tests {
                     memory: MemoryKind::Host,
                     ..base
                 },
-                Decline::NotDeviceMemory,
+                Decline::HostMemory,
             ),
             (
                 Facts {

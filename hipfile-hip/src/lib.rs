@@ -37,6 +37,14 @@
 //! events and never hands out a half with a copy in flight. With these two, a backend needs no
 //! `unsafe`: the proofs are made once, here.
 //!
+//! Host memory (pinned, registered, or pageable memory the runtime does not know) is a
+//! [`HostRange`], a type of its own rather than a wider [`DeviceRange`]: nothing vouches for
+//! pageable memory's extent, so its only operations ([`HostRange::read_from`],
+//! [`HostRange::write_to`]) hand the raw address to the kernel (`pread`/`pwrite`), which checks
+//! every page (a bad address is `EFAULT`, never a fault in the library), while every operation of
+//! a device range goes through the GPU runtime. A request carries either as one [`IoMemory`], so
+//! the request stays one type and each engine asks for the kind it serves.
+//!
 //! Stream-ordered IO holds an application's stream until the library has done its part:
 //! [`StreamRef`] names a stream the caller vouches for, [`HostFlags`] are words of host-mapped
 //! pinned memory a stream can wait for (by a stream memory operation, or a polling host function
@@ -61,6 +69,7 @@
 //! | [`p2p`], `transfer` | direct IO: the drivers offered ([`p2p::cufile`]) and what every driver shares |
 //! | `vouched` | stream-ordered IO's pieces ([`StreamRef`], [`HostFlags`], [`Hold`]) and every place a safe type discharges an `unsafe` contract of the boundary; below it, the safe types whose fields those proofs rely on, so that no module outside `vouched` can touch them |
 //! | `vouched::slice`, `vouched::device_range` | views of device memory: [`DeviceSlice`], [`DeviceSliceMut`], [`DeviceRange`] |
+//! | `vouched::host_range` | host memory named by address ([`HostRange`]) and a request's memory of either kind ([`IoMemory`]) |
 //! | `vouched::staging`, `vouched::file_pins`, [`replay`] | the staged engine's lane ([`StagingLane`]), pinned page-cache ranges ([`PinnedFileRange`]), the stream-ordered reader ([`HostFunctionReader`]) |
 //! | [`os`] | what the library asks of the kernel beyond `rustix` (its raw side, the fork hooks of [`os::ForkReleased`] included, is `ffi::os`) |
 //! | [`sim`] | the simulated GPU and its C ABI for the simulated libraries |
@@ -126,6 +135,7 @@ pub use runtime::{
 };
 pub use vouched::device_range::{DeviceRange, Refusal};
 pub use vouched::file_pins::{FileMapping, PinnedFileRange};
+pub use vouched::host_range::{is_host, HostRange, IoMemory, HOST_DEVICE};
 pub use vouched::replay::{self, HostFunctionReader};
 pub use vouched::slice::{DeviceSlice, DeviceSliceMut};
 pub use vouched::staging::{EventWait, LaneError, StagingLane};

@@ -10,6 +10,7 @@
 //! - [`DeviceRange`]'s copies and direct IO (the runtime's pointer query vouched for the range);
 //! - [`StagingLane`]'s asynchronous copies (a half is never handed out with a copy in flight);
 //! - [`PinnedFileRange`]'s registration (the mapping outlives it);
+//! - [`HostRange`]'s reads and writes (only the kernel touches its bytes);
 //! - [`HostFunctionReader::read_on`] (a claimed piece is touched by its op alone);
 //! - and, whole, the two types of stream-ordered IO below, which are raw memory and a raw handle.
 //!
@@ -51,12 +52,14 @@ use crate::runtime::{
 };
 use crate::vouched::device_range::DeviceRange;
 use crate::vouched::file_pins::PinnedFileRange;
+use crate::vouched::host_range::HostRange;
 use crate::vouched::replay::HostFunctionReader;
 use crate::vouched::slice::{DeviceSlice, DeviceSliceMut};
 use crate::vouched::staging::StagingLane;
 
 pub(crate) mod device_range;
 pub(crate) mod file_pins;
+pub(crate) mod host_range;
 pub mod replay;
 pub(crate) mod slice;
 pub(crate) mod staging;
@@ -515,6 +518,28 @@ impl DeviceRange {
     ) -> io::Result<usize> {
         // SAFETY: as in `p2p_read`; the device range is only read.
         unsafe { driver.write(fd, self.ptr, self.len, file_offset) }
+    }
+}
+
+/// The reads and writes of a [`HostRange`]: the bytes are moved by the kernel alone, which
+/// checks the address range itself (`EFAULT`, never a fault here), and no Rust reference to them
+/// is made; that nothing else in the program references them while they move is the maker's word
+/// (see [`HostRange`]'s module docs).
+impl HostRange {
+    /// One `pread(2)` from `fd` at `file_offset` into the range: up to `len()` bytes, fewer at
+    /// end of file or when the kernel stops short (the caller continues). `EFAULT` for an address
+    /// the process cannot write.
+    pub fn read_from(&self, fd: BorrowedFd<'_>, file_offset: u64) -> io::Result<usize> {
+        // SAFETY: the range names memory lent for this IO that no Rust reference covers (the
+        // type's contract); the kernel checks the pages.
+        unsafe { crate::ffi::os::pread_raw(fd, self.ptr, self.len, file_offset) }
+    }
+
+    /// One `pwrite(2)` of the range to `fd` at `file_offset`, or with `None` at the end of the
+    /// file (`RWF_APPEND`): up to `len()` bytes (the caller continues a short write). `EFAULT`
+    /// for an address the process cannot read.
+    pub fn write_to(&self, fd: BorrowedFd<'_>, file_offset: Option<u64>) -> io::Result<usize> {
+        crate::ffi::os::pwrite_raw(fd, self.ptr, self.len, file_offset)
     }
 }
 

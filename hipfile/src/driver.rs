@@ -193,7 +193,9 @@ impl Driver {
     /// `&mut DeviceBuffer`, or a [`DeviceSliceMut`](crate::DeviceSliceMut). The registration
     /// holds the memory until it is dropped or [`into_inner`](RegisteredBuffer::into_inner)
     /// gives it back. Memory the runtime does not report as device memory is
-    /// [`ErrorKind::HipMemoryTypeInvalid`]; memory already registered is
+    /// [`ErrorKind::HipMemoryTypeInvalid`] (host memory registers only through the core driver's
+    /// `buf_register`, and only with the setting `allow_system_memory`); memory already
+    /// registered is
     /// [`ErrorKind::MemoryAlreadyRegistered`].
     pub fn register_buffer<M: AsDevice>(&self, memory: M) -> Result<RegisteredBuffer<M>> {
         RegisteredBuffer::register(Arc::clone(&self.reference), memory)

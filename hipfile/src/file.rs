@@ -67,6 +67,61 @@ impl FileHandle {
         self.io(IoOp::Write, Place::of(&src), file_offset)
     }
 
+    /// Read `buf.len()` bytes of the file at `file_offset` into host memory `buf`, straight from
+    /// the file (`pread`, through O_DIRECT where `buf`, the offset and the size meet the file's
+    /// alignment), no GPU involved. Returns the bytes read, fewer only at end of file. Needs the
+    /// setting `allow_system_memory` (`HIPFILE_ALLOW_SYSTEM_MEMORY=true`); without it the answer
+    /// is [`hipfile_core::ErrorKind::HipMemoryTypeInvalid`], as for any host memory.
+    ///
+    #[cfg_attr(feature = "fallback", doc = "```")]
+    #[cfg_attr(not(feature = "fallback"), doc = "```text")]
+    /// use std::sync::Arc;
+    /// use hipfile::{Driver, DriverOptions, ErrorKind};
+    /// use hipfile_hip::sim::SimRuntime;
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(dir.path().join("data"), b"0123456789").unwrap();
+    /// let file = std::fs::OpenOptions::new().read(true).write(true)
+    ///     .open(dir.path().join("data")).unwrap();
+    /// let mut buf = [0u8; 16];
+    ///
+    /// let mut options = DriverOptions::with_runtime(Arc::new(SimRuntime::default()));
+    /// let refusing = Driver::with_options(options.clone())?;
+    /// let err = refusing.register_file(&file)?.read_host(&mut buf, 0).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::HipMemoryTypeInvalid);
+    ///
+    /// options.settings.allow_system_memory = true;
+    /// let driver = Driver::with_options(options)?;
+    /// let handle = driver.register_file(&file)?;
+    /// assert_eq!(handle.read_host(&mut buf, 4)?, 6);
+    /// assert_eq!(&buf[..6], b"456789");
+    /// assert_eq!(handle.write_host(b"ab", 0)?, 2);
+    /// assert_eq!(std::fs::read(dir.path().join("data")).unwrap(), b"ab23456789");
+    /// # Ok::<(), hipfile::Error>(())
+    /// ```
+    pub fn read_host(&self, buf: &mut [u8], file_offset: u64) -> Result<usize> {
+        // The exclusive borrow of `buf` lasts until the request has finished: no other
+        // reference to those bytes exists while the kernel writes them (`HostRange`'s contract).
+        let place = Place {
+            base: buf.as_mut_ptr() as usize,
+            offset: 0,
+            size: buf.len(),
+        };
+        self.io(IoOp::Read, place, file_offset)
+    }
+
+    /// Write the bytes of host memory `buf` to the file at `file_offset`, straight to the file
+    /// (`pwrite`, through O_DIRECT where aligned). Returns the bytes written: all of them, or an
+    /// error. The same setting rule as [`FileHandle::read_host`].
+    pub fn write_host(&self, buf: &[u8], file_offset: u64) -> Result<usize> {
+        let place = Place {
+            base: buf.as_ptr() as usize,
+            offset: 0,
+            size: buf.len(),
+        };
+        self.io(IoOp::Write, place, file_offset)
+    }
+
     fn io(&self, op: IoOp, place: Place, file_offset: u64) -> Result<usize> {
         self.driver
             .core

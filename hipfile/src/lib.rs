@@ -22,6 +22,11 @@
 //!   `unsafe` [`DeviceSliceMut::from_raw_parts`].
 //! - Registered memory is held by its [`RegisteredBuffer`], so it cannot be freed while
 //!   registered; requests through it or its slices take the registered path.
+//! - Host memory (`&mut [u8]`, `&[u8]`) is read and written with [`FileHandle::read_host`] and
+//!   [`FileHandle::write_host`] when the setting `allow_system_memory` is on
+//!   (`HIPFILE_ALLOW_SYSTEM_MEMORY=true`): the `host` backend moves it with `pread`/`pwrite`
+//!   straight between the file and the slice, no GPU involved. Off (the default, as hipFile),
+//!   host memory is [`ErrorKind::HipMemoryTypeInvalid`].
 //! - File offsets are `u64`; one past `i64::MAX` is `EINVAL`, as `pread(2)` answers.
 //! - Reads return the bytes read (short only at end of file); writes all bytes or an error.
 //!   Device memory is checked against the runtime's allocation table before any byte moves.
@@ -34,7 +39,8 @@
 //!   `hipFileDriverSetP2PMechanisms`).
 //! - Everything is `Send + Sync`; registration and IO may run on any thread. A request allocates
 //!   nothing in this crate: a slice is an address range.
-//! - Features pick the backends compiled in: `fastpath` and `fallback` (both default). The facade registers each
+//! - Features pick the backends compiled in: `fastpath` and `fallback` (both default; `fallback`
+//!   brings the staged engine and the engine of host memory, `host`). The facade registers each
 //!   enabled backend explicitly through the crate's `register` function, because the linker may
 //!   drop `inventory` entries of a crate nothing calls; backends of other crates still arrive
 //!   through `inventory`.
@@ -147,8 +153,9 @@ pub fn backends() -> hipfile_core::RegistryBuilder {
     }
     #[cfg(feature = "fallback")]
     {
-        // Only the fastpath may be there already, under another name.
+        // Only the fastpath may be there already, under other names.
         let _ = hipfile_fallback::register(&mut builder);
+        let _ = hipfile_fallback::host::register(&mut builder);
     }
     builder.add_inventory();
     builder

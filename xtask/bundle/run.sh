@@ -3,6 +3,7 @@
 #
 # The machine needs the CUDA runtime and driver, a C/C++ compiler and CUDA headers; it needs no
 # cargo and no network. Run from anywhere:  ./run.sh [--no-bench] [--no-c] [--no-tests]
+# or, for the cuFile door (libcufile.so.0) alone:  ./run.sh --cufile | --cufile-figures
 #
 #   1. every test binary in tests/ (HIPFILE_PLATFORM=nvidia, HIPFILE_GPU_TESTS=1); extra libtest
 #      arguments come from $HIPFILE_TEST_ARGS (e.g. "--test-threads=1")
@@ -16,6 +17,11 @@
 #      pytest suite (python/tests) with PYTHONPATH pointing there, on the GPU (pytest's passes
 #      count on the GPU, its skips as skipped), then python/bench/bench.py --size 8G (one check:
 #      it ran and every line says verified; --no-bench skips it)
+#   --cufile: only cufile/clients/run_clients.sh: KvikIO, torch.cuda.gds, cuda.bindings.cufile and
+#      fio's libcufile engine, unchanged, on lib/libcufile.so.0 (preloaded) and on NVIDIA's; each
+#      JSON line of theirs counts: pass on the GPU, fail failed, NVIDIA's refusals as skipped
+#   --cufile-figures: only cufile/clients/figures.py: the cuFile door's figures on an 8 GiB file
+#      (KvikIO over ours / KvikIO POSIX, torch.cuda.gds / torch.load, cuFile door / hipFile door)
 #
 # Scratch files live in ./scratch (TMPDIR points there: /tmp may be a tmpfs without O_DIRECT).
 # Logs go to $OUT when it is set (the device tool brings $OUT back), else ./logs:
@@ -41,13 +47,17 @@ cd "$BUNDLE" || exit 1
 RUN_BENCH=1
 RUN_C=1
 RUN_TESTS=1
+RUN_CUFILE=0
+RUN_CUFILE_FIGURES=0
 for arg in "$@"; do
     case $arg in
         --no-bench) RUN_BENCH=0 ;;
         --no-c) RUN_C=0 ;;
         --no-tests) RUN_TESTS=0 ;;
+        --cufile) RUN_CUFILE=1 ;;
+        --cufile-figures) RUN_CUFILE_FIGURES=1 ;;
         -h | --help)
-            sed -n '2,29p' "$0"
+            sed -n '2,35p' "$0"
             exit 0
             ;;
         *)
@@ -460,6 +470,62 @@ run_python() {
     fi
 }
 
+# Counts the JSON lines of the cuFile clients: pass on the GPU, fail failed, refused (NVIDIA's
+# library saying no) and skipped as skipped.
+count_cufile_lines() {
+    local results=$1 pass fail other
+    pass=$(grep -c '"status": "pass"' "$results")
+    fail=$(grep -c '"status": "fail"' "$results")
+    other=$(grep -cE '"status": "(refused|skipped)"' "$results")
+    PASSED=$((PASSED + pass))
+    FAILED=$((FAILED + fail))
+    SKIPPED=$((SKIPPED + other))
+    if [ "$fail" -gt 0 ]; then
+        FAILURES+=("cufile: $fail client check(s) failed")
+        grep '"status": "fail"' "$results" | head -n 20
+    fi
+    echo "cufile: $pass pass, $fail fail, $other refused or skipped"
+}
+
+# The cuFile door: real clients on lib/libcufile.so.0 and on NVIDIA's (see run_clients.sh).
+run_cufile() {
+    echo
+    echo "==== cuFile door: clients on ours and on NVIDIA's ===="
+    local log=$FULL_LOGS/cufile-clients.log results=$LOG_DIR/cufile-clients.jsonl status
+    rm -f "$results"
+    with_timeout 560 "$BUNDLE/cufile/clients/run_clients.sh" "$LOG_DIR" >"$log" 2>&1
+    status=$?
+    cat "$log"
+    if [ ! -s "$results" ]; then
+        note_fail "cufile: run_clients.sh exit $status with no result line"
+        summary "cufile: no results, exit $status"
+        return
+    fi
+    count_cufile_lines "$results"
+    if [ "$status" -ne 0 ] && ! grep -q '"status": "fail"' "$results"; then
+        note_fail "cufile: run_clients.sh exit $status"
+    fi
+    summary "cufile: exit $status ($results)"
+}
+
+# The cuFile door's figures (see figures.py); its own check: it ran and every byte it timed
+# was verified.
+run_cufile_figures() {
+    echo
+    echo "==== cuFile door: figures ===="
+    local log=$FULL_LOGS/cufile-figures.log status
+    (cd "$BUNDLE/cufile/clients" && with_timeout 570 python3 "$BUNDLE/cufile/clients/figures.py" \
+        --bundle "$BUNDLE" --dir "$SCRATCH" --out "$LOG_DIR") >"$log" 2>&1
+    status=$?
+    cat "$log"
+    if [ "$status" -eq 0 ]; then
+        note_pass
+    else
+        note_fail "cufile figures: exit $status"
+    fi
+    summary "cufile figures: exit $status ($LOG_DIR/cufile-figures.jsonl)"
+}
+
 # Test binaries know hipfile.h by the build machine's path (env!("CARGO_MANIFEST_DIR")); where
 # that path is missing here, point it at the bundle's copy.
 link_build_include() {
@@ -482,6 +548,25 @@ main() {
     fi
     echo "scratch: $SCRATCH ($(df -hT "$SCRATCH" 2>/dev/null | awk 'NR == 2 { print $2 ", " $5 " free" }'))"
 
+    if [ "$RUN_CUFILE" = 1 ] || [ "$RUN_CUFILE_FIGURES" = 1 ]; then
+        # The cuFile stages alone: each takes most of one device call.
+        [ "$RUN_CUFILE" = 1 ] && run_cufile
+        [ "$RUN_CUFILE_FIGURES" = 1 ] && run_cufile_figures
+    else
+        run_stages
+    fi
+    echo
+    if [ "${#FAILURES[@]}" -gt 0 ]; then
+        echo "failures:"
+        printf '  %s\n' "${FAILURES[@]}"
+    fi
+    summary "$PASSED passed on the GPU, $SIM_PASSED on the sim, $SKIPPED skipped, $FAILED failed"
+    echo "$PASSED passed on the GPU, $SIM_PASSED on the sim, $SKIPPED skipped, $FAILED failed"
+    [ "$FAILED" -eq 0 ]
+}
+
+# The stages of a plain run, in order.
+run_stages() {
     if [ "$RUN_TESTS" = 1 ]; then
         link_build_include
         local binary
@@ -493,15 +578,6 @@ main() {
     [ "$RUN_C" = 1 ] && run_frameworks
     [ "$RUN_BENCH" = 1 ] && run_bench
     run_python
-
-    echo
-    if [ "${#FAILURES[@]}" -gt 0 ]; then
-        echo "failures:"
-        printf '  %s\n' "${FAILURES[@]}"
-    fi
-    summary "$PASSED passed on the GPU, $SIM_PASSED on the sim, $SKIPPED skipped, $FAILED failed"
-    echo "$PASSED passed on the GPU, $SIM_PASSED on the sim, $SKIPPED skipped, $FAILED failed"
-    [ "$FAILED" -eq 0 ]
 }
 
 # Keeps a log under the size the device tool returns.

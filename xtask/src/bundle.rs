@@ -23,6 +23,13 @@
 //!   python/hipfile-*.whl the `hipfile` Python package (release wheel, built by maturin)
 //!   python/tests/*.py    its pytest suite (hipfile-py/tests)
 //!   python/bench/bench.py its benchmark (hipfile-py/bench), run beside shared/bench/kvikio_anchor.py
+//!   lib/libcufile.so.0   the cuFile drop-in (crate `hipfile-cufile`, release), once the
+//!                        workspace has it
+//!   cufile/clients/      real cuFile clients and the figures (hipfile-cufile/clients)
+//!   cufile/wheels/*.whl  KvikIO's wheels (default `../shared/wheels` beside the repository,
+//!                        else `$HIPFILE_KVIKIO_WHEELS`), when there are any
+//!   cufile/fio.tar.gz    fio's sources (`.ab/fio.tar.gz`, else `$HIPFILE_FIO_TARBALL`), when
+//!                        present: built there with its libcufile engine
 //! ```
 //!
 //! The test binaries are those of the packages that run GPU code: `hipfile-hip`, `hipfile-core`,
@@ -50,6 +57,21 @@
 //! `include/` that `run.sh` makes when the build machine's path (`source root` in the manifest) is
 //! missing on the GPU machine. Logs go to `$OUT` when set (the device
 //! tool brings `$OUT` back): `run.log`, `summary.txt`, and `logs.tar.gz` with every full log.
+//!
+//! ## The cuFile door
+//!
+//! `run.sh --cufile` runs only `cufile/clients/run_clients.sh`: KvikIO (compatibility mode off),
+//! `torch.cuda.gds`, `cuda.bindings.cufile` and fio's libcufile engine (verify job), each unchanged
+//! and in a process of its own, once on ours (`LD_PRELOAD=lib/libcufile.so.0`, whose soname
+//! answers every `DT_NEEDED` and `dlopen` of `libcufile.so.0`) and once on NVIDIA's, every result
+//! a JSON line in `$OUT/cufile-clients.jsonl`; NVIDIA's refusals (it cannot register a file on a
+//! machine without nvidia-fs) are recorded, not failures. `run.sh --cufile-figures` runs only
+//! `cufile/clients/figures.py`: KvikIO over ours against KvikIO's POSIX path, `torch.cuda.gds`
+//! against `torch.load`, and `bin/hipfile bench` (our hipFile door) on one 8 GiB file, with
+//! ratios. Each fits one device call (600 s); without these flags run.sh runs its stages as
+//! before. fio's sources are never committed; the tarball (1 MiB without fio's examples and docs)
+//! is made with `git -C <fio checkout> archive --prefix=fio/ HEAD -- . ':(exclude)examples'
+//! ':(exclude)doc' | gzip -9 > .ab/fio.tar.gz` (`.ab/` is ignored).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -68,6 +90,20 @@ const TEST_PACKAGES: &[&str] = &[
 
 /// Packages whose tests join the bundle when the workspace has them.
 const OPTIONAL_TEST_PACKAGES: &[&str] = &["hipfile-fastpath"];
+
+/// The crate of `libcufile.so.0`; its library joins the bundle when the workspace has it.
+const CUFILE_PACKAGE: &str = "hipfile-cufile";
+
+/// The cuFile clients and figures: (folder in the repo, folder in the bundle).
+const CUFILE_CLIENTS: (&str, &str) = ("hipfile-cufile/clients", "cufile/clients");
+
+/// Where KvikIO's wheels are looked for, relative to the repository, unless
+/// `$HIPFILE_KVIKIO_WHEELS` names a folder.
+const DEFAULT_WHEELS: &str = "../shared/wheels";
+
+/// fio's source tarball, relative to the repository (an ignored folder), unless
+/// `$HIPFILE_FIO_TARBALL` names a file.
+const DEFAULT_FIO_TARBALL: &str = ".ab/fio.tar.gz";
 
 /// The device tool carries at most 64 MiB; the rest of the working tree travels too.
 pub const SIZE_LIMIT: u64 = 60 * 1024 * 1024;
@@ -138,10 +174,17 @@ pub fn run(args: &[&str]) -> Result<(), String> {
             println!("gpu-bundle: {package} is not in the workspace; its tests are left out");
         }
     }
+    let cufile = ws.member(CUFILE_PACKAGE).is_some();
+    if !cufile {
+        println!(
+            "gpu-bundle: {CUFILE_PACKAGE} is not in the workspace; libcufile.so.0 is left out"
+        );
+    }
+    let extras = CufileExtras::find(&root, |name| std::env::var_os(name))?;
     // Refuse a wrong --out before minutes of building, not after.
     check_out_dir(&out)?;
     let tests = build_tests(&packages)?;
-    build_artifacts()?;
+    build_artifacts(cufile)?;
     let wheel = build_python_wheel(&ws)?;
 
     prepare_out_dir(&out)?;
@@ -164,6 +207,15 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         copy(&root.join("xtask/bundle").join(file), &out.join(place))?;
     }
     let python_files = install_python(&root, &wheel, &out)?;
+    let mut cufile_files = Vec::new();
+    if cufile {
+        install_binary(
+            &release.join("libcufile.so"),
+            &out.join("lib/libcufile.so.0"),
+        )?;
+        cufile_files.push("lib/libcufile.so.0".to_string());
+    }
+    cufile_files.extend(extras.install(&root, &out)?);
     let mut c_programs = Vec::new();
     for (from, to) in C_SOURCES {
         for source in workspace::c_files(&root.join(from))? {
@@ -173,7 +225,12 @@ pub fn run(args: &[&str]) -> Result<(), String> {
             c_programs.push(place);
         }
     }
-    write_manifest(&out, &packages, &tests, &c_programs, &python_files)?;
+    let listed = Listed {
+        c_programs: &c_programs,
+        python_files: &python_files,
+        cufile_files: &cufile_files,
+    };
+    write_manifest(&out, &packages, &tests, &listed)?;
 
     let (files, bytes) = measure(&out)?;
     println!(
@@ -263,9 +320,108 @@ pub fn package_name(package_id: &str) -> Option<String> {
     (!name.is_empty()).then(|| name.to_string())
 }
 
-/// The library and the CLI.
-fn build_artifacts() -> Result<(), String> {
-    workspace::run_cargo(&["build", "--release", "-p", "hipfile", "-p", "hipfile-cli"])
+/// The library and the CLI, and `libcufile.so` when `cufile`.
+fn build_artifacts(cufile: bool) -> Result<(), String> {
+    let mut args = vec!["build", "--release", "-p", "hipfile", "-p", "hipfile-cli"];
+    if cufile {
+        args.extend(["-p", CUFILE_PACKAGE]);
+    }
+    workspace::run_cargo(&args)
+}
+
+/// What the cuFile stages take along besides the library: the client scripts, KvikIO's wheels
+/// and fio's sources, the last two only where this machine has them.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CufileExtras {
+    /// The `*.whl` files of the wheel folder, sorted; empty when there is none.
+    pub wheels: Vec<PathBuf>,
+    /// fio's source tarball, when there is one.
+    pub fio: Option<PathBuf>,
+}
+
+impl CufileExtras {
+    /// Looks in `$HIPFILE_KVIKIO_WHEELS` (else [`DEFAULT_WHEELS`]) and `$HIPFILE_FIO_TARBALL`
+    /// (else [`DEFAULT_FIO_TARBALL`]); `var` reads the environment. A folder or file named by
+    /// its variable must exist (a typo is an error, not a silent omission); the defaults may be
+    /// missing.
+    pub fn find(
+        root: &Path,
+        var: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<CufileExtras, String> {
+        let wheels = match var("HIPFILE_KVIKIO_WHEELS") {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                if !dir.is_dir() {
+                    return Err(format!(
+                        "HIPFILE_KVIKIO_WHEELS={}: not a folder",
+                        dir.display()
+                    ));
+                }
+                dir
+            }
+            None => root.join(DEFAULT_WHEELS),
+        };
+        let wheels = if wheels.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(&wheels)
+                .map_err(|e| format!("{}: {e}", wheels.display()))?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "whl"))
+                .collect();
+            found.sort();
+            found
+        } else {
+            Vec::new()
+        };
+        let fio = match var("HIPFILE_FIO_TARBALL") {
+            Some(file) => {
+                let file = PathBuf::from(file);
+                if !file.is_file() {
+                    return Err(format!(
+                        "HIPFILE_FIO_TARBALL={}: no such file",
+                        file.display()
+                    ));
+                }
+                Some(file)
+            }
+            None => Some(root.join(DEFAULT_FIO_TARBALL)).filter(|p| p.is_file()),
+        };
+        Ok(CufileExtras { wheels, fio })
+    }
+
+    /// Copies the clients, the wheels and the tarball into `out`; returns their places.
+    fn install(&self, root: &Path, out: &Path) -> Result<Vec<String>, String> {
+        let mut placed = Vec::new();
+        let (from, to) = CUFILE_CLIENTS;
+        for file in client_files(&root.join(from))? {
+            let name = file.file_name().unwrap_or_default().to_string_lossy();
+            let place = format!("{to}/{name}");
+            copy(&file, &out.join(&place))?;
+            placed.push(place);
+        }
+        for wheel in &self.wheels {
+            let name = wheel.file_name().unwrap_or_default().to_string_lossy();
+            let place = format!("cufile/wheels/{name}");
+            copy(wheel, &out.join(&place))?;
+            placed.push(place);
+        }
+        if let Some(tarball) = &self.fio {
+            let place = "cufile/fio.tar.gz".to_string();
+            copy(tarball, &out.join(&place))?;
+            placed.push(place);
+        }
+        Ok(placed)
+    }
+}
+
+/// The files of the clients folder, sorted (not its subfolders, such as `__pycache__`).
+fn client_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// The release wheel of the Python package, built by maturin from the venv of
@@ -359,12 +515,18 @@ fn install_binary(from: &Path, to: &Path) -> Result<(), String> {
     }
 }
 
+/// The files of the bundle the manifest lists by kind.
+struct Listed<'a> {
+    c_programs: &'a [String],
+    python_files: &'a [String],
+    cufile_files: &'a [String],
+}
+
 fn write_manifest(
     out: &Path,
     packages: &[&str],
     tests: &[TestBinary],
-    c_programs: &[String],
-    python_files: &[String],
+    listed: &Listed<'_>,
 ) -> Result<(), String> {
     let commit = Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=40"])
@@ -383,13 +545,15 @@ fn write_manifest(
     for test in tests {
         text.push_str(&format!("  tests/{}\n", test.bundle_name()));
     }
-    text.push_str("\nC programs:\n");
-    for program in c_programs {
-        text.push_str(&format!("  {program}\n"));
-    }
-    text.push_str("\nPython:\n");
-    for file in python_files {
-        text.push_str(&format!("  {file}\n"));
+    for (title, files) in [
+        ("C programs", listed.c_programs),
+        ("Python", listed.python_files),
+        ("cuFile door", listed.cufile_files),
+    ] {
+        text.push_str(&format!("\n{title}:\n"));
+        for file in files {
+            text.push_str(&format!("  {file}\n"));
+        }
     }
     let path = out.join(MANIFEST);
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
@@ -497,6 +661,143 @@ mod tests {
             matches!(sources.as_slice(), [line] if line.contains(&harness)),
             "the compile command's sources: {sources:?}"
         );
+    }
+
+    /// A scratch repository root with `../shared/wheels` beside it, removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!("xtask-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(dir.join("repo")).expect("scratch folder");
+            Scratch(dir)
+        }
+
+        fn root(&self) -> PathBuf {
+            self.0.join("repo")
+        }
+
+        fn file(&self, relative: &str) -> PathBuf {
+            let path = self.0.join(relative);
+            std::fs::create_dir_all(path.parent().expect("a parent")).expect("folder");
+            std::fs::write(&path, b"x").expect("file");
+            path
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn cufile_extras_default_to_the_shared_wheels_and_the_ignored_tarball() {
+        let scratch = Scratch::new("extras-default");
+        let none = |_: &str| None;
+        assert_eq!(
+            CufileExtras::find(&scratch.root(), none),
+            Ok(CufileExtras {
+                wheels: Vec::new(),
+                fio: None
+            }),
+            "nothing there: nothing taken, no error"
+        );
+        let b = scratch.file("shared/wheels/b-1.whl");
+        let a = scratch.file("shared/wheels/a-1.whl");
+        scratch.file("shared/wheels/README.txt");
+        let tarball = scratch.file("repo/.ab/fio.tar.gz");
+        let found = CufileExtras::find(&scratch.root(), none).expect("found");
+        let names = |paths: &[PathBuf]| -> Vec<PathBuf> {
+            paths
+                .iter()
+                .map(|p| p.canonicalize().expect("exists"))
+                .collect()
+        };
+        assert_eq!(names(&found.wheels), names(&[a, b]), "only wheels, sorted");
+        assert_eq!(
+            found.fio.map(|p| p.canonicalize().expect("exists")),
+            Some(tarball.canonicalize().expect("exists"))
+        );
+    }
+
+    #[test]
+    fn cufile_extras_follow_their_variables_and_refuse_a_wrong_one() {
+        let scratch = Scratch::new("extras-vars");
+        scratch.file("shared/wheels/default-1.whl");
+        let wheel = scratch.file("elsewhere/k-1.whl");
+        let tarball = scratch.file("elsewhere/fio-src.tar.gz");
+        let vars = |wheels: PathBuf, fio: PathBuf| {
+            move |name: &str| match name {
+                "HIPFILE_KVIKIO_WHEELS" => Some(wheels.clone().into_os_string()),
+                "HIPFILE_FIO_TARBALL" => Some(fio.clone().into_os_string()),
+                _ => None,
+            }
+        };
+        let found = CufileExtras::find(
+            &scratch.root(),
+            vars(scratch.0.join("elsewhere"), tarball.clone()),
+        )
+        .expect("found");
+        assert_eq!(found.wheels, [wheel]);
+        assert_eq!(found.fio, Some(tarball.clone()));
+        let wrong_dir = CufileExtras::find(&scratch.root(), vars(scratch.0.join("nope"), tarball));
+        assert!(
+            matches!(&wrong_dir, Err(e) if e.contains("HIPFILE_KVIKIO_WHEELS")),
+            "{wrong_dir:?}"
+        );
+        let wrong_file = CufileExtras::find(
+            &scratch.root(),
+            vars(scratch.0.join("elsewhere"), scratch.0.join("nope.tar.gz")),
+        );
+        assert!(
+            matches!(&wrong_file, Err(e) if e.contains("HIPFILE_FIO_TARBALL")),
+            "{wrong_file:?}"
+        );
+    }
+
+    /// `--cufile` and `--cufile-figures` each run only their script, from where the bundle puts
+    /// the clients, and every script run_clients.sh names is shipped.
+    #[test]
+    fn run_sh_runs_the_cufile_stages_from_the_shipped_clients() {
+        let run_sh = include_str!("../bundle/run.sh");
+        let (_, to) = CUFILE_CLIENTS;
+        for (flag, script) in [
+            ("--cufile)", "run_clients.sh"),
+            ("--cufile-figures)", "figures.py"),
+        ] {
+            assert!(run_sh.contains(flag), "run.sh lacks {flag}");
+            assert!(
+                run_sh.contains(&format!("\"$BUNDLE/{to}/{script}\"")),
+                "run.sh does not run {to}/{script}"
+            );
+        }
+        let root = workspace::root();
+        let clients = client_files(&root.join(CUFILE_CLIENTS.0)).expect("the clients folder");
+        let names: Vec<String> = clients
+            .iter()
+            .map(|p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        let runner = std::fs::read_to_string(root.join(CUFILE_CLIENTS.0).join("run_clients.sh"))
+            .expect("run_clients.sh");
+        for script in runner
+            .split_whitespace()
+            .map(|w| w.trim_matches('"'))
+            .filter(|w| w.ends_with(".py") || w.ends_with(".sh") || w.ends_with(".fio"))
+            .filter_map(|w| w.rsplit('/').next())
+        {
+            assert!(
+                names.iter().any(|n| n == script),
+                "{script} is not in the clients folder"
+            );
+        }
+        assert!(names.iter().any(|n| n == "figures.py"));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
 //! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h` run on the simulated HIP runtime, and against `cufile.h` on the simulated CUDA library, plus libcufile.so.0's exported-symbol check; `c-tests FILTER` runs the programs whose `TAG/FILE` name contains FILTER (`cufile/`: the cuFile ones) |
 //! | `python`      | the `hipfile` Python package: a venv under the target directory with pinned maturin, pytest and NumPy, the wheel built by maturin and installed, pytest on the sim (see [`python`]) |
-//! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs, the Python wheel with its tests and benchmark, and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
+//! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs, the Python wheel with its tests and benchmark, `libcufile.so.0` with the cuFile clients, and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
 //! | `fuzz`        | a longer fuzzing run: the C ABI call sequences against the model, then the `fuzz/` targets under cargo-fuzz (nightly) or their stable corpus runners, reporting executions (see [`fuzz`]) |
 //! | `sanitize`    | the Rust tests of core, fallback and the facade under AddressSanitizer and ThreadSanitizer, and the C ABI tests with `-fsanitize=address`; needs nightly, not part of CI (see [`sanitize`]) |
 //!
@@ -66,6 +66,11 @@ commands:
                  run  carry: [\"target/gpu-bundle\"]
                       command: \"cd target/gpu-bundle && ./run.sh\"
                run.sh ends with `G passed on the GPU, M on the sim, S skipped, F failed`; its logs come back from $OUT
+               With them go lib/libcufile.so.0 (when hipfile-cufile is in the workspace) and
+               the cuFile clients (cufile/; KvikIO's wheels from ../shared/wheels or
+               $HIPFILE_KVIKIO_WHEELS, fio's sources from .ab/fio.tar.gz or $HIPFILE_FIO_TARBALL):
+               `./run.sh --cufile` runs the clients on ours and on NVIDIA's,
+               `./run.sh --cufile-figures` the figures
   fuzz [--seconds N] [--seed S] [--stable]
                a longer fuzzing run, N seconds per part (default 60): the C ABI call sequences
                against the reference model (CI's fixed seeds, then random ones from S or the

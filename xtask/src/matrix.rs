@@ -104,13 +104,19 @@ pub const REGISTRATION_TEST: &str = "registration::registration";
 /// The variable the test ledger is named by (as `hipfile_testkit::ledger::LEDGER_VAR`).
 pub const LEDGER_VAR: &str = "HIPFILE_TEST_LEDGER";
 
-/// The comma-separated backend names a feature list implies, fastpath first.
+/// The comma-separated backend names a feature list implies, fastpath first: the feature
+/// `fallback` brings the staged engine and, from the same crate, the engine of host memory
+/// (`host`).
 pub fn expected_backends(features: &str) -> String {
     let enabled: Vec<&str> = features.split(',').map(str::trim).collect();
     BACKEND_FEATURES
         .iter()
         .copied()
         .filter(|backend| enabled.contains(backend))
+        .flat_map(|backend| match backend {
+            "fallback" => vec!["fallback", "host"],
+            other => vec![other],
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -491,8 +497,11 @@ test src/lib.rs - (line 5) ... ok
 
     #[test]
     fn features_imply_backends_in_priority_order() {
-        assert_eq!(expected_backends("fallback"), "fallback");
-        assert_eq!(expected_backends("fallback,fastpath"), "fastpath,fallback");
+        assert_eq!(expected_backends("fallback"), "fallback,host");
+        assert_eq!(
+            expected_backends("fallback,fastpath"),
+            "fastpath,fallback,host"
+        );
         assert_eq!(expected_backends(""), "");
     }
 
@@ -544,7 +553,7 @@ test src/lib.rs - (line 5) ... ok
     fn linked_backends_rank_after_the_built_in_ones() {
         assert_eq!(
             expected_with_linked("fallback,fastpath", "bounce"),
-            "fastpath,fallback,bounce"
+            "fastpath,fallback,host,bounce"
         );
         assert_eq!(
             expected_with_linked("fastpath", "bounce"),

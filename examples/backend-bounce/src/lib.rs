@@ -23,6 +23,7 @@
 //!
 //! ## Contract
 //!
+//! - Declines host memory (`Decline::HostMemory`: the `host` engine serves it).
 //! - Accepts every request while compat mode is allowed, as the fallback does (a staged path is
 //!   what compat mode means), and declines with [`Decline::CompatModeDisallowed`] otherwise.
 //! - Reads return the bytes read, fewer than asked only at end of file (a file that reports size
@@ -219,18 +220,21 @@ fn device_part(
     offset: usize,
     len: usize,
 ) -> std::result::Result<DeviceRange, IoFailure> {
-    req.memory.slice(offset, len).ok_or_else(|| {
-        IoFailure::new(
-            Error::new(
-                ErrorKind::InternalError,
-                format!(
-                    "{len} bytes at {offset} lie outside the request's {} bytes",
-                    req.size()
+    req.memory
+        .device_range()
+        .and_then(|m| m.slice(offset, len))
+        .ok_or_else(|| {
+            IoFailure::new(
+                Error::new(
+                    ErrorKind::InternalError,
+                    format!(
+                        "{len} bytes at {offset} lie outside the request's {} bytes",
+                        req.size()
+                    ),
                 ),
-            ),
-            offset,
-        )
-    })
+                offset,
+            )
+        })
 }
 
 impl Backend for Bounce {
@@ -239,6 +243,10 @@ impl Backend for Bounce {
     }
 
     fn accepts(&self, req: &IoRequest<'_>) -> std::result::Result<(), Decline> {
+        // Host memory (where the settings admit it) is the `host` backend's.
+        if req.memory.device_range().is_none() {
+            return Err(Decline::HostMemory);
+        }
         if req.compat.allowed {
             Ok(())
         } else {

@@ -59,7 +59,7 @@ impl Bench {
         let owned = OwnedRequest {
             op,
             file: Arc::clone(file),
-            memory: memory.clone(),
+            memory: memory.clone().into(),
             file_offset,
             append: false,
             registered_buffer: false,
@@ -170,7 +170,7 @@ fn it_declines_when_compat_mode_is_disallowed() {
     let owned = OwnedRequest {
         op: IoOp::Read,
         file,
-        memory,
+        memory: memory.into(),
         file_offset: 0,
         append: false,
         registered_buffer: false,

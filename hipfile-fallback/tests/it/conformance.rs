@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use hipfile_core::DirectIoPolicy;
-use hipfile_testkit::conformance::{run_all, ConformanceConfig};
+use hipfile_testkit::conformance::{run_all, CaseMemoryKind, ConformanceConfig};
 use hipfile_testkit::faults::ScriptedIo;
 
 fn config(policy: DirectIoPolicy) -> ConformanceConfig {
@@ -70,4 +70,17 @@ fn conformance_with_every_request_on_the_callers_thread() {
         ..without_max_rw_count(DirectIoPolicy::Auto)
     };
     run_all(hipfile_fallback::DESCRIPTOR, &cfg).assert_passed();
+}
+
+/// The engine of host memory on pinned host memory (the setting `allow_system_memory` on). It
+/// moves file bytes with raw-address `pread`/`pwrite`, not through the driver's file IO
+/// primitives, so the scripted-fault cases have nothing to script.
+#[test]
+fn the_host_engine_conforms_on_pinned_host_memory() {
+    let cfg = ConformanceConfig {
+        memory: CaseMemoryKind::PinnedHost,
+        file_io_faults: false,
+        ..without_max_rw_count(DirectIoPolicy::Auto)
+    };
+    run_all(hipfile_fallback::host::DESCRIPTOR, &cfg).assert_passed();
 }

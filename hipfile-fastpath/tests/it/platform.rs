@@ -125,7 +125,7 @@ fn the_platforms_memory_kinds_decide_the_memory_rule() {
     let pinned = PinnedBuffer::new(Arc::clone(&gpu), 4096).unwrap();
     assert_eq!(
         verdict(&facts(kind_of(pinned.as_ptr() as usize))),
-        Err(Decline::NotDeviceMemory)
+        Err(Decline::HostMemory)
     );
 }
 

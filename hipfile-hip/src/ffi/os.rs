@@ -132,6 +132,56 @@ pub(crate) fn copies_from_self(addr: usize, len: usize) -> bool {
     usize::try_from(n).is_ok_and(|n| n == len)
 }
 
+/// `pread(2)` of up to `len` bytes at file `offset` into the raw address `addr`: the bytes read
+/// (0 at end of file). The kernel checks the destination itself: an unmapped or read-only page is
+/// `EFAULT` (or a short count up to it), so no access of ours can fault.
+///
+/// # Safety
+///
+/// No Rust reference may cover any of `[addr, addr + len)` while the call runs: the kernel writes
+/// there behind the compiler's back.
+pub(crate) unsafe fn pread_raw(
+    fd: BorrowedFd<'_>,
+    addr: usize,
+    len: usize,
+    offset: u64,
+) -> io::Result<usize> {
+    let offset =
+        libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: the kernel validates the destination range (EFAULT); the caller keeps Rust
+    // references off it for the call (this function's contract).
+    let n = unsafe { libc::pread(fd.as_raw_fd(), addr as *mut libc::c_void, len, offset) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// `pwrite(2)` of up to `len` bytes from the raw address `addr` at file `offset`, or with
+/// `offset` `None` at the end of the file (`pwritev2` with `RWF_APPEND`, whatever the
+/// descriptor's flags): the bytes written. The kernel reads the source itself: an unmapped page
+/// is `EFAULT` (or a short count up to it), so no access of ours can fault. Reading memory is
+/// sound whoever else reads it; this only reads.
+pub(crate) fn pwrite_raw(
+    fd: BorrowedFd<'_>,
+    addr: usize,
+    len: usize,
+    offset: Option<u64>,
+) -> io::Result<usize> {
+    let iov = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: len,
+    };
+    let (offset, flags) = match offset {
+        Some(at) => (
+            libc::off_t::try_from(at).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
+            0,
+        ),
+        None => (-1, libc::RWF_APPEND),
+    };
+    // SAFETY: `iov` describes the source range, which only the kernel reads and validates
+    // (EFAULT); the iovec array is one element on our stack.
+    let n = unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, offset, flags) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
 /// `getsockopt(SO_PEERCRED)` on `fd`: the credentials and the length the kernel wrote.
 pub(crate) fn peer_credentials(fd: BorrowedFd<'_>) -> io::Result<(libc::ucred, usize)> {
     let mut cred = libc::ucred {

@@ -33,6 +33,8 @@ pub enum Refusal {
     NotDevice(MemoryKind),
     /// The range runs past the end of its allocation (of this kind of memory).
     PastEnd(MemoryKind),
+    /// The memory is not host memory ([`crate::HostRange::check`]).
+    NotHost(MemoryKind),
 }
 
 /// A range of device (or managed) memory inside one allocation, checked by the runtime's pointer
@@ -80,7 +82,7 @@ impl DeviceRange {
                 "DeviceRange: not device memory",
                 HipErrorCode::INVALID_VALUE,
             ),
-            Refusal::PastEnd(_) => HipError::call(
+            Refusal::PastEnd(_) | Refusal::NotHost(_) => HipError::call(
                 "DeviceRange: past the end of the allocation",
                 HipErrorCode::INVALID_VALUE,
             ),
@@ -91,7 +93,17 @@ impl DeviceRange {
     /// answer each with its own error code (one pointer query either way).
     pub fn check(runtime: &Arc<dyn GpuRuntime>, ptr: usize, len: usize) -> Result<Self, Refusal> {
         let info = runtime.pointer_info(ptr).map_err(Refusal::Query)?;
-        vouch(&info, ptr, len)?;
+        Self::from_info(runtime, &info, ptr, len)
+    }
+
+    /// As [`DeviceRange::check`], on the runtime's answer `info` for `ptr`.
+    pub(crate) fn from_info(
+        runtime: &Arc<dyn GpuRuntime>,
+        info: &PointerInfo,
+        ptr: usize,
+        len: usize,
+    ) -> Result<Self, Refusal> {
+        vouch(info, ptr, len)?;
         Ok(DeviceRange {
             runtime: Arc::clone(runtime),
             ptr,

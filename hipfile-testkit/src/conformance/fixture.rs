@@ -13,10 +13,12 @@ use hipfile_core::{
     IoOp, OwnedRequest, RegisteredFile, RegistryBuilder, Session, Settings, Submit, Submitted,
 };
 use hipfile_hip::sim::SimRuntime;
-use hipfile_hip::{DeviceBuffer, DeviceRange, GpuRuntime};
+use hipfile_hip::{
+    DeviceBuffer, GpuRuntime, HipError, HipErrorCode, HipResult, IoMemory, PinnedBuffer,
+};
 use tempfile::TempDir;
 
-use super::ConformanceConfig;
+use super::{CaseMemoryKind, ConformanceConfig};
 use crate::faults::LeakSnapshot;
 
 /// The byte device buffers are filled with before an operation: any byte still holding it after
@@ -106,7 +108,7 @@ pub struct FileRequests {
 
 impl FileRequests {
     /// A request to move the bytes of `memory` at `file_offset`.
-    pub fn request(&self, op: IoOp, memory: &DeviceRange, file_offset: u64) -> OwnedRequest {
+    pub fn request(&self, op: IoOp, memory: &IoMemory, file_offset: u64) -> OwnedRequest {
         OwnedRequest {
             op,
             file: Arc::clone(&self.file),
@@ -171,6 +173,92 @@ impl From<IoFailure> for String {
     }
 }
 
+/// The memory a case reads into and writes from: device memory, or pinned host memory where
+/// the suite runs on host memory ([`crate::conformance::CaseMemoryKind::PinnedHost`]). The same
+/// operations either way, so each case is written once.
+#[derive(Debug)]
+pub enum CaseMemory {
+    /// Device memory.
+    Device(DeviceBuffer),
+    /// Pinned host memory.
+    Pinned(PinnedBuffer),
+}
+
+impl CaseMemory {
+    /// First address.
+    pub fn ptr(&self) -> usize {
+        match self {
+            CaseMemory::Device(b) => b.ptr(),
+            CaseMemory::Pinned(b) => b.as_ptr() as usize,
+        }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            CaseMemory::Device(b) => b.len(),
+            CaseMemory::Pinned(b) => b.len(),
+        }
+    }
+
+    /// Whether the memory is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `len` bytes at `offset` as slice bounds, or `INVALID_VALUE` past the end.
+    fn bounds(&self, offset: usize, len: usize) -> HipResult<std::ops::Range<usize>> {
+        offset
+            .checked_add(len)
+            .filter(|&end| end <= self.len())
+            .map(|end| offset..end)
+            .ok_or_else(|| HipError::call("CaseMemory: past the end", HipErrorCode::INVALID_VALUE))
+    }
+
+    /// Copy `src` to `offset`.
+    pub fn write_at(&mut self, offset: usize, src: &[u8]) -> HipResult<()> {
+        let at = self.bounds(offset, src.len())?;
+        match self {
+            CaseMemory::Device(b) => b.write_at(offset, src),
+            CaseMemory::Pinned(b) => {
+                b.as_mut_slice()[at].copy_from_slice(src);
+                Ok(())
+            }
+        }
+    }
+
+    /// Copy `dst.len()` bytes at `offset` into `dst`.
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> HipResult<()> {
+        match self {
+            CaseMemory::Device(b) => b.read_at(offset, dst),
+            CaseMemory::Pinned(b) => {
+                let at = self.bounds(offset, dst.len())?;
+                dst.copy_from_slice(&b.as_slice()[at]);
+                Ok(())
+            }
+        }
+    }
+
+    /// Every byte `value`.
+    pub fn fill(&mut self, value: u8) -> HipResult<()> {
+        match self {
+            CaseMemory::Device(b) => b.fill(value),
+            CaseMemory::Pinned(b) => {
+                b.as_mut_slice().fill(value);
+                Ok(())
+            }
+        }
+    }
+
+    /// A copy of the whole memory.
+    pub fn to_vec(&self) -> HipResult<Vec<u8>> {
+        match self {
+            CaseMemory::Device(b) => b.to_vec(),
+            CaseMemory::Pinned(b) => Ok(b.as_slice().to_vec()),
+        }
+    }
+}
+
 /// One case's world. Public so backend crates can write cases of their own with the same tools.
 #[derive(Debug)]
 pub struct Fixture {
@@ -224,9 +312,11 @@ impl Fixture {
             .map_err(|e| format!("counting resources: {e}"))?;
         let driver = Driver::new(options);
         let kb = cfg.max_direct_io_size_kb;
+        let host_memory = cfg.memory == CaseMemoryKind::PinnedHost;
         driver
             .stage_settings(|s| {
                 s.max_direct_io_size_kb = kb;
+                s.allow_system_memory |= host_memory;
                 if let Some(tune) = &cfg.tune {
                     tune(s);
                 }
@@ -322,24 +412,36 @@ impl Fixture {
         Ok(TestFile { file, path, handle })
     }
 
-    /// Device memory of `len` bytes, every byte [`SENTINEL`].
-    pub fn device(&self, len: usize) -> Result<DeviceBuffer, String> {
-        let mut buf = DeviceBuffer::new(Arc::clone(&self.runtime), len)
-            .map_err(|e| format!("allocating {len} bytes of device memory: {e}"))?;
+    /// Memory of `len` bytes of the kind the suite runs on (device memory unless
+    /// [`ConformanceConfig::memory`] says otherwise), every byte [`SENTINEL`].
+    pub fn device(&self, len: usize) -> Result<CaseMemory, String> {
+        let mut buf = match self.cfg.memory {
+            CaseMemoryKind::Device => DeviceBuffer::new(Arc::clone(&self.runtime), len)
+                .map(CaseMemory::Device)
+                .map_err(|e| format!("allocating {len} bytes of device memory: {e}"))?,
+            CaseMemoryKind::PinnedHost => PinnedBuffer::new(Arc::clone(&self.runtime), len)
+                .map(CaseMemory::Pinned)
+                .map_err(|e| format!("allocating {len} bytes of pinned host memory: {e}"))?,
+        };
         buf.fill(SENTINEL)
-            .map_err(|e| format!("filling device memory: {e}"))?;
+            .map_err(|e| format!("filling the memory: {e}"))?;
         Ok(buf)
     }
 
-    /// `len` bytes at `offset` of `buffer`, as a checked [`DeviceRange`] (what a request moves).
+    /// `len` bytes at `offset` of `buffer`, checked by the runtime's pointer query as
+    /// validation checks them (what a request moves).
     pub fn range(
         &self,
-        buffer: &DeviceBuffer,
+        buffer: &CaseMemory,
         offset: usize,
         len: usize,
-    ) -> Result<DeviceRange, String> {
-        DeviceRange::query(&self.runtime, buffer.ptr() + offset, len)
-            .map_err(|e| format!("querying {len} bytes at {:#x}+{offset}: {e}", buffer.ptr()))
+    ) -> Result<IoMemory, String> {
+        IoMemory::check(&self.runtime, buffer.ptr() + offset, len).map_err(|e| {
+            format!(
+                "querying {len} bytes at {:#x}+{offset}: {e:?}",
+                buffer.ptr()
+            )
+        })
     }
 
     /// What requests on the registered file `handle` need to go straight to the open driver's

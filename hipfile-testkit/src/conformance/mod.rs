@@ -41,7 +41,17 @@ use std::time::Duration;
 
 use hipfile_core::{BackendDescriptor, FileIo, Settings};
 
-pub use fixture::{pattern, FileRequests, Fixture, IoFailure, TestFile, SENTINEL};
+pub use fixture::{pattern, CaseMemory, FileRequests, Fixture, IoFailure, TestFile, SENTINEL};
+
+/// The memory the cases read into and write from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CaseMemoryKind {
+    /// Device memory (every engine of device memory).
+    #[default]
+    Device,
+    /// Pinned host memory, with the setting `allow_system_memory` on (the `host` engine).
+    PinnedHost,
+}
 
 /// A change to the settings every driver of a run is opened with.
 pub type Tune = Arc<dyn Fn(&mut Settings) + Send + Sync>;
@@ -74,6 +84,8 @@ pub struct ConformanceConfig {
     /// More settings staged on every driver after `max_direct_io_size_kb` (a backend's own
     /// knobs, so the suite can run once per policy).
     pub tune: Option<Tune>,
+    /// The memory the cases use (device memory by default).
+    pub memory: CaseMemoryKind,
     /// How long the `queued_progress` case lets a request submitted with `Submit::Queue` run
     /// with nobody waiting for it before it fails: the backend's own threads (or `submit`
     /// itself) must finish it by then. Default 10 s, far beyond any request of the case.
@@ -92,6 +104,7 @@ impl Default for ConformanceConfig {
             io: None,
             tune: None,
             progress_deadline: Duration::from_secs(10),
+            memory: CaseMemoryKind::Device,
         }
     }
 }
@@ -108,6 +121,7 @@ impl fmt::Debug for ConformanceConfig {
             .field("io", &self.io)
             .field("tune", &self.tune.is_some())
             .field("progress_deadline", &self.progress_deadline)
+            .field("memory", &self.memory)
             .finish()
     }
 }

@@ -253,6 +253,7 @@ mod tests {
             unaligned: 2,
             direct: ok,
             staged: 0,
+            host: 0,
             latency_sum_us: latency,
             window_us: window,
             size_kb_hist: std::array::from_fn(|i| i as u64),

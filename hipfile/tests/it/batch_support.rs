@@ -105,15 +105,25 @@ impl Backend for HostCopy {
         HOST_COPY
     }
 
-    fn accepts(&self, _req: &IoRequest<'_>) -> Result<(), Decline> {
-        Ok(())
+    fn accepts(&self, req: &IoRequest<'_>) -> Result<(), Decline> {
+        match req.memory.device_range() {
+            Some(_) => Ok(()),
+            None => Err(Decline::HostMemory),
+        }
     }
 
     fn submit(&self, req: &IoRequest<'_>, how: Submit) -> Completion {
+        let Some(memory) = req.memory.device_range() else {
+            let e = hipfile_core::Error::new(
+                hipfile_core::ErrorKind::HipMemoryTypeInvalid,
+                "host memory",
+            );
+            return Completion::ready(Err(hipfile_core::IoFailure::new(e, 0)));
+        };
         let job = CopyJob {
             op: req.op,
             file: Arc::clone(&req.file),
-            memory: req.memory.clone(),
+            memory: memory.clone(),
             file_offset: req.file_offset,
             append: req.append,
             io: Arc::clone(&self.io),

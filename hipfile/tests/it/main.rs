@@ -18,6 +18,8 @@ mod durability;
 #[cfg_attr(not(feature = "fallback"), allow(dead_code))]
 mod harness;
 #[cfg(feature = "fallback")]
+mod host_memory;
+#[cfg(feature = "fallback")]
 mod leaks;
 #[cfg(feature = "fallback")]
 mod multi_device;

@@ -11,7 +11,8 @@ fn implied_by_features() -> Vec<&'static str> {
         v.push("fastpath");
     }
     if cfg!(feature = "fallback") {
-        v.push("fallback");
+        // The crate of the staged engine also brings the engine of host memory.
+        v.extend(["fallback", "host"]);
     }
     v
 }
