@@ -34,7 +34,8 @@
 //! machine, stretched on a loaded one by the load per core, up to 5x (see [`process::TimeLimit`]); a run
 //! that needed the stretch to finish says so on its report line, a killed one names its limit.
 //!
-//! `cargo xtask c-tests FILTER` runs only the programs whose file name contains FILTER.
+//! `cargo xtask c-tests FILTER` runs only the programs whose `TAG/FILE` name contains FILTER (tags:
+//! `tests`, `examples`, `cufile`; `cargo xtask c-tests cufile/` runs the cuFile programs).
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -47,6 +48,7 @@ use std::time::{Duration, Instant};
 use crate::counts::{Counts, Report};
 use crate::workspace::{self, Workspace};
 
+mod cufile;
 mod process;
 
 use process::{execute, with_suffix, Finished, Invocation};
@@ -78,6 +80,9 @@ const CASE_WORKERS: usize = 4;
 const CLEARED_VARS: &[&str] = &[
     "HIPFILE_PLATFORM",
     "HIPFILE_HIP_LIBRARY",
+    "HIPFILE_CUDART_LIBRARY",
+    "HIPFILE_CUDA_LIBRARY",
+    "CUFILE_ENV_PATH_JSON",
     "HIPFILE_SIM_ROCM",
     "HIPFILE_SIM_P2P",
     "HIPFILE_BACKENDS",
@@ -194,7 +199,7 @@ pub fn run() -> Report {
     run_matching(None)
 }
 
-/// `cargo xtask c-tests [FILTER]`: the programs whose file name contains `filter`, or all.
+/// `cargo xtask c-tests [FILTER]`: the programs whose `TAG/FILE` name contains `filter`, or all.
 pub fn run_matching(filter: Option<&str>) -> Report {
     run_with(
         &Build {
@@ -206,7 +211,7 @@ pub fn run_matching(filter: Option<&str>) -> Report {
     )
 }
 
-/// The C ABI tests whose file name contains `filter` (all without one), built and run as
+/// The C ABI tests whose `TAG/FILE` name contains `filter` (all without one), built and run as
 /// `build` says; counts one per check line of a whole program, one per case run of a `*_cases`
 /// program.
 pub fn run_with(build: &Build, filter: Option<&str>) -> Report {
@@ -216,76 +221,106 @@ pub fn run_with(build: &Build, filter: Option<&str>) -> Report {
     }
 }
 
+/// The packages the C programs need built: the two C ABIs and the two simulated runtimes.
+const PACKAGES: &[&str] = &[
+    "hipfile",
+    "hipfile-simhip",
+    "hipfile-cufile",
+    "hipfile-simcuda",
+];
+
+/// A family of C programs: what they include and link, and how they run.
+struct Suite {
+    programs: Vec<(&'static str, PathBuf)>,
+    includes: Vec<PathBuf>,
+    defines: &'static [&'static str],
+    libs: &'static [&'static str],
+    variants: &'static [(&'static str, Env, Runs)],
+    /// Environment of every run of the suite, before the variant's.
+    env: Vec<(&'static str, String)>,
+}
+
 fn build_and_run(build: &Build, filter: Option<&str>) -> Result<Report, String> {
     let root = workspace::root();
     let mut programs = find_programs(&root)?;
+    let mut cufile_programs = find_cufile_programs(&root)?;
     if let Some(filter) = filter {
-        programs.retain(|(_, p)| {
+        // `TAG/FILE`: `cufile/` selects the cuFile programs, `api_surface` both ABIs' programs.
+        let matches = |(tag, p): &(&str, PathBuf)| {
             p.file_name()
-                .is_some_and(|n| n.to_string_lossy().contains(filter))
-        });
-        if programs.is_empty() {
+                .is_some_and(|n| format!("{tag}/{}", n.to_string_lossy()).contains(filter))
+        };
+        programs.retain(matches);
+        cufile_programs.retain(matches);
+        if programs.is_empty() && cufile_programs.is_empty() {
             return Err(format!("no C program's file name contains {filter:?}"));
         }
     }
     let ws = Workspace::load()?;
 
-    println!("$ cargo build -p hipfile -p hipfile-simhip");
+    let mut args = vec!["build"];
+    for package in PACKAGES {
+        args.extend(["-p", package]);
+    }
+    println!("$ cargo {}", args.join(" "));
     let built = workspace::cargo()
-        .args(["build", "-p", "hipfile", "-p", "hipfile-simhip"])
+        .args(&args)
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !built.success() {
-        return Err(format!(
-            "cargo build -p hipfile -p hipfile-simhip failed ({built})"
-        ));
+        return Err(workspace::cargo_failed(&args, built));
     }
 
     let out_dir = ws.target_dir.join(build.out);
     let lib_dir = link_libraries(&ws.target_dir.join("debug"), &out_dir.join("lib"))?;
-    let hip_include = hip_include(&ws.target_dir)?;
-    println!("c-tests: HIP headers from {}", hip_include.display());
-
     let mut tally = Tally::default();
-    for (tag, program) in &programs {
-        for language in [Language::C, Language::Cxx] {
-            let stem = program.file_stem().unwrap_or_default().to_string_lossy();
-            let name = format!("{tag}-{stem}-{}", language.suffix());
-            let binary = out_dir.join("bin").join(&name);
-            let compiled = compile(
-                language,
-                &root,
-                program,
-                &hip_include,
-                &lib_dir,
-                &binary,
-                build.flags,
-            );
-            if let Err(why) = compiled {
-                tally.fail(format!("{name}: compile failed\n{why}"));
-                continue;
-            }
-            if stem.ends_with(CASE_PROGRAM_SUFFIX) {
-                let variants = match language {
-                    Language::C => VARIANTS,
-                    Language::Cxx => &VARIANTS[..1],
-                };
-                run_cases(
-                    &binary, &name, variants, build.env, &lib_dir, &out_dir, &mut tally,
-                );
-                continue;
-            }
-            for (variant, env, runs) in VARIANTS {
-                if *runs == Runs::TestsOnly && *tag != "tests" {
-                    println!("c-tests: {name} [{variant}]: skipped (examples need compat mode)");
-                    tally.skipped += 1;
-                    continue;
+
+    if !programs.is_empty() {
+        let hip_include = hip_include(&ws.target_dir)?;
+        println!("c-tests: HIP headers from {}", hip_include.display());
+        let suite = Suite {
+            programs,
+            includes: vec![root.join("hipfile/include"), hip_include],
+            defines: &["-D__HIP_PLATFORM_AMD__"],
+            libs: &["-lhipfile", "-lamdhip64"],
+            variants: VARIANTS,
+            env: Vec::new(),
+        };
+        run_suite(&suite, build, &root, &lib_dir, &out_dir, &mut tally);
+    }
+
+    if filter.is_none() || !cufile_programs.is_empty() {
+        let mut checks = cufile::check_exports(
+            &lib_dir.join("libcufile.so"),
+            &root.join(cufile::SYMBOLS_FILE),
+        );
+        checks.push((
+            "status texts",
+            cufile::check_status_texts(
+                &root.join(cufile::HEADER),
+                &root.join(cufile::STATUS_TEXTS_FILE),
+            ),
+        ));
+        for (check, result) in checks {
+            match result {
+                Ok(()) => {
+                    println!("c-tests: libcufile.so.0 {check}: ok");
+                    tally.passed += 1;
                 }
-                let env: Vec<(&str, &str)> = env.iter().chain(build.env).copied().collect();
-                let run = execute(&binary, &name, variant, &env, &lib_dir, &out_dir);
-                tally_program(&format!("{name} [{variant}]"), run, &mut tally);
+                Err(why) => tally.fail(format!("libcufile.so.0 {check}: {why}")),
             }
         }
+    }
+    if !cufile_programs.is_empty() {
+        let suite = Suite {
+            programs: cufile_programs,
+            includes: cufile::INCLUDE_DIRS.iter().map(|d| root.join(d)).collect(),
+            defines: &[],
+            libs: cufile::LIBS,
+            variants: cufile::VARIANTS,
+            env: cufile::platform_env(&lib_dir.join("libsimcuda.so")),
+        };
+        run_suite(&suite, build, &root, &lib_dir, &out_dir, &mut tally);
     }
 
     if !tally.failures.is_empty() {
@@ -303,6 +338,70 @@ fn build_and_run(build: &Build, filter: Option<&str>) -> Result<Report, String> 
     Ok(Report::new(tally.counts(), result))
 }
 
+/// Compiles each program of `suite` as C and as C++ and runs it under each of its variants.
+fn run_suite(
+    suite: &Suite,
+    build: &Build,
+    root: &Path,
+    lib_dir: &Path,
+    out_dir: &Path,
+    tally: &mut Tally,
+) {
+    let suite_env: Vec<(&str, &str)> = suite
+        .env
+        .iter()
+        .map(|(k, v)| (*k, v.as_str()))
+        .chain(build.env.iter().copied())
+        .collect();
+    for (tag, program) in &suite.programs {
+        for language in [Language::C, Language::Cxx] {
+            let stem = program.file_stem().unwrap_or_default().to_string_lossy();
+            let name = format!("{tag}-{stem}-{}", language.suffix());
+            let binary = out_dir.join("bin").join(&name);
+            let compiled = compile(
+                language,
+                root,
+                program,
+                suite,
+                lib_dir,
+                &binary,
+                build.flags,
+            );
+            if let Err(why) = compiled {
+                tally.fail(format!("{name}: compile failed\n{why}"));
+                continue;
+            }
+            if stem.ends_with(CASE_PROGRAM_SUFFIX) {
+                let variants = match language {
+                    Language::C => suite.variants,
+                    Language::Cxx => &suite.variants[..1],
+                };
+                run_cases(
+                    &binary, &name, variants, &suite_env, lib_dir, out_dir, tally,
+                );
+                continue;
+            }
+            for (variant, env, runs) in suite.variants {
+                if *runs == Runs::TestsOnly && *tag != "tests" {
+                    println!("c-tests: {name} [{variant}]: skipped (examples need compat mode)");
+                    tally.skipped += 1;
+                    continue;
+                }
+                let env: Vec<(&str, &str)> = suite_env.iter().chain(env.iter()).copied().collect();
+                let run = execute(&binary, &name, variant, &env, lib_dir, out_dir);
+                tally_program(&format!("{name} [{variant}]"), run, tally);
+            }
+        }
+    }
+}
+
+/// The cuFile ABI's C programs (see [`cufile`]).
+fn find_cufile_programs(root: &Path) -> Result<Vec<(&'static str, PathBuf)>, String> {
+    let (dir, tag) = cufile::PROGRAM_DIR;
+    let found = workspace::c_files(&root.join(dir))?;
+    Ok(found.into_iter().map(|p| (tag, p)).collect())
+}
+
 fn find_programs(root: &Path) -> Result<Vec<(&'static str, PathBuf)>, String> {
     let mut programs = Vec::new();
     for (dir, tag) in PROGRAM_DIRS {
@@ -318,14 +417,19 @@ fn find_programs(root: &Path) -> Result<Vec<(&'static str, PathBuf)>, String> {
     Ok(programs)
 }
 
-/// Makes `lib_dir` hold what the programs link and load: `libhipfile.so`, and the sim HIP runtime
-/// under its link name `libamdhip64.so` and its soname `libamdhip64.so.6`.
+/// Makes `lib_dir` hold what the programs link and load: `libhipfile.so`, the sim HIP runtime
+/// under its link name `libamdhip64.so` and its soname `libamdhip64.so.6`, `libcufile.so` under
+/// its link name and its soname `libcufile.so.0`, and `libsimcuda.so`.
 fn link_libraries(build_dir: &Path, lib_dir: &Path) -> Result<PathBuf, String> {
     let hipfile = build_dir.join("libhipfile.so");
     let sim = build_dir.join("libamdhip64.so");
+    let cufile = build_dir.join("libcufile.so");
+    let simcuda = build_dir.join("libsimcuda.so");
     for (path, who) in [
         (&hipfile, "hipfile (crate-type cdylib)"),
         (&sim, "hipfile-simhip (cdylib named amdhip64)"),
+        (&cufile, "hipfile-cufile (cdylib named cufile)"),
+        (&simcuda, "hipfile-simcuda (cdylib named simcuda)"),
     ] {
         if !path.is_file() {
             return Err(format!(
@@ -339,6 +443,9 @@ fn link_libraries(build_dir: &Path, lib_dir: &Path) -> Result<PathBuf, String> {
         ("libhipfile.so", &hipfile),
         ("libamdhip64.so", &sim),
         ("libamdhip64.so.6", &sim),
+        ("libcufile.so", &cufile),
+        (cufile::SONAME, &cufile),
+        ("libsimcuda.so", &simcuda),
     ] {
         let link = lib_dir.join(link);
         let _ = std::fs::remove_file(&link);
@@ -426,7 +533,7 @@ fn compile(
     language: Language,
     root: &Path,
     program: &Path,
-    hip_include: &Path,
+    suite: &Suite,
     lib_dir: &Path,
     binary: &Path,
     flags: &[&str],
@@ -435,15 +542,14 @@ fn compile(
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let mut command = harness_compiler(language, root, program, flags);
+    command.args(suite.defines);
+    for include in &suite.includes {
+        command.arg("-I").arg(include);
+    }
     command
-        .arg("-D__HIP_PLATFORM_AMD__")
-        .arg("-I")
-        .arg(root.join("hipfile/include"))
-        .arg("-I")
-        .arg(hip_include)
         .arg("-L")
         .arg(lib_dir)
-        .args(["-lhipfile", "-lamdhip64"])
+        .args(suite.libs)
         .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
         .arg("-o")
         .arg(binary);
@@ -638,7 +744,7 @@ fn run_cases(
     binary: &Path,
     name: &str,
     variants: &[(&str, Env, Runs)],
-    extra_env: Env,
+    extra_env: &[(&str, &str)],
     lib_dir: &Path,
     out_dir: &Path,
     tally: &mut Tally,

@@ -9,7 +9,7 @@
 //! | `test`        | everything CI runs: fmt check, clippy `-D warnings`, tidy, test-matrix, c-tests, python; every step runs, then a summary with each step's counts and a last line `N passed, S skipped, M failed` over every test and check of the run (see [`counts`]) |
 //! | `tidy`        | the house rules (crate seams, no skipped tests, crate docs, `forbid(unsafe_code)` in the safe crates and every backend crate, `unsafe` only in hipfile-hip, the C ABI and the simulated runtimes, no unfinished code, no vague names, no panic across the C ABI, no import cycle between a crate's modules, no source file over 1,000 lines; see [`structure`]) |
 //! | `test-matrix` | `cargo test -p <pkg>` per (package, features) row, plus the facade's backend registration smoke test |
-//! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h`, run on the simulated HIP runtime; `c-tests FILTER` runs the programs whose file name contains FILTER |
+//! | `c-tests`     | the C ABI tests: C programs compiled as C and C++ against `hipfile.h` run on the simulated HIP runtime, and against `cufile.h` on the simulated CUDA library, plus libcufile.so.0's exported-symbol check; `c-tests FILTER` runs the programs whose `TAG/FILE` name contains FILTER (`cufile/`: the cuFile ones) |
 //! | `python`      | the `hipfile` Python package: a venv under the target directory with pinned maturin, pytest and NumPy, the wheel built by maturin and installed, pytest on the sim (see [`python`]) |
 //! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs, the Python wheel with its tests and benchmark, `libcufile.so.0` with the cuFile clients, and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
 //! | `fuzz`        | a longer fuzzing run: the C ABI call sequences against the model, then the `fuzz/` targets under cargo-fuzz (nightly) or their stable corpus runners, reporting executions (see [`fuzz`]) |
@@ -51,8 +51,10 @@ commands:
   tidy         check the house rules
   test-matrix  test each package with each feature set of the matrix
   c-tests [FILTER]
-               compile and run the C ABI tests on the simulated HIP runtime (only the programs
-               whose file name contains FILTER, when given)
+               compile and run the C ABI tests: hipfile.h programs on the simulated HIP runtime,
+               cufile.h programs on the simulated CUDA library, and check libcufile.so.0's exports
+               (only the programs whose TAG/FILE name contains FILTER, when given: cufile/ for
+               the cuFile ones)
   python       build the hipfile Python wheel (maturin, in a venv under the target directory
                with pinned maturin, pytest and numpy from PyPI), install it and run its pytest
                suite on the simulated GPU
