@@ -17,7 +17,9 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "tap.h"
@@ -33,6 +35,30 @@ expect_status(hipFileError_t got, hipFileOpError_t want, const char *name)
 {
     check(got.err == want, name, "got err %d (%s), want %d (%s)", (int)got.err, HIPFILE_ERRSTR(got.err), (int)want,
           HIPFILE_ERRSTR(want));
+}
+
+/* Whether a request the direct path declines must fail rather than be staged
+ * (HIPFILE_ALLOW_COMPAT_MODE=false without HIPFILE_FORCE_COMPAT_MODE=true): the
+ * fallback policy then has nothing to fall back to. */
+static int
+compat_disallowed(void)
+{
+    const char *allow = getenv("HIPFILE_ALLOW_COMPAT_MODE");
+    const char *force = getenv("HIPFILE_FORCE_COMPAT_MODE");
+    return allow != NULL && strcasecmp(allow, "false") == 0 && !(force != NULL && strcasecmp(force, "true") == 0);
+}
+
+/* No byte of the first `n` of device memory `dev` changed from 0. */
+static int
+device_untouched(const void *dev, size_t n)
+{
+    unsigned char head[1000];
+    if (n > sizeof head || hipMemcpy(head, dev, n, hipMemcpyDeviceToHost) != hipSuccess)
+        setup_failed("hipMemcpy");
+    int untouched = 1;
+    for (size_t i = 0; i < n; i++)
+        untouched &= head[i] == 0;
+    return untouched;
 }
 
 int
@@ -85,17 +111,19 @@ main(int argc, char **argv)
     expect_status(hipFileHandleSetIoPolicy(fh, hipFileIoPolicyDirectOnly), hipFileSuccess, "direct only");
     ssize_t got = hipFileRead(fh, dev, 1000, 1, 0);
     check(got == -(ssize_t)hipFileIONotSupported, "a direct-only unaligned read fails closed", "returned %zd", got);
-    unsigned char head[1000];
-    if (hipMemcpy(head, dev, sizeof head, hipMemcpyDeviceToHost) != hipSuccess)
-        setup_failed("hipMemcpy");
-    int untouched = 1;
-    for (size_t i = 0; i < sizeof head; i++)
-        untouched &= head[i] == 0;
-    check(untouched, "the refused read moved nothing", "device memory changed");
+    check(device_untouched(dev, 1000), "the refused read moved nothing", "device memory changed");
 
     expect_status(hipFileHandleSetIoPolicy(fh, hipFileIoPolicyFallback), hipFileSuccess, "fall back");
     got = hipFileRead(fh, dev, 1000, 1, 0);
-    check(got == 1000, "the same read falls back to the staged path", "returned %zd", got);
+    if (compat_disallowed()) {
+        /* The staged path is switched off for the whole process: the library's own refusal. */
+        check(got == -(ssize_t)hipFileInternalError,
+              "the same read, compat mode disallowed, has no staged path -> -hipFileInternalError", "returned %zd",
+              got);
+        check(device_untouched(dev, 1000), "the read with no path moved nothing", "device memory changed");
+    } else {
+        check(got == 1000, "the same read falls back to the staged path", "returned %zd", got);
+    }
 
     expect_status(hipFileDriverSetP2PMechanisms(hipFileP2PMechanismNvidiaFs), hipFileSuccess, "allow nvidia-fs only");
     expect_status(hipFileDriverGetP2PMechanisms(&mechanisms), hipFileSuccess, "mechanisms read back");
