@@ -81,10 +81,16 @@ pub unsafe extern "C" fn cuFileGetBARSizeInKB(
     gpuIndex: c_int,
     barSize: *mut usize,
 ) -> CUfileError_t {
-    guarded_pair(|| match bar_size_of(gpuIndex) {
-        // SAFETY: the C caller passes NULL or its own size_t.
-        Ok(kb) => unsafe { capi::write_out(barSize, kb) },
-        Err(e) => e,
+    guarded_pair(|| {
+        // As cuFile, a NULL out-pointer is refused before the driver, the index and the platform.
+        if barSize.is_null() {
+            return CUfileError_t::op(CU_FILE_INVALID_VALUE);
+        }
+        match bar_size_of(gpuIndex) {
+            // SAFETY: the C caller passes its own size_t (not NULL: refused above).
+            Ok(kb) => unsafe { capi::write_out(barSize, kb) },
+            Err(e) => e,
+        }
     })
 }
 

@@ -3,8 +3,9 @@
 //! `cuFileHandleGetIoPolicy`, extensions no NVIDIA library exports).
 //!
 //! P2P flags are kept per target (a `CUfileDriverStatusFlags_t`: a file system or block device
-//! type), as cuFile keeps them, and read back per target; nothing is set at first, and the
-//! driver's final close forgets them. As NVIDIA's library on x86-64, only
+//! type), as cuFile keeps them, and read back per target, while the driver is open (a closed
+//! driver answers both calls `CU_FILE_DRIVER_NOT_INITIALIZED`, as cuFile documents); nothing is
+//! set at first, and the driver's final close forgets them. As NVIDIA's library on x86-64, only
 //! `CU_FILE_P2P_FLAG_PCI_P2PDMA` may be set (`CU_FILE_P2P_FLAG_C2C` on aarch64; nvidia-fs and
 //! dma-buf are the library's own choice): other flags are `CU_FILE_INVALID_VALUE`, no flag at
 //! all changes nothing, and a target outside the enum is `CU_FILE_INVALID_VALUE`.
@@ -42,9 +43,10 @@ pub const CU_FILE_P2P_FLAG_NVFS: CUfileP2PFlags_t = cufile_p2p::NVFS as c_int;
 pub const CU_FILE_P2P_FLAG_DMABUF: CUfileP2PFlags_t = cufile_p2p::DMABUF as c_int;
 /// `CU_FILE_P2P_FLAG_C2C`.
 pub const CU_FILE_P2P_FLAG_C2C: CUfileP2PFlags_t = cufile_p2p::C2C as c_int;
-/// `CU_FILE_MAX_TARGET_TYPES`: one past the last `CUfileDriverStatusFlags_t`
-/// (`CU_FILE_SCATEFS_SUPPORTED` = 12).
-pub const CU_FILE_MAX_TARGET_TYPES: c_int = 13;
+/// `CU_FILE_VIRTIOFS_SUPPORTED`: cuFile 1.16's last `CUfileDriverStatusFlags_t` (a target).
+pub const CU_FILE_VIRTIOFS_SUPPORTED: c_int = 13;
+/// `CU_FILE_MAX_TARGET_TYPES`: one past the last `CUfileDriverStatusFlags_t`.
+pub const CU_FILE_MAX_TARGET_TYPES: c_int = 14;
 
 /// `CU_FILE_IO_POLICY_FALLBACK` (hipfile-rs extension).
 pub const CU_FILE_IO_POLICY_FALLBACK: c_int = capi::hipFileIoPolicyFallback;
@@ -72,6 +74,9 @@ struct Targets {
     before: Option<P2pMechanisms>,
 }
 
+/// The flags of every target. Callers that read or change them check that the driver is open
+/// while they hold this lock, so a final close ([`forget_p2p_flags`], which takes it after the
+/// driver closed) cannot slip between the check and the change.
 fn targets() -> MutexGuard<'static, Targets> {
     static TARGETS: Mutex<Targets> = Mutex::new(Targets {
         flags: [0; CU_FILE_MAX_TARGET_TYPES as usize],
@@ -97,6 +102,11 @@ fn mechanisms(t: &Targets, before: P2pMechanisms) -> P2pMechanisms {
 
 /// `cuFileDriverSetP2PFlags`.
 pub fn set_p2p_flags(status_flag: c_int, p2p_flags: CUfileP2PFlags_t) -> CUfileError_t {
+    let driver = CuFile::driver();
+    let mut t = targets();
+    if driver.session().is_none() {
+        return CUfileError_t::op(CU_FILE_DRIVER_NOT_INITIALIZED);
+    }
     let invalid = CUfileError_t::op(CU_FILE_INVALID_VALUE);
     let (Some(index), Ok(flags)) = (target_index(status_flag), u32::try_from(p2p_flags)) else {
         return invalid;
@@ -107,8 +117,6 @@ pub fn set_p2p_flags(status_flag: c_int, p2p_flags: CUfileP2PFlags_t) -> CUfileE
     if flags == 0 {
         return CUfileError_t::SUCCESS;
     }
-    let driver = CuFile::driver();
-    let mut t = targets();
     let before = *t.before.get_or_insert_with(|| driver.p2p_mechanisms());
     t.flags[index] = flags;
     driver.set_p2p_mechanisms(mechanisms(&t, before));
@@ -120,10 +128,16 @@ pub fn set_p2p_flags(status_flag: c_int, p2p_flags: CUfileP2PFlags_t) -> CUfileE
 /// # Safety
 /// `p2p_flags` is NULL or the caller's enum.
 pub unsafe fn get_p2p_flags(status_flag: c_int, p2p_flags: *mut CUfileP2PFlags_t) -> CUfileError_t {
-    let Some(index) = target_index(status_flag) else {
-        return CUfileError_t::op(CU_FILE_INVALID_VALUE);
+    let flags = {
+        let t = targets();
+        if CuFile::driver().session().is_none() {
+            return CUfileError_t::op(CU_FILE_DRIVER_NOT_INITIALIZED);
+        }
+        let Some(index) = target_index(status_flag) else {
+            return CUfileError_t::op(CU_FILE_INVALID_VALUE);
+        };
+        t.flags[index] as CUfileP2PFlags_t
     };
-    let flags = targets().flags[index] as CUfileP2PFlags_t;
     // SAFETY: the caller's contract, passed on.
     unsafe { capi::write_out(p2p_flags, flags) }
 }

@@ -90,6 +90,11 @@ fn bar_size_answers_for_the_device_it_is_asked_about() {
     // SAFETY: a live size_t; NULL where it must be refused.
     unsafe {
         assert_eq!(
+            cuFileGetBARSizeInKB(0, std::ptr::null_mut()),
+            op(CU_FILE_INVALID_VALUE),
+            "NULL is refused before the closed driver"
+        );
+        assert_eq!(
             cuFileGetBARSizeInKB(0, &mut kb),
             op(CU_FILE_DRIVER_NOT_INITIALIZED)
         );
@@ -99,6 +104,11 @@ fn bar_size_answers_for_the_device_it_is_asked_about() {
         assert_eq!(
             cuFileGetBARSizeInKB(0, &mut kb),
             op(CU_FILE_PLATFORM_NOT_SUPPORTED)
+        );
+        assert_eq!(
+            cuFileGetBARSizeInKB(0, std::ptr::null_mut()),
+            op(CU_FILE_INVALID_VALUE),
+            "NULL is refused before the platform"
         );
     }
     assert_eq!(kb, 7, "nothing written on failure");

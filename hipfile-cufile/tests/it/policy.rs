@@ -23,15 +23,33 @@ fn flags_of(target: i32) -> i32 {
 fn p2p_flags_are_kept_per_target_and_forgotten_at_the_final_close() {
     let _s = Session::start();
     let before = process_driver().p2p_mechanisms();
+    let p2pdma = CU_FILE_P2P_FLAG_PCI_P2PDMA;
+    let mut f = 0;
+    // SAFETY: a live int.
+    let closed = unsafe { cuFileDriverGetP2PFlags(CU_FILE_NVME_SUPPORTED, &mut f) };
+    assert_eq!(
+        closed,
+        op(CU_FILE_DRIVER_NOT_INITIALIZED),
+        "a closed driver"
+    );
+    assert_eq!(
+        cuFileDriverSetP2PFlags(CU_FILE_NVME_SUPPORTED, p2pdma),
+        op(CU_FILE_DRIVER_NOT_INITIALIZED),
+        "a closed driver"
+    );
+    assert_eq!(cuFileDriverOpen(), SUCCESS);
     assert_eq!(flags_of(CU_FILE_NVME_SUPPORTED), 0, "nothing set at first");
+    assert_eq!(
+        flags_of(CU_FILE_VIRTIOFS_SUPPORTED),
+        0,
+        "cuFile 1.16's last target"
+    );
     // SAFETY: NULL, which must be refused.
     let null = unsafe { cuFileDriverGetP2PFlags(CU_FILE_NVME_SUPPORTED, std::ptr::null_mut()) };
     assert_eq!(null, op(CU_FILE_INVALID_VALUE));
-    let mut f = 0;
     // SAFETY: a live int.
     let past = unsafe { cuFileDriverGetP2PFlags(CU_FILE_MAX_TARGET_TYPES, &mut f) };
     assert_eq!(past, op(CU_FILE_INVALID_VALUE));
-    let p2pdma = CU_FILE_P2P_FLAG_PCI_P2PDMA;
     assert_eq!(
         cuFileDriverSetP2PFlags(CU_FILE_MAX_TARGET_TYPES, p2pdma),
         op(CU_FILE_INVALID_VALUE)
@@ -40,7 +58,11 @@ fn p2p_flags_are_kept_per_target_and_forgotten_at_the_final_close() {
         cuFileDriverSetP2PFlags(-1, p2pdma),
         op(CU_FILE_INVALID_VALUE)
     );
-    assert_eq!(cuFileDriverOpen(), SUCCESS);
+    assert_eq!(
+        process_driver().p2p_mechanisms(),
+        before,
+        "refusals change nothing"
+    );
     assert_eq!(
         cuFileDriverSetP2PFlags(CU_FILE_NVME_SUPPORTED, p2pdma),
         SUCCESS
@@ -85,9 +107,11 @@ fn p2p_flags_are_kept_per_target_and_forgotten_at_the_final_close() {
         "only the final close forgets"
     );
     assert_eq!(cuFileDriverClose_v2(), SUCCESS);
+    assert_eq!(process_driver().p2p_mechanisms(), before);
+    assert_eq!(cuFileDriverOpen(), SUCCESS);
     assert_eq!(flags_of(CU_FILE_NVME_SUPPORTED), 0);
     assert_eq!(flags_of(CU_FILE_LUSTRE_SUPPORTED), 0);
-    assert_eq!(process_driver().p2p_mechanisms(), before);
+    assert_eq!(cuFileDriverClose(), SUCCESS);
     assert_eq!(before, P2pMechanisms::ALL);
 }
 
