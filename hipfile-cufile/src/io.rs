@@ -25,10 +25,17 @@ pub extern "C" fn cuFileHandleDeregister(fh: CUfileHandle_t) {
 }
 
 /// Register device or host memory (opens the driver if it is closed, before its checks, as
-/// cuFile). `flags` (`CU_FILE_RDMA_REGISTER`, `CU_FILE_RDMA_RELAXED_ORDERING`) concern RDMA
+/// cuFile). `unsafe` for Rust callers: host memory is lent to the library until it is
+/// deregistered (cufile.h, "Host memory"), which no borrow of safe Rust can promise. `flags` (`CU_FILE_RDMA_REGISTER`, `CU_FILE_RDMA_RELAXED_ORDERING`) concern RDMA
 /// registration, which this library does not do: they are recorded with the buffer, nothing else.
+///
+/// ```compile_fail,E0133
+/// // Safe Rust cannot lend the library memory it borrows.
+/// let bytes = [0u8; 4096];
+/// cufile::cuFileBufRegister(bytes.as_ptr().cast(), bytes.len(), 0);
+/// ```
 #[no_mangle]
-pub extern "C" fn cuFileBufRegister(
+pub unsafe extern "C" fn cuFileBufRegister(
     buffer_base: *const c_void,
     length: usize,
     flags: c_int,
@@ -43,9 +50,17 @@ pub extern "C" fn cuFileBufDeregister(buffer_base: *const c_void) -> CUfileError
     guarded_pair(|| capi::buf_deregister::<CuFile>(buffer_base))
 }
 
-/// Read from a registered file: bytes read, `-1` with `errno`, or `-CUfileOpError`.
+/// Read from a registered file: bytes read, `-1` with `errno`, or `-CUfileOpError`. `unsafe`
+/// for Rust callers: the buffer may be host memory, written by the kernel during the call
+/// (cufile.h, "Host memory").
+///
+/// ```compile_fail,E0133
+/// let mut bytes = [0u8; 4096];
+/// let fh = std::ptr::null_mut();
+/// cufile::cuFileRead(fh, bytes.as_mut_ptr().cast(), bytes.len(), 0, 0);
+/// ```
 #[no_mangle]
-pub extern "C" fn cuFileRead(
+pub unsafe extern "C" fn cuFileRead(
     fh: CUfileHandle_t,
     buffer_base: *mut c_void,
     size: usize,
@@ -65,9 +80,16 @@ pub extern "C" fn cuFileRead(
     })
 }
 
-/// Write to a registered file: bytes written, `-1` with `errno`, or `-CUfileOpError`.
+/// Write to a registered file: bytes written, `-1` with `errno`, or `-CUfileOpError`. `unsafe`
+/// for Rust callers, as [`cuFileRead`].
+///
+/// ```compile_fail,E0133
+/// let bytes = [0u8; 4096];
+/// let fh = std::ptr::null_mut();
+/// cufile::cuFileWrite(fh, bytes.as_ptr().cast(), bytes.len(), 0, 0);
+/// ```
 #[no_mangle]
-pub extern "C" fn cuFileWrite(
+pub unsafe extern "C" fn cuFileWrite(
     fh: CUfileHandle_t,
     buffer_base: *const c_void,
     size: usize,

@@ -79,12 +79,19 @@ fn the_parameter_admits_host_memory_and_a_bad_address_is_efault() {
 
     let mut buf = vec![0u8; 8192];
     let base = buf.as_mut_ptr().cast::<c_void>();
-    assert_eq!(hipFileRead(fh, base, 5000, 3, 0), 5000);
+    // SAFETY: `base` is `buf`, live host memory that no reference touches during the call
+    // (hipfile.h, "Host memory").
+    assert_eq!(unsafe { hipFileRead(fh, base, 5000, 3, 0) }, 5000);
     assert_eq!(buf[..5000], data[3..5003]);
     buf[..4].copy_from_slice(b"host");
-    assert_eq!(hipFileWrite(fh, base, 4, 100, 0), 4);
-    assert_eq!(hipFileBufRegister(base, buf.len(), 0).err, hipFileSuccess);
-    assert_eq!(hipFileRead(fh, base, 4096, 8192, 4096), 4096);
+    // SAFETY: as above; the library only reads `buf`.
+    assert_eq!(unsafe { hipFileWrite(fh, base, 4, 100, 0) }, 4);
+    // SAFETY: `buf` outlives its registration (deregistered below), and is touched here only
+    // between the calls that name it.
+    let buf_registered = unsafe { hipFileBufRegister(base, buf.len(), 0) };
+    assert_eq!(buf_registered.err, hipFileSuccess);
+    // SAFETY: `base` is `buf`, which no reference touches during the call.
+    assert_eq!(unsafe { hipFileRead(fh, base, 4096, 8192, 4096) }, 4096);
     assert_eq!(buf[4096..], data[8192..12288]);
     assert_eq!(hipFileBufDeregister(base).err, hipFileSuccess);
 
@@ -141,10 +148,15 @@ fn the_parameter_admits_host_memory_and_a_bad_address_is_efault() {
     assert_eq!(written, 8);
 
     let bad = no_access_page();
-    for (what, answer) in [
-        ("read", hipFileRead(fh, bad, 4096, 0, 0)),
-        ("write", hipFileWrite(fh, bad, 4096, 0, 0)),
-    ] {
+    // SAFETY: no Rust reference covers the no-access page `bad`: the kernel refuses it (EFAULT)
+    // and no byte anywhere moves.
+    let answers = unsafe {
+        [
+            ("read", hipFileRead(fh, bad, 4096, 0, 0)),
+            ("write", hipFileWrite(fh, bad, 4096, 0, 0)),
+        ]
+    };
+    for (what, answer) in answers {
         let errno = std::io::Error::last_os_error().raw_os_error();
         assert_eq!((answer, errno), (-1, Some(libc::EFAULT)), "{what}");
     }
@@ -162,14 +174,18 @@ fn the_parameter_admits_host_memory_and_a_bad_address_is_efault() {
     assert_eq!(hipFileDriverOpen().err, hipFileSuccess);
     let (fh, registered) = capi_handle::register_fd(file.as_raw_fd());
     assert_eq!(registered.err, hipFileSuccess);
-    assert_eq!(
-        hipFileRead(fh, base, 4096, 0, 0),
-        -(hipFileHipMemoryTypeInvalid as isize)
-    );
-    assert_eq!(
-        hipFileBufRegister(base, buf.len(), 0).err,
-        hipFileHipMemoryTypeInvalid
-    );
+    // SAFETY: `base` is `buf`, live and untouched during the calls (which refuse host memory
+    // now, so nothing is registered past them).
+    unsafe {
+        assert_eq!(
+            hipFileRead(fh, base, 4096, 0, 0),
+            -(hipFileHipMemoryTypeInvalid as isize)
+        );
+        assert_eq!(
+            hipFileBufRegister(base, buf.len(), 0).err,
+            hipFileHipMemoryTypeInvalid
+        );
+    }
     hipFileHandleDeregister(fh);
     assert_eq!(hipFileDriverClose().err, hipFileSuccess);
 }

@@ -287,11 +287,12 @@ impl World {
                 hipFileHandleDeregister(self.handle(handle));
                 CAnswer::Nothing
             }
-            ApiOp::BufRegister { memory, len } => CAnswer::status(hipFileBufRegister(
-                memories.address(memory) as *const c_void,
-                len,
-                0,
-            )),
+            // SAFETY: the address is NULL, a device allocation or the pinned host buffer of
+            // `memories`, which live as long as the process (a static) and which only the library
+            // touches while this sequence holds them (their lock).
+            ApiOp::BufRegister { memory, len } => CAnswer::status(unsafe {
+                hipFileBufRegister(memories.address(memory) as *const c_void, len, 0)
+            }),
             ApiOp::BufDeregister { memory } => CAnswer::status(hipFileBufDeregister(
                 memories.address(memory) as *const c_void,
             )),
@@ -305,9 +306,13 @@ impl World {
             }) => {
                 let fh = self.handle(handle);
                 let buffer = memories.address(memory) as *mut c_void;
-                let n = match op {
-                    IoOp::Read => hipFileRead(fh, buffer, size, file_offset, buffer_offset),
-                    IoOp::Write => hipFileWrite(fh, buffer, size, file_offset, buffer_offset),
+                // SAFETY: as for a registration: memory of `memories`, which nothing but the
+                // library touches during the call.
+                let n = unsafe {
+                    match op {
+                        IoOp::Read => hipFileRead(fh, buffer, size, file_offset, buffer_offset),
+                        IoOp::Write => hipFileWrite(fh, buffer, size, file_offset, buffer_offset),
+                    }
                 };
                 let errno = (n == -1).then(|| std::io::Error::last_os_error().raw_os_error());
                 CAnswer::Ssize(n as i64, errno.flatten())

@@ -115,13 +115,17 @@ fn the_policy_and_mechanism_extensions_answer_as_upstream_would() {
     );
     assert_eq!(get_policy(fh), (hipFileSuccess, hipFileIoPolicyDirectOnly));
     assert_eq!(
-        hipFileRead(fh, base, 1000, 1, 0),
+        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
+        // call.
+        unsafe { hipFileRead(fh, base, 1000, 1, 0) },
         -(hipFileIONotSupported as isize)
     );
     assert_eq!(buffer.to_vec().unwrap()[..1000], [0u8; 1000]);
     if !on_gpu {
         // The simulated runtime's P2P driver serves aligned reads of the temporary directory.
-        assert_eq!(hipFileRead(fh, base, 4096, 0, 0), 4096);
+        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
+        // call.
+        assert_eq!(unsafe { hipFileRead(fh, base, 4096, 0, 0) }, 4096);
         // Without its mechanism, the same aligned read is refused ...
         assert_eq!(
             hipFileDriverSetP2PMechanisms(hipFileP2PMechanismNvidiaFs | hipFileP2PMechanismSim).err,
@@ -132,7 +136,9 @@ fn the_policy_and_mechanism_extensions_answer_as_upstream_would() {
             hipFileP2PMechanismNvidiaFs | hipFileP2PMechanismSim
         );
         assert_eq!(
-            hipFileRead(fh, base, 4096, 0, 0),
+            // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during
+            // the call.
+            unsafe { hipFileRead(fh, base, 4096, 0, 0) },
             -(hipFileIONotSupported as isize)
         );
         // ... and allowed again, it runs.
@@ -140,13 +146,16 @@ fn the_policy_and_mechanism_extensions_answer_as_upstream_would() {
             hipFileDriverSetP2PMechanisms(hipFileP2PMechanismAmdKfd).err,
             hipFileSuccess
         );
-        assert_eq!(hipFileRead(fh, base, 4096, 4096, 0), 4096);
+        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
+        // call.
+        assert_eq!(unsafe { hipFileRead(fh, base, 4096, 4096, 0) }, 4096);
     }
     assert_eq!(
         hipFileHandleSetIoPolicy(fh, hipFileIoPolicyFallback).err,
         hipFileSuccess
     );
-    assert_eq!(hipFileRead(fh, base, 1000, 1, 0), 1000);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call.
+    assert_eq!(unsafe { hipFileRead(fh, base, 1000, 1, 0) }, 1000);
     assert_eq!(buffer.to_vec().unwrap()[..1000], [7u8; 1000]);
 
     // A deregistered handle is stale.

@@ -53,15 +53,27 @@ fn every_level_counts_a_known_workload() {
     let (fh, registered) = capi_handle::register_fd(file.as_raw_fd());
     assert_eq!(registered.err, hipFileSuccess);
     let base = buffer.ptr() as *mut c_void;
-    assert_eq!(hipFileBufRegister(base, LEN, 0).err, hipFileSuccess);
+    assert_eq!(
+        // SAFETY: `base` is `buffer`'s live device memory, deregistered before `buffer` is freed.
+        unsafe { hipFileBufRegister(base, LEN, 0) }.err,
+        hipFileSuccess
+    );
     // Three aligned 4 KiB reads, two unaligned reads of 1000 bytes, one read of a bad handle.
     for i in 0..3 {
-        assert_eq!(hipFileRead(fh, base, 4096, i * 4096, 0), 4096);
+        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
+        // call.
+        assert_eq!(unsafe { hipFileRead(fh, base, 4096, i * 4096, 0) }, 4096);
     }
     for i in 0..2 {
-        assert_eq!(hipFileRead(fh, base, 1000, 1 + i * 1000, 0), 1000);
+        assert_eq!(
+            // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during
+            // the call.
+            unsafe { hipFileRead(fh, base, 1000, 1 + i * 1000, 0) },
+            1000
+        );
     }
-    assert!(hipFileRead(ptr::null_mut(), base, 4096, 0, 0) < 0);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call.
+    assert!(unsafe { hipFileRead(ptr::null_mut(), base, 4096, 0, 0) } < 0);
     // One batch of two 8 KiB reads.
     let mut batch: hipFileBatchHandle_t = ptr::null_mut();
     // SAFETY: `batch` is a live local; the entries point at the registered buffer and file.

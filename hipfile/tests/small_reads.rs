@@ -255,14 +255,17 @@ fn c_abi(runtime: Arc<dyn GpuRuntime>, file: &File, path: &str) -> Vec<(usize, C
     let (fh, registered) = capi_handle::register_fd(file.as_raw_fd());
     assert_eq!(registered.err, hipFileSuccess);
     assert_eq!(
-        hipFileBufRegister(base, buffer.len(), 0).err,
+        // SAFETY: `base` is `buffer`'s live device memory, deregistered before `buffer` is freed.
+        unsafe { hipFileBufRegister(base, buffer.len(), 0) }.err,
         hipFileSuccess
     );
     let costs = SIZES
         .iter()
         .map(|&size| {
             let cost = measure(size, |size, offset| {
-                hipFileRead(fh, base, size, offset, 0) as isize
+                // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches
+                // during the call.
+                (unsafe { hipFileRead(fh, base, size, offset, 0) }) as isize
             });
             report(path, size, &cost);
             (size, cost)

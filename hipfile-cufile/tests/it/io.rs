@@ -21,19 +21,27 @@ fn a_registered_file_and_buffer_round_trip() {
     let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
     assert_eq!(answer, SUCCESS);
     assert_eq!(cuFileUseCount(), 1);
-    assert_eq!(cuFileBufRegister(base, LEN, 0), SUCCESS);
-    assert_eq!(cuFileRead(fh, base, LEN, 0, 0), LEN as isize);
+    // SAFETY: `base` is `buffer`'s live device memory, deregistered before `buffer` is freed
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileBufRegister(base, LEN, 0) }, SUCCESS);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileRead(fh, base, LEN, 0, 0) }, LEN as isize);
     let read = buffer.to_vec().unwrap();
     assert!(read.iter().enumerate().all(|(i, b)| *b == pattern(i)));
     // Write the second half back over the first at an offset.
     buffer.fill(0x5a).unwrap();
-    assert_eq!(cuFileWrite(fh, base, 4096, 8192, 4096), 4096);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileWrite(fh, base, 4096, 8192, 4096) }, 4096);
     let mut back = vec![0u8; 4096];
     use std::os::unix::fs::FileExt;
     file.read_exact_at(&mut back, 8192).unwrap();
     assert_eq!(back, vec![0x5a; 4096]);
     assert_eq!(
-        cuFileBufRegister(base, LEN, 0),
+        // SAFETY: `base` is `buffer`'s live device memory, deregistered before `buffer` is freed
+        // (cufile.h, "Host memory").
+        unsafe { cuFileBufRegister(base, LEN, 0) },
         op(5023),
         "already registered"
     );
@@ -41,7 +49,9 @@ fn a_registered_file_and_buffer_round_trip() {
     assert_eq!(cuFileBufDeregister(base), op(5024), "not registered");
     cuFileHandleDeregister(fh);
     // The handle is gone: IO on it is cuFile's -CU_FILE_HANDLE_NOT_REGISTERED... or EBADF.
-    let after = cuFileRead(fh, base, 4096, 0, 0);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    let after = unsafe { cuFileRead(fh, base, 4096, 0, 0) };
     assert!(after == -5027 || after == -1, "{after}");
 }
 
@@ -93,24 +103,32 @@ fn io_results_are_bytes_errno_or_negative_codes() {
     // IO on a closed driver is -1 with EINVAL, as cuFile.
     // SAFETY: the calling thread's errno slot.
     unsafe { *libc::__errno_location() = 0 };
-    assert_eq!(cuFileRead(ptr::null_mut(), base, 4096, 0, 0), -1);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileRead(ptr::null_mut(), base, 4096, 0, 0) }, -1);
     // SAFETY: as above.
     assert_eq!(unsafe { *libc::__errno_location() }, libc::EINVAL);
     let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
     assert_eq!(answer, SUCCESS);
     // A negative file offset is what pread(2) says of it: -1 with EINVAL.
-    assert_eq!(cuFileRead(fh, base, 4096, -4096, 0), -1);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileRead(fh, base, 4096, -4096, 0) }, -1);
     // SAFETY: the calling thread's errno slot.
     assert_eq!(unsafe { *libc::__errno_location() }, libc::EINVAL);
     // Past the end of an unregistered allocation: an invalid value, negated (hipFile's answer
     // too).
     assert_eq!(
-        cuFileRead(fh, base, 2 * LEN, 0, 0),
+        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
+        // call (cufile.h, "Host memory").
+        unsafe { cuFileRead(fh, base, 2 * LEN, 0, 0) },
         -(CU_FILE_INVALID_VALUE as isize)
     );
     // An unknown handle.
     assert_eq!(
-        cuFileRead(0x7777 as CUfileHandle_t, base, 4096, 0, 0),
+        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
+        // call (cufile.h, "Host memory").
+        unsafe { cuFileRead(0x7777 as CUfileHandle_t, base, 4096, 0, 0) },
         -5027
     );
     cuFileHandleDeregister(fh);
@@ -161,14 +179,20 @@ fn torch_gds_calls_work_without_an_explicit_open() {
         .unwrap();
     let (wfh, answer) = register(writer.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
     assert_eq!(answer, SUCCESS);
-    assert_eq!(cuFileBufRegister(base, 8192, 0), SUCCESS);
-    assert_eq!(cuFileWrite(wfh, base, 8192, 0, 0), 8192);
+    // SAFETY: `base` is `buffer`'s live device memory, deregistered before `buffer` is freed
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileBufRegister(base, 8192, 0) }, SUCCESS);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileWrite(wfh, base, 8192, 0, 0) }, 8192);
     cuFileHandleDeregister(wfh);
     buffer.fill(0).unwrap();
     let reader = std::fs::File::open(&path).unwrap();
     let (rfh, answer) = register(reader.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
     assert_eq!(answer, SUCCESS);
-    assert_eq!(cuFileRead(rfh, base, 8192, 0, 0), 8192);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileRead(rfh, base, 8192, 0, 0) }, 8192);
     assert_eq!(buffer.to_vec().unwrap(), pattern_bytes);
     assert_eq!(cuFileBufDeregister(base), SUCCESS);
     cuFileHandleDeregister(rfh);

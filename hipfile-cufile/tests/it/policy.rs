@@ -152,12 +152,16 @@ fn a_direct_only_file_fails_closed() {
     unsafe { cuFileHandleGetIoPolicy(fh, &mut policy) };
     assert_eq!(policy, CU_FILE_IO_POLICY_DIRECT_ONLY);
     assert_eq!(
-        cuFileRead(fh, base, 4096, 0, 0),
+        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
+        // call (cufile.h, "Host memory").
+        unsafe { cuFileRead(fh, base, 4096, 0, 0) },
         4096,
         "aligned: the direct path"
     );
     assert_eq!(
-        cuFileRead(fh, base, 1000, 1, 3),
+        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
+        // call (cufile.h, "Host memory").
+        unsafe { cuFileRead(fh, base, 1000, 1, 3) },
         -(CU_FILE_IO_NOT_SUPPORTED as isize),
         "unaligned: no direct path, and no fallback"
     );
@@ -165,6 +169,8 @@ fn a_direct_only_file_fails_closed() {
         cuFileHandleSetIoPolicy(fh, CU_FILE_IO_POLICY_FALLBACK),
         SUCCESS
     );
-    assert_eq!(cuFileRead(fh, base, 1000, 1, 3), 1000);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileRead(fh, base, 1000, 1, 3) }, 1000);
     cuFileHandleDeregister(fh);
 }

@@ -46,7 +46,9 @@ fn levels_reads_reset_stop_and_start() {
     let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
     assert_eq!(answer, SUCCESS);
     for _ in 0..3 {
-        assert_eq!(cuFileRead(fh, base, 4096, 0, 0), 4096);
+        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
+        // call (cufile.h, "Host memory").
+        assert_eq!(unsafe { cuFileRead(fh, base, 4096, 0, 0) }, 4096);
     }
     let l1 = level1();
     assert_eq!((l1.read_ops.ok, l1.read_bytes), (3, 3 * 4096));
@@ -61,11 +63,15 @@ fn levels_reads_reset_stop_and_start() {
     // Reset: counts start again from zero.
     assert_eq!(cuFileStatsReset(), SUCCESS);
     assert_eq!(level1().read_ops.ok, 0);
-    assert_eq!(cuFileRead(fh, base, 4096, 0, 0), 4096);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileRead(fh, base, 4096, 0, 0) }, 4096);
     assert_eq!(level1().read_ops.ok, 1);
     // Stop: reads keep answering the counters of the stop.
     assert_eq!(cuFileStatsStop(), SUCCESS);
-    assert_eq!(cuFileRead(fh, base, 4096, 0, 0), 4096);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileRead(fh, base, 4096, 0, 0) }, 4096);
     assert_eq!(level1().read_ops.ok, 1);
     // Start: live again (the core counted on).
     assert_eq!(cuFileStatsStart(), SUCCESS);
@@ -90,7 +96,9 @@ fn a_level_set_on_the_open_driver_counts_from_then_on() {
     let base = buffer.ptr() as *mut c_void;
     let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
     assert_eq!(answer, SUCCESS);
-    assert_eq!(cuFileRead(fh, base, 4096, 0, 0), 4096);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileRead(fh, base, 4096, 0, 0) }, 4096);
     assert_eq!(level1().read_ops.ok, 0, "level 0 counts nothing");
     for level in [1, 2, 3, 0] {
         assert_eq!(cuFileSetStatsLevel(level), SUCCESS);
@@ -101,7 +109,9 @@ fn a_level_set_on_the_open_driver_counts_from_then_on() {
     }
     assert_eq!(cuFileSetStatsLevel(1), SUCCESS);
     assert_eq!(cuFileStatsStart(), SUCCESS);
-    assert_eq!(cuFileRead(fh, base, 4096, 4096, 0), 4096);
+    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
+    // (cufile.h, "Host memory").
+    assert_eq!(unsafe { cuFileRead(fh, base, 4096, 4096, 0) }, 4096);
     let l1 = level1();
     assert_eq!((l1.read_ops.ok, l1.read_bytes), (1, 4096));
     assert_eq!(cuFileStatsStop(), SUCCESS);

@@ -114,9 +114,16 @@ pub extern "C" fn hipFileHandleDeregister(fh: hipFileHandle_t) {
     guarded_void(|| handle_deregister::<HipFile>(fh))
 }
 
-/// Register device memory.
+/// Register device memory (or host memory where allowed: hipfile.h, "Host memory"; hence
+/// `unsafe` for Rust callers, whose borrows cannot promise the loan).
+///
+/// ```compile_fail,E0133
+/// // Safe Rust cannot lend the library memory it borrows.
+/// let bytes = [0u8; 4096];
+/// hipfile::capi::hipFileBufRegister(bytes.as_ptr().cast(), bytes.len(), 0);
+/// ```
 #[no_mangle]
-pub extern "C" fn hipFileBufRegister(
+pub unsafe extern "C" fn hipFileBufRegister(
     buffer_base: *const c_void,
     length: usize,
     flags: c_int,
@@ -131,9 +138,16 @@ pub extern "C" fn hipFileBufDeregister(buffer_base: *const c_void) -> hipFileErr
     guarded_pair(|| buf_deregister::<HipFile>(buffer_base))
 }
 
-/// Read from a registered file into GPU memory.
+/// Read from a registered file into GPU memory (or host memory where allowed: hipfile.h,
+/// "Host memory"; hence `unsafe` for Rust callers).
+///
+/// ```compile_fail,E0133
+/// let mut bytes = [0u8; 4096];
+/// let fh = std::ptr::null_mut();
+/// hipfile::capi::hipFileRead(fh, bytes.as_mut_ptr().cast(), bytes.len(), 0, 0);
+/// ```
 #[no_mangle]
-pub extern "C" fn hipFileRead(
+pub unsafe extern "C" fn hipFileRead(
     fh: hipFileHandle_t,
     buffer_base: *mut c_void,
     size: usize,
@@ -153,9 +167,16 @@ pub extern "C" fn hipFileRead(
     })
 }
 
-/// Write GPU memory to a registered file.
+/// Write GPU memory (or host memory where allowed) to a registered file; `unsafe` as
+/// [`hipFileRead`].
+///
+/// ```compile_fail,E0133
+/// let bytes = [0u8; 4096];
+/// let fh = std::ptr::null_mut();
+/// hipfile::capi::hipFileWrite(fh, bytes.as_ptr().cast(), bytes.len(), 0, 0);
+/// ```
 #[no_mangle]
-pub extern "C" fn hipFileWrite(
+pub unsafe extern "C" fn hipFileWrite(
     fh: hipFileHandle_t,
     buffer_base: *const c_void,
     size: usize,
