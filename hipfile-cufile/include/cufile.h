@@ -318,6 +318,21 @@ void          cuFileHandleDeregister(CUfileHandle_t fh);
 /* Buffers and synchronous IO                                              */
 /* ---------------------------------------------------------------------- */
 
+/*
+ * Host memory: every buffer this library is handed (cuFileRead/cuFileWrite,
+ * a batch entry's devPtr_base, cuFileReadAsync/cuFileWriteAsync, and
+ * cuFileBufRegister) may be device memory or host memory (pinned or
+ * pageable). Host bytes are moved with pread/pwrite, so an address the
+ * process may not touch fails as the kernel says: -1 with errno EFAULT.
+ * What the library relies on, as it does for device memory: the bytes a call
+ * names stay allocated, and nothing else writes them (nor reads them where
+ * the library writes them) until it is done with them: cuFileRead/cuFileWrite
+ * until they return; a batch entry until cuFileBatchIOGetStatus has reported
+ * it finished or cuFileBatchIOCancel/cuFileBatchIODestroy of its batch has
+ * returned; a stream-ordered op until its stream has passed it. A registered buffer stays allocated until
+ * cuFileBufDeregister returns. Breaking this is undefined behaviour.
+ */
+
 CUfileError_t cuFileBufRegister(const void *bufPtr_base, size_t length, int flags);
 CUfileError_t cuFileBufDeregister(const void *bufPtr_base);
 

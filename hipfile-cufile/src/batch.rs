@@ -30,7 +30,8 @@ pub unsafe extern "C" fn cuFileBatchIOSubmit(
     iocbp: *mut CUfileIOParams_t,
     _flags: c_uint,
 ) -> CUfileError_t {
-    // SAFETY: the C caller's contract, passed on.
+    // SAFETY: the C caller's contract for the entries (cufile.h, "Host memory": each entry's
+    // bytes are the library's until the entry is reaped or its batch canceled), passed on.
     guarded_pair(|| unsafe { capi::batch_submit::<CuFile>(batch_idp, nr, iocbp) })
 }
 

@@ -32,6 +32,10 @@
 //! - The driver is this library's own ([`door::process_driver`]), opened with host memory
 //!   allowed as IO buffers ([`door::door_settings`]), and opened implicitly by
 //!   `cuFileHandleRegister` (after its checks) and `cuFileBufRegister` (before them), as cuFile.
+//!   The caller's side of host memory is in `cufile.h` ("Host memory": the bytes are the
+//!   library's until the call, entry or op is done, a registered buffer stays allocated until
+//!   deregistered); hence the entry points that take a buffer (`cuFileRead`, `cuFileWrite`,
+//!   `cuFileBufRegister`, the async ops, `cuFileBatchIOSubmit`) are `unsafe` for Rust callers.
 //! - cuFile-only calls: `cuFileGetParameterMinMaxValue` (the floors and ceilings the settings'
 //!   check enforces), the POSIX pool slab arrays (stored and reported), statistics controls
 //!   ([`statistics`]), `cuFileGetBARSizeInKB` ([`device`]), and cuFile 1.16's

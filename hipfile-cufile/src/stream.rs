@@ -27,7 +27,8 @@ pub unsafe extern "C" fn cuFileReadAsync(
     bytes_read_p: *mut isize,
     stream: CUstream,
 ) -> CUfileError_t {
-    // SAFETY: the C caller's contract, passed on.
+    // SAFETY: the C caller's contract for a stream-ordered op (cufile.h, "Host memory": the
+    // buffer's bytes are the library's until the stream has passed the op), passed on.
     guarded_pair(|| unsafe {
         capi::io_async::<CuFile>(
             IoOp::Read,
@@ -53,7 +54,8 @@ pub unsafe extern "C" fn cuFileWriteAsync(
     bytes_written_p: *mut isize,
     stream: CUstream,
 ) -> CUfileError_t {
-    // SAFETY: the C caller's contract, passed on.
+    // SAFETY: the C caller's contract for a stream-ordered op (cufile.h, "Host memory": the
+    // buffer's bytes are the library's until the stream has passed the op), passed on.
     guarded_pair(|| unsafe {
         capi::io_async::<CuFile>(
             IoOp::Write,
