@@ -29,7 +29,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +37,7 @@
 #include <unistd.h>
 
 #include "cuda_runtime_subset.h"
+#include "cufile_cases.h"
 
 #define DEV_SIZE ((size_t)(64 * 1024))
 
@@ -109,33 +109,6 @@ got_nothing(void)
 /* ------------------------------------------------------------------------ */
 /* Scratch, memory, post-checks                                              */
 /* ------------------------------------------------------------------------ */
-
-static const char *g_dir;
-static char        g_why[2048];
-
-static void
-note(const char *fmt, ...)
-{
-    size_t used = strlen(g_why);
-    if (used + 3 >= sizeof g_why) {
-        return;
-    }
-    if (used > 0) {
-        strcpy(g_why + used, "; ");
-        used += 2;
-    }
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(g_why + used, sizeof g_why - used, fmt, args);
-    va_end(args);
-}
-
-static void
-setup_failed(const char *what)
-{
-    printf("not ok - set-up: %s (%s)\n1..1\n", what, strerror(errno));
-    exit(1);
-}
 
 static int
 file_in_scratch(const char *name, int flags)
@@ -1133,60 +1106,34 @@ describe_outcome(const outcome *o, char *out, size_t room)
 }
 
 static int
-run_case(const bad_case *c)
+run_case(size_t i)
 {
-    outcome o      = c->run();
-    int     passed = matches(c->want, &o);
+    const bad_case *c      = &CASES[i];
+    outcome         o      = c->run();
+    int             passed = matches(c->want, &o);
     post_still_serves();
     char want[256], got[256];
     describe_expect(c->want, want, sizeof want);
     describe_outcome(&o, got, sizeof got);
-    if (passed && g_why[0] == '\0') {
-        printf("ok - %s\n", c->name);
-        return 0;
-    }
-    printf("not ok - %s: ", c->name);
-    if (!passed) {
-        printf("got %s, want %s [%s]", got, want, c->basis);
-    }
-    if (g_why[0] != '\0') {
-        printf("%s%s", passed ? "" : "; ", g_why);
-    }
-    printf("\n");
-    return 1;
+    return case_result(c->name, passed, got, want, c->basis);
+}
+
+static const char *
+case_name(size_t i)
+{
+    return CASES[i].name;
+}
+
+static const char *
+describe_case(size_t i, char *want, size_t room)
+{
+    describe_expect(CASES[i].want, want, room);
+    return CASES[i].basis;
 }
 
 int
 main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-        for (size_t i = 0; i < N_CASES; i++) {
-            printf("%s\n", CASES[i].name);
-        }
-        return 0;
-    }
-    if (argc == 2 && strcmp(argv[1], "--table") == 0) {
-        printf("| case | expected | basis |\n|---|---|---|\n");
-        for (size_t i = 0; i < N_CASES; i++) {
-            char want[256];
-            describe_expect(CASES[i].want, want, sizeof want);
-            printf("| `%s` | %s | %s |\n", CASES[i].name, want, CASES[i].basis);
-        }
-        return 0;
-    }
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s --list | --table | SCRATCH_DIR CASE\n", argv[0]);
-        return 2;
-    }
-    g_dir = argv[1];
-    for (size_t i = 0; i < N_CASES; i++) {
-        if (strcmp(CASES[i].name, argv[2]) == 0) {
-            int status = run_case(&CASES[i]);
-            printf("1..1\n");
-            fflush(stdout);
-            return status;
-        }
-    }
-    fprintf(stderr, "%s: no case named %s (try --list)\n", argv[0], argv[2]);
-    return 2;
+    const case_table table = {N_CASES, case_name, describe_case, run_case};
+    return cases_main(argc, argv, &table);
 }

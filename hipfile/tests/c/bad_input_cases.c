@@ -47,6 +47,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cases.h"
+
 /* Size of the scratch files. */
 #define FILE_SIZE ((size_t)(64 * 1024))
 /* Size of the device buffers. */
@@ -308,10 +310,6 @@ matches(expect x, const outcome *o)
 /* Post-checks and setup                                                     */
 /* ------------------------------------------------------------------------ */
 
-static const char *g_dir;
-static const char *g_case;
-static char        g_post[4096]; /* failed post-checks, "; "-separated */
-
 /* Whether only the direct path may serve (HIPFILE_ALLOW_COMPAT_MODE=false without
  * HIPFILE_FORCE_COMPAT_MODE=true): what it declines fails instead of being staged. */
 static int
@@ -320,29 +318,6 @@ compat_disallowed(void)
     const char *allow = getenv("HIPFILE_ALLOW_COMPAT_MODE");
     const char *force = getenv("HIPFILE_FORCE_COMPAT_MODE");
     return allow != NULL && strcasecmp(allow, "false") == 0 && !(force != NULL && strcasecmp(force, "true") == 0);
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void
-post(int passed, const char *fmt, ...)
-{
-    if (passed) {
-        return;
-    }
-    size_t used = strlen(g_post);
-    if (used + 3 >= sizeof g_post) {
-        return;
-    }
-    if (used > 0) {
-        strcpy(g_post + used, "; ");
-        used += 2;
-    }
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(g_post + used, sizeof g_post - used, fmt, args);
-    va_end(args);
 }
 
 /* A step the case needs that is not under test failed: the case cannot run. */
@@ -3034,15 +3009,21 @@ direct_only_expectation(const char *name)
     return NULL;
 }
 
-static int
-run_case(const bad_case *c)
+static expect
+expectation(const bad_case *c)
 {
-    g_case                 = c->name;
-    const expect *strict   = direct_only_expectation(c->name);
-    expect        expected = strict != NULL && compat_disallowed() ? *strict : c->want;
-    outcome       o        = c->run();
-    int           passed   = matches(expected, &o);
-    char          want[256], got[256];
+    const expect *strict = direct_only_expectation(c->name);
+    return strict != NULL && compat_disallowed() ? *strict : c->want;
+}
+
+static int
+run_case(size_t i)
+{
+    const bad_case *c        = &CASES[i];
+    expect          expected = expectation(c);
+    outcome         o        = c->run();
+    int             passed   = matches(expected, &o);
+    char            want[256], got[256];
     describe_expect(expected, want, sizeof want);
     describe_outcome(&o, got, sizeof got);
     if (expected.kind == X_KERNEL) {
@@ -3055,59 +3036,32 @@ run_case(const bad_case *c)
         }
         strncat(want, ref, sizeof want - strlen(want) - 1);
     }
-    if (passed && g_post[0] == '\0') {
-        printf("ok - %s\n", c->name);
-        return 0;
+    return case_result(c->name, passed, got, want, c->basis);
+}
+
+static const char *
+case_name(size_t i)
+{
+    return CASES[i].name;
+}
+
+static const char *
+describe_case(size_t i, char *want, size_t room)
+{
+    char          strict_want[256];
+    const expect *strict = direct_only_expectation(CASES[i].name);
+    describe_expect(CASES[i].want, want, room);
+    if (strict != NULL) {
+        describe_expect(*strict, strict_want, sizeof strict_want);
+        strncat(want, "; compat mode disallowed: ", room - strlen(want) - 1);
+        strncat(want, strict_want, room - strlen(want) - 1);
     }
-    printf("not ok - %s: ", c->name);
-    if (!passed) {
-        printf("got %s, want %s [%s]", got, want, c->basis);
-    }
-    if (g_post[0] != '\0') {
-        printf("%s%s", passed ? "" : "; ", g_post);
-    }
-    printf("\n");
-    return 1;
+    return CASES[i].basis;
 }
 
 int
 main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-        for (size_t i = 0; i < N_CASES; i++) {
-            printf("%s\n", CASES[i].name);
-        }
-        return 0;
-    }
-    if (argc == 2 && strcmp(argv[1], "--table") == 0) {
-        printf("| case | expected | basis |\n|---|---|---|\n");
-        for (size_t i = 0; i < N_CASES; i++) {
-            char          want[256], strict_want[256];
-            const expect *strict = direct_only_expectation(CASES[i].name);
-            describe_expect(CASES[i].want, want, sizeof want);
-            if (strict != NULL) {
-                describe_expect(*strict, strict_want, sizeof strict_want);
-                strncat(want, "; compat mode disallowed: ", sizeof want - strlen(want) - 1);
-                strncat(want, strict_want, sizeof want - strlen(want) - 1);
-            }
-            printf("| `%s` | %s | %s |\n", CASES[i].name, want, CASES[i].basis);
-        }
-        return 0;
-    }
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s --list | --table | SCRATCH_DIR CASE\n", argv[0]);
-        return 2;
-    }
-    g_dir = argv[1];
-    for (size_t i = 0; i < N_CASES; i++) {
-        if (strcmp(CASES[i].name, argv[2]) == 0) {
-            int status = run_case(&CASES[i]);
-            /* The plan, last, as every C test program prints it. */
-            printf("1..1\n");
-            fflush(stdout);
-            return status;
-        }
-    }
-    fprintf(stderr, "%s: no case named %s (try --list)\n", argv[0], argv[2]);
-    return 2;
+    const case_table table = {N_CASES, case_name, describe_case, run_case};
+    return cases_main(argc, argv, &table);
 }
