@@ -3,42 +3,13 @@
 //! and each key no setting takes named once at DEBUG. A test binary of its own: it installs a
 //! process-wide `log` logger to capture the records.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use hipfile_core::{Driver, DriverOptions, Environment, ErrorKind, LogLevel, RegistryBuilder};
 use hipfile_hip::sim::SimRuntime;
 
-struct Captured {
-    records: Mutex<Vec<(log::Level, String, String)>>,
-}
-
-impl log::Log for Captured {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((
-                record.level(),
-                record.target().to_string(),
-                record.args().to_string(),
-            ));
-    }
-    fn flush(&self) {}
-}
-
-static APP: Captured = Captured {
-    records: Mutex::new(Vec::new()),
-};
-
-fn records() -> Vec<(log::Level, String, String)> {
-    APP.records
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone()
-}
+mod support;
+use support::{records, APP};
 
 /// Install the capturing logger before any driver of this binary could install the library's.
 fn capture_log() {
