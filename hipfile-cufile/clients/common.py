@@ -204,11 +204,58 @@ class Report:
             self.line("loaded", "pass" if paths else "refused", libcufile=paths)
         return paths
 
+    def unmet(self):
+        """The status of a check that did not hold: a failure on ours, a refusal recorded on
+        NVIDIA's."""
+        return "fail" if self.lib == "ours" else "refused"
+
     def error(self, check, exc, **fields):
         """A call raised: a failure on ours, a refusal recorded on NVIDIA's."""
-        status = "fail" if self.lib == "ours" else "refused"
+        status = self.unmet()
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         self.line(check, status, error=text, **fields)
+
+    def stats_start(self):
+        """Starts level-1 statistics of this process's libcufile.so.0 (the `stats_start` line)
+        and returns the Stats and the counters at the start. Raises what the calls raise."""
+        stats = Stats()
+        codes = stats.start()
+        e, before = stats.snapshot()
+        self.line(
+            "stats_start",
+            "pass" if codes == (0, 0) and e == 0 else self.unmet(),
+            set_level_and_start=codes,
+            get_stats_l1=e,
+        )
+        return stats, before
+
+    def stats_counted(self, stats, before, moved_read, moved_written, read_ops=False):
+        """The `cufile_stats` line: the library's own counters grew by at least the bytes the
+        client moved since `before` (from stats_start), so the calls reached this libcufile.
+        `read_ops` adds the read operations counted. Nothing when the statistics never
+        started."""
+        if stats is None or before is None:
+            return
+        try:
+            e, after = stats.snapshot()
+            read = after["read_bytes"] - before["read_bytes"]
+            written = after["write_bytes"] - before["write_bytes"]
+            counted = e == 0 and moved_read > 0 and read >= moved_read and written >= moved_written
+            fields = {}
+            if read_ops:
+                fields["read_ops_counted"] = after["read_ok"] - before["read_ok"]
+            self.line(
+                "cufile_stats",
+                "pass" if counted else self.unmet(),
+                get_stats_l1=e,
+                read_bytes_counted=read,
+                write_bytes_counted=written,
+                read_bytes_moved=moved_read,
+                write_bytes_moved=moved_written,
+                **fields,
+            )
+        except Exception as exc:
+            self.error("cufile_stats", exc)
 
     def bytes_check(self, check, got, want, **fields):
         """pass when `got` equals `want` byte for byte, else fail (with where they part)."""
