@@ -52,10 +52,7 @@ reap(CUfileBatchHandle_t batch, unsigned want, CUfileIOEvents_t *events)
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     const char    *dir  = argv[1];
     int            fd   = scratch_file(dir, "batch.bin");
     void          *src  = device_alloc(FILE_SIZE);

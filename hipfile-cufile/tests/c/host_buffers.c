@@ -45,10 +45,7 @@ round_trip(CUfileHandle_t fh, int fd, unsigned char *buf, const char *kind, unsi
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     int            fd = scratch_file(argv[1], "host-buffers.bin");
     CUfileHandle_t fh = NULL;
     expect_status(register_handle(&fh, fd, CU_FILE_HANDLE_TYPE_OPAQUE_FD), CU_FILE_SUCCESS, "cuFileHandleRegister");

@@ -29,10 +29,7 @@
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     check(HIPFILE_CUFILE_EXTENSIONS == 1, "cufile.h declares hipfile-rs's extensions", "it does not");
     int            fd   = scratch_file(argv[1], "io-policy.bin");
     void          *dev  = device_alloc(SIZE);

@@ -23,10 +23,7 @@
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     const char *dir  = argv[1];
     int         fd_a = scratch_file(dir, "semantics-a.bin");
     int         fd_b = scratch_file(dir, "semantics-b.bin");

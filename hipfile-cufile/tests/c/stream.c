@@ -132,10 +132,7 @@ dev_untouched(void *dev, size_t at, size_t len)
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     const char *dir = argv[1];
     g_file          = (unsigned char *)malloc(FILE_SIZE);
     g_host          = (unsigned char *)malloc(FILE_SIZE);

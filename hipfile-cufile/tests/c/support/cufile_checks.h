@@ -61,6 +61,16 @@ expect_use_count(long want, const char *name)
     check(got == want, name, "cuFileUseCount() = %ld, want %ld", got, want);
 }
 
+/* The programs' one argument, the scratch directory: without it, the usage and exit status 2. */
+static inline void
+require_scratch_dir(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
+        exit(2);
+    }
+}
+
 /* A fresh read-write file `name` in `dir` (set-up: exits on failure). */
 static inline int
 scratch_file(const char *dir, const char *name)
