@@ -12,7 +12,7 @@ use hipfile::{
     BatchStatus, Driver, DriverOptions, ErrorKind, FileHandle, HostLoan, IoCall, IoOp, IoPath,
     Settings,
 };
-use hipfile_core::{BatchEntry, DeclineReason, EnvConfig, PosixIo};
+use hipfile_core::{BatchEntry, DeclineReason};
 use hipfile_hip::{GpuRuntime, LentPinned, PinnedBuffer, StreamRef};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::target::runtime_under_test;
@@ -38,15 +38,8 @@ fn setup(allow_host: bool) -> Setup {
         ..Settings::default()
     };
     let driver = Driver::with_options(DriverOptions {
-        backends: Some(hipfile::backends()),
-        selection: None,
-        io: Arc::new(PosixIo),
-        env: EnvConfig {
-            stats_level: Some(1),
-            ..EnvConfig::default()
-        },
         settings,
-        ..DriverOptions::with_runtime(Arc::clone(&gpu))
+        ..harness::counting_options(&gpu)
     })
     .unwrap();
     Setup {
