@@ -2,11 +2,12 @@
  * cases.h - the one-case-per-process harness of the `*_cases.c` programs (hipFile's and cuFile's).
  *
  * A cases program keeps its own table of cases, expectations and checks; this header gives it
- * the rest: the command line (`--list`, `--table` where the program has a table, `SCRATCH_DIR
- * CASE`), the scratch directory and name of the running case (g_dir, g_case), the failed
- * post-checks collected while the case runs (note(), post()), and the one result line, `ok -
- * CASE` or `not ok - CASE: why`, followed by the plan `1..1` (the runner, `cargo xtask c-tests`,
- * starts each case in its own process and reads that line).
+ * the rest: the expectations a case is held to and the outcome it records (where the program
+ * names its error pair, CASES_PAIR_T), the command line (`--list`, `--table` where the program
+ * has a table, `SCRATCH_DIR CASE`), the scratch directory and name of the running case (g_dir,
+ * g_case), the failed post-checks collected while the case runs (note(), post()), and the one
+ * result line, `ok - CASE` or `not ok - CASE: why`, followed by the plan `1..1` (the runner,
+ * `cargo xtask c-tests`, starts each case in its own process and reads that line).
  *
  * One copy per program (everything here is static): include it once, from the program's .c
  * file. Builds as C11 and as C++17.
@@ -15,10 +16,147 @@
 #ifndef HIPFILE_TESTS_CASES_H
 #define HIPFILE_TESTS_CASES_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
+
+#ifdef CASES_PAIR_T
+/*
+ * Expectations and outcomes, for a program that defines, before including this header,
+ * CASES_PAIR_T (its ABI's error pair: `err`, then the GPU runtime's half) and
+ * CASES_RUNTIME_ERROR(pair) (that half, as an int: 0 when the runtime did not fail).
+ */
+
+typedef enum {
+    X_CODE,    /* a pair with err == a and no runtime error */
+    X_CODE2,   /* a pair with err == a or err == b, and no runtime error */
+    X_RUNTIME, /* a pair with err == a and a runtime error beside it */
+    X_NEG,     /* ssize_t == -a */
+    X_ERRNO,   /* ssize_t == -1 and errno == a */
+    X_BYTES,   /* ssize_t == a */
+    X_VALUE,   /* an integer (the use count) == a */
+    X_TEXT,    /* a non-NULL, non-empty, printable string */
+    X_VOID,    /* a void call: only the post-checks speak */
+    X_KERNEL   /* the same ssize_t and errno as pread/pwrite of the same request */
+} expect_kind;
+
+typedef struct {
+    expect_kind kind;
+    long long   a;
+    long long   b;
+} expect;
+
+#define CODE(c) {X_CODE, (long long)(c), 0}
+#define CODE_OR(c, d) {X_CODE2, (long long)(c), (long long)(d)}
+#define NEG(c) {X_NEG, (long long)(c), 0}
+#define ERRNO(e) {X_ERRNO, (long long)(e), 0}
+#define BYTES(n) {X_BYTES, (long long)(n), 0}
+#define VALUE(n) {X_VALUE, (long long)(n), 0}
+#define TEXT {X_TEXT, 0, 0}
+#define NOTHING {X_VOID, 0, 0}
+#define KERNEL {X_KERNEL, 0, 0}
+
+typedef enum { O_PAIR, O_IO, O_VALUE, O_TEXT, O_VOID } outcome_kind;
+
+typedef struct {
+    outcome_kind kind;
+    CASES_PAIR_T pair;
+    ssize_t      ret;
+    int          err;
+    long long    value;
+    const char  *text;
+    /* X_KERNEL: what pread/pwrite answered. */
+    ssize_t ref_ret;
+    int     ref_err;
+} outcome;
+
+static inline outcome
+blank(outcome_kind kind)
+{
+    outcome o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    return o;
+}
+
+static inline outcome
+got_pair(CASES_PAIR_T e)
+{
+    outcome o = blank(O_PAIR);
+    o.pair    = e;
+    return o;
+}
+
+/* errno is read first thing: the argument was just computed by the call. */
+static inline outcome
+got_io(ssize_t ret)
+{
+    int     err = errno;
+    outcome o   = blank(O_IO);
+    o.ret       = ret;
+    o.err       = err;
+    return o;
+}
+
+static inline outcome
+got_value(long long v)
+{
+    outcome o = blank(O_VALUE);
+    o.value   = v;
+    return o;
+}
+
+static inline outcome
+got_text(const char *t)
+{
+    outcome o = blank(O_TEXT);
+    o.text    = t;
+    return o;
+}
+
+static inline outcome
+got_nothing(void)
+{
+    return blank(O_VOID);
+}
+
+static inline int
+printable(const char *t)
+{
+    if (t == NULL || t[0] == '\0') {
+        return 0;
+    }
+    for (; *t; t++) {
+        if ((unsigned char)*t < 0x20 || (unsigned char)*t > 0x7e) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static inline int
+matches(expect x, const outcome *o)
+{
+    switch (x.kind) {
+        case X_CODE: return o->kind == O_PAIR && o->pair.err == x.a && CASES_RUNTIME_ERROR(o->pair) == 0;
+        case X_CODE2:
+            return o->kind == O_PAIR && (o->pair.err == x.a || o->pair.err == x.b) && CASES_RUNTIME_ERROR(o->pair) == 0;
+        case X_RUNTIME: return o->kind == O_PAIR && o->pair.err == x.a && CASES_RUNTIME_ERROR(o->pair) != 0;
+        case X_NEG: return o->kind == O_IO && o->ret == -(ssize_t)x.a;
+        case X_ERRNO: return o->kind == O_IO && o->ret == -1 && o->err == x.a;
+        case X_BYTES: return o->kind == O_IO && o->ret == (ssize_t)x.a;
+        case X_VALUE: return o->kind == O_VALUE && o->value == x.a;
+        case X_TEXT: return o->kind == O_TEXT && printable(o->text);
+        case X_VOID: return o->kind == O_VOID;
+        case X_KERNEL:
+            return o->kind == O_IO && o->ret == o->ref_ret && (o->ret != -1 || o->err == o->ref_err);
+    }
+    return 0;
+}
+#endif /* CASES_PAIR_T */
 
 /* The scratch directory the runner made for this case (argv[1]). */
 static const char *g_dir;
