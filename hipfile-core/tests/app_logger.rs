@@ -2,44 +2,14 @@
 //! sends its records to the application's logger, and a level configured for hipfile-rs only
 //! raises the global maximum level. A test binary of its own: the logger is process-wide.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use hipfile_core::logging::configure;
 use hipfile_core::{Driver, DriverOptions, LogLevel, Settings};
 use hipfile_hip::sim::SimRuntime;
 
-/// The application's logger: it keeps every record it is given.
-struct Captured {
-    records: Mutex<Vec<(log::Level, String, String)>>,
-}
-
-impl log::Log for Captured {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((
-                record.level(),
-                record.target().to_string(),
-                record.args().to_string(),
-            ));
-    }
-    fn flush(&self) {}
-}
-
-static APP: Captured = Captured {
-    records: Mutex::new(Vec::new()),
-};
-
-fn records() -> Vec<(log::Level, String, String)> {
-    APP.records
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone()
-}
+mod support;
+use support::{records, APP};
 
 #[test]
 fn the_applications_logger_is_kept_and_receives_the_records() {

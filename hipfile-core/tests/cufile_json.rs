@@ -3,42 +3,14 @@
 //! and each key no setting takes named once at DEBUG. A test binary of its own: it installs a
 //! process-wide `log` logger to capture the records.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use hipfile_core::{Driver, DriverOptions, Environment, ErrorKind, LogLevel, RegistryBuilder};
 use hipfile_hip::sim::SimRuntime;
 
-struct Captured {
-    records: Mutex<Vec<(log::Level, String, String)>>,
-}
-
-impl log::Log for Captured {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((
-                record.level(),
-                record.target().to_string(),
-                record.args().to_string(),
-            ));
-    }
-    fn flush(&self) {}
-}
-
-static APP: Captured = Captured {
-    records: Mutex::new(Vec::new()),
-};
-
-fn records() -> Vec<(log::Level, String, String)> {
-    APP.records
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone()
-}
+mod support;
+use support::{records, APP};
 
 /// Install the capturing logger before any driver of this binary could install the library's.
 fn capture_log() {
@@ -56,6 +28,19 @@ fn environment(pairs: &[(&str, &str)]) -> Environment {
             .find(|(k, _)| *k == name)
             .map(|(_, v)| v.to_string())
     })
+}
+
+/// A fresh directory holding `cufile.json` with `text`: the directory and the file's path.
+fn json_file(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cufile.json");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// The environment of a process whose `CUFILE_ENV_PATH_JSON` names `path`, and nothing else.
+fn pointing_at(path: &Path) -> Environment {
+    environment(&[("CUFILE_ENV_PATH_JSON", path.to_str().unwrap())])
 }
 
 /// A driver on the simulated GPU, no backends, built from `environment` and reading the cuFile
@@ -84,20 +69,16 @@ fn sim_options(environment: &Environment) -> DriverOptions {
 #[test]
 fn the_file_goes_between_the_defaults_and_the_environment_and_parameters_win_over_all() {
     capture_log();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cufile.json");
-    std::fs::write(
-        &path,
+    let (_dir, path) = json_file(
         r#"{
-            // the file sets three things; the environment one of them, the parameter another
-            "execution": { "max_io_queue_depth": 32 },
-            "properties": { "max_direct_io_size_kb": 8192, "max_batch_io_timeout_msecs": 7 },
-            "fs": { "generic": { "posix_unaligned_writes": false } },
-            "denylist": { "mounts": [] },
-            "properties_unknown_to_us": 1
-        }"#,
-    )
-    .unwrap();
+        // the file sets three things; the environment one of them, the parameter another
+        "execution": { "max_io_queue_depth": 32 },
+        "properties": { "max_direct_io_size_kb": 8192, "max_batch_io_timeout_msecs": 7 },
+        "fs": { "generic": { "posix_unaligned_writes": false } },
+        "denylist": { "mounts": [] },
+        "properties_unknown_to_us": 1
+    }"#,
+    );
     let env = environment(&[
         ("CUFILE_ENV_PATH_JSON", path.to_str().unwrap()),
         ("HIPFILE_MAX_DIRECT_IO_KB", "2048"),
@@ -166,7 +147,7 @@ fn the_file_goes_between_the_defaults_and_the_environment_and_parameters_win_ove
 
     // The file's logging.level configures the log; the parameter API still wins at open.
     std::fs::write(&path, r#"{ "logging": { "level": "INFO" } }"#).unwrap();
-    let env = environment(&[("CUFILE_ENV_PATH_JSON", path.to_str().unwrap())]);
+    let env = pointing_at(&path);
     let driver = Driver::new(sim_options(&env).with_cufile_json(&env));
     assert_eq!(driver.settings().logging_level, LogLevel::Info);
     driver.open().unwrap();
@@ -179,14 +160,9 @@ fn the_file_goes_between_the_defaults_and_the_environment_and_parameters_win_ove
 #[test]
 fn a_file_the_driver_cannot_use_fails_every_open_naming_the_file() {
     capture_log();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cufile.json");
-    std::fs::write(
-        &path,
-        "{\n  \"execution\": {\n    \"max_io_queue_depth\": \"four\"\n  }\n}\n",
-    )
-    .unwrap();
-    let env = environment(&[("CUFILE_ENV_PATH_JSON", path.to_str().unwrap())]);
+    let (_dir, path) =
+        json_file("{\n  \"execution\": {\n    \"max_io_queue_depth\": \"four\"\n  }\n}\n");
+    let env = pointing_at(&path);
     let driver = Driver::new(sim_options(&env).with_cufile_json(&env));
     for _ in 0..2 {
         let e = driver.open().unwrap_err();
@@ -216,24 +192,20 @@ fn a_file_the_driver_cannot_use_fails_every_open_naming_the_file() {
 fn nvidias_tuning_of_cufiles_own_engine_is_named_and_not_applied_and_the_parameter_api_still_sets_it(
 ) {
     capture_log();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cufile.json");
     // The values NVIDIA ships for cuFile's thread pool and bounce buffers.
-    std::fs::write(
-        &path,
+    let (_dir, path) = json_file(
         r#"{
-            "execution": {
-                "max_io_queue_depth": 128,
-                "max_io_threads": 4,
-                "parallel_io": true,
-                "min_io_threshold_size_kb": 8192,
-                "max_request_parallelism": 4
-            },
-            "properties": { "per_buffer_cache_size_kb": 1024 }
-        }"#,
-    )
-    .unwrap();
-    let env = environment(&[("CUFILE_ENV_PATH_JSON", path.to_str().unwrap())]);
+        "execution": {
+            "max_io_queue_depth": 128,
+            "max_io_threads": 4,
+            "parallel_io": true,
+            "min_io_threshold_size_kb": 8192,
+            "max_request_parallelism": 4
+        },
+        "properties": { "per_buffer_cache_size_kb": 1024 }
+    }"#,
+    );
+    let env = pointing_at(&path);
     let driver = Driver::new(sim_options(&env).with_cufile_json(&env));
     assert_eq!(driver.settings(), env.settings, "the engine's defaults");
 
@@ -288,7 +260,7 @@ fn a_missing_file_is_the_defaults() {
     capture_log();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("absent.json");
-    let env = environment(&[("CUFILE_ENV_PATH_JSON", path.to_str().unwrap())]);
+    let env = pointing_at(&path);
     let driver = Driver::new(sim_options(&env).with_cufile_json(&env));
     assert_eq!(driver.settings(), env.settings);
     driver.open().unwrap();

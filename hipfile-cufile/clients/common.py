@@ -102,6 +102,30 @@ def loaded_libcufile():
     return paths
 
 
+class DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def symbol_object(name):
+    """The file of the object that `name` resolves to in the process's global scope (what a
+    DT_NEEDED user of libcufile.so.0 binds to), or None where nothing defines it."""
+    libc = ctypes.CDLL(None)
+    try:
+        address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+    except AttributeError:
+        return None
+    info = DlInfo()
+    libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    if not libc.dladdr(address, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return info.dli_fname.decode()
+
+
 def first_difference(got, want):
     """The index of the first byte that differs, or None."""
     got = np.asarray(got, dtype=np.uint8)
@@ -191,24 +215,84 @@ class Report:
         print(json.dumps(record, default=str), flush=True)
 
     def loaded(self, ours_dir=None):
-        """The first line: which libcufile objects the process mapped. For `ours`, the
-        preloaded one must be the only one, or the client did not run on ours."""
+        """The first line: which libcufile objects the process mapped, and which one the
+        process's cuFile symbols bind to. For `ours`, the preloaded one must be mapped and be
+        the one `cuFileRead` resolves to in the global scope: a framework may map another copy
+        by its full path (torch's `_load_global_deps` loads its wheel's libcufile.so.0 so), which
+        is then loaded but unused, as every DT_NEEDED entry and symbol lookup finds the preloaded
+        object first (the `cufile_stats` line shows the bytes counted by ours)."""
         paths = loaded_libcufile()
         if self.lib == "ours":
             want = os.path.realpath(ours_dir) if ours_dir else None
             mine = [p for p in paths if want and os.path.realpath(p).startswith(want + os.sep)]
             others = [p for p in paths if p not in mine]
-            status = "pass" if mine and not others else "fail"
-            self.line("loaded", status, libcufile=paths, expected_dir=want)
+            bound = symbol_object("cuFileRead")
+            binds_to_ours = bool(want and bound and os.path.realpath(bound).startswith(want + os.sep))
+            status = "pass" if mine and binds_to_ours else "fail"
+            self.line(
+                "loaded",
+                status,
+                libcufile=paths,
+                expected_dir=want,
+                cuFileRead_binds_to=bound,
+                also_mapped_unused=others,
+            )
         else:
             self.line("loaded", "pass" if paths else "refused", libcufile=paths)
         return paths
 
+    def unmet(self):
+        """The status of a check that did not hold: a failure on ours, a refusal recorded on
+        NVIDIA's."""
+        return "fail" if self.lib == "ours" else "refused"
+
     def error(self, check, exc, **fields):
         """A call raised: a failure on ours, a refusal recorded on NVIDIA's."""
-        status = "fail" if self.lib == "ours" else "refused"
+        status = self.unmet()
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         self.line(check, status, error=text, **fields)
+
+    def stats_start(self):
+        """Starts level-1 statistics of this process's libcufile.so.0 (the `stats_start` line)
+        and returns the Stats and the counters at the start. Raises what the calls raise."""
+        stats = Stats()
+        codes = stats.start()
+        e, before = stats.snapshot()
+        self.line(
+            "stats_start",
+            "pass" if codes == (0, 0) and e == 0 else self.unmet(),
+            set_level_and_start=codes,
+            get_stats_l1=e,
+        )
+        return stats, before
+
+    def stats_counted(self, stats, before, moved_read, moved_written, read_ops=False):
+        """The `cufile_stats` line: the library's own counters grew by at least the bytes the
+        client moved since `before` (from stats_start), so the calls reached this libcufile.
+        `read_ops` adds the read operations counted. Nothing when the statistics never
+        started."""
+        if stats is None or before is None:
+            return
+        try:
+            e, after = stats.snapshot()
+            read = after["read_bytes"] - before["read_bytes"]
+            written = after["write_bytes"] - before["write_bytes"]
+            counted = e == 0 and moved_read > 0 and read >= moved_read and written >= moved_written
+            fields = {}
+            if read_ops:
+                fields["read_ops_counted"] = after["read_ok"] - before["read_ok"]
+            self.line(
+                "cufile_stats",
+                "pass" if counted else self.unmet(),
+                get_stats_l1=e,
+                read_bytes_counted=read,
+                write_bytes_counted=written,
+                read_bytes_moved=moved_read,
+                write_bytes_moved=moved_written,
+                **fields,
+            )
+        except Exception as exc:
+            self.error("cufile_stats", exc)
 
     def bytes_check(self, check, got, want, **fields):
         """pass when `got` equals `want` byte for byte, else fail (with where they part)."""

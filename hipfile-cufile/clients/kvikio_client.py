@@ -44,7 +44,9 @@ try:
         version = kvikio.cufile_driver.libcufile_version()
     except Exception as exc:  # an old KvikIO without it: not a failure of the library
         version = f"unavailable: {exc}"
-    off = str(mode).upper().endswith("OFF") and not preferred
+    # KvikIO 26.10 answers the CompatMode enum, whose str() is its number (OFF is 0).
+    compat_off = getattr(getattr(kvikio, "CompatMode", None), "OFF", None)
+    off = (mode == compat_off or str(mode).upper() in ("OFF", "COMPATMODE.OFF")) and not preferred
     report.line(
         "setup",
         "pass" if off else "fail",
@@ -71,15 +73,7 @@ try:
             pass
     finally:
         report.loaded(common.ours_dir())
-    stats = common.Stats()
-    codes = stats.start()
-    e, before = stats.snapshot()
-    report.line(
-        "stats_start",
-        "pass" if codes == (0, 0) and e == 0 else ("fail" if args.lib == "ours" else "refused"),
-        set_level_and_start=codes,
-        get_stats_l1=e,
-    )
+    stats, before = report.stats_start()
 except Exception as exc:
     report.error("open", exc)
     before = None
@@ -161,24 +155,7 @@ except Exception as exc:
     report.error("pwrite_raw_write", exc)
 
 # The library's own counters saw what KvikIO moved: the calls reached this libcufile.
-if stats is not None and before is not None:
-    try:
-        e, after = stats.snapshot()
-        read = after["read_bytes"] - before["read_bytes"]
-        written = after["write_bytes"] - before["write_bytes"]
-        counted = e == 0 and read >= moved_read and written >= moved_written and moved_read > 0
-        report.line(
-            "cufile_stats",
-            "pass" if counted else ("fail" if args.lib == "ours" else "refused"),
-            get_stats_l1=e,
-            read_bytes_counted=read,
-            write_bytes_counted=written,
-            read_bytes_moved=moved_read,
-            write_bytes_moved=moved_written,
-            read_ops_counted=after["read_ok"] - before["read_ok"],
-        )
-    except Exception as exc:
-        report.error("cufile_stats", exc)
+report.stats_counted(stats, before, moved_read, moved_written, read_ops=True)
 
 for p in (path, out_path):
     if os.path.exists(p):

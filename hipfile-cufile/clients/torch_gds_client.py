@@ -43,15 +43,7 @@ except Exception as exc:
 stats = None
 before = None
 try:
-    stats = common.Stats()
-    codes = stats.start()
-    e, before = stats.snapshot()
-    report.line(
-        "stats_start",
-        "pass" if codes == (0, 0) and e == 0 else ("fail" if args.lib == "ours" else "refused"),
-        set_level_and_start=codes,
-        get_stats_l1=e,
-    )
+    stats, before = report.stats_start()
 except Exception as exc:
     report.error("stats_start", exc)
     stats = None
@@ -123,23 +115,7 @@ if f is not None:
     except Exception as exc:
         report.error("deregister_handle", exc)
 
-if stats is not None and before is not None:
-    try:
-        e, after = stats.snapshot()
-        read = after["read_bytes"] - before["read_bytes"]
-        written = after["write_bytes"] - before["write_bytes"]
-        counted = e == 0 and moved_read > 0 and read >= moved_read and written >= moved_written
-        report.line(
-            "cufile_stats",
-            "pass" if counted else ("fail" if args.lib == "ours" else "refused"),
-            get_stats_l1=e,
-            read_bytes_counted=read,
-            write_bytes_counted=written,
-            read_bytes_moved=moved_read,
-            write_bytes_moved=moved_written,
-        )
-    except Exception as exc:
-        report.error("cufile_stats", exc)
+report.stats_counted(stats, before, moved_read, moved_written)
 
 del f
 if os.path.exists(path):

@@ -395,6 +395,13 @@ impl<'a> StreamRef<'a> {
     }
 }
 
+/// The first address of the `len` bytes at `offset` into the `whole` bytes at `ptr`, or `None`
+/// when they do not fit inside them: the one bounds check of every range's `slice`.
+pub(crate) fn sub_range(ptr: usize, whole: usize, offset: usize, len: usize) -> Option<usize> {
+    let end = offset.checked_add(len)?;
+    (end <= whole).then(|| ptr + offset)
+}
+
 /// Drop a host function's share of `shared`. If it is the last one, what it owns would be freed
 /// on the runtime's own thread, and freeing pinned memory synchronizes the device: GPU runtimes
 /// forbid runtime calls in host functions (the stream running this one would wait for itself).

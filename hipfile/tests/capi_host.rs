@@ -10,6 +10,8 @@
 
 #[path = "support/capi_handle.rs"]
 mod capi_handle;
+#[path = "support/no_access_page.rs"]
+mod no_access_page;
 
 use std::ffi::c_void;
 use std::os::fd::AsRawFd;
@@ -25,23 +27,6 @@ use hipfile::capi::{
     hipFileWrite, hipFileWriteAsync,
 };
 use hipfile_hip::StreamRef;
-
-/// A page mapped with no access at all, for the life of the test.
-fn no_access_page() -> *mut c_void {
-    // SAFETY: a fresh anonymous mapping of one page that nothing dereferences.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
-    p
-}
 
 fn allowed() -> bool {
     let mut value = false;
@@ -147,7 +132,8 @@ fn the_parameter_admits_host_memory_and_a_bad_address_is_efault() {
     StreamRef::null(&runtime).synchronize().unwrap();
     assert_eq!(written, 8);
 
-    let bad = no_access_page();
+    let page = no_access_page::NoAccessPage::new();
+    let bad = page.addr() as *mut c_void;
     // SAFETY: no Rust reference covers the no-access page `bad`: the kernel refuses it (EFAULT)
     // and no byte anywhere moves.
     let answers = unsafe {

@@ -13,6 +13,8 @@
 //!                        tests use onto the CUDA runtime (the GPU machine has no HIP headers)
 //!   include/tap.h        the C tests' `ok - ...` / `not ok - ...` lines and plan
 //!                        (hipfile/tests/c/tap.h), found by every C program through `-I include`
+//!   include/cases.h      the one-case-per-process harness of the `*_cases.c` programs
+//!                        (hipfile/tests/c/cases.h)
 //!   harness/line_buffered.c linked into every C program: stdout line-buffered, so that a
 //!                        program killed at its time limit leaves every line it printed in its log
 //!                        (hipfile/tests/c/harness/line_buffered.c)
@@ -126,6 +128,7 @@ const C_SOURCES: &[(&str, &str)] = &[
 const C_HEADERS: &[(&str, &str)] = &[
     ("hipfile/include/hipfile.h", "include/hipfile.h"),
     ("hipfile/tests/c/tap.h", "include/tap.h"),
+    ("hipfile/tests/c/cases.h", "include/cases.h"),
 ];
 
 /// The source `run.sh` links into every C program (its place in the bundle is outside `c/`,

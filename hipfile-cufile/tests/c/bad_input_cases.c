@@ -29,7 +29,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,103 +38,18 @@
 
 #include "cuda_runtime_subset.h"
 
+#define CASES_PAIR_T CUfileError_t
+#define CASES_RUNTIME_ERROR(pair) ((int)(pair).cu_err)
+#include "cufile_cases.h"
+
 #define DEV_SIZE ((size_t)(64 * 1024))
 
-typedef enum { X_CODE, X_CODE2, X_CUDA, X_NEG, X_ERRNO, X_BYTES, X_VALUE, X_VOID } expect_kind;
-
-typedef struct {
-    expect_kind kind;
-    long long   a;
-    long long   b;
-} expect;
-
-#define CODE(c) {X_CODE, (long long)(c), 0}
-#define CODE_OR(c, d) {X_CODE2, (long long)(c), (long long)(d)}
 /* CU_FILE_CUDA_DRIVER_ERROR with the CUDA failure's number (not 0) in cu_err. */
-#define CUDA_FAILURE {X_CUDA, (long long)CU_FILE_CUDA_DRIVER_ERROR, 0}
-#define NEG(c) {X_NEG, (long long)(c), 0}
-#define ERRNO(e) {X_ERRNO, (long long)(e), 0}
-#define BYTES(n) {X_BYTES, (long long)(n), 0}
-#define VALUE(n) {X_VALUE, (long long)(n), 0}
-#define NOTHING {X_VOID, 0, 0}
-
-typedef struct {
-    int           is_pair; /* pair, else an integer result (IO or count) */
-    int           is_void;
-    CUfileError_t pair;
-    long long     value;
-    int           err; /* errno right after an IO call */
-} outcome;
-
-static outcome
-got_pair(CUfileError_t e)
-{
-    outcome o;
-    memset(&o, 0, sizeof o);
-    o.is_pair = 1;
-    o.pair    = e;
-    return o;
-}
-
-static outcome
-got_io(ssize_t ret)
-{
-    int     err = errno;
-    outcome o;
-    memset(&o, 0, sizeof o);
-    o.value = ret;
-    o.err   = err;
-    return o;
-}
-
-static outcome
-got_value(long long v)
-{
-    outcome o;
-    memset(&o, 0, sizeof o);
-    o.value = v;
-    return o;
-}
-
-static outcome
-got_nothing(void)
-{
-    outcome o;
-    memset(&o, 0, sizeof o);
-    o.is_void = 1;
-    return o;
-}
+#define CUDA_FAILURE {X_RUNTIME, (long long)CU_FILE_CUDA_DRIVER_ERROR, 0}
 
 /* ------------------------------------------------------------------------ */
 /* Scratch, memory, post-checks                                              */
 /* ------------------------------------------------------------------------ */
-
-static const char *g_dir;
-static char        g_why[2048];
-
-static void
-note(const char *fmt, ...)
-{
-    size_t used = strlen(g_why);
-    if (used + 3 >= sizeof g_why) {
-        return;
-    }
-    if (used > 0) {
-        strcpy(g_why + used, "; ");
-        used += 2;
-    }
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(g_why + used, sizeof g_why - used, fmt, args);
-    va_end(args);
-}
-
-static void
-setup_failed(const char *what)
-{
-    printf("not ok - set-up: %s (%s)\n1..1\n", what, strerror(errno));
-    exit(1);
-}
 
 static int
 file_in_scratch(const char *name, int flags)
@@ -1091,102 +1005,62 @@ describe_expect(expect e, char *out, size_t room)
             snprintf(out, room, "err %lld or %lld (%s / %s)", e.a, e.b, cufileop_status_error((CUfileOpError)e.a),
                      cufileop_status_error((CUfileOpError)e.b));
             break;
-        case X_CUDA: snprintf(out, room, "err %lld (%s) with a CUDA code in cu_err", e.a,
+        case X_RUNTIME: snprintf(out, room, "err %lld (%s) with a CUDA code in cu_err", e.a,
                               cufileop_status_error((CUfileOpError)e.a)); break;
         case X_NEG: snprintf(out, room, "-%lld (%s)", e.a, cufileop_status_error((CUfileOpError)e.a)); break;
         case X_ERRNO: snprintf(out, room, "-1, errno %lld (%s)", e.a, strerror((int)e.a)); break;
         case X_BYTES: snprintf(out, room, "%lld bytes", e.a); break;
         case X_VALUE: snprintf(out, room, "%lld", e.a); break;
+        case X_TEXT: snprintf(out, room, "a non-empty string"); break;
         case X_VOID: snprintf(out, room, "nothing (a void call)"); break;
+        case X_KERNEL: snprintf(out, room, "what pread/pwrite return"); break;
     }
-}
-
-static int
-matches(expect e, const outcome *o)
-{
-    switch (e.kind) {
-        case X_CODE: return o->is_pair && o->pair.err == e.a && (int)o->pair.cu_err == 0;
-        case X_CODE2: return o->is_pair && (o->pair.err == e.a || o->pair.err == e.b) && (int)o->pair.cu_err == 0;
-        case X_CUDA: return o->is_pair && o->pair.err == e.a && (int)o->pair.cu_err != 0;
-        case X_NEG: return !o->is_pair && !o->is_void && o->value == -e.a;
-        case X_ERRNO: return !o->is_pair && !o->is_void && o->value == -1 && o->err == e.a;
-        case X_BYTES:
-        case X_VALUE: return !o->is_pair && !o->is_void && o->value == e.a;
-        case X_VOID: return o->is_void;
-    }
-    return 0;
 }
 
 static void
 describe_outcome(const outcome *o, char *out, size_t room)
 {
-    if (o->is_void) {
-        snprintf(out, room, "nothing");
-    }
-    else if (o->is_pair) {
-        snprintf(out, room, "err %d (%s) cu_err %d", (int)o->pair.err, cufileop_status_error(o->pair.err),
-                 (int)o->pair.cu_err);
-    }
-    else {
-        snprintf(out, room, "%lld (errno %d)", o->value, o->err);
+    switch (o->kind) {
+        case O_PAIR:
+            snprintf(out, room, "err %d (%s) cu_err %d", (int)o->pair.err, cufileop_status_error(o->pair.err),
+                     (int)o->pair.cu_err);
+            break;
+        case O_IO: snprintf(out, room, "%zd (errno %d)", o->ret, o->err); break;
+        case O_VALUE: snprintf(out, room, "%lld", o->value); break;
+        case O_TEXT: snprintf(out, room, "\"%s\"", o->text == NULL ? "(NULL)" : o->text); break;
+        case O_VOID: snprintf(out, room, "nothing"); break;
     }
 }
 
 static int
-run_case(const bad_case *c)
+run_case(size_t i)
 {
-    outcome o      = c->run();
-    int     passed = matches(c->want, &o);
+    const bad_case *c      = &CASES[i];
+    outcome         o      = c->run();
+    int             passed = matches(c->want, &o);
     post_still_serves();
     char want[256], got[256];
     describe_expect(c->want, want, sizeof want);
     describe_outcome(&o, got, sizeof got);
-    if (passed && g_why[0] == '\0') {
-        printf("ok - %s\n", c->name);
-        return 0;
-    }
-    printf("not ok - %s: ", c->name);
-    if (!passed) {
-        printf("got %s, want %s [%s]", got, want, c->basis);
-    }
-    if (g_why[0] != '\0') {
-        printf("%s%s", passed ? "" : "; ", g_why);
-    }
-    printf("\n");
-    return 1;
+    return case_result(c->name, passed, got, want, c->basis);
+}
+
+static const char *
+case_name(size_t i)
+{
+    return CASES[i].name;
+}
+
+static const char *
+describe_case(size_t i, char *want, size_t room)
+{
+    describe_expect(CASES[i].want, want, room);
+    return CASES[i].basis;
 }
 
 int
 main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-        for (size_t i = 0; i < N_CASES; i++) {
-            printf("%s\n", CASES[i].name);
-        }
-        return 0;
-    }
-    if (argc == 2 && strcmp(argv[1], "--table") == 0) {
-        printf("| case | expected | basis |\n|---|---|---|\n");
-        for (size_t i = 0; i < N_CASES; i++) {
-            char want[256];
-            describe_expect(CASES[i].want, want, sizeof want);
-            printf("| `%s` | %s | %s |\n", CASES[i].name, want, CASES[i].basis);
-        }
-        return 0;
-    }
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s --list | --table | SCRATCH_DIR CASE\n", argv[0]);
-        return 2;
-    }
-    g_dir = argv[1];
-    for (size_t i = 0; i < N_CASES; i++) {
-        if (strcmp(CASES[i].name, argv[2]) == 0) {
-            int status = run_case(&CASES[i]);
-            printf("1..1\n");
-            fflush(stdout);
-            return status;
-        }
-    }
-    fprintf(stderr, "%s: no case named %s (try --list)\n", argv[0], argv[2]);
-    return 2;
+    const case_table table = {N_CASES, case_name, describe_case, run_case};
+    return cases_main(argc, argv, &table);
 }

@@ -52,10 +52,7 @@ reap(CUfileBatchHandle_t batch, unsigned want, CUfileIOEvents_t *events)
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     const char    *dir  = argv[1];
     int            fd   = scratch_file(dir, "batch.bin");
     void          *src  = device_alloc(FILE_SIZE);
@@ -141,16 +138,8 @@ main(int argc, char **argv)
 
     /* ---- per-entry outcomes: short reads, end of file, a refused descriptor ------------ */
     {
-        close(scratch_file(dir, "batch-write-only.bin"));
-        char path[4096];
-        snprintf(path, sizeof path, "%s/batch-write-only.bin", dir);
-        int            write_only = open(path, O_WRONLY);
         CUfileHandle_t wo         = NULL;
-        if (write_only < 0) {
-            setup_failed("open O_WRONLY");
-        }
-        expect_status(register_handle(&wo, write_only, CU_FILE_HANDLE_TYPE_OPAQUE_FD), CU_FILE_SUCCESS,
-                      "cuFileHandleRegister of an O_WRONLY descriptor");
+        int            write_only = write_only_handle(dir, "batch-write-only.bin", &wo);
         CUfileIOParams_t mixed[4];
         mixed[0]                     = entry(fh, dst, 0, CUFILE_READ, &cookies[0]);
         mixed[1]                     = entry(fh, dst, 1, CUFILE_READ, &cookies[1]);

@@ -28,38 +28,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static const char *g_dir;
-static char        g_why[2048];
-
-static void
-note(const char *fmt, ...)
-{
-    size_t used = strlen(g_why);
-    if (used + 3 >= sizeof g_why) {
-        return;
-    }
-    if (used > 0) {
-        strcpy(g_why + used, "; ");
-        used += 2;
-    }
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(g_why + used, sizeof g_why - used, fmt, args);
-    va_end(args);
-}
-
-static void
-setup_failed(const char *what)
-{
-    printf("not ok - set-up: %s (%s)\n1..1\n", what, strerror(errno));
-    exit(1);
-}
+#include "cufile_cases.h"
 
 /* Writes `text` to `name` in the scratch directory and points CUFILE_ENV_PATH_JSON at it. */
 static void
@@ -254,43 +228,28 @@ static const config_case CASES[] = {
 
 #define N_CASES (sizeof CASES / sizeof CASES[0])
 
+static int
+run_case(size_t i)
+{
+    unsetenv("HIPFILE_MAX_DIRECT_IO_KB");
+    unsetenv("HIPFILE_STATS_LEVEL");
+    CUfileError_t got    = CASES[i].run();
+    int           passed = got.err == CASES[i].want && (int)got.cu_err == 0;
+    char          got_text[256], want_text[256];
+    snprintf(got_text, sizeof got_text, "err %d (%s)", (int)got.err, cufileop_status_error(got.err));
+    snprintf(want_text, sizeof want_text, "%d (%s)", (int)CASES[i].want, cufileop_status_error(CASES[i].want));
+    return case_result(CASES[i].name, passed, got_text, want_text, NULL);
+}
+
+static const char *
+case_name(size_t i)
+{
+    return CASES[i].name;
+}
+
 int
 main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-        for (size_t i = 0; i < N_CASES; i++) {
-            printf("%s\n", CASES[i].name);
-        }
-        return 0;
-    }
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s --list | SCRATCH_DIR CASE\n", argv[0]);
-        return 2;
-    }
-    g_dir = argv[1];
-    unsetenv("HIPFILE_MAX_DIRECT_IO_KB");
-    unsetenv("HIPFILE_STATS_LEVEL");
-    for (size_t i = 0; i < N_CASES; i++) {
-        if (strcmp(CASES[i].name, argv[2]) != 0) {
-            continue;
-        }
-        CUfileError_t got    = CASES[i].run();
-        int           passed = got.err == CASES[i].want && (int)got.cu_err == 0;
-        if (passed && g_why[0] == '\0') {
-            printf("ok - %s\n", CASES[i].name);
-        }
-        else {
-            printf("not ok - %s: ", CASES[i].name);
-            if (!passed) {
-                printf("got err %d (%s), want %d (%s)", (int)got.err, cufileop_status_error(got.err),
-                       (int)CASES[i].want, cufileop_status_error(CASES[i].want));
-            }
-            printf("%s%s\n", passed || g_why[0] == '\0' ? "" : "; ", g_why);
-        }
-        printf("1..1\n");
-        fflush(stdout);
-        return passed && g_why[0] == '\0' ? 0 : 1;
-    }
-    fprintf(stderr, "%s: no case named %s (try --list)\n", argv[0], argv[2]);
-    return 2;
+    const case_table table = {N_CASES, case_name, NULL, run_case};
+    return cases_main(argc, argv, &table);
 }

@@ -45,10 +45,7 @@ round_trip(CUfileHandle_t fh, int fd, unsigned char *buf, const char *kind, unsi
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     int            fd = scratch_file(argv[1], "host-buffers.bin");
     CUfileHandle_t fh = NULL;
     expect_status(register_handle(&fh, fd, CU_FILE_HANDLE_TYPE_OPAQUE_FD), CU_FILE_SUCCESS, "cuFileHandleRegister");
@@ -72,26 +69,13 @@ main(int argc, char **argv)
             setup_failed("pwrite");
         }
         memset(pinned, 0, SIZE);
-        CUfileBatchHandle_t batch = NULL;
-        expect_status(cuFileBatchIOSetUp(&batch, 1), CU_FILE_SUCCESS, "cuFileBatchIOSetUp");
-        CUfileIOParams_t p;
-        memset(&p, 0, sizeof p);
-        p.mode                = CUFILE_BATCH;
-        p.u.batch.devPtr_base = pinned;
-        p.u.batch.size        = SIZE;
-        p.fh                  = fh;
-        p.opcode              = CUFILE_READ;
-        expect_status(cuFileBatchIOSubmit(batch, 1, &p, 0), CU_FILE_SUCCESS, "cuFileBatchIOSubmit of a host buffer read");
         CUfileIOEvents_t event;
-        memset(&event, 0, sizeof event);
-        unsigned        nr      = 1;
-        struct timespec timeout = {30, 0};
-        CUfileError_t   status  = cuFileBatchIOGetStatus(batch, 1, &nr, &event, &timeout);
+        unsigned         nr;
+        CUfileError_t    status = batch_read_one(fh, pinned, SIZE, "cuFileBatchIOSubmit of a host buffer read", &nr, &event);
         check(status.err == CU_FILE_SUCCESS && nr == 1 && event.status == CUFILE_COMPLETE && event.ret == SIZE
                   && memcmp(pinned, pageable, SIZE) == 0,
               "a batch read into pinned host memory completes byte-exactly", "err %d nr %u status %d ret %zu",
               (int)status.err, nr, (int)event.status, event.ret);
-        cuFileBatchIODestroy(batch);
     }
 
     cuFileHandleDeregister(fh);

@@ -29,10 +29,7 @@
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     check(HIPFILE_CUFILE_EXTENSIONS == 1, "cufile.h declares hipfile-rs's extensions", "it does not");
     int            fd   = scratch_file(argv[1], "io-policy.bin");
     void          *dev  = device_alloc(SIZE);
@@ -78,26 +75,13 @@ main(int argc, char **argv)
     }
 
     {
-        CUfileBatchHandle_t batch = NULL;
-        expect_status(cuFileBatchIOSetUp(&batch, 1), CU_FILE_SUCCESS, "cuFileBatchIOSetUp");
-        CUfileIOParams_t p;
-        memset(&p, 0, sizeof p);
-        p.mode                = CUFILE_BATCH;
-        p.u.batch.devPtr_base = dev;
-        p.u.batch.size        = SIZE;
-        p.fh                  = fh;
-        p.opcode              = CUFILE_READ;
-        expect_status(cuFileBatchIOSubmit(batch, 1, &p, 0), CU_FILE_SUCCESS, "cuFileBatchIOSubmit (direct only)");
         CUfileIOEvents_t event;
-        memset(&event, 0, sizeof event);
-        unsigned        nr      = 1;
-        struct timespec timeout = {30, 0};
-        CUfileError_t   status  = cuFileBatchIOGetStatus(batch, 1, &nr, &event, &timeout);
+        unsigned         nr;
+        CUfileError_t    status = batch_read_one(fh, dev, SIZE, "cuFileBatchIOSubmit (direct only)", &nr, &event);
         check(status.err == CU_FILE_SUCCESS && nr == 1 && event.status == CUFILE_FAILED
                   && (ssize_t)event.ret == -(ssize_t)CU_FILE_IO_NOT_SUPPORTED,
               "a direct-only batch entry: CUFILE_FAILED, ret -CU_FILE_IO_NOT_SUPPORTED", "err %d nr %u status %d ret %lld",
               (int)status.err, nr, (int)event.status, (long long)(ssize_t)event.ret);
-        cuFileBatchIODestroy(batch);
     }
     {
         cudaStream_t stream = NULL;

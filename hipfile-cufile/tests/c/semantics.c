@@ -23,10 +23,7 @@
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     const char *dir  = argv[1];
     int         fd_a = scratch_file(dir, "semantics-a.bin");
     int         fd_b = scratch_file(dir, "semantics-b.bin");
@@ -179,16 +176,8 @@ main(int argc, char **argv)
                    "cuFileWrite on a deregistered handle -> -CU_FILE_HANDLE_NOT_REGISTERED");
 
     {
-        close(scratch_file(dir, "semantics-c.bin"));
-        char path[4096];
-        snprintf(path, sizeof path, "%s/semantics-c.bin", dir);
-        int            write_only = open(path, O_WRONLY);
         CUfileHandle_t wo         = NULL;
-        if (write_only < 0) {
-            setup_failed("open O_WRONLY");
-        }
-        expect_status(register_handle(&wo, write_only, CU_FILE_HANDLE_TYPE_OPAQUE_FD), CU_FILE_SUCCESS,
-                      "cuFileHandleRegister of an O_WRONLY descriptor");
+        int            write_only = write_only_handle(dir, "semantics-c.bin", &wo);
         errno = 0;
         io    = cuFileRead(wo, dev, 4096, 0, 0);
         err   = errno;

@@ -132,10 +132,7 @@ dev_untouched(void *dev, size_t at, size_t len)
 int
 main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
-        return 2;
-    }
+    require_scratch_dir(argc, argv);
     const char *dir = argv[1];
     g_file          = (unsigned char *)malloc(FILE_SIZE);
     g_host          = (unsigned char *)malloc(FILE_SIZE);
@@ -227,16 +224,8 @@ main(int argc, char **argv)
         check(e.err == CU_FILE_SUCCESS && bytes == 0, "a read at the end of the file: *bytes_p 0",
               "submit err %d, *bytes_p %zd", (int)e.err, bytes);
 
-        close(scratch_file(dir, "stream-write-only.bin"));
-        char path[4096];
-        snprintf(path, sizeof path, "%s/stream-write-only.bin", dir);
-        int            write_only = open(path, O_WRONLY);
         CUfileHandle_t wo         = NULL;
-        if (write_only < 0) {
-            setup_failed("open O_WRONLY");
-        }
-        expect_status(register_handle(&wo, write_only, CU_FILE_HANDLE_TYPE_OPAQUE_FD), CU_FILE_SUCCESS,
-                      "cuFileHandleRegister of an O_WRONLY descriptor");
+        int            write_only = write_only_handle(dir, "stream-write-only.bin", &wo);
         dev_fill(dst, 64 * KIB);
         size = 4096, file_offset = 0, bytes = BYTES_UNSET;
         e = cuFileReadAsync(wo, dst, &size, &file_offset, &buf_offset, &bytes, (CUstream)registered);

@@ -6,9 +6,8 @@ use std::ptr;
 
 use cufile::*;
 use hipfile::capi::{hipFileIOParams_batch_t, hipFileIOParams_u};
-use hipfile_hip::DeviceBuffer;
 
-use crate::support::{op, pattern, register, scratch_file, Session, SUCCESS};
+use crate::support::{op, pattern, register, Registered, Session, SUCCESS};
 
 fn entry(
     fh: CUfileHandle_t,
@@ -37,15 +36,12 @@ fn entry(
 fn a_batch_reads_and_reports_each_entry() {
     let s = Session::start();
     const LEN: usize = 16 << 10;
-    let (_dir, file) = scratch_file(LEN);
-    let buffer = DeviceBuffer::new(s.runtime.clone(), LEN).unwrap();
-    let base = buffer.ptr() as *mut c_void;
-    let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
-    assert_eq!(answer, SUCCESS);
+    let registered = Registered::new(&s, LEN);
+    let (buffer, base, fh) = (&registered.buffer, registered.base, registered.fh);
     // A file open for writing only: reading it fails in the OS, entry by entry.
     let write_only = std::fs::OpenOptions::new()
         .write(true)
-        .open(_dir.path().join("data"))
+        .open(registered.dir.path().join("data"))
         .unwrap();
     let (wfh, answer) = register(write_only.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
     assert_eq!(answer, SUCCESS);

@@ -1,14 +1,10 @@
 //! P2P flags per target and the per-file IO policy through the cuFile names.
 
-use std::ffi::c_void;
-use std::os::fd::AsRawFd;
-
 use cufile::door::process_driver;
 use cufile::*;
 use hipfile_core::{P2pMechanism, P2pMechanisms};
-use hipfile_hip::DeviceBuffer;
 
-use crate::support::{op, register, scratch_file, Session, SUCCESS};
+use crate::support::{op, Registered, Session, SUCCESS};
 
 fn flags_of(target: i32) -> i32 {
     let mut f = -7;
@@ -120,11 +116,8 @@ fn p2p_flags_are_kept_per_target_and_forgotten_at_the_final_close() {
 #[test]
 fn a_direct_only_file_fails_closed() {
     let s = Session::start();
-    let (_dir, file) = scratch_file(16 << 10);
-    let buffer = DeviceBuffer::new(s.runtime.clone(), 16 << 10).unwrap();
-    let base = buffer.ptr() as *mut c_void;
-    let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
-    assert_eq!(answer, SUCCESS);
+    let registered = Registered::new(&s, 16 << 10);
+    let (base, fh) = (registered.base, registered.fh);
     let mut policy = -1;
     // SAFETY: a live int; NULL where it must be refused.
     unsafe {

@@ -1,13 +1,9 @@
 //! Statistics through the cuFile names: the level, reads of a known workload, reset, stop and
 //! start.
 
-use std::ffi::c_void;
-use std::os::fd::AsRawFd;
-
 use cufile::*;
-use hipfile_hip::DeviceBuffer;
 
-use crate::support::{op, register, scratch_file, Session, SUCCESS};
+use crate::support::{op, Registered, Session, SUCCESS};
 
 fn level1() -> CUfileStatsLevel1_t {
     let mut stats = CUfileStatsLevel1_t::default();
@@ -40,14 +36,11 @@ fn levels_reads_reset_stop_and_start() {
     assert_eq!(cuFileStatsReset(), op(CU_FILE_DRIVER_NOT_INITIALIZED));
 
     const LEN: usize = 16 << 10;
-    let (_dir, file) = scratch_file(LEN);
-    let buffer = DeviceBuffer::new(s.runtime.clone(), LEN).unwrap();
-    let base = buffer.ptr() as *mut c_void;
-    let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
-    assert_eq!(answer, SUCCESS);
+    let registered = Registered::new(&s, LEN);
+    let (base, fh) = (registered.base, registered.fh);
     for _ in 0..3 {
-        // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the
-        // call (cufile.h, "Host memory").
+        // SAFETY: `base` is the registered device buffer's live memory, which nothing else
+        // touches during the call (cufile.h, "Host memory").
         assert_eq!(unsafe { cuFileRead(fh, base, 4096, 0, 0) }, 4096);
     }
     let l1 = level1();
@@ -91,13 +84,10 @@ fn a_level_set_on_the_open_driver_counts_from_then_on() {
     let s = Session::start();
     assert_eq!(cuFileSetStatsLevel(0), SUCCESS);
     assert_eq!(cuFileDriverOpen(), SUCCESS);
-    let (_dir, file) = scratch_file(8192);
-    let buffer = DeviceBuffer::new(s.runtime.clone(), 8192).unwrap();
-    let base = buffer.ptr() as *mut c_void;
-    let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
-    assert_eq!(answer, SUCCESS);
-    // SAFETY: `base` is `buffer`'s live device memory, which nothing else touches during the call
-    // (cufile.h, "Host memory").
+    let registered = Registered::new(&s, 8192);
+    let (base, fh) = (registered.base, registered.fh);
+    // SAFETY: `base` is the registered device buffer's live memory, which nothing else touches
+    // during the call (cufile.h, "Host memory").
     assert_eq!(unsafe { cuFileRead(fh, base, 4096, 0, 0) }, 4096);
     assert_eq!(level1().read_ops.ok, 0, "level 0 counts nothing");
     for level in [1, 2, 3, 0] {

@@ -1,23 +1,18 @@
 //! Stream-ordered IO and stream registration through the cuFile names.
 
-use std::ffi::c_void;
-use std::os::fd::AsRawFd;
 use std::ptr;
 
 use cufile::*;
-use hipfile_hip::{DeviceBuffer, StreamHandle};
+use hipfile_hip::StreamHandle;
 
-use crate::support::{op, pattern, register, scratch_file, Session, SUCCESS};
+use crate::support::{op, pattern, Registered, Session, SUCCESS};
 
 #[test]
 fn an_async_read_lands_and_reports_its_bytes() {
     let s = Session::start();
     const LEN: usize = 16 << 10;
-    let (_dir, file) = scratch_file(LEN);
-    let buffer = DeviceBuffer::new(s.runtime.clone(), LEN).unwrap();
-    let base = buffer.ptr() as *mut c_void;
-    let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
-    assert_eq!(answer, SUCCESS);
+    let registered = Registered::new(&s, LEN);
+    let (buffer, base, fh) = (&registered.buffer, registered.base, registered.fh);
     let (mut size, mut file_offset, mut buffer_offset, mut bytes) = (LEN, 0i64, 0i64, -7isize);
     // SAFETY: the slots outlive the op (the stream is synchronized before they go); the null
     // stream is the runtime's.

@@ -1,12 +1,13 @@
 //! What the tests share: one simulated GPU for the driver and the test (the simulated HIP
 //! runtime library, as the facade's C ABI tests use it), a lock, and a driver left closed.
 
-use std::os::fd::RawFd;
+use std::ffi::c_void;
+use std::os::fd::{AsRawFd, RawFd};
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use cufile::*;
-use hipfile_hip::GpuRuntime;
+use hipfile_hip::{DeviceBuffer, GpuRuntime};
 
 /// The tests' cuFile configuration file.
 pub const CUFILE_JSON: &str = r#"{
@@ -91,6 +92,35 @@ pub fn scratch_file(len: usize) -> (tempfile::TempDir, std::fs::File) {
         .open(&path)
         .unwrap();
     (dir, file)
+}
+
+/// A scratch file of `len` bytes of `pattern(i)` registered with cuFile (the driver opened
+/// implicitly), and a device buffer as long: where most IO tests start.
+pub struct Registered {
+    pub dir: tempfile::TempDir,
+    /// Kept open for the handle's descriptor.
+    _file: std::fs::File,
+    pub buffer: DeviceBuffer,
+    /// The buffer's first byte, as the C calls take it.
+    pub base: *mut c_void,
+    pub fh: CUfileHandle_t,
+}
+
+impl Registered {
+    pub fn new(session: &Session, len: usize) -> Self {
+        let (dir, file) = scratch_file(len);
+        let buffer = DeviceBuffer::new(session.runtime.clone(), len).unwrap();
+        let base = buffer.ptr() as *mut c_void;
+        let (fh, answer) = register(file.as_raw_fd(), CU_FILE_HANDLE_TYPE_OPAQUE_FD);
+        assert_eq!(answer, SUCCESS);
+        Registered {
+            dir,
+            _file: file,
+            buffer,
+            base,
+            fh,
+        }
+    }
 }
 
 pub fn pattern(i: usize) -> u8 {

@@ -118,10 +118,10 @@ impl DeviceRange {
 
     /// The `len` bytes at `offset` into this range, or `None` when they do not fit inside it.
     pub fn slice(&self, offset: usize, len: usize) -> Option<DeviceRange> {
-        let end = offset.checked_add(len)?;
-        (end <= self.len).then(|| DeviceRange {
+        let ptr = super::sub_range(self.ptr, self.len, offset, len)?;
+        Some(DeviceRange {
             runtime: Arc::clone(&self.runtime),
-            ptr: self.ptr + offset,
+            ptr,
             len,
             device: self.device,
             kind: self.kind,

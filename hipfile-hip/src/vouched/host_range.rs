@@ -148,9 +148,9 @@ impl HostLoan {
 
     /// The part of this loan from `offset` for `len` bytes, or `None` past its end.
     pub fn slice(&self, offset: usize, len: usize) -> Option<HostLoan> {
-        let end = offset.checked_add(len)?;
-        (end <= self.len).then(|| HostLoan {
-            ptr: self.ptr + offset,
+        let ptr = super::sub_range(self.ptr, self.len, offset, len)?;
+        Some(HostLoan {
+            ptr,
             len,
             ..self.clone()
         })
@@ -321,9 +321,9 @@ impl HostRange {
 
     /// The `len` bytes at `offset` into this range, or `None` when they do not fit inside it.
     pub fn slice(&self, offset: usize, len: usize) -> Option<HostRange> {
-        let end = offset.checked_add(len)?;
-        (end <= self.len).then(|| HostRange {
-            ptr: self.ptr + offset,
+        let ptr = super::sub_range(self.ptr, self.len, offset, len)?;
+        Some(HostRange {
+            ptr,
             len,
             ..self.clone()
         })

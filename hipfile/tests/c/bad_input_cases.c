@@ -47,6 +47,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define CASES_PAIR_T hipFileError_t
+#define CASES_RUNTIME_ERROR(pair) ((int)(pair).hip_drv_err)
+#include "cases.h"
+
 /* Size of the scratch files. */
 #define FILE_SIZE ((size_t)(64 * 1024))
 /* Size of the device buffers. */
@@ -58,99 +62,8 @@
 /* Expectations and outcomes                                                 */
 /* ------------------------------------------------------------------------ */
 
-typedef enum {
-    X_CODE,    /* hipFileError_t with err == a and hip_drv_err == hipSuccess */
-    X_CODE2,   /* hipFileError_t with err == a or err == b */
-    X_HIPERR,  /* hipFileError_t with err == a and a hip_drv_err other than hipSuccess */
-    X_NEG,     /* ssize_t == -a */
-    X_ERRNO,   /* ssize_t == -1 and errno == a */
-    X_BYTES,   /* ssize_t == a */
-    X_VALUE,   /* an integer (hipFileUseCount) == a */
-    X_TEXT,    /* a non-NULL, non-empty, printable string */
-    X_VOID,    /* a void call: only the post-checks speak */
-    X_KERNEL   /* the same ssize_t and errno as pread/pwrite of the same request */
-} expect_kind;
-
-typedef struct {
-    expect_kind kind;
-    long long   a;
-    long long   b;
-} expect;
-
-#define CODE(c) {X_CODE, (long long)(c), 0}
-#define CODE_OR(c, d) {X_CODE2, (long long)(c), (long long)(d)}
-#define CODE_HIP(c) {X_HIPERR, (long long)(c), 0}
-#define NEG(c) {X_NEG, (long long)(c), 0}
-#define ERRNO(e) {X_ERRNO, (long long)(e), 0}
-#define BYTES(n) {X_BYTES, (long long)(n), 0}
-#define VALUE(n) {X_VALUE, (long long)(n), 0}
-#define TEXT {X_TEXT, 0, 0}
-#define NOTHING {X_VOID, 0, 0}
-#define KERNEL {X_KERNEL, 0, 0}
-
-typedef enum { O_PAIR, O_IO, O_VALUE, O_TEXT, O_VOID } outcome_kind;
-
-typedef struct {
-    outcome_kind   kind;
-    hipFileError_t pair;
-    ssize_t        ret;
-    int            err;
-    long long      value;
-    const char    *text;
-    /* X_KERNEL: what pread/pwrite answered. */
-    ssize_t ref_ret;
-    int     ref_err;
-} outcome;
-
-static outcome
-blank(outcome_kind kind)
-{
-    outcome o;
-    memset(&o, 0, sizeof o);
-    o.kind = kind;
-    return o;
-}
-
-static outcome
-got_pair(hipFileError_t e)
-{
-    outcome o = blank(O_PAIR);
-    o.pair    = e;
-    return o;
-}
-
-/* errno is read first thing: the argument was just computed by the call. */
-static outcome
-got_io(ssize_t ret)
-{
-    int     err = errno;
-    outcome o   = blank(O_IO);
-    o.ret       = ret;
-    o.err       = err;
-    return o;
-}
-
-static outcome
-got_value(long long v)
-{
-    outcome o = blank(O_VALUE);
-    o.value   = v;
-    return o;
-}
-
-static outcome
-got_text(const char *t)
-{
-    outcome o = blank(O_TEXT);
-    o.text    = t;
-    return o;
-}
-
-static outcome
-got_nothing(void)
-{
-    return blank(O_VOID);
-}
+/* A HIP runtime failure beside `c`. */
+#define CODE_HIP(c) {X_RUNTIME, (long long)(c), 0}
 
 /* ------------------------------------------------------------------------ */
 /* Names                                                                     */
@@ -226,7 +139,7 @@ describe_expect(expect x, char *out, size_t room)
         case X_CODE2:
             snprintf(out, room, "%s (%lld) or %s (%lld)", code_name(x.a), x.a, code_name(x.b), x.b);
             break;
-        case X_HIPERR: snprintf(out, room, "%s (%lld) with a HIP error", code_name(x.a), x.a); break;
+        case X_RUNTIME: snprintf(out, room, "%s (%lld) with a HIP error", code_name(x.a), x.a); break;
         case X_NEG: snprintf(out, room, "-%s (-%lld)", code_name(x.a), x.a); break;
         case X_ERRNO: snprintf(out, room, "-1, errno %s", errno_name(x.a)); break;
         case X_BYTES: snprintf(out, room, "%lld bytes", x.a); break;
@@ -269,48 +182,9 @@ describe_outcome(const outcome *o, char *out, size_t room)
     }
 }
 
-static int
-printable(const char *t)
-{
-    if (t == NULL || t[0] == '\0') {
-        return 0;
-    }
-    for (; *t; t++) {
-        if ((unsigned char)*t < 0x20 || (unsigned char)*t > 0x7e) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static int
-matches(expect x, const outcome *o)
-{
-    switch (x.kind) {
-        case X_CODE: return o->kind == O_PAIR && o->pair.err == x.a && o->pair.hip_drv_err == hipSuccess;
-        case X_CODE2:
-            return o->kind == O_PAIR && (o->pair.err == x.a || o->pair.err == x.b) &&
-                   o->pair.hip_drv_err == hipSuccess;
-        case X_HIPERR: return o->kind == O_PAIR && o->pair.err == x.a && o->pair.hip_drv_err != hipSuccess;
-        case X_NEG: return o->kind == O_IO && o->ret == -(ssize_t)x.a;
-        case X_ERRNO: return o->kind == O_IO && o->ret == -1 && o->err == x.a;
-        case X_BYTES: return o->kind == O_IO && o->ret == (ssize_t)x.a;
-        case X_VALUE: return o->kind == O_VALUE && o->value == x.a;
-        case X_TEXT: return o->kind == O_TEXT && printable(o->text);
-        case X_VOID: return o->kind == O_VOID;
-        case X_KERNEL:
-            return o->kind == O_IO && o->ret == o->ref_ret && (o->ret != -1 || o->err == o->ref_err);
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Post-checks and setup                                                     */
 /* ------------------------------------------------------------------------ */
-
-static const char *g_dir;
-static const char *g_case;
-static char        g_post[4096]; /* failed post-checks, "; "-separated */
 
 /* Whether only the direct path may serve (HIPFILE_ALLOW_COMPAT_MODE=false without
  * HIPFILE_FORCE_COMPAT_MODE=true): what it declines fails instead of being staged. */
@@ -320,29 +194,6 @@ compat_disallowed(void)
     const char *allow = getenv("HIPFILE_ALLOW_COMPAT_MODE");
     const char *force = getenv("HIPFILE_FORCE_COMPAT_MODE");
     return allow != NULL && strcasecmp(allow, "false") == 0 && !(force != NULL && strcasecmp(force, "true") == 0);
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void
-post(int passed, const char *fmt, ...)
-{
-    if (passed) {
-        return;
-    }
-    size_t used = strlen(g_post);
-    if (used + 3 >= sizeof g_post) {
-        return;
-    }
-    if (used > 0) {
-        strcpy(g_post + used, "; ");
-        used += 2;
-    }
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(g_post + used, sizeof g_post - used, fmt, args);
-    va_end(args);
 }
 
 /* A step the case needs that is not under test failed: the case cannot run. */
@@ -3034,15 +2885,21 @@ direct_only_expectation(const char *name)
     return NULL;
 }
 
-static int
-run_case(const bad_case *c)
+static expect
+expectation(const bad_case *c)
 {
-    g_case                 = c->name;
-    const expect *strict   = direct_only_expectation(c->name);
-    expect        expected = strict != NULL && compat_disallowed() ? *strict : c->want;
-    outcome       o        = c->run();
-    int           passed   = matches(expected, &o);
-    char          want[256], got[256];
+    const expect *strict = direct_only_expectation(c->name);
+    return strict != NULL && compat_disallowed() ? *strict : c->want;
+}
+
+static int
+run_case(size_t i)
+{
+    const bad_case *c        = &CASES[i];
+    expect          expected = expectation(c);
+    outcome         o        = c->run();
+    int             passed   = matches(expected, &o);
+    char            want[256], got[256];
     describe_expect(expected, want, sizeof want);
     describe_outcome(&o, got, sizeof got);
     if (expected.kind == X_KERNEL) {
@@ -3055,59 +2912,32 @@ run_case(const bad_case *c)
         }
         strncat(want, ref, sizeof want - strlen(want) - 1);
     }
-    if (passed && g_post[0] == '\0') {
-        printf("ok - %s\n", c->name);
-        return 0;
+    return case_result(c->name, passed, got, want, c->basis);
+}
+
+static const char *
+case_name(size_t i)
+{
+    return CASES[i].name;
+}
+
+static const char *
+describe_case(size_t i, char *want, size_t room)
+{
+    char          strict_want[256];
+    const expect *strict = direct_only_expectation(CASES[i].name);
+    describe_expect(CASES[i].want, want, room);
+    if (strict != NULL) {
+        describe_expect(*strict, strict_want, sizeof strict_want);
+        strncat(want, "; compat mode disallowed: ", room - strlen(want) - 1);
+        strncat(want, strict_want, room - strlen(want) - 1);
     }
-    printf("not ok - %s: ", c->name);
-    if (!passed) {
-        printf("got %s, want %s [%s]", got, want, c->basis);
-    }
-    if (g_post[0] != '\0') {
-        printf("%s%s", passed ? "" : "; ", g_post);
-    }
-    printf("\n");
-    return 1;
+    return CASES[i].basis;
 }
 
 int
 main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-        for (size_t i = 0; i < N_CASES; i++) {
-            printf("%s\n", CASES[i].name);
-        }
-        return 0;
-    }
-    if (argc == 2 && strcmp(argv[1], "--table") == 0) {
-        printf("| case | expected | basis |\n|---|---|---|\n");
-        for (size_t i = 0; i < N_CASES; i++) {
-            char          want[256], strict_want[256];
-            const expect *strict = direct_only_expectation(CASES[i].name);
-            describe_expect(CASES[i].want, want, sizeof want);
-            if (strict != NULL) {
-                describe_expect(*strict, strict_want, sizeof strict_want);
-                strncat(want, "; compat mode disallowed: ", sizeof want - strlen(want) - 1);
-                strncat(want, strict_want, sizeof want - strlen(want) - 1);
-            }
-            printf("| `%s` | %s | %s |\n", CASES[i].name, want, CASES[i].basis);
-        }
-        return 0;
-    }
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s --list | --table | SCRATCH_DIR CASE\n", argv[0]);
-        return 2;
-    }
-    g_dir = argv[1];
-    for (size_t i = 0; i < N_CASES; i++) {
-        if (strcmp(CASES[i].name, argv[2]) == 0) {
-            int status = run_case(&CASES[i]);
-            /* The plan, last, as every C test program prints it. */
-            printf("1..1\n");
-            fflush(stdout);
-            return status;
-        }
-    }
-    fprintf(stderr, "%s: no case named %s (try --list)\n", argv[0], argv[2]);
-    return 2;
+    const case_table table = {N_CASES, case_name, describe_case, run_case};
+    return cases_main(argc, argv, &table);
 }

@@ -272,6 +272,21 @@ pub fn driver_on(gpu: &Arc<dyn GpuRuntime>, tune: impl FnOnce(&mut Settings)) ->
     Driver::with_options(options).expect("opening a driver")
 }
 
+/// The options of a driver on `gpu` with the built-in backends over the kernel's IO (no
+/// selection from the environment), counting statistics at level 1.
+pub fn counting_options(gpu: &Arc<dyn GpuRuntime>) -> DriverOptions {
+    DriverOptions {
+        backends: Some(hipfile::backends()),
+        selection: None,
+        io: Arc::new(hipfile_core::PosixIo),
+        env: hipfile_core::EnvConfig {
+            stats_level: Some(1),
+            ..hipfile_core::EnvConfig::default()
+        },
+        ..DriverOptions::with_runtime(Arc::clone(gpu))
+    }
+}
+
 /// A seeded generator (the testkit's SplitMix64), so every run of a test makes the same
 /// choices.
 #[derive(Clone, Debug)]

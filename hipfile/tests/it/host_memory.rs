@@ -12,12 +12,13 @@ use hipfile::{
     BatchStatus, Driver, DriverOptions, ErrorKind, FileHandle, HostLoan, IoCall, IoOp, IoPath,
     Settings,
 };
-use hipfile_core::{BatchEntry, DeclineReason, EnvConfig, PosixIo};
+use hipfile_core::{BatchEntry, DeclineReason};
 use hipfile_hip::{GpuRuntime, LentPinned, PinnedBuffer, StreamRef};
 use hipfile_testkit::conformance::pattern;
 use hipfile_testkit::target::runtime_under_test;
 
 use crate::harness::{self, scratch_dir};
+use crate::no_access_page::NoAccessPage;
 use crate::stream::submit_core_lent;
 
 const LEN: usize = 64 << 10;
@@ -37,15 +38,8 @@ fn setup(allow_host: bool) -> Setup {
         ..Settings::default()
     };
     let driver = Driver::with_options(DriverOptions {
-        backends: Some(hipfile::backends()),
-        selection: None,
-        io: Arc::new(PosixIo),
-        env: EnvConfig {
-            stats_level: Some(1),
-            ..EnvConfig::default()
-        },
         settings,
-        ..DriverOptions::with_runtime(Arc::clone(&gpu))
+        ..harness::counting_options(&gpu)
     })
     .unwrap();
     Setup {
@@ -216,43 +210,13 @@ fn an_append_descriptor_appends_and_a_read_only_one_refuses_writes() {
     assert_eq!(s.contents("ro"), b"fixed");
 }
 
-/// A page mapped with no access at all (kept mapped while the value lives, so no other thread's
-/// mapping can take its address, as one freshly unmapped could): the process can neither read
-/// nor write it.
-struct NoAccessPage(usize);
-
-impl NoAccessPage {
-    fn new() -> Self {
-        // SAFETY: a fresh anonymous mapping of one page that nothing dereferences.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        NoAccessPage(p as usize)
-    }
-}
-
-impl Drop for NoAccessPage {
-    fn drop(&mut self) {
-        // SAFETY: the page this value mapped, unmapped once.
-        unsafe { libc::munmap(self.0 as *mut libc::c_void, 4096) };
-    }
-}
-
 #[test]
 fn a_host_address_the_process_cannot_touch_is_efault_not_a_crash() {
     let s = setup(true);
     let data = pattern(8, 0, 8192);
     let (_file, handle) = s.read_write("data", &data);
     let page = NoAccessPage::new();
-    let bad = page.0;
+    let bad = page.addr();
     for op in [IoOp::Read, IoOp::Write] {
         // SAFETY: the page is this test's own mapping, which nothing else uses while the
         // request runs (and the kernel refuses to touch).

@@ -24,6 +24,9 @@ mod leaks;
 #[cfg(feature = "fallback")]
 mod multi_device;
 #[cfg(feature = "fallback")]
+#[path = "../support/no_access_page.rs"]
+mod no_access_page;
+#[cfg(feature = "fallback")]
 mod page_pins;
 #[cfg(all(feature = "fastpath", feature = "fallback"))]
 mod policy;

@@ -5,31 +5,22 @@
 use std::sync::Arc;
 
 use hipfile::{
-    AsDeviceMut, BatchRequest, DeviceBuffer, Driver, DriverOptions, ErrorKind, IoPolicy,
-    P2pMechanism, P2pMechanisms,
+    AsDeviceMut, BatchRequest, DeviceBuffer, Driver, ErrorKind, IoPolicy, P2pMechanism,
+    P2pMechanisms,
 };
-use hipfile_core::{EnvConfig, PosixIo};
+
 use hipfile_hip::sim::SimRuntime;
 use hipfile_hip::{GpuRuntime, OwnedStream, StreamRef};
 use hipfile_testkit::conformance::pattern;
 
-use crate::harness::scratch_dir;
+use crate::harness::{counting_options, scratch_dir};
 use crate::stream::{data_file, ended, outcome, sentinel_buffer, SENTINEL};
 
 const KIB: usize = 1024;
 
 fn driver() -> (Arc<dyn GpuRuntime>, Driver) {
     let gpu: Arc<dyn GpuRuntime> = Arc::new(SimRuntime::default());
-    let options = DriverOptions {
-        backends: Some(hipfile::backends()),
-        selection: None,
-        io: Arc::new(PosixIo),
-        env: EnvConfig {
-            stats_level: Some(1),
-            ..EnvConfig::default()
-        },
-        ..DriverOptions::with_runtime(Arc::clone(&gpu))
-    };
+    let options = counting_options(&gpu);
     (
         gpu,
         Driver::with_options(options).expect("a driver on the sim"),

@@ -1,7 +1,8 @@
 /*
  * cufile_checks.h - the checks the cuFile C programs share, printed through tap.h: a
  * CUfileError_t pair, a ssize_t IO result (bytes, -1 with errno, -CU_FILE_*), the use count;
- * and their set-up: scratch files, device memory, file handles. One copy per program (static).
+ * and their set-up: scratch files, device memory, file handles, a one-read batch. One copy per
+ * program (static).
  *
  * SPDX-License-Identifier: MIT
  */
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda_runtime_subset.h"
@@ -57,6 +59,16 @@ expect_use_count(long want, const char *name)
 {
     long got = cuFileUseCount();
     check(got == want, name, "cuFileUseCount() = %ld, want %ld", got, want);
+}
+
+/* The programs' one argument, the scratch directory: without it, the usage and exit status 2. */
+static inline void
+require_scratch_dir(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
+        exit(2);
+    }
 }
 
 /* A fresh read-write file `name` in `dir` (set-up: exits on failure). */
@@ -104,6 +116,49 @@ register_handle(CUfileHandle_t *fh, int fd, enum CUfileFileHandleType type)
     descr.type      = type;
     descr.handle.fd = fd;
     return cuFileHandleRegister(fh, &descr);
+}
+
+/* A file handle registered on an O_WRONLY descriptor of the fresh file `name` in `dir`, for the
+ * checks of a read it refuses (its registration is checked); gives the descriptor, for close(). */
+static inline int
+write_only_handle(const char *dir, const char *name, CUfileHandle_t *wo)
+{
+    close(scratch_file(dir, name));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int write_only = open(path, O_WRONLY);
+    *wo            = NULL;
+    if (write_only < 0) {
+        setup_failed("open O_WRONLY");
+    }
+    expect_status(register_handle(wo, write_only, CU_FILE_HANDLE_TYPE_OPAQUE_FD), CU_FILE_SUCCESS,
+                  "cuFileHandleRegister of an O_WRONLY descriptor");
+    return write_only;
+}
+
+/* One batch of one read of `size` bytes from offset 0 of `fh` into `buf`, submitted (checked as
+ * `submit_name`) and waited for, up to 30 s; the batch is destroyed. Gives GetStatus's answer,
+ * with the entries reaped in `*nr` and the entry's event in `*event`. */
+static inline CUfileError_t
+batch_read_one(CUfileHandle_t fh, void *buf, size_t size, const char *submit_name, unsigned *nr,
+               CUfileIOEvents_t *event)
+{
+    CUfileBatchHandle_t batch = NULL;
+    expect_status(cuFileBatchIOSetUp(&batch, 1), CU_FILE_SUCCESS, "cuFileBatchIOSetUp");
+    CUfileIOParams_t p;
+    memset(&p, 0, sizeof p);
+    p.mode                = CUFILE_BATCH;
+    p.u.batch.devPtr_base = buf;
+    p.u.batch.size        = size;
+    p.fh                  = fh;
+    p.opcode              = CUFILE_READ;
+    expect_status(cuFileBatchIOSubmit(batch, 1, &p, 0), CU_FILE_SUCCESS, submit_name);
+    memset(event, 0, sizeof *event);
+    *nr                     = 1;
+    struct timespec timeout = {30, 0};
+    CUfileError_t   status  = cuFileBatchIOGetStatus(batch, 1, nr, event, &timeout);
+    cuFileBatchIODestroy(batch);
+    return status;
 }
 
 /* Byte i of a test pattern seeded with `seed`. */
