@@ -36,6 +36,12 @@ impl Door for CuFile {
             _ => DescriptorUse::Refuse(CU_FILE_INVALID_VALUE),
         }
     }
+
+    /// cuFile's clients read and write whole objects in one call (`torch.cuda.gds` loads a
+    /// tensor's storage with one `cuFileRead` and checks only for a negative answer), so a
+    /// request larger than `MAX_RW_COUNT` is not cut short where `pread` would be: it moves its
+    /// whole size, short only at the end of the file.
+    const WHOLE_REQUESTS: bool = true;
 }
 
 /// The process-wide core driver behind every cuFile entry point: its own, not the one of

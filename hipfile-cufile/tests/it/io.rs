@@ -197,3 +197,64 @@ fn torch_gds_calls_work_without_an_explicit_open() {
     assert_eq!(cuFileBufDeregister(base), SUCCESS);
     cuFileHandleDeregister(rfh);
 }
+
+/// cuFile's clients read and write whole objects in one call (torch.cuda.gds loads a storage
+/// with one `cuFileRead`), so the cuFile door moves a request's whole size in calls of at most
+/// `MAX_RW_COUNT` bytes where hipFile, as `pread(2)`, stops at one. Shown with pieces of 8 KiB:
+/// every piece lands where it belongs, a short read at the end of the file ends the request,
+/// and a failure is the request's answer even after pieces moved.
+#[test]
+fn the_cufile_door_moves_a_request_larger_than_one_call_whole() {
+    use hipfile::capi::{io_in_calls, Door, HipFile};
+    use hipfile_core::{IoOp, MAX_RW_COUNT};
+    const { assert!(cufile::door::CuFile::WHOLE_REQUESTS && !HipFile::WHOLE_REQUESTS) };
+    assert_eq!(
+        MAX_RW_COUNT % 4096,
+        0,
+        "pieces keep the first one's alignment"
+    );
+
+    let s = Session::start();
+    let len = 64 << 10;
+    let mut r = crate::support::Registered::new(&s, len);
+    let (fh, base) = (r.fh, r.base as usize);
+    let piece = 8192;
+    // SAFETY: `base` is the registered device buffer's live memory, which nothing else touches
+    // during the calls (cufile.h, "Host memory").
+    let read = |size, file_offset, buffer_offset| unsafe {
+        io_in_calls::<cufile::door::CuFile>(
+            IoOp::Read,
+            fh,
+            base,
+            size,
+            file_offset,
+            buffer_offset,
+            piece,
+        )
+    };
+    assert_eq!(read(len - 100, 100, 0), (len - 100) as isize);
+    let got = r.buffer.to_vec().unwrap();
+    assert!(got[..len - 100]
+        .iter()
+        .enumerate()
+        .all(|(i, b)| *b == pattern(i + 100)));
+    // Past the end of the file: the pieces stop at the first short read.
+    assert_eq!(read(len, len as i64 - 5000, 0), 5000);
+    // A piece the driver refuses (from 12 KiB into the 64 KiB buffer, the seventh piece runs
+    // past its end) fails the request, though six pieces moved.
+    assert_eq!(
+        read(len, 0, 4096 * 3),
+        -(CU_FILE_INVALID_VALUE as isize),
+        "a failure after pieces moved is the request's answer"
+    );
+
+    r.buffer.fill(0x33).unwrap();
+    // SAFETY: as above.
+    let wrote = unsafe {
+        io_in_calls::<cufile::door::CuFile>(IoOp::Write, fh, base, 3 * piece + 10, 0, 0, piece)
+    };
+    assert_eq!(wrote, (3 * piece + 10) as isize);
+    let on_disk = std::fs::read(r.dir.path().join("data")).unwrap();
+    assert!(on_disk[..3 * piece + 10].iter().all(|b| *b == 0x33));
+    assert_eq!(on_disk[3 * piece + 10], pattern(3 * piece + 10));
+}

@@ -61,6 +61,10 @@ pub trait Door: 'static {
     fn gpu_io_failure(code: c_int) -> ssize_t;
     /// How a descriptor of type `kind` is registered.
     fn descriptor_use(kind: c_int) -> DescriptorUse;
+    /// Whether a synchronous read or write moves its whole size, however large, short only at
+    /// the end of the file. `false`: one call moves at most [`hipfile_core::MAX_RW_COUNT`] bytes,
+    /// as `pread(2)` and upstream hipFile answer.
+    const WHOLE_REQUESTS: bool = false;
 }
 
 /// The hipFile door: `libhipfile.so` over the process-wide driver of [`crate::global`].

@@ -3,7 +3,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use hipfile_core::{HostLoan, IoCall, IoOp};
+use hipfile_core::{HostLoan, IoCall, IoOp, MAX_RW_COUNT};
 
 use super::conventions::{
     guarded_pair, guarded_ssize, guarded_void, handle_id, lent, pair, result_pair, ssize,
@@ -73,7 +73,9 @@ pub fn buf_deregister<D: Door>(buffer_base: *const c_void) -> D::Pair {
     result_pair(D::driver().buf_deregister(buffer_base as usize))
 }
 
-/// One synchronous read or write through door `D`'s driver, in its `ssize_t` convention.
+/// One synchronous read or write through door `D`'s driver, in its `ssize_t` convention. A door
+/// that moves whole requests ([`Door::WHOLE_REQUESTS`]) gets its size in calls of at most
+/// [`MAX_RW_COUNT`] bytes ([`io_in_calls`]).
 ///
 /// # Safety
 /// The C caller's contract for an IO call (see [`lent`]): where `buffer` is host memory, its
@@ -86,16 +88,64 @@ pub unsafe fn io<D: Door>(
     file_offset: hoff_t,
     buffer_offset: hoff_t,
 ) -> ssize_t {
-    ssize::<D>(D::driver().io(IoCall {
-        op,
-        handle: handle_id(fh),
-        buffer,
-        size,
-        file_offset,
-        buffer_offset,
-        // SAFETY: this function's contract, passed on.
-        loan: unsafe { lent(op, buffer, buffer_offset, size) },
-    }))
+    let most = if D::WHOLE_REQUESTS {
+        MAX_RW_COUNT
+    } else {
+        size
+    };
+    // SAFETY: this function's contract, passed on.
+    unsafe { io_in_calls::<D>(op, fh, buffer, size, file_offset, buffer_offset, most) }
+}
+
+/// [`io`] as calls of at most `most` bytes (a multiple of 4 KiB, so pieces keep the alignment
+/// of the first): the next call starts where the last ended, a short read (the end of the file)
+/// ends the request with the bytes read, and a failure is the request's answer, with or without
+/// bytes moved before it, so a request the caller sees succeed moved its whole size. A single
+/// call (`most >= size`) answers as the driver does.
+///
+/// # Safety
+/// As [`io`].
+pub unsafe fn io_in_calls<D: Door>(
+    op: IoOp,
+    fh: hipFileHandle_t,
+    buffer: usize,
+    size: usize,
+    file_offset: hoff_t,
+    buffer_offset: hoff_t,
+    most: usize,
+) -> ssize_t {
+    let one = |done: usize, len: usize| {
+        // Offsets past i64 are refused by the driver's validation, as for any call.
+        let at = |base: hoff_t| base.saturating_add(done as hoff_t);
+        let (file_offset, buffer_offset) = (at(file_offset), at(buffer_offset));
+        D::driver().io(IoCall {
+            op,
+            handle: handle_id(fh),
+            buffer,
+            size: len,
+            file_offset,
+            buffer_offset,
+            // SAFETY: this function's contract, passed on, for this piece's bytes.
+            loan: unsafe { lent(op, buffer, buffer_offset, len) },
+        })
+    };
+    if most >= size || most == 0 {
+        return ssize::<D>(one(0, size));
+    }
+    let mut done = 0;
+    while done < size {
+        let len = (size - done).min(most);
+        match one(done, len) {
+            Ok(n) => {
+                done += n;
+                if n < len {
+                    break;
+                }
+            }
+            Err(e) => return ssize::<D>(Err(e)),
+        }
+    }
+    ssize::<D>(Ok(done))
 }
 
 /// Register a file descriptor.
