@@ -23,6 +23,10 @@
 //!   [`model::api`], the same widened to the C API with file and device contents and batches
 //!   (whose entries it judges from the events and bytes they leave), for the random-sequence
 //!   test of `libhipfile.so`'s entry points.
+//! - [`http_proxy`]: a fault-injecting HTTP/1.1 proxy ([`http_proxy::FaultProxy`]) between a
+//!   remote-storage client and a real server (an S3 gateway, nginx): transient statuses, slow
+//!   heads and stalled bodies, a flipped byte, connections cut in the middle of a response or an
+//!   upload, with counts of the requests it saw, forwarded and faulted.
 //! - [`fuzz`]: the bodies of the fuzz targets in `fuzz/` (IO argument validation, chunk and
 //!   alignment arithmetic), plain functions that stable tests also run over fixed-seed corpora.
 //!
@@ -61,6 +65,7 @@
 pub mod conformance;
 pub mod faults;
 pub mod fuzz;
+pub mod http_proxy;
 pub mod ledger;
 pub mod model;
 pub mod target;
