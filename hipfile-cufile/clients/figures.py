@@ -6,11 +6,13 @@ counts"): each pair alternates A B A B in processes of their own, each figure is
   figures.py --bundle BUNDLE --dir SCRATCH [--out OUT] [--size 8G] [--torch-size 4G] [--reps 3]
 
 Pairs (A over B):
-  cuFile door / hipFile door   cuFileRead of the whole file (ctypes on our libcufile.so.0, the
-                               buffer registered) against `bin/hipfile bench --only hot,latency`
-                               (hipFileRead, the same engine): hot first read of a fresh
-                               registration and the read again, 4 KiB and 1 MiB latency (median,
-                               p99 over every read of every repetition). Target: within 5%.
+  cuFile door / hipFile door   the same ctypes loop over each door (cuFileRead on our
+                               libcufile.so.0, hipFileRead on the bundle's libhipfile.so, the
+                               buffer registered): hot first read of a fresh registration and the
+                               read again, 4 KiB and 1 MiB latency (median, p99 over every read
+                               of every repetition). Target: within 5%. Beside them, the cuFile
+                               door against `bin/hipfile bench --only hot,latency` (a Rust loop,
+                               so the latency rows there also carry ctypes' cost per call).
   KvikIO over ours / KvikIO POSIX
                                KvikIO with KVIKIO_COMPAT_MODE=OFF on our libcufile.so.0 against
                                KvikIO's own POSIX path (compat ON), both at KvikIO's best tuning
@@ -106,58 +108,54 @@ class Descr(ctypes.Structure):
     ]
 
 
-def worker_cufile(a):
-    """The cuFile door through ctypes: driver, handle, registered buffer, whole-file reads (first
-    of the registration, then again) and latency reads into the buffer's start."""
+def worker_door(a):
+    """One door through ctypes, the same loop for both (so their difference is the door's, not the
+    harness's): driver, handle, registered buffer, whole-file reads (first of the registration,
+    then again) and latency reads into the buffer's start. `--door cufile` is libcufile.so.0 (the
+    preloaded one), `--door hipfile` the bundle's libhipfile.so, with hipFile's names for the same
+    calls (their argument and return layouts are cuFile's)."""
     import cupy
 
-    lib = ctypes.CDLL("libcufile.so.0")
-    for name in (
-        "cuFileDriverOpen",
-        "cuFileDriverClose",
-        "cuFileHandleRegister",
-        "cuFileBufRegister",
-        "cuFileBufDeregister",
-    ):
-        getattr(lib, name).restype = common.CuFileError
-    lib.cuFileHandleRegister.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Descr)]
-    lib.cuFileBufRegister.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    lib.cuFileBufDeregister.argtypes = [ctypes.c_void_p]
-    lib.cuFileRead.restype = ctypes.c_ssize_t
-    lib.cuFileRead.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int64,
-        ctypes.c_int64,
-    ]
-    lib.cuFileHandleDeregister.argtypes = [ctypes.c_void_p]
+    if a.door == "cufile":
+        lib, p, tool = ctypes.CDLL("libcufile.so.0"), "cuFile", "cufile_door"
+    else:
+        lib, p, tool = ctypes.CDLL(a.hipfile_lib), "hipFile", "hipfile_ctypes"
+
+    def fn(name):
+        return getattr(lib, p + name)
+
+    for name in ("DriverOpen", "DriverClose", "HandleRegister", "BufRegister", "BufDeregister"):
+        fn(name).restype = common.CuFileError
+    fn("HandleRegister").argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Descr)]
+    fn("BufRegister").argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    fn("BufDeregister").argtypes = [ctypes.c_void_p]
+    read = fn("Read")
+    read.restype = ctypes.c_ssize_t
+    read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64, ctypes.c_int64]
+    fn("HandleDeregister").argtypes = [ctypes.c_void_p]
     size = os.path.getsize(a.file)
     buf = cupy.zeros(size, dtype=cupy.uint8)
-    e = lib.cuFileDriverOpen().err
-    if e != 0:
-        emit({"tool": "cufile_door", "error": f"cuFileDriverOpen {e}"})
-        return 1
-    e = lib.cuFileBufRegister(buf.data.ptr, size, 0).err
-    if e != 0:
-        emit({"tool": "cufile_door", "error": f"cuFileBufRegister {e}"})
-        return 1
+    for call, args in (("DriverOpen", ()), ("BufRegister", (buf.data.ptr, size, 0))):
+        e = fn(call)(*args).err
+        if e != 0:
+            emit({"tool": tool, "error": f"{p}{call} {e}"})
+            return 1
     fd = os.open(a.file, os.O_RDONLY)
     handle = ctypes.c_void_p()
-    e = lib.cuFileHandleRegister(ctypes.byref(handle), ctypes.byref(Descr(1, 0, fd, 0, None))).err
+    e = fn("HandleRegister")(ctypes.byref(handle), ctypes.byref(Descr(1, 0, fd, 0, None))).err
     if e != 0:
-        emit({"tool": "cufile_door", "error": f"cuFileHandleRegister {e}"})
+        emit({"tool": tool, "error": f"{p}HandleRegister {e}"})
         return 1
     status = 0
     for what in ("read_hot", "read_hot_again"):
         buf.fill(0)
         cupy.cuda.runtime.deviceSynchronize()
-        n, dt, dc = timed(lambda: lib.cuFileRead(handle, buf.data.ptr, size, 0, 0))
+        n, dt, dc = timed(lambda: read(handle, buf.data.ptr, size, 0, 0))
         ok = n == size and gpu_verify(buf, size)
         status |= 0 if ok else 1
         emit(
             {
-                "tool": "cufile_door",
+                "tool": tool,
                 "what": what,
                 "bytes": n,
                 "gbps": n / dt / 1e9,
@@ -170,18 +168,18 @@ def worker_cufile(a):
         offsets = latency_offsets(size, bytes_, a.latency_ops, a.seed)
         for off in offsets:
             t = time.perf_counter()
-            n = lib.cuFileRead(handle, buf.data.ptr, bytes_, off, 0)
+            n = read(handle, buf.data.ptr, bytes_, off, 0)
             lat.append((time.perf_counter() - t) * 1e6)
             if n != bytes_:
                 status = 1
         got = cupy.asnumpy(buf[:bytes_])
         ok = common.first_difference(got, common.expected(offsets[-1], bytes_)) is None
         status |= 0 if ok else 1
-        emit({"tool": "cufile_door", "what": f"latency_{name}", "bytes": bytes_, "us": lat, "verified": ok})
-    lib.cuFileHandleDeregister(handle)
+        emit({"tool": tool, "what": f"latency_{name}", "bytes": bytes_, "us": lat, "verified": ok})
+    fn("HandleDeregister")(handle)
     os.close(fd)
-    lib.cuFileBufDeregister(buf.data.ptr)
-    lib.cuFileDriverClose()
+    fn("BufDeregister")(buf.data.ptr)
+    fn("DriverClose")()
     return status
 
 
@@ -506,8 +504,17 @@ def driver(a):
         run.rep = rep
         seed = ["--seed", str(rep)]
         if have_lib:
-            for r in run.spawn("cufile_door", run.worker("cufile", *common_args, *seed), ours=True):
+            for r in run.spawn(
+                "cufile_door", run.worker("door", "--door", "cufile", *common_args, *seed), ours=True
+            ):
                 run.record(r)
+        hip_lib = ["--hipfile-lib", os.path.join(run.lib_dir, "libhipfile.so")]
+        for r in run.spawn(
+            "hipfile_ctypes",
+            run.worker("door", "--door", "hipfile", *hip_lib, *common_args, *seed),
+            ours=False,
+        ):
+            run.record(r)
         for r in run.hipfile_bench("hot,latency"):
             r.update({"tool": "hipfile_door", "what": r["key"], "rep": rep})
             run.record(r)
@@ -624,21 +631,42 @@ def summarize(run, direct_ceiling):
                 "p99": [r["p99_us"] for r in hip.get(key, [])],
             }
         )
+    # The doors side by side through the same ctypes loop: what is left is the door's own cost.
+    for what, name in (
+        ("read_hot", "hot read, first of a registration"),
+        ("read_hot_again", "hot read again"),
+    ):
+        through(
+            f"cuFile door / hipFile door, same ctypes loop: {name}",
+            "cufile_door",
+            what,
+            "hipfile_ctypes",
+            what,
+            "target >= 0.95",
+        )
+    for key, name in (("latency_4k", "4 KiB"), ("latency_1m", "1 MiB")):
+        lat(
+            f"cuFile door / hipFile door, same ctypes loop: {name} latency",
+            "cufile_door",
+            "hipfile_ctypes",
+            key,
+            "target <= 1.05",
+        )
     through(
-        "cuFile door / hipFile door: hot read, first of a registration",
+        "cuFile door / hipFile door (hipfile bench): hot read, first of a registration",
         "cufile_door",
         "read_hot",
         "hipfile_door_gbps",
         "read_hot",
-        "target >= 0.95",
+        "Rust loop against ctypes: see the rows above",
     )
     through(
-        "cuFile door / hipFile door: hot read again",
+        "cuFile door / hipFile door (hipfile bench): hot read again",
         "cufile_door",
         "read_hot_again",
         "hipfile_door_gbps",
         "read_hot_again",
-        "target >= 0.95",
+        "Rust loop against ctypes: see the rows above",
     )
     for key, name in (("latency_4k", "4 KiB"), ("latency_1m", "1 MiB")):
         am, ap = latency(pick(recs, "cufile_door", key))
@@ -648,19 +676,19 @@ def summarize(run, direct_ceiling):
         n_a = sum(len(r["us"]) for r in pick(recs, "cufile_door", key))
         rows.append(
             (
-                f"cuFile door / hipFile door: {name} latency median",
+                f"cuFile door / hipFile door (hipfile bench): {name} latency median",
                 "us",
                 am,
                 bm,
                 ratio(am, bm),
                 n_a,
                 len(h["median"]) if h else 0,
-                "target <= 1.05",
+                "Rust loop against ctypes: see the rows above",
             )
         )
         rows.append(
             (
-                f"cuFile door / hipFile door: {name} latency p99",
+                f"cuFile door / hipFile door (hipfile bench): {name} latency p99",
                 "us",
                 ap,
                 bp,
@@ -749,7 +777,9 @@ def summarize(run, direct_ceiling):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         ap = argparse.ArgumentParser(prog="figures.py worker")
-        ap.add_argument("kind", choices=("cufile", "kvikio", "torch", "torch-save"))
+        ap.add_argument("kind", choices=("door", "kvikio", "torch", "torch-save"))
+        ap.add_argument("--door", choices=("cufile", "hipfile"), default="cufile")
+        ap.add_argument("--hipfile-lib", default="libhipfile.so")
         ap.add_argument("--file", required=True)
         ap.add_argument("--lib", choices=("ours", "posix"), default="ours")
         ap.add_argument("--how", choices=("gds", "load"), default="gds")
@@ -764,7 +794,7 @@ def main():
             # The environment decides KvikIO's mode when it loads: set before the import.
             os.environ["KVIKIO_COMPAT_MODE"] = "OFF" if a.lib == "ours" else "ON"
         run = {
-            "cufile": worker_cufile,
+            "door": worker_door,
             "kvikio": worker_kvikio,
             "torch": worker_torch,
             "torch-save": lambda a: make_torch_file(a.file, a.size),
