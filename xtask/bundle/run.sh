@@ -4,6 +4,7 @@
 # The machine needs the CUDA runtime and driver, a C/C++ compiler and CUDA headers; it needs no
 # cargo and no network. Run from anywhere:  ./run.sh [--no-bench] [--no-c] [--no-tests]
 # or, for the cuFile door (libcufile.so.0) alone:  ./run.sh --cufile | --cufile-figures
+# or, for remote reads over HTTP alone:  ./run.sh --remote-figures
 #
 #   1. every test binary in tests/ (HIPFILE_PLATFORM=nvidia, HIPFILE_GPU_TESTS=1); extra libtest
 #      arguments come from $HIPFILE_TEST_ARGS (e.g. "--test-threads=1")
@@ -22,6 +23,9 @@
 #      JSON line of theirs counts: pass on the GPU, fail failed, NVIDIA's refusals as skipped
 #   --cufile-figures: only cufile/clients/figures.py: the cuFile door's figures on an 8 GiB file
 #      (KvikIO over ours / KvikIO POSIX, torch.cuda.gds / torch.load, cuFile door / hipFile door)
+#   --remote-figures: only remote/figures.py: a 4 GiB object served over loopback by the carried
+#      nginx (remote/nginx), read by `bin/hipfile bench --remote`, by KvikIO's RemoteFile at its
+#      best thread count, and by curl into /dev/null (the server's ceiling)
 #
 # Scratch files live in ./scratch (TMPDIR points there: /tmp may be a tmpfs without O_DIRECT).
 # Logs go to $OUT when it is set (the device tool brings $OUT back), else ./logs:
@@ -49,6 +53,7 @@ RUN_C=1
 RUN_TESTS=1
 RUN_CUFILE=0
 RUN_CUFILE_FIGURES=0
+RUN_REMOTE_FIGURES=0
 for arg in "$@"; do
     case $arg in
         --no-bench) RUN_BENCH=0 ;;
@@ -56,8 +61,9 @@ for arg in "$@"; do
         --no-tests) RUN_TESTS=0 ;;
         --cufile) RUN_CUFILE=1 ;;
         --cufile-figures) RUN_CUFILE_FIGURES=1 ;;
+        --remote-figures) RUN_REMOTE_FIGURES=1 ;;
         -h | --help)
-            sed -n '2,35p' "$0"
+            sed -n '2,43p' "$0"
             exit 0
             ;;
         *)
@@ -526,6 +532,24 @@ run_cufile_figures() {
     summary "cufile figures: exit $status ($LOG_DIR/cufile-figures.jsonl)"
 }
 
+# Remote reads over HTTP (see remote/figures.py); its own check: it ran and every byte it timed
+# was verified.
+run_remote_figures() {
+    echo
+    echo "==== remote reads: figures ===="
+    local log=$FULL_LOGS/remote-figures.log status
+    with_timeout 570 python3 "$BUNDLE/remote/figures.py" --bundle "$BUNDLE" --dir "$SCRATCH" \
+        --out "$LOG_DIR" >"$log" 2>&1
+    status=$?
+    cat "$log"
+    if [ "$status" -eq 0 ]; then
+        note_pass
+    else
+        note_fail "remote figures: exit $status"
+    fi
+    summary "remote figures: exit $status ($LOG_DIR/remote-figures.jsonl)"
+}
+
 # Test binaries know hipfile.h by the build machine's path (env!("CARGO_MANIFEST_DIR")); where
 # that path is missing here, point it at the bundle's copy.
 link_build_include() {
@@ -548,10 +572,11 @@ main() {
     fi
     echo "scratch: $SCRATCH ($(df -hT "$SCRATCH" 2>/dev/null | awk 'NR == 2 { print $2 ", " $5 " free" }'))"
 
-    if [ "$RUN_CUFILE" = 1 ] || [ "$RUN_CUFILE_FIGURES" = 1 ]; then
-        # The cuFile stages alone: each takes most of one device call.
+    if [ "$RUN_CUFILE" = 1 ] || [ "$RUN_CUFILE_FIGURES" = 1 ] || [ "$RUN_REMOTE_FIGURES" = 1 ]; then
+        # The cuFile and remote stages alone: each takes most of one device call.
         [ "$RUN_CUFILE" = 1 ] && run_cufile
         [ "$RUN_CUFILE_FIGURES" = 1 ] && run_cufile_figures
+        [ "$RUN_REMOTE_FIGURES" = 1 ] && run_remote_figures
     else
         run_stages
     fi

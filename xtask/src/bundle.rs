@@ -32,6 +32,10 @@
 //!                        else `$HIPFILE_KVIKIO_WHEELS`), when there are any
 //!   cufile/fio.tar.gz    fio's sources (`.ab/fio.tar.gz`, else `$HIPFILE_FIO_TARBALL`), when
 //!                        present: built there with its libcufile engine
+//!   remote/figures.py    remote reads over HTTP against KvikIO's RemoteFile and curl
+//!                        (hipfile-remote/bench/figures.py; see [`crate::remote_bundle`])
+//!   remote/nginx/        the HTTP server it reads from: the build machine's nginx and its
+//!                        libraries, when it has nginx
 //! ```
 //!
 //! The test binaries are those of the packages that run GPU code: `hipfile-hip`, `hipfile-core`,
@@ -79,6 +83,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::json::{self, Value};
+use crate::remote_bundle::RemoteExtras;
 use crate::workspace::{self, Workspace};
 
 /// Packages whose tests exercise GPU code; all must be workspace members.
@@ -184,6 +189,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         );
     }
     let extras = CufileExtras::find(&root, |name| std::env::var_os(name))?;
+    let remote = RemoteExtras::find(|name| std::env::var_os(name))?;
     // Refuse a wrong --out before minutes of building, not after.
     check_out_dir(&out)?;
     let tests = build_tests(&packages)?;
@@ -219,6 +225,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         cufile_files.push("lib/libcufile.so.0".to_string());
     }
     cufile_files.extend(extras.install(&root, &out)?);
+    let remote_files = remote.install(&root, &out, copy)?;
     let mut c_programs = Vec::new();
     for (from, to) in C_SOURCES {
         for source in workspace::c_files(&root.join(from))? {
@@ -232,6 +239,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         c_programs: &c_programs,
         python_files: &python_files,
         cufile_files: &cufile_files,
+        remote_files: &remote_files,
     };
     write_manifest(&out, &packages, &tests, &listed)?;
 
@@ -523,6 +531,7 @@ struct Listed<'a> {
     c_programs: &'a [String],
     python_files: &'a [String],
     cufile_files: &'a [String],
+    remote_files: &'a [String],
 }
 
 fn write_manifest(
@@ -552,6 +561,7 @@ fn write_manifest(
         ("C programs", listed.c_programs),
         ("Python", listed.python_files),
         ("cuFile door", listed.cufile_files),
+        ("remote figures", listed.remote_files),
     ] {
         text.push_str(&format!("\n{title}:\n"));
         for file in files {

@@ -32,6 +32,7 @@ mod fuzz;
 mod json;
 mod matrix;
 mod python;
+mod remote_bundle;
 mod sanitize;
 mod sources;
 mod structure;
