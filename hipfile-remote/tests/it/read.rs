@@ -1,0 +1,105 @@
+use std::sync::Arc;
+
+use hipfile::{AsDeviceMut, Driver, DriverOptions};
+use hipfile_hip::sim::SimRuntime;
+use hipfile_remote::{RemoteError, RemoteFile, RemoteOptions};
+
+use crate::server::ObjectServer;
+
+fn driver() -> Driver {
+    Driver::with_options(DriverOptions::with_runtime(Arc::new(SimRuntime::default()))).unwrap()
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + i / 4099) as u8).collect()
+}
+
+/// Small requests, so a few hundred KiB take many requests on several threads.
+fn small_requests() -> RemoteOptions {
+    RemoteOptions {
+        request_size: 64 << 10,
+        connections: 4,
+        ..RemoteOptions::default()
+    }
+}
+
+#[test]
+fn reads_land_in_device_memory_at_any_offset_and_stop_short_at_the_end() {
+    let object = pattern(1 << 20 | 333);
+    let server = ObjectServer::start(object.clone(), true);
+    let driver = driver();
+    let file = RemoteFile::open(&driver, &server.url, small_requests()).unwrap();
+    assert_eq!(file.nbytes(), object.len() as u64);
+    let mut dst = driver.alloc(object.len()).unwrap();
+    for (offset, len) in [(0, object.len()), (12345, 300_000), (1, 1), (65536, 65536)] {
+        dst.fill(0xEE).unwrap();
+        let n = file
+            .read(dst.slice_mut(..len).unwrap(), offset as u64)
+            .unwrap();
+        assert_eq!(n, len);
+        let got = dst.to_vec().unwrap();
+        assert!(got[..len] == object[offset..offset + len], "{offset}+{len}");
+        assert!(got[len..].iter().all(|&b| b == 0xEE), "nothing past {len}");
+    }
+    // Past the end: short, then nothing.
+    let tail = 1000;
+    let at = (object.len() - tail) as u64;
+    assert_eq!(file.read(&mut dst, at).unwrap(), tail);
+    assert_eq!(dst.to_vec().unwrap()[..tail], object[object.len() - tail..]);
+    assert_eq!(file.read(&mut dst, object.len() as u64).unwrap(), 0);
+    assert_eq!(file.read(&mut dst, u64::MAX).unwrap(), 0);
+}
+
+#[test]
+fn host_reads_fill_the_callers_memory_in_parallel() {
+    let object = pattern(777_777);
+    let server = ObjectServer::start(object.clone(), true);
+    let file = RemoteFile::open(&driver(), &server.url, small_requests()).unwrap();
+    let mut buf = vec![0u8; object.len() + 10];
+    assert_eq!(file.read_host(&mut buf, 0).unwrap(), object.len());
+    assert_eq!(buf[..object.len()], object[..]);
+    let mut some = vec![0u8; 100_000];
+    assert_eq!(file.read_host(&mut some, 500_000).unwrap(), 100_000);
+    assert_eq!(some[..], object[500_000..600_000]);
+    let counts = file.counts();
+    assert!(
+        counts.requests >= 14 && counts.bytes_read >= 877_777,
+        "{counts:?}"
+    );
+}
+
+#[test]
+fn a_pending_read_owns_its_buffer_and_answers_when_waited_for() {
+    let object = pattern(300_000);
+    let server = ObjectServer::start(object.clone(), true);
+    let driver = driver();
+    let file = RemoteFile::open(&driver, &server.url, small_requests()).unwrap();
+    let pending = file.pread(driver.alloc(200_000).unwrap(), 50_000);
+    let (buf, n) = pending.wait_with_buffer().unwrap();
+    assert_eq!(n, 200_000);
+    assert_eq!(buf.to_vec().unwrap(), object[50_000..250_000]);
+    let pending = file.pread(buf, 299_000);
+    assert_eq!(pending.wait().unwrap(), 1000);
+}
+
+#[test]
+fn a_server_that_ignores_range_fails_the_read_rather_than_misplacing_bytes() {
+    let object = pattern(200_000);
+    let server = ObjectServer::start(object, false);
+    let driver = driver();
+    let file = RemoteFile::open(&driver, &server.url, small_requests()).unwrap();
+    // One request's worth, so one GET (the size came from HEAD).
+    let mut dst = driver.alloc(50_000).unwrap();
+    let e = file.read(&mut dst, 1000).unwrap_err();
+    assert!(
+        matches!(e, RemoteError::RangeIgnored { status: 200, .. }),
+        "{e}"
+    );
+    let e = hipfile::Error::from(e);
+    assert_eq!(e.errno(), Some(libc::EOPNOTSUPP));
+    assert_eq!(
+        server.gets.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "an answer that ignores Range is not retried"
+    );
+}
