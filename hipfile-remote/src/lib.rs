@@ -18,6 +18,7 @@ mod options;
 mod plan;
 mod read;
 mod stats;
+mod write;
 
 pub use aws::AwsConfig;
 pub use error::{RemoteError, Result};
@@ -25,3 +26,4 @@ pub use location::ObjectUrl;
 pub use options::{RemoteOptions, MIN_PART_SIZE};
 pub use read::{PendingRead, RemoteFile};
 pub use stats::{RemoteCounters, RemoteCounts, COUNTER_NAMES};
+pub use write::RemoteWriter;

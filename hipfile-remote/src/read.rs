@@ -164,7 +164,6 @@ impl RemoteFile {
             first.record(self.stage(&range, &pieces, &next, &first));
         });
         first.into_result()?;
-        drop(slice);
         Ok(n)
     }
 

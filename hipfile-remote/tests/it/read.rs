@@ -1,3 +1,4 @@
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use hipfile::{AsDeviceMut, Driver, DriverOptions};
@@ -6,7 +7,7 @@ use hipfile_remote::{RemoteError, RemoteFile, RemoteOptions};
 
 use crate::server::ObjectServer;
 
-fn driver() -> Driver {
+pub fn driver() -> Driver {
     Driver::with_options(DriverOptions::with_runtime(Arc::new(SimRuntime::default()))).unwrap()
 }
 
@@ -26,9 +27,9 @@ fn small_requests() -> RemoteOptions {
 #[test]
 fn reads_land_in_device_memory_at_any_offset_and_stop_short_at_the_end() {
     let object = pattern(1 << 20 | 333);
-    let server = ObjectServer::start(object.clone(), true);
+    let (_server, url) = ObjectServer::with_object(object.clone());
     let driver = driver();
-    let file = RemoteFile::open(&driver, &server.url, small_requests()).unwrap();
+    let file = RemoteFile::open(&driver, &url, small_requests()).unwrap();
     assert_eq!(file.nbytes(), object.len() as u64);
     let mut dst = driver.alloc(object.len()).unwrap();
     for (offset, len) in [(0, object.len()), (12345, 300_000), (1, 1), (65536, 65536)] {
@@ -53,8 +54,8 @@ fn reads_land_in_device_memory_at_any_offset_and_stop_short_at_the_end() {
 #[test]
 fn host_reads_fill_the_callers_memory_in_parallel() {
     let object = pattern(777_777);
-    let server = ObjectServer::start(object.clone(), true);
-    let file = RemoteFile::open(&driver(), &server.url, small_requests()).unwrap();
+    let (_server, url) = ObjectServer::with_object(object.clone());
+    let file = RemoteFile::open(&driver(), &url, small_requests()).unwrap();
     let mut buf = vec![0u8; object.len() + 10];
     assert_eq!(file.read_host(&mut buf, 0).unwrap(), object.len());
     assert_eq!(buf[..object.len()], object[..]);
@@ -71,9 +72,9 @@ fn host_reads_fill_the_callers_memory_in_parallel() {
 #[test]
 fn a_pending_read_owns_its_buffer_and_answers_when_waited_for() {
     let object = pattern(300_000);
-    let server = ObjectServer::start(object.clone(), true);
+    let (_server, url) = ObjectServer::with_object(object.clone());
     let driver = driver();
-    let file = RemoteFile::open(&driver, &server.url, small_requests()).unwrap();
+    let file = RemoteFile::open(&driver, &url, small_requests()).unwrap();
     let pending = file.pread(driver.alloc(200_000).unwrap(), 50_000);
     let (buf, n) = pending.wait_with_buffer().unwrap();
     assert_eq!(n, 200_000);
@@ -85,9 +86,10 @@ fn a_pending_read_owns_its_buffer_and_answers_when_waited_for() {
 #[test]
 fn a_server_that_ignores_range_fails_the_read_rather_than_misplacing_bytes() {
     let object = pattern(200_000);
-    let server = ObjectServer::start(object, false);
+    let (server, url) = ObjectServer::with_object(object);
+    server.store.ignores_range.store(true, Ordering::Relaxed);
     let driver = driver();
-    let file = RemoteFile::open(&driver, &server.url, small_requests()).unwrap();
+    let file = RemoteFile::open(&driver, &url, small_requests()).unwrap();
     // One request's worth, so one GET (the size came from HEAD).
     let mut dst = driver.alloc(50_000).unwrap();
     let e = file.read(&mut dst, 1000).unwrap_err();
@@ -98,8 +100,28 @@ fn a_server_that_ignores_range_fails_the_read_rather_than_misplacing_bytes() {
     let e = hipfile::Error::from(e);
     assert_eq!(e.errno(), Some(libc::EOPNOTSUPP));
     assert_eq!(
-        server.gets.load(std::sync::atomic::Ordering::Relaxed),
+        server.store.gets.load(Ordering::Relaxed),
         1,
         "an answer that ignores Range is not retried"
     );
+}
+
+#[test]
+fn a_missing_object_is_not_found_at_open_and_reads_as_enoent() {
+    let server = ObjectServer::start();
+    let url = format!("{}/bucket/missing", server.endpoint);
+    let e = RemoteFile::open(&driver(), &url, RemoteOptions::default()).unwrap_err();
+    assert!(matches!(e, RemoteError::NotFound { .. }), "{e}");
+    assert_eq!(hipfile::Error::from(e).errno(), Some(libc::ENOENT));
+}
+
+#[test]
+fn memory_the_drivers_runtime_does_not_know_is_refused_before_any_request() {
+    let (server, url) = ObjectServer::with_object(pattern(4096));
+    let driver = driver();
+    let file = RemoteFile::open(&driver, &url, small_requests()).unwrap();
+    let elsewhere = hipfile::DeviceBuffer::new(Arc::new(SimRuntime::default()), 4096).unwrap();
+    let e = file.read(elsewhere, 0).unwrap_err();
+    assert!(matches!(e, RemoteError::Device(_)), "{e}");
+    assert_eq!(server.store.gets.load(Ordering::Relaxed), 0);
 }
