@@ -25,5 +25,5 @@ pub use error::{RemoteError, Result};
 pub use location::ObjectUrl;
 pub use options::{RemoteOptions, MIN_PART_SIZE};
 pub use read::{PendingRead, RemoteFile};
-pub use stats::{RemoteCounters, RemoteCounts, COUNTER_NAMES};
+pub use stats::{RemoteCounters, RemoteCounts, COUNTER_NAMES, PATH_NAME};
 pub use write::RemoteWriter;

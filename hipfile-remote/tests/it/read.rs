@@ -64,7 +64,7 @@ fn host_reads_fill_the_callers_memory_in_parallel() {
     assert_eq!(some[..], object[500_000..600_000]);
     let counts = file.counts();
     assert!(
-        counts.requests >= 14 && counts.bytes_read >= 877_777,
+        counts.requests >= 14 && counts.read_bytes >= 877_777,
         "{counts:?}"
     );
 }
@@ -124,4 +124,23 @@ fn memory_the_drivers_runtime_does_not_know_is_refused_before_any_request() {
     let e = file.read(elsewhere, 0).unwrap_err();
     assert!(matches!(e, RemoteError::Device(_)), "{e}");
     assert_eq!(server.store.gets.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn the_drivers_statistics_count_the_remote_path_beside_the_backends() {
+    let mut options = DriverOptions::with_runtime(Arc::new(SimRuntime::default()));
+    options.env.stats_level = Some(1);
+    let driver = Driver::with_options(options).unwrap();
+    let object = pattern(200_000);
+    let (_server, url) = ObjectServer::with_object(object);
+    let file = RemoteFile::open(&driver, &url, small_requests()).unwrap();
+    let mut dst = driver.alloc(150_000).unwrap();
+    assert_eq!(file.read(&mut dst, 0).unwrap(), 150_000);
+    let snap = driver.stats().unwrap();
+    let remote = snap.side_path(hipfile_remote::PATH_NAME).unwrap();
+    // HEAD at open, then three ranged GETs of at most 64 KiB.
+    assert_eq!(remote.get("requests"), 4);
+    assert_eq!(remote.get("read_bytes"), 150_000);
+    assert_eq!(remote.get("errors"), 0);
+    assert_eq!(file.counts().requests, 4);
 }
