@@ -144,3 +144,60 @@ fn the_drivers_statistics_count_the_remote_path_beside_the_backends() {
     assert_eq!(remote.get("errors"), 0);
     assert_eq!(file.counts().requests, 4);
 }
+
+#[test]
+fn server_errors_and_cut_bodies_are_retried_and_the_bytes_still_land_in_place() {
+    let object = pattern(400_000);
+    let (server, url) = ObjectServer::with_object(object.clone());
+    let driver = driver();
+    let options = RemoteOptions {
+        backoff: std::time::Duration::from_millis(1),
+        ..small_requests()
+    };
+    let file = RemoteFile::open(&driver, &url, options).unwrap();
+    server.store.fail_gets.store(3, Ordering::Relaxed);
+    server.store.cut_gets.store(2, Ordering::Relaxed);
+    let mut dst = driver.alloc(object.len()).unwrap();
+    assert_eq!(file.read(&mut dst, 0).unwrap(), object.len());
+    assert!(dst.to_vec().unwrap() == object);
+    let counts = file.counts();
+    assert_eq!(counts.retries, 5, "{counts:?}");
+    assert_eq!(counts.errors, 0);
+    assert_eq!(
+        counts.read_bytes,
+        object.len() as u64,
+        "resumed, not refetched: {counts:?}"
+    );
+}
+
+#[test]
+fn a_failure_past_the_retries_fails_the_whole_read_with_no_count() {
+    let object = pattern(400_000);
+    let (server, url) = ObjectServer::with_object(object);
+    let driver = driver();
+    let options = RemoteOptions {
+        retries: 2,
+        backoff: std::time::Duration::from_millis(1),
+        ..small_requests()
+    };
+    let file = RemoteFile::open(&driver, &url, options).unwrap();
+    server.store.fail_gets.store(usize::MAX, Ordering::Relaxed);
+    let mut dst = driver.alloc(400_000).unwrap();
+    let e = file.read(&mut dst, 0).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RemoteError::Server {
+                status: 503,
+                attempts: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("SlowDown"), "{e}");
+    let mut host = vec![0u8; 1000];
+    assert!(file.read_host(&mut host, 0).is_err());
+    assert_eq!(hipfile::Error::from(e).errno(), Some(libc::EIO));
+    assert!(file.counts().errors >= 1);
+}
