@@ -81,6 +81,16 @@ fn a_pending_read_owns_its_buffer_and_answers_when_waited_for() {
     assert_eq!(buf.to_vec().unwrap(), object[50_000..250_000]);
     let pending = file.pread(buf, 299_000);
     assert_eq!(pending.wait().unwrap(), 1000);
+
+    let pending = file.pread_host(vec![0u8; 100_000], 123);
+    let (host, n) = pending.wait_with_buffer().unwrap();
+    assert_eq!(n, 100_000);
+    assert_eq!(host[..], object[123..100_123]);
+    let done = file.pread_host(vec![0u8; 10], 1 << 40);
+    while !done.is_done() {
+        std::thread::yield_now();
+    }
+    assert_eq!(done.wait().unwrap(), 0);
 }
 
 #[test]
