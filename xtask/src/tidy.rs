@@ -133,13 +133,25 @@ const SEAMS: &[(&str, &[&str])] = &[
         "hipfile-cufile",
         &["hipfile", "hipfile-core", "hipfile-hip"],
     ),
+    // Remote objects: a reader/writer beside the session, on the facade's types and the staged
+    // engine's pinned lanes; the facade never depends on it.
+    (
+        "hipfile-remote",
+        &["hipfile", "hipfile-core", "hipfile-hip", "hipfile-fallback"],
+    ),
 ];
 
 const BACKEND_CRATES: &[&str] = &["hipfile-fallback", "hipfile-fastpath"];
 
 /// The only crates that may name a backend crate: the facade force-links them, and the tools built
 /// on the facade may pick one explicitly.
-const BACKEND_USERS: &[&str] = &["hipfile", "hipfile-cli", "hipfile-examples"];
+const BACKEND_USERS: &[&str] = &[
+    "hipfile",
+    "hipfile-cli",
+    "hipfile-examples",
+    // For the staged engine's staging pool, not its backend.
+    "hipfile-remote",
+];
 
 fn crate_seams(repo: &Repo) -> Vec<String> {
     let mut violations = Vec::new();
@@ -298,6 +310,7 @@ const FORBID_UNSAFE_CRATES: &[&str] = &[
     "hipfile-fastpath",
     "hipfile-testkit",
     "hipfile-cli",
+    "hipfile-remote",
 ];
 
 fn forbid_unsafe_code(repo: &Repo) -> Vec<String> {
