@@ -48,8 +48,13 @@ mod bench;
 mod ceiling;
 mod check;
 mod cp;
+mod location;
 mod measure;
 mod platform;
+#[cfg(feature = "remote")]
+mod remote;
+#[cfg(feature = "remote")]
+mod remote_args;
 mod report;
 mod signals;
 mod size;
@@ -89,12 +94,37 @@ enum Command {
     Stats(stats::StatsArgs),
 }
 
+/// `hipfile cp`: a local copy ([`cp`]), or one with a remote object on a side
+/// ([`remote::copy`]).
+fn copy(args: &cp::CpArgs) -> Result<bool, String> {
+    use location::{locate, Location};
+    let (src, dst) = (locate(&args.src), locate(&args.dst));
+    let object = [src, dst].into_iter().find_map(|l| match l {
+        Location::Object(url) => Some(url),
+        Location::Local(_) => None,
+    });
+    match object {
+        None => cp::run(args),
+        #[cfg(feature = "remote")]
+        Some(_) => {
+            signals::install()?;
+            let chunk = cp::chunk_bytes(args.chunk)?;
+            remote::copy::run(args, src, dst, chunk)
+        }
+        #[cfg(not(feature = "remote"))]
+        Some(url) => Err(format!(
+            "{url} is a remote object: this hipfile was built without the cargo feature \
+             `remote` (write ./{url} for a local path of that name)"
+        )),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Check(args) => check::run(&args),
-        Command::Cp(args) => cp::run(&args),
+        Command::Cp(args) => copy(&args),
         Command::Stats(args) => stats::run(&args),
     };
     match result {
