@@ -1,4 +1,5 @@
-//! `hipfile cp SRC DST`: copy a file through GPU memory.
+//! `hipfile cp SRC DST`: copy a file through GPU memory. (A copy with a remote object on a
+//! side is [`crate::remote::copy`]'s, built with the feature `remote`.)
 //!
 //! The bytes go file -> GPU memory -> file through hipfile-rs, a chunk at a time (`--chunk`,
 //! 64 MiB by default) in one device buffer: the fastpath moves them by P2P DMA where it can, the
@@ -69,9 +70,11 @@ use crate::size::parse_size;
 /// Arguments of `hipfile cp`.
 #[derive(Debug, Args)]
 pub struct CpArgs {
-    /// The file to copy: a regular file or a block device.
+    /// The file to copy: a regular file or a block device (or, with the feature `remote`, an
+    /// `s3://bucket/key` or `http(s)://` URL).
     pub src: PathBuf,
-    /// Where to copy it: a file, or an existing directory to copy into under SRC's name.
+    /// Where to copy it: a file, or an existing directory to copy into under SRC's name (or,
+    /// with the feature `remote`, an `s3://bucket/key` URL).
     pub dst: PathBuf,
     /// Replace DST if it exists (at once, when the copy is complete and checked).
     #[arg(long, short)]

@@ -13,6 +13,13 @@
 //! and renamed to DST only when complete (and checked); an existing DST is replaced only with
 //! `--force`.
 //!
+//! With the cargo feature `remote` (on by default), SRC or DST may be a remote object:
+//! `s3://bucket/key` or `http(s)://...` as SRC (read by ranged requests in parallel into the
+//! device buffer), `s3://bucket/key` as DST (a multipart upload from it, completed only when
+//! every byte was sent); `--request-size` and `--connections` set the requests
+//! ([`remote::copy`]). `hipfile bench --remote URL` measures reads of a remote object into GPU
+//! and host memory instead of a file.
+//!
 //! `hipfile bench` measures hipfile-rs on one file (created, or taken as it is and opened
 //! read-only: its bytes are never changed): hot and cold whole-file reads into GPU memory,
 //! writes with and without `fsync` (to a scratch file next to it, removed at the end), the
@@ -39,6 +46,8 @@
 //! hipfile bench --only hot,latency --backend fallback --json
 //! hipfile bench --only batch --json                               # batch IO, against sync reads
 //! hipfile bench --only async --json                               # stream-ordered reads
+//! hipfile cp --verify s3://bucket/weights.bin /mnt/nvme/            # object -> GPU -> file
+//! hipfile bench --remote http://host/data.bin --connections 32      # a remote object
 //! ```
 
 #![forbid(unsafe_code)]
@@ -83,7 +92,8 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Tell whether this machine can do direct (P2P) IO, and why not; exit 0 only if it can.
     Check(check::CheckArgs),
-    /// Copy a file through GPU memory, in chunks of one device buffer.
+    /// Copy a file (or an s3:// or http(s):// object) through GPU memory, in chunks of one
+    /// device buffer.
     ///
     /// The copy is written next to DST under a hidden name, flushed, checked with --verify, and
     /// renamed to DST only then: a failure leaves no DST (or the old one, with --force). An
