@@ -436,6 +436,24 @@ pub fn render(doc: &Value, previous: Option<(&Value, Duration)>) -> String {
             let _ = writeln!(s, "    failed over to: {line}");
         }
     }
+    // Paths beside the backends (remote objects): what a front door moved itself.
+    for p in doc
+        .get("side_paths")
+        .and_then(Value::as_array)
+        .unwrap_or(&none)
+    {
+        let name = printable(p.get("name").and_then(Value::as_str).unwrap_or("?"));
+        let counters: Vec<String> = p
+            .get("counters")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{} {}", printable(k), counter(k, v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = writeln!(s, "  {name} (beside the backends): {}", counters.join(", "));
+    }
     if let Some(line) = policy_line(doc) {
         let _ = writeln!(s, "{line}");
     }
@@ -554,6 +572,7 @@ mod tests {
                  "counters": {"page_cache_bytes": 7, "o_direct_bytes": 0,
                               "page_cache_pins": 8, "page_cache_pins_evicted": 1}}
             ],
+            "side_paths": [{"name": "remote", "counters": {"requests": 9, "read_bytes": 2048}}],
             "api": {"handle_register": {"ok": 1, "err": 0}, "batch_setup": {"ok": 0, "err": 0}},
             "gpus": [{"device": 0, "read": {"ok": 4, "bytes": read_bytes, "direct": 3,
                       "staged": 1, "unaligned": 1}, "write": {"bytes": 0},
@@ -572,6 +591,10 @@ mod tests {
         assert!(view.contains("declined: misaligned 2"), "{view}");
         assert!(view.contains("failed over to: fallback 1"), "{view}");
         assert!(view.contains("fallback (staged): 1 ops"), "{view}");
+        assert!(
+            view.contains("remote (beside the backends): read_bytes 2.0 KiB, requests 9"),
+            "{view}"
+        );
         assert!(
             view.contains("paths (read/write ops): direct 3/0, staged 1/0, host 0/2"),
             "{view}"

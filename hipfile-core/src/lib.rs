@@ -332,9 +332,9 @@ pub use routes::RouteCounters;
 pub use session::{FileHandleId, RegisteredBuffer, Session};
 pub use snapshot::{
     per_sec, size_bucket, ApiOp, BackendCounts, BatchCounts, DirectionCounts, GpuCounts, OpCount,
-    StatsSnapshot, SIZE_BUCKETS,
+    SidePathCounts, StatsSnapshot, SIZE_BUCKETS,
 };
-pub use stats::{Channel, Finished, Stats};
+pub use stats::{Channel, Finished, SidePath, Stats};
 pub use stream::{AsyncCall, AsyncSlots};
 pub use validate::IoCall;
 

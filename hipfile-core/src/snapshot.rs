@@ -234,6 +234,25 @@ impl BackendCounts {
     }
 }
 
+/// The counters of a path beside the backends ([`crate::SidePath`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SidePathCounts {
+    /// The path's name (`remote`).
+    pub name: &'static str,
+    /// Its counters by name, in the order it made them.
+    pub counters: Vec<(&'static str, u64)>,
+}
+
+impl SidePathCounts {
+    /// The counter named `name` (0 when it has none of that name).
+    pub fn get(&self, name: &str) -> u64 {
+        self.counters
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, v)| *v)
+    }
+}
+
 /// A snapshot of the counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatsSnapshot {
@@ -263,6 +282,9 @@ pub struct StatsSnapshot {
     /// The direct (P2P) mechanisms the driver may use ([`crate::P2pMechanisms::names`]), as
     /// the settings in force say (empty in counters taken without them).
     pub p2p_mechanisms: Vec<&'static str>,
+    /// Paths beside the backends (IO a front door runs itself, such as remote objects), in the
+    /// order they were first counted.
+    pub side_paths: Vec<SidePathCounts>,
 }
 
 fn op_json(c: OpCount) -> serde_json::Value {
@@ -328,6 +350,10 @@ impl StatsSnapshot {
             })).collect::<Vec<_>>(),
             "refused_by_policy": self.refused_by_policy,
             "p2p_mechanisms": self.p2p_mechanisms,
+            "side_paths": self.side_paths.iter().map(|p| serde_json::json!({
+                "name": p.name,
+                "counters": map(p.counters.iter().map(|(name, n)| (name.to_string(), (*n).into())).collect()),
+            })).collect::<Vec<_>>(),
             "backends": self.backends.iter().map(|k| serde_json::json!({
                 "name": k.name,
                 "path": k.path.name(),
@@ -349,6 +375,11 @@ impl StatsSnapshot {
             .filter(|b| b.path == path)
             .map(|b| b.ops)
             .sum()
+    }
+
+    /// The counters of the path beside the backends named `name`.
+    pub fn side_path(&self, name: &str) -> Option<&SidePathCounts> {
+        self.side_paths.iter().find(|p| p.name == name)
     }
 
     /// The counts of the backend named `name`.

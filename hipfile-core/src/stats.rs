@@ -17,7 +17,7 @@
 //! counting at a level starts when it is set, what was counted stays.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use crate::backend::IoPath;
@@ -27,7 +27,7 @@ use crate::registry::Dispatched;
 use crate::routes::RouteCounters;
 use crate::snapshot::{
     size_bucket, ApiOp, BackendCounts, BatchCounts, DirectionCounts, GpuCounts, OpCount,
-    StatsSnapshot, SIZE_BUCKETS,
+    SidePathCounts, StatsSnapshot, SIZE_BUCKETS,
 };
 
 /// How a request reached the driver.
@@ -213,10 +213,51 @@ struct BackendCounters {
     bytes: AtomicU64,
 }
 
+/// Counters of a path beside the backends: IO that a front door runs itself rather than
+/// through the registry (remote objects), counted under its own name and shown with the
+/// driver's statistics. Counts at level 1 and above, as the backends' counters.
+#[derive(Debug)]
+pub struct SidePath {
+    name: &'static str,
+    names: &'static [&'static str],
+    values: Vec<AtomicU64>,
+    level: Arc<AtomicU8>,
+}
+
+impl SidePath {
+    /// The path's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Add `n` to the counter at `index` of the names it was made with (an index past them
+    /// counts nothing).
+    pub fn add(&self, index: usize, n: u64) {
+        if self.level.load(Ordering::Relaxed) >= 1 {
+            if let Some(v) = self.values.get(index) {
+                add(v, n);
+            }
+        }
+    }
+
+    /// The counters now, by name.
+    pub fn counts(&self) -> SidePathCounts {
+        SidePathCounts {
+            name: self.name,
+            counters: self
+                .names
+                .iter()
+                .copied()
+                .zip(self.values.iter().map(get))
+                .collect(),
+        }
+    }
+}
+
 /// Live counters.
 #[derive(Debug)]
 pub struct Stats {
-    level: AtomicU8,
+    level: Arc<AtomicU8>,
     epoch: Instant,
     read: Direction,
     write: Direction,
@@ -227,6 +268,7 @@ pub struct Stats {
     gpus: Vec<Gpu>,
     backends: Vec<BackendCounters>,
     routes: Arc<RouteCounters>,
+    side_paths: Mutex<Vec<Arc<SidePath>>>,
 }
 
 impl Stats {
@@ -242,7 +284,7 @@ impl Stats {
         let level = level.min(3);
         routes.enable(level >= 1);
         Stats {
-            level: AtomicU8::new(level),
+            level: Arc::new(AtomicU8::new(level)),
             epoch: Instant::now(),
             read: Direction::default(),
             write: Direction::default(),
@@ -262,7 +304,28 @@ impl Stats {
                 })
                 .collect(),
             routes,
+            side_paths: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The counters of the path beside the backends named `name`, made with the counters
+    /// `names` on first call; later calls get the same counters (and the first call's names).
+    pub fn side_path(&self, name: &'static str, names: &'static [&'static str]) -> Arc<SidePath> {
+        let mut paths = self
+            .side_paths
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(p) = paths.iter().find(|p| p.name == name) {
+            return Arc::clone(p);
+        }
+        let path = Arc::new(SidePath {
+            name,
+            names,
+            values: names.iter().map(|_| AtomicU64::new(0)).collect(),
+            level: Arc::clone(&self.level),
+        });
+        paths.push(Arc::clone(&path));
+        path
     }
 
     /// Whether counting is on (level 1 or more).
@@ -524,6 +587,13 @@ impl Stats {
                 .collect(),
             refused_by_policy: self.routes.policy_refusals(),
             p2p_mechanisms: Vec::new(),
+            side_paths: self
+                .side_paths
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .map(|p| p.counts())
+                .collect(),
         }
     }
 }
@@ -569,6 +639,32 @@ mod tests {
             ("staged-one", IoPath::Staged),
         ];
         Stats::new(level, &paths, Arc::new(RouteCounters::new(2)), 2)
+    }
+
+    #[test]
+    fn a_side_path_counts_under_its_name_from_level_1_and_shows_in_the_snapshot() {
+        let stats = stats(0);
+        const NAMES: &[&str] = &["requests", "read_bytes"];
+        let remote = stats.side_path("remote", NAMES);
+        remote.add(0, 5);
+        assert_eq!(
+            stats.snapshot().side_paths[0].get("requests"),
+            0,
+            "level 0 counts nothing"
+        );
+        stats.set_level(1);
+        remote.add(0, 2);
+        remote.add(1, 4096);
+        remote.add(7, 1);
+        let again = stats.side_path("remote", &["other"]);
+        again.add(0, 1);
+        let snap = stats.snapshot();
+        assert_eq!(snap.side_paths.len(), 1, "one path per name");
+        let counts = snap.side_path("remote").unwrap();
+        assert_eq!(counts.counters, [("requests", 3), ("read_bytes", 4096)]);
+        let doc = snap.to_json(1);
+        assert_eq!(doc["side_paths"][0]["name"], "remote");
+        assert_eq!(doc["side_paths"][0]["counters"]["read_bytes"], 4096);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use hipfile_fallback::staging::{LaneLease, StagingPool};
 use hipfile_hip::{GpuRuntime, StreamOrder};
 
 use crate::error::{RemoteError, Result};
-use crate::stats::RemoteCounters;
+use crate::stats::{RemoteCounters, COUNTER_NAMES, PATH_NAME};
 
 /// The remote path's share of one open driver.
 #[derive(Debug)]
@@ -53,7 +53,9 @@ impl DriverLanes {
         let lanes = Arc::new(DriverLanes {
             runtime,
             pool,
-            counters: Arc::new(RemoteCounters::default()),
+            counters: Arc::new(RemoteCounters::new(Some(
+                session.stats().side_path(PATH_NAME, COUNTER_NAMES),
+            ))),
         });
         open.push((Arc::downgrade(&session), Arc::clone(&lanes)));
         Ok(lanes)

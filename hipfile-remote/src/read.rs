@@ -278,7 +278,26 @@ impl RemoteFile {
     }
 }
 
-/// A read started by [`RemoteFile::pread`]; owns its destination until waited for. Dropping it
+impl RemoteFile {
+    /// [`RemoteFile::pread`] into host memory: `dst` (a `Vec<u8>`, a `Box<[u8]>`) is read as
+    /// [`RemoteFile::read_host`] reads, on a thread of its own.
+    pub fn pread_host<B>(&self, dst: B, offset: u64) -> PendingRead<B>
+    where
+        B: AsMut<[u8]> + Send + 'static,
+    {
+        let file = self.clone();
+        let thread = std::thread::Builder::new()
+            .name("hipfile-remote-read".into())
+            .spawn(move || {
+                let mut dst = dst;
+                let result = file.read_host(dst.as_mut(), offset);
+                (dst, result)
+            });
+        PendingRead { thread }
+    }
+}
+
+/// A read started by [`RemoteFile::pread`] or [`RemoteFile::pread_host`]; owns its destination until waited for. Dropping it
 /// without waiting lets the read finish on its own and drops the destination then.
 #[derive(Debug)]
 pub struct PendingRead<M> {

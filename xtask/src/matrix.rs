@@ -84,6 +84,8 @@ pub const MATRIX: &[Row] = &[
     row(FACADE, Features::Only("")),
     row("hipfile-cufile", Features::Default),
     row("hipfile-cli", Features::Default),
+    // Its tests against real servers (feature `server-tests`) run where the servers are.
+    row("hipfile-remote", Features::Default),
     row("hipfile-examples", Features::Default),
     // With both built-in backends `bounce` ranks last; with the fastpath alone it is the staged
     // path, and serves what the fastpath declines.

@@ -64,7 +64,7 @@ fn host_reads_fill_the_callers_memory_in_parallel() {
     assert_eq!(some[..], object[500_000..600_000]);
     let counts = file.counts();
     assert!(
-        counts.requests >= 14 && counts.bytes_read >= 877_777,
+        counts.requests >= 14 && counts.read_bytes >= 877_777,
         "{counts:?}"
     );
 }
@@ -81,6 +81,16 @@ fn a_pending_read_owns_its_buffer_and_answers_when_waited_for() {
     assert_eq!(buf.to_vec().unwrap(), object[50_000..250_000]);
     let pending = file.pread(buf, 299_000);
     assert_eq!(pending.wait().unwrap(), 1000);
+
+    let pending = file.pread_host(vec![0u8; 100_000], 123);
+    let (host, n) = pending.wait_with_buffer().unwrap();
+    assert_eq!(n, 100_000);
+    assert_eq!(host[..], object[123..100_123]);
+    let done = file.pread_host(vec![0u8; 10], 1 << 40);
+    while !done.is_done() {
+        std::thread::yield_now();
+    }
+    assert_eq!(done.wait().unwrap(), 0);
 }
 
 #[test]
@@ -124,4 +134,80 @@ fn memory_the_drivers_runtime_does_not_know_is_refused_before_any_request() {
     let e = file.read(elsewhere, 0).unwrap_err();
     assert!(matches!(e, RemoteError::Device(_)), "{e}");
     assert_eq!(server.store.gets.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn the_drivers_statistics_count_the_remote_path_beside_the_backends() {
+    let mut options = DriverOptions::with_runtime(Arc::new(SimRuntime::default()));
+    options.env.stats_level = Some(1);
+    let driver = Driver::with_options(options).unwrap();
+    let object = pattern(200_000);
+    let (_server, url) = ObjectServer::with_object(object);
+    let file = RemoteFile::open(&driver, &url, small_requests()).unwrap();
+    let mut dst = driver.alloc(150_000).unwrap();
+    assert_eq!(file.read(&mut dst, 0).unwrap(), 150_000);
+    let snap = driver.stats().unwrap();
+    let remote = snap.side_path(hipfile_remote::PATH_NAME).unwrap();
+    // HEAD at open, then three ranged GETs of at most 64 KiB.
+    assert_eq!(remote.get("requests"), 4);
+    assert_eq!(remote.get("read_bytes"), 150_000);
+    assert_eq!(remote.get("errors"), 0);
+    assert_eq!(file.counts().requests, 4);
+}
+
+#[test]
+fn server_errors_and_cut_bodies_are_retried_and_the_bytes_still_land_in_place() {
+    let object = pattern(400_000);
+    let (server, url) = ObjectServer::with_object(object.clone());
+    let driver = driver();
+    let options = RemoteOptions {
+        backoff: std::time::Duration::from_millis(1),
+        ..small_requests()
+    };
+    let file = RemoteFile::open(&driver, &url, options).unwrap();
+    server.store.fail_gets.store(3, Ordering::Relaxed);
+    server.store.cut_gets.store(2, Ordering::Relaxed);
+    let mut dst = driver.alloc(object.len()).unwrap();
+    assert_eq!(file.read(&mut dst, 0).unwrap(), object.len());
+    assert!(dst.to_vec().unwrap() == object);
+    let counts = file.counts();
+    assert_eq!(counts.retries, 5, "{counts:?}");
+    assert_eq!(counts.errors, 0);
+    assert_eq!(
+        counts.read_bytes,
+        object.len() as u64,
+        "resumed, not refetched: {counts:?}"
+    );
+}
+
+#[test]
+fn a_failure_past_the_retries_fails_the_whole_read_with_no_count() {
+    let object = pattern(400_000);
+    let (server, url) = ObjectServer::with_object(object);
+    let driver = driver();
+    let options = RemoteOptions {
+        retries: 2,
+        backoff: std::time::Duration::from_millis(1),
+        ..small_requests()
+    };
+    let file = RemoteFile::open(&driver, &url, options).unwrap();
+    server.store.fail_gets.store(usize::MAX, Ordering::Relaxed);
+    let mut dst = driver.alloc(400_000).unwrap();
+    let e = file.read(&mut dst, 0).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RemoteError::Server {
+                status: 503,
+                attempts: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("SlowDown"), "{e}");
+    let mut host = vec![0u8; 1000];
+    assert!(file.read_host(&mut host, 0).is_err());
+    assert_eq!(hipfile::Error::from(e).errno(), Some(libc::EIO));
+    assert!(file.counts().errors >= 1);
 }

@@ -22,6 +22,10 @@ pub struct Store {
     pub parts: AtomicUsize,
     pub aborts: AtomicUsize,
     pub ignores_range: AtomicBool,
+    /// GETs still to answer with 503 before serving.
+    pub fail_gets: AtomicUsize,
+    /// GETs still to cut after half their body (the connection closed early).
+    pub cut_gets: AtomicUsize,
     pub wrong_etags: AtomicBool,
     next_upload: AtomicUsize,
 }
@@ -134,6 +138,13 @@ fn etag_of(bytes: &[u8]) -> String {
     format!("\"{hex}\"")
 }
 
+/// Take one from `budget` if any is left.
+fn take_one(budget: &AtomicUsize) -> bool {
+    budget
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+}
+
 /// Status line, extra headers, body.
 type Answer = (&'static str, String, Vec<u8>);
 
@@ -156,6 +167,13 @@ fn answer(store: &Store, req: &Request) -> Answer {
                 return ("200 OK", format!("Content-Length: {len}\r\n"), Vec::new());
             }
             store.gets.fetch_add(1, Ordering::Relaxed);
+            if take_one(&store.fail_gets) {
+                return (
+                    "503 Service Unavailable",
+                    String::new(),
+                    b"<Error><Code>SlowDown</Code></Error>".to_vec(),
+                );
+            }
             match req.range {
                 Some(_) if store.ignores_range.load(Ordering::Relaxed) => {
                     ("200 OK", String::new(), object.clone())
@@ -277,15 +295,18 @@ fn serve(stream: TcpStream, store: &Store) {
         } else {
             format!("Content-Length: {}\r\n", body.len())
         };
+        let cut = req.method == "GET" && status.starts_with("206") && take_one(&store.cut_gets);
         let body = if req.method == "HEAD" {
             &[][..]
+        } else if cut {
+            &body[..body.len() / 2]
         } else {
             &body[..]
         };
         let sent = write!(out, "HTTP/1.1 {status}\r\n{headers}{length}\r\n")
             .and_then(|_| out.write_all(body))
             .and_then(|_| out.flush());
-        if sent.is_err() {
+        if sent.is_err() || cut {
             return;
         }
     }
