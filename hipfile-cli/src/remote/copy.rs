@@ -19,8 +19,9 @@
 //!   requests into GPU memory) and compares it byte for byte with SRC read again (a file by
 //!   `pread`, an object by ranged requests into host memory).
 //! - **Output** as a local copy's: a progress bar on a terminal, one summary line or `--json`
-//!   (the same fields, plus `request_size` and `connections`), `path` and `backends` for the
-//!   bytes the local side moved through hipfile-rs.
+//!   (the same fields, plus `request_size`, `connections` and `remote`: the copy's counters
+//!   of the remote path, its check left out), `path` and `backends` for the bytes the local
+//!   side moved through hipfile-rs.
 
 use std::fs::File;
 use std::io::Write;
@@ -303,6 +304,8 @@ struct Done {
     reported_size: u64,
     seconds: f64,
     moved_by: Vec<BackendCounts>,
+    /// The remote path's counters when the copy was complete (its check left out).
+    remote: Vec<(&'static str, u64)>,
     verify_seconds: Option<f64>,
 }
 
@@ -468,6 +471,8 @@ fn copy(
         .register_buffer(driver.alloc(len.max(1)).map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
     let bar = progress_bar(reported_size);
+    // The lookup of an s3:// DST (a 404 when it is new) is not the copy's.
+    let remote_before = remote_counts(driver);
     let started = Instant::now();
     let mut off = 0u64;
     loop {
@@ -530,6 +535,16 @@ fn copy(
     };
     let seconds = started.elapsed().as_secs_f64();
     let moved_by = moved(driver);
+    let remote: Vec<(&'static str, u64)> = remote_counts(driver)
+        .into_iter()
+        .map(|(name, now)| {
+            let before = remote_before
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |(_, v)| *v);
+            (name, now.saturating_sub(before))
+        })
+        .collect();
     let mut verify_seconds = None;
     if args.verify {
         let verifying = Instant::now();
@@ -559,8 +574,18 @@ fn copy(
         reported_size,
         seconds,
         moved_by,
+        remote,
         verify_seconds,
     })
+}
+
+/// The remote path's counters (`requests`, `read_bytes`, `written_bytes`, `retries`,
+/// `errors`) now, from the driver's statistics.
+fn remote_counts(driver: &Driver) -> Vec<(&'static str, u64)> {
+    driver
+        .stats()
+        .and_then(|s| s.side_path("remote").map(|p| p.counters.clone()))
+        .unwrap_or_default()
 }
 
 /// The destination once every byte is in it: the flushed temporary file (not yet renamed), or
@@ -681,6 +706,8 @@ fn summary_json(
             "ops": b.ops,
             "bytes": b.bytes,
         })).collect::<Vec<_>>(),
+        "remote": done.remote.iter().map(|(k, v)| (k.to_string(), json!(v)))
+            .collect::<serde_json::Map<_, _>>(),
         "chunk": chunk,
         "request_size": options.request_size,
         "connections": options.connections,
@@ -714,8 +741,20 @@ fn summary_line(source: &str, destination: &str, done: &Done) -> String {
             each.join(", ")
         )
     };
+    let count = |name: &str| {
+        done.remote
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, v)| *v)
+    };
+    let remote = format!(
+        ", remote {} requests, {} retries",
+        count("requests"),
+        count("retries")
+    );
     format!(
-        "copied {source} to {destination}: {} bytes in {:.3} s, {:.2} GB/s{local}; {verified}",
+        "copied {source} to {destination}: {} bytes in {:.3} s, {:.2} GB/s{remote}{local}; \
+         {verified}",
         done.bytes,
         done.seconds,
         gbps(done.bytes, done.seconds),

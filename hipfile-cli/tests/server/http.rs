@@ -53,6 +53,10 @@ fn objects_of_odd_sizes_arrive_byte_for_byte_through_gpu_memory() {
             .map(|b| b["bytes"].as_u64().unwrap())
             .sum();
         assert_eq!(moved, size as u64, "{v}");
+        // The remote path counted the object's bytes (the check's reads left out).
+        assert_eq!(v["remote"]["read_bytes"], size, "{v}");
+        assert!(v["remote"]["requests"].as_u64().unwrap() >= 1, "{v}");
+        assert_eq!(v["remote"]["errors"], 0, "{v}");
     }
 }
 

@@ -112,6 +112,9 @@ fn a_file_goes_up_as_a_multipart_upload_and_comes_back_byte_for_byte() {
     assert_eq!(up["bytes"], bytes.len(), "{up}");
     assert_eq!(up["verified"], true, "{up}");
     assert_eq!(up["destination"], url.as_str(), "{up}");
+    assert_eq!(up["remote"]["written_bytes"], bytes.len(), "{up}");
+    // The lookup of the new object (a 404) is not counted as the copy's.
+    assert_eq!(up["remote"]["errors"], 0, "{up}");
 
     let back = dir.path().join("back.bin");
     let down = json_of(&hipfile(
