@@ -1,4 +1,5 @@
-//! `hipfile cp SRC DST`: copy a file through GPU memory.
+//! `hipfile cp SRC DST`: copy a file through GPU memory. (A copy with a remote object on a
+//! side is [`crate::remote::copy`]'s, built with the feature `remote`.)
 //!
 //! The bytes go file -> GPU memory -> file through hipfile-rs, a chunk at a time (`--chunk`,
 //! 64 MiB by default) in one device buffer: the fastpath moves them by P2P DMA where it can, the
@@ -69,9 +70,11 @@ use crate::size::parse_size;
 /// Arguments of `hipfile cp`.
 #[derive(Debug, Args)]
 pub struct CpArgs {
-    /// The file to copy: a regular file or a block device.
+    /// The file to copy: a regular file or a block device (or, with the feature `remote`, an
+    /// `s3://bucket/key` or `http(s)://` URL).
     pub src: PathBuf,
-    /// Where to copy it: a file, or an existing directory to copy into under SRC's name.
+    /// Where to copy it: a file, or an existing directory to copy into under SRC's name (or,
+    /// with the feature `remote`, an `s3://bucket/key` URL).
     pub dst: PathBuf,
     /// Replace DST if it exists (at once, when the copy is complete and checked).
     #[arg(long, short)]
@@ -96,12 +99,16 @@ pub struct CpArgs {
     /// When no GPU is found, list the loader's answer for every runtime library tried.
     #[arg(long)]
     pub verbose: bool,
+    /// Requests to remote objects (SRC or DST an `s3://` or `http(s)://` URL).
+    #[cfg(feature = "remote")]
+    #[command(flatten)]
+    pub remote: crate::remote_args::RemoteArgs,
 }
 
 /// Linux's limit on the bytes of one read or write (`MAX_RW_COUNT`): 2 GiB - 4 KiB.
 pub const MAX_CALL_BYTES: usize = 0x7fff_f000;
 /// The direct IO alignment chunks keep.
-const ALIGN: usize = 4096;
+pub(crate) const ALIGN: usize = 4096;
 /// The device buffer of a copy whose size is not known in advance, when `--chunk` is larger.
 const UNSIZED_BUFFER: usize = 1 << 20;
 /// The prefix of the temporary copy's name; six random characters follow.
@@ -151,7 +158,7 @@ struct Plan {
     mode: u32,
 }
 
-fn shown(p: &Path) -> String {
+pub(crate) fn shown(p: &Path) -> String {
     p.display().to_string()
 }
 
@@ -551,13 +558,13 @@ impl ReadLog {
 
 /// A digest of `bytes` (SipHash with this build's fixed keys): the same bytes give the same
 /// digest within one process, which is all a check in that process needs.
-fn digest_of(bytes: &[u8]) -> u64 {
+pub(crate) fn digest_of(bytes: &[u8]) -> u64 {
     let mut hasher = DefaultHasher::new();
     hasher.write(bytes);
     hasher.finish()
 }
 
-fn progress_bar(size: u64) -> ProgressBar {
+pub(crate) fn progress_bar(size: u64) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -576,7 +583,7 @@ fn counting_level(from_env: Option<u8>) -> u8 {
 }
 
 /// The options of the driver that copies on `gpu`.
-fn driver_options(gpu: Arc<dyn GpuRuntime>, args: &CpArgs) -> DriverOptions {
+pub(crate) fn driver_options(gpu: Arc<dyn GpuRuntime>, args: &CpArgs) -> DriverOptions {
     let mut options = DriverOptions::with_runtime(gpu);
     // The summary names the backends that moved the bytes, from the driver's counters: level 1
     // at least, more when the environment asks for it (`hipfile stats -- hipfile cp` sets 3).
@@ -590,24 +597,29 @@ fn driver_options(gpu: Arc<dyn GpuRuntime>, args: &CpArgs) -> DriverOptions {
 /// The copy while it is written: a hidden file of a short name of its own in DST's directory,
 /// removed when dropped (a failure) and before the process ends on a signal. The file goes
 /// first: its fields drop in this order.
-struct Temporary {
-    file: tempfile::NamedTempFile,
+pub(crate) struct Temporary {
+    pub(crate) file: tempfile::NamedTempFile,
     removal: Removal,
 }
 
 impl Temporary {
     fn new(plan: &Plan) -> Result<Temporary, String> {
+        Temporary::in_dir(&plan.dir, plan.mode)
+    }
+
+    /// A temporary copy in `dir` with the permission bits `mode` (less the umask).
+    pub(crate) fn in_dir(dir: &Path, mode: u32) -> Result<Temporary, String> {
         let file = tempfile::Builder::new()
             .prefix(TEMPORARY_PREFIX)
-            .permissions(Permissions::from_mode(plan.mode))
-            .tempfile_in(&plan.dir)
-            .map_err(|e| format!("cannot create a file in {}: {e}", shown(&plan.dir)))?;
+            .permissions(Permissions::from_mode(mode))
+            .tempfile_in(dir)
+            .map_err(|e| format!("cannot create a file in {}: {e}", shown(dir)))?;
         let removal = Removal::arm(file.path());
         Ok(Temporary { file, removal })
     }
 
     /// Rename the copy to DST (over it when `replaces`), out of reach of a signal's clean-up.
-    fn persist(self, dst: &Path, replaces: bool) -> Result<(), String> {
+    pub(crate) fn persist(self, dst: &Path, replaces: bool) -> Result<(), String> {
         let Temporary { file, removal } = self;
         removal
             .keep_with(|| {
@@ -755,7 +767,7 @@ fn ended_early(plan: &Plan, at: u64) -> Result<String, String> {
 }
 
 /// Give the copy its length (a trailing hole has no data to write) and flush it.
-fn finish(tmp: &tempfile::NamedTempFile, size: u64) -> Result<(), String> {
+pub(crate) fn finish(tmp: &tempfile::NamedTempFile, size: u64) -> Result<(), String> {
     tmp.as_file()
         .set_len(size)
         .and_then(|()| tmp.as_file().sync_all())
@@ -763,7 +775,7 @@ fn finish(tmp: &tempfile::NamedTempFile, size: u64) -> Result<(), String> {
 }
 
 /// The backends that moved bytes so far, from the driver's counters.
-fn moved(driver: &Driver) -> Vec<BackendCounts> {
+pub(crate) fn moved(driver: &Driver) -> Vec<BackendCounts> {
     driver
         .stats()
         .map(|s| s.backends.into_iter().filter(|b| b.ops > 0).collect())
@@ -771,7 +783,7 @@ fn moved(driver: &Driver) -> Vec<BackendCounts> {
 }
 
 /// `direct`, `staged`, `direct+staged`, or `none`: the paths the bytes took.
-fn path_taken(moved_by: &[BackendCounts]) -> &'static str {
+pub(crate) fn path_taken(moved_by: &[BackendCounts]) -> &'static str {
     let direct = moved_by.iter().any(|b| b.path == IoPath::Direct);
     let staged = moved_by.iter().any(|b| b.path == IoPath::Staged);
     match (direct, staged) {
@@ -782,7 +794,7 @@ fn path_taken(moved_by: &[BackendCounts]) -> &'static str {
     }
 }
 
-fn gbps(bytes: u64, seconds: f64) -> f64 {
+pub(crate) fn gbps(bytes: u64, seconds: f64) -> f64 {
     if seconds > 0.0 {
         bytes as f64 / seconds / 1e9
     } else {
@@ -852,6 +864,14 @@ fn summary_line(plan: &Plan, done: &Done) -> String {
 pub fn run(args: &CpArgs) -> Result<bool, String> {
     crate::signals::install()?;
     let chunk = chunk_bytes(args.chunk)?;
+    #[cfg(feature = "remote")]
+    if args.remote.given() {
+        return Err(
+            "--request-size and --connections apply to remote objects: neither SRC nor DST is \
+             one"
+            .into(),
+        );
+    }
     let plan = Plan::new(&args.src, &args.dst, args.force)?;
     let pick = pick_runtime(args.platform.as_deref(), args.verbose)?;
     eprintln!("hipfile cp: {}", pick.how);
@@ -1043,6 +1063,8 @@ mod tests {
             platform: None,
             backend: Some("fallback".into()),
             verbose: false,
+            #[cfg(feature = "remote")]
+            remote: Default::default(),
         };
         let plan = Plan::new(&src, &dst, false).unwrap();
         let grown = [&before[..], &[7u8; 5000][..]].concat();
@@ -1080,6 +1102,8 @@ mod tests {
             platform: None,
             backend: Some("fallback".into()),
             verbose: false,
+            #[cfg(feature = "remote")]
+            remote: Default::default(),
         };
         let plan = Plan::new(&src, &dst, args.force).unwrap();
         let gpu: Arc<dyn GpuRuntime> = Arc::new(hipfile_hip::sim::SimRuntime::default());

@@ -13,6 +13,13 @@
 //! and renamed to DST only when complete (and checked); an existing DST is replaced only with
 //! `--force`.
 //!
+//! With the cargo feature `remote` (on by default), SRC or DST may be a remote object:
+//! `s3://bucket/key` or `http(s)://...` as SRC (read by ranged requests in parallel into the
+//! device buffer), `s3://bucket/key` as DST (a multipart upload from it, completed only when
+//! every byte was sent); `--request-size` and `--connections` set the requests
+//! ([`remote::copy`]). `hipfile bench --remote URL` measures reads of a remote object into GPU
+//! and host memory instead of a file.
+//!
 //! `hipfile bench` measures hipfile-rs on one file (created, or taken as it is and opened
 //! read-only: its bytes are never changed): hot and cold whole-file reads into GPU memory,
 //! writes with and without `fsync` (to a scratch file next to it, removed at the end), the
@@ -39,6 +46,8 @@
 //! hipfile bench --only hot,latency --backend fallback --json
 //! hipfile bench --only batch --json                               # batch IO, against sync reads
 //! hipfile bench --only async --json                               # stream-ordered reads
+//! hipfile cp --verify s3://bucket/weights.bin /mnt/nvme/            # object -> GPU -> file
+//! hipfile bench --remote http://host/data.bin --connections 32      # a remote object
 //! ```
 
 #![forbid(unsafe_code)]
@@ -48,8 +57,13 @@ mod bench;
 mod ceiling;
 mod check;
 mod cp;
+mod location;
 mod measure;
 mod platform;
+#[cfg(feature = "remote")]
+mod remote;
+#[cfg(feature = "remote")]
+mod remote_args;
 mod report;
 mod signals;
 mod size;
@@ -78,7 +92,8 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Tell whether this machine can do direct (P2P) IO, and why not; exit 0 only if it can.
     Check(check::CheckArgs),
-    /// Copy a file through GPU memory, in chunks of one device buffer.
+    /// Copy a file (or an s3:// or http(s):// object) through GPU memory, in chunks of one
+    /// device buffer.
     ///
     /// The copy is written next to DST under a hidden name, flushed, checked with --verify, and
     /// renamed to DST only then: a failure leaves no DST (or the old one, with --force). An
@@ -89,12 +104,37 @@ enum Command {
     Stats(stats::StatsArgs),
 }
 
+/// `hipfile cp`: a local copy ([`cp`]), or one with a remote object on a side
+/// ([`remote::copy`]).
+fn copy(args: &cp::CpArgs) -> Result<bool, String> {
+    use location::{locate, Location};
+    let (src, dst) = (locate(&args.src), locate(&args.dst));
+    let object = [src, dst].into_iter().find_map(|l| match l {
+        Location::Object(url) => Some(url),
+        Location::Local(_) => None,
+    });
+    match object {
+        None => cp::run(args),
+        #[cfg(feature = "remote")]
+        Some(_) => {
+            signals::install()?;
+            let chunk = cp::chunk_bytes(args.chunk)?;
+            remote::copy::run(args, src, dst, chunk)
+        }
+        #[cfg(not(feature = "remote"))]
+        Some(url) => Err(format!(
+            "{url} is a remote object: this hipfile was built without the cargo feature \
+             `remote` (write ./{url} for a local path of that name)"
+        )),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Check(args) => check::run(&args),
-        Command::Cp(args) => cp::run(&args),
+        Command::Cp(args) => copy(&args),
         Command::Stats(args) => stats::run(&args),
     };
     match result {

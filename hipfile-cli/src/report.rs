@@ -527,7 +527,7 @@ fn lay_out(header: &[&str], rows: Vec<Vec<Vec<String>>>, right: &[bool]) -> Stri
 
 /// What each kind of row measures: a key pattern (`<size>`, `<n>`, `<cache>` stand for a part
 /// of the key) and what a row of that kind is.
-const ROW_KINDS: [(&str, &str); 24] = [
+const ROW_KINDS: [(&str, &str); 26] = [
     ("read_cold", "whole-file read, page cache dropped first (as root)"),
     ("read_hot", "whole-file read from the page cache, the first of a fresh registration"),
     ("read_hot_again", "the same read again: what the engine pinned of the page cache is copied straight out of it"),
@@ -552,6 +552,8 @@ const ROW_KINDS: [(&str, &str); 24] = [
     ("ceiling_pagecache_read", "ceiling: page cache -> host memory, every core"),
     ("ceiling_odirect_read", "ceiling: O_DIRECT -> host memory, every core, page cache dropped (as root)"),
     ("kvikio_read_<cache>_t<n>", "KvikIO's whole-file read, <cache>, <n> threads"),
+    ("remote_read", "a remote object read into GPU memory: ranged requests in parallel, pinned staging lanes"),
+    ("remote_read_host", "the same object read into host memory (the network and the server, no GPU side)"),
 ];
 
 /// Whether `key` is of the kind `pattern` names ([`ROW_KINDS`]): a placeholder stands for one

@@ -687,7 +687,7 @@ mod tests {
     #[test]
     fn strings_a_process_sent_reach_the_terminal_escaped() {
         let view = render(&forged(), None);
-        assert_eq!(raw_controls(&view), [], "{view:?}");
+        assert_eq!(raw_controls(&view), Vec::<char>::new(), "{view:?}");
         assert!(
             view.contains("\\u{1b}[2Jevil (\\u{9b}31m via \\u{7})"),
             "{view}"
@@ -696,7 +696,7 @@ mod tests {
         assert!(view.contains("\\u{1b}[31mred 1/0"), "{view}");
         assert!(view.contains("served at \\u{1b}[H; \\u{85}"), "{view}");
         let line = json_line(&forged());
-        assert_eq!(raw_controls(&line), [], "{line:?}");
+        assert_eq!(raw_controls(&line), Vec::<char>::new(), "{line:?}");
         assert!(line.contains("\\u009b31m"), "{line}");
         let again: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(again, forged(), "the escaped line is the same document");

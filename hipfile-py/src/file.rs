@@ -102,13 +102,13 @@ struct OpenFile {
 }
 
 /// A failed request: the library's error, or a Python exception (host IO).
-enum Failure {
+pub(crate) enum Failure {
     Core(Error),
     Py(PyErr),
 }
 
 impl Failure {
-    fn into_py(self) -> PyErr {
+    pub(crate) fn into_py(self) -> PyErr {
         match self {
             Failure::Core(e) => to_py(&e),
             Failure::Py(e) => e,
@@ -160,7 +160,7 @@ impl Request {
         match self.memory {
             Memory::Device {
                 stream: Some(raw), ..
-            } => wait_for_stream(&self.file, raw).map_err(Failure::Core),
+            } => wait_for_stream(&self.file.driver, raw).map_err(Failure::Core),
             _ => Ok(()),
         }
     }
@@ -201,8 +201,8 @@ impl Request {
 
 /// Wait until the work queued on the array's stream (`__cuda_array_interface__`'s `stream`)
 /// ended, as the interface asks of a consumer before it touches the array.
-fn wait_for_stream(file: &OpenFile, raw: usize) -> Result<(), Error> {
-    let runtime = runtime_of(&file.driver)?;
+pub(crate) fn wait_for_stream(driver: &hipfile::Driver, raw: usize) -> Result<(), Error> {
+    let runtime = runtime_of(driver)?;
     foreign::stream(&runtime, raw)
         .synchronize()
         .map_err(|e| Error::hip(&e, "waiting for the array's stream"))
@@ -298,7 +298,7 @@ pub(crate) fn num_threads() -> usize {
 
 /// The result slot of a request running on the pool.
 #[derive(Default)]
-struct Completion {
+pub(crate) struct Completion {
     result: Mutex<Option<Result<usize, Failure>>>,
     ended: Condvar,
 }
@@ -308,6 +308,13 @@ struct Completion {
 #[pyclass(module = "hipfile._hipfile", frozen)]
 pub(crate) struct IOFuture {
     parts: Vec<Arc<Completion>>,
+}
+
+impl IOFuture {
+    /// The future of one job running on the pool ([`spawn_job`]).
+    pub(crate) fn of(part: Arc<Completion>) -> IOFuture {
+        IOFuture { parts: vec![part] }
+    }
 }
 
 impl Completion {
@@ -364,10 +371,18 @@ fn submit(py: Python<'_>, request: Request, task: usize) -> PyResult<IOFuture> {
 
 /// Run one part on the pool; its result lands in the answered slot.
 fn spawn(part: Request) -> Arc<Completion> {
+    spawn_job(move || part.run())
+}
+
+/// Run `work` on the pool (what it holds is dropped there, when it ended); its result lands in
+/// the answered slot.
+pub(crate) fn spawn_job(
+    work: impl FnOnce() -> Result<usize, Failure> + Send + 'static,
+) -> Arc<Completion> {
     let state = Arc::new(Completion::default());
     let slot = Arc::clone(&state);
     let job = Box::new(move || {
-        let result = part.run();
+        let result = work();
         *slot.result.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
         slot.ended.notify_all();
     });
@@ -570,7 +585,8 @@ impl CuFile {
         // wait.
         if let Some(array_stream) = array_stream.filter(|&s| s != raw) {
             let file = &request.file;
-            py.detach(|| wait_for_stream(file, array_stream)).py()?;
+            py.detach(|| wait_for_stream(&file.driver, array_stream))
+                .py()?;
         }
         let Request {
             file,

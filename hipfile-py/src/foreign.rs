@@ -59,6 +59,72 @@ pub(crate) fn stream(runtime: &Arc<dyn GpuRuntime>, raw: usize) -> StreamRef<'_>
     unsafe { StreamRef::from_raw(runtime, raw) }
 }
 
+/// Host memory that a Python object exports through the buffer protocol (a byte `memoryview`
+/// from [`crate::memory`]), as an address: a `ctypes` array over it (`from_buffer`, which holds
+/// the export, so the exporter cannot resize or free the memory meanwhile: a `bytearray`
+/// refuses to resize), or for a read-only buffer a `ctypes` copy of it (`from_buffer_copy`),
+/// which only a write reads. pyo3's `PyBuffer` is not in the limited API of Python 3.9 that
+/// the package is built for; `ctypes` is the standard library's way to an address.
+pub(crate) struct HostBytes {
+    ptr: usize,
+    len: usize,
+    /// The `ctypes` array; declared last, dropped after any use of `ptr`.
+    _holder: Py<PyAny>,
+}
+
+impl HostBytes {
+    /// The bytes of `view`, a C-contiguous byte `memoryview`.
+    pub(crate) fn of(view: &Bound<'_, PyAny>) -> PyResult<HostBytes> {
+        let py = view.py();
+        let ctypes = py.import("ctypes")?;
+        let len: usize = view.getattr("nbytes")?.extract()?;
+        let readonly: bool = view.getattr("readonly")?.extract()?;
+        let array_type = ctypes.getattr("c_char")?.call_method1("__mul__", (len,))?;
+        let holder = if readonly {
+            array_type.call_method1("from_buffer_copy", (view,))?
+        } else {
+            array_type.call_method1("from_buffer", (view,))?
+        };
+        let ptr: usize = ctypes.call_method1("addressof", (&holder,))?.extract()?;
+        Ok(HostBytes {
+            ptr,
+            len,
+            _holder: holder.unbind(),
+        })
+    }
+
+    /// The bytes `range`, for a read to land in; `None` when the range lies past them.
+    pub(crate) fn get_mut(&mut self, range: std::ops::Range<usize>) -> Option<&mut [u8]> {
+        if range.start > range.end || range.end > self.len {
+            return None;
+        }
+        if range.is_empty() {
+            return Some(&mut []);
+        }
+        // SAFETY: `ptr` is the address of the `ctypes` array `_holder`, `len` bytes long, which
+        // `self` keeps alive; over a writable buffer the array holds the buffer exported, so the
+        // memory stays allocated and in place (over a read-only one it is the array's own copy).
+        // The range lies within it, and `&mut self` keeps this the only view `self` hands out.
+        // Python code writing the same memory meanwhile is the program's business, as for
+        // `readinto` (see the module docs).
+        let all = unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut u8, self.len) };
+        all.get_mut(range)
+    }
+
+    /// The bytes `range`, for a write to take; `None` when the range lies past them.
+    pub(crate) fn get(&self, range: std::ops::Range<usize>) -> Option<&[u8]> {
+        if range.start > range.end || range.end > self.len {
+            return None;
+        }
+        if range.is_empty() {
+            return Some(&[]);
+        }
+        // SAFETY: as for `get_mut`, for a shared view.
+        let all = unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) };
+        all.get(range)
+    }
+}
+
 /// `DLDevice`.
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -22,6 +22,10 @@
 //!   with the `hipFileOpError_t` number (module `errors`). Bad Python arguments are `ValueError`
 //!   or `TypeError`, raised before any IO.
 //! - The GIL is released during every IO call and every wait.
+//! - Remote objects (cargo feature `remote`, on by default): `RemoteFile` reads `s3://` and
+//!   `http(s)://` objects into device or host memory (KvikIO's `RemoteFile`: `open_s3`,
+//!   `open_s3_url`, `open_http`, `nbytes`, `read`, `pread`), `RemoteWriter` uploads to `s3://`
+//!   (module `remote`, over the crate hipfile-remote).
 //!
 //! The feature `extension-module` (turned on by maturin only) leaves libpython unlinked, as an
 //! extension module must; without it the crate builds and lints like any other member.
@@ -44,6 +48,8 @@ mod errors;
 mod file;
 mod foreign;
 mod memory;
+#[cfg(feature = "remote")]
+mod remote;
 mod slot;
 
 use pyo3::prelude::*;
@@ -67,6 +73,11 @@ fn _hipfile(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::StreamFuture>()?;
     m.add_class::<device::DeviceBuffer>()?;
     m.add_class::<device::Stream>()?;
+    #[cfg(feature = "remote")]
+    {
+        m.add_class::<remote::RemoteFile>()?;
+        m.add_class::<remote::RemoteWriter>()?;
+    }
     m.add_function(wrap_pyfunction!(driver::use_count, m)?)?;
     m.add_function(wrap_pyfunction!(driver::get_version, m)?)?;
     m.add_function(wrap_pyfunction!(driver::driver_get_properties, m)?)?;

@@ -10,6 +10,18 @@ os.environ.setdefault("HIPFILE_SIM_DEVICES", "2")
 
 import pytest  # noqa: E402
 
+#: The tests against real servers (``tests/server``) run only when asked for, by naming their
+#: servers in ``HIPFILE_SERVER_TESTS`` (``http``, ``s3``, or ``http,s3``); asked for, they fail
+#: when their server is not there. ``http`` starts nginx (``apt-get install nginx-light``); ``s3``
+#: uses the endpoint and credentials of the ``AWS_*`` environment (``source target/ceph/env``
+#: after ``cargo xtask ceph up``).
+SERVER_TESTS = {
+    s.strip().lower() for s in os.environ.get("HIPFILE_SERVER_TESTS", "").split(",") if s.strip()
+}
+collect_ignore = [
+    f"server/test_{server}.py" for server in ("http", "s3") if server not in SERVER_TESTS
+]
+
 #: Whether the tests run on the simulated GPU, where a bogus stream handle is an error rather
 #: than undefined behaviour, and CuPy and PyTorch have no device.
 ON_SIM = os.environ["HIPFILE_PLATFORM"].strip().lower() == "sim"

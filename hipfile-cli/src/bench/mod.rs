@@ -68,6 +68,8 @@ mod hot;
 mod kvikio;
 mod latency;
 mod options;
+#[cfg(feature = "remote")]
+mod remote;
 mod rig;
 mod rows;
 mod scratch;
@@ -131,6 +133,18 @@ pub fn run(args: &BenchArgs) -> Result<bool, String> {
 /// Run the benchmark, printing the report (table or JSON lines) to `out`. `Ok(false)`: a byte
 /// check failed.
 pub fn run_to(args: &BenchArgs, out: &mut dyn Write) -> Result<bool, String> {
+    #[cfg(feature = "remote")]
+    match &args.remote {
+        Some(url) => {
+            remote::refuse_file_options(args)?;
+            let pick = pick_runtime(args.platform.as_deref(), args.verbose)?;
+            return remote::run(args, url, (pick.gpu, &pick.how, &pick.passed_over), out);
+        }
+        None if args.remote_options.given() => {
+            return Err("--request-size and --connections apply to --remote".into());
+        }
+        None => {}
+    }
     let pick = pick_runtime(args.platform.as_deref(), args.verbose)?;
     let machine = Machine {
         gpu: pick.gpu,

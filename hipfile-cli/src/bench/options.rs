@@ -96,6 +96,15 @@ pub struct BenchArgs {
     /// (at most the file's size).
     #[arg(long, value_parser = parse_size, default_value = "64M", value_name = "SIZE")]
     pub async_op_size: usize,
+    /// Measure reads of a remote object (`s3://bucket/key`, `http(s)://...`) into GPU and host
+    /// memory instead of a file: the whole object, or its first --size bytes.
+    #[cfg(feature = "remote")]
+    #[arg(long, value_name = "URL")]
+    pub remote: Option<String>,
+    /// Requests to the remote object (with --remote).
+    #[cfg(feature = "remote")]
+    #[command(flatten)]
+    pub remote_options: crate::remote_args::RemoteArgs,
 }
 
 impl Default for BenchArgs {
@@ -117,6 +126,10 @@ impl Default for BenchArgs {
             latency_ops: 2000,
             batch_ops: None,
             async_op_size: 64 << 20,
+            #[cfg(feature = "remote")]
+            remote: None,
+            #[cfg(feature = "remote")]
+            remote_options: Default::default(),
         }
     }
 }

@@ -3,5 +3,7 @@
 mod bench;
 mod check;
 mod cp;
+#[cfg(feature = "remote")]
+mod remote;
 mod stats;
 mod support;

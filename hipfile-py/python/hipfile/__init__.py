@@ -7,6 +7,12 @@ Two ways in, over one process-wide driver shared with C and Rust callers in the 
   tensors, :class:`DeviceBuffer`) or DLPack (``__dlpack__``), and host arrays through the buffer
   protocol (NumPy, ``bytearray``, ``mmap``...). ``read``/``write`` block; ``pread``/``pwrite``
   answer an :class:`IOFuture`; ``read_async``/``write_async`` queue the IO on a GPU stream.
+* remote objects (KvikIO's ``RemoteFile``): ``hipfile.RemoteFile.open_s3(bucket, key)``,
+  ``open_s3_url("s3://bucket/key")``, ``open_http(url)`` read an object into device or host
+  memory by ranged requests in parallel (``nbytes()``, ``read``, ``pread`` answering an
+  :class:`IOFuture`); :class:`RemoteWriter` uploads to ``s3://`` (``create_s3``, ``write``,
+  ``close`` completes the object, ``abort``). Settings: ``HIPFILE_REMOTE_*`` or the keyword
+  arguments ``request_size`` and ``connections``; S3 endpoint and credentials: ``AWS_*``.
 * upstream hipFile's shape: :class:`Driver` (open/close with reference counting),
   :class:`FileHandle`, :class:`Buffer` (registration), :func:`get_version`,
   :func:`driver_get_properties`.
@@ -45,6 +51,8 @@ from ._hipfile import (
     Driver,
     HipFileError,
     IOFuture,
+    RemoteFile,
+    RemoteWriter,
     Stream,
     StreamFuture,
     __version__,
@@ -69,6 +77,8 @@ __all__ = [
     "FileHandle",
     "HipFileError",
     "IOFuture",
+    "RemoteFile",
+    "RemoteWriter",
     "Stream",
     "StreamFuture",
     "__version__",
