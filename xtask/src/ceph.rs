@@ -651,23 +651,58 @@ fn stop(cluster: &Cluster) -> Result<(), String> {
             return Err(format!("{} stays mounted", mnt.display()));
         }
     }
-    let pids = cluster.processes();
-    signal(&pids, "TERM");
-    let start = Instant::now();
-    while start.elapsed() < STOP_WAIT && pids.iter().any(|&p| alive(p)) {
-        std::thread::sleep(Duration::from_millis(100));
+    // Clients first, then the daemons that report to the monitor, the monitor last: an OSD or
+    // an MDS whose monitor is gone waits seconds for it before it exits.
+    let running = cluster.processes();
+    for (group, grace) in STOP_ORDER {
+        let pids: Vec<u32> = group
+            .iter()
+            .filter_map(|name| {
+                std::fs::read_to_string(cluster.path("run").join(format!("{name}.pid"))).ok()
+            })
+            .filter_map(|text| text.trim().parse().ok())
+            .filter(|pid| running.contains(pid))
+            .collect();
+        terminate(&pids, *grace);
     }
-    let stubborn: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
-    if !stubborn.is_empty() {
-        println!("ceph down: SIGKILL to {stubborn:?}, still running after SIGTERM");
-        signal(&stubborn, "KILL");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    // Whatever has no pid file (a daemon that had not written it yet).
+    terminate(&cluster.processes(), STOP_WAIT);
     let left = cluster.processes();
     if left.is_empty() {
         Ok(())
     } else {
         Err(format!("processes {left:?} survived SIGKILL"))
+    }
+}
+
+/// The daemons by pid file name, in the groups `stop` stops one after the other, each with the
+/// time it has to exit after SIGTERM. An MDS told to stop sends the monitor a last beacon and
+/// waits about 15 s for its answer before it exits; its journal is thrown away with the rest of
+/// the directory, so it gets SIGKILL after a moment.
+const STOP_ORDER: &[(&[&str], Duration)] = &[
+    (&["client.fuse", "client.rgw.x"], STOP_WAIT),
+    (&["mds.a"], Duration::from_secs(1)),
+    (&["osd.0"], STOP_WAIT),
+    (&["mgr.x", "mon.a"], STOP_WAIT),
+];
+
+/// SIGTERM to `pids`, then SIGKILL to those still running after `grace`.
+fn terminate(pids: &[u32], grace: Duration) {
+    signal(pids, "TERM");
+    let start = Instant::now();
+    while start.elapsed() < grace && pids.iter().any(|&p| alive(p)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stubborn: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+    if !stubborn.is_empty() {
+        println!(
+            "ceph down: SIGKILL to {stubborn:?}, still running {:.0} s after SIGTERM",
+            grace.as_secs_f64()
+        );
+        signal(&stubborn, "KILL");
+        while start.elapsed() < grace + STOP_WAIT && stubborn.iter().any(|&p| alive(p)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
