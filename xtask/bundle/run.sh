@@ -595,6 +595,10 @@ run_stages() {
     if [ "$RUN_TESTS" = 1 ]; then
         link_build_include
         local binary
+        # The test binaries travel packed (the device tool carries 64 MiB at most).
+        if [ -f "$BUNDLE/tests.tar.gz" ] && [ ! -d "$BUNDLE/tests" ]; then
+            tar -C "$BUNDLE" -xzf "$BUNDLE/tests.tar.gz" || note_fail "unpacking tests.tar.gz"
+        fi
         for binary in "$BUNDLE"/tests/*; do
             [ -x "$binary" ] && run_test_binary "$binary"
         done

@@ -42,8 +42,9 @@
 //! `hipfile-fallback`, `hipfile`, `hipfile-testkit`, and `hipfile-fastpath` once the workspace has
 //! it. Their names come from cargo's `compiler-artifact` messages (`profile.test` and an
 //! `executable`), not from guessing at `target/release/deps`. The bundle must travel through the
-//! device tool, whose limit is 64 MiB for everything together, so binaries are stripped and the
-//! command fails when the bundle passes [`SIZE_LIMIT`].
+//! device tool, whose limit is 64 MiB for everything together, so binaries are stripped, the test
+//! binaries travel packed in `tests.tar.gz` (run.sh unpacks them), and the command fails when
+//! the bundle passes [`SIZE_LIMIT`].
 //!
 //! ## Running it on the GPU machine
 //!
@@ -242,6 +243,7 @@ pub fn run(args: &[&str]) -> Result<(), String> {
         remote_files: &remote_files,
     };
     write_manifest(&out, &packages, &tests, &listed)?;
+    pack_tests(&out)?;
 
     let (files, bytes) = measure(&out)?;
     println!(
@@ -259,6 +261,23 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     }
     print_instructions(&root, &out);
     Ok(())
+}
+
+/// Packs `tests/` into `tests.tar.gz` (stripped binaries shrink about threefold), which run.sh
+/// unpacks before it runs them: the device tool carries 64 MiB at most, the binaries alone are
+/// over 40 MiB, and the bundle also carries the CLI, the Python wheel and the remote figures'
+/// server.
+fn pack_tests(out: &Path) -> Result<(), String> {
+    let shown = "tar -czf tests.tar.gz tests";
+    workspace::run_to_end(
+        Command::new("tar")
+            .args(["-czf", "tests.tar.gz", "tests"])
+            .current_dir(out),
+        "tar",
+        shown,
+    )?;
+    std::fs::remove_dir_all(out.join("tests"))
+        .map_err(|e| format!("{}: {e}", out.join("tests").display()))
 }
 
 /// Builds the release test binaries and returns them, as cargo names them.

@@ -99,6 +99,39 @@ pub fn run(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// For `cargo xtask test`'s `servers` step: the cluster, started now unless it was already up,
+/// whether this call started it (so the step takes down only what it started), and the
+/// variables of its env file.
+pub fn ensure_up() -> Result<Running, String> {
+    let cluster = Cluster::locate()?;
+    let was_up = cluster.env_file().is_file() && health(&cluster).is_ok();
+    if !was_up {
+        up(&cluster)?;
+    }
+    let text = std::fs::read_to_string(cluster.env_file())
+        .map_err(|e| format!("{}: {e}", cluster.env_file().display()))?;
+    Ok(Running {
+        vars: read_env(&text)?,
+        cluster,
+        started: !was_up,
+    })
+}
+
+/// A cluster that is up, as [`ensure_up`] found or made it.
+#[derive(Debug)]
+pub struct Running {
+    pub cluster: Cluster,
+    /// Whether `ensure_up` started it.
+    pub started: bool,
+    /// Its env file's variables.
+    pub vars: Vec<(String, String)>,
+}
+
+/// `cargo xtask ceph down`, for a step that started the cluster.
+pub fn take_down(cluster: &Cluster) -> Result<(), String> {
+    down(cluster)
+}
+
 /// The cluster's private directory and the paths in it.
 #[derive(Debug, Clone)]
 pub struct Cluster {

@@ -36,6 +36,7 @@ mod matrix;
 mod python;
 mod remote_bundle;
 mod sanitize;
+mod servers;
 mod sources;
 mod structure;
 mod tidy;
@@ -49,8 +50,11 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  test         fmt check, clippy, tidy, test-matrix, c-tests and python (what CI runs); ends
+  test         fmt check, clippy, tidy, test-matrix, c-tests, python and servers (what CI
+               runs; servers brings up the Ceph cluster of `ceph up` for the tests against
+               real S3, CephFS and nginx, and the S3 figures); ends
                with `N passed, S skipped, M failed` over every test and check
+  servers      the `servers` step of `test` alone (after `python`, whose venv it uses)
   tidy         check the house rules
   test-matrix  test each package with each feature set of the matrix
   c-tests [FILTER]
@@ -112,6 +116,7 @@ fn main() -> ExitCode {
         ["c-tests"] => ctests::run().into_result(),
         ["c-tests", filter] => ctests::run_matching(Some(filter)).into_result(),
         ["python"] => python::run().into_result(),
+        ["servers"] => servers::run().into_result(),
         ["gpu-bundle", rest @ ..] => bundle::run(rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["sanitize", rest @ ..] => sanitize::run(rest),
@@ -174,6 +179,11 @@ const TEST_STEPS: &[Step] = &[
     Step {
         name: "python",
         run: python::run,
+    },
+    // After `python`: its venv runs the Python server tests.
+    Step {
+        name: "servers",
+        run: servers::run,
     },
 ];
 

@@ -271,10 +271,27 @@ fn run_cargo(args: &[String], env: &[(&str, String)], unset: &[&str]) -> Outcome
     }
 }
 
+/// One cargo command whose libtest lines are counted (for steps outside the matrix).
+pub fn run_counted(args: &[String], env: &[(&str, String)]) -> (Counts, Result<(), String>) {
+    match run_cargo(args, env, &[]) {
+        Outcome::Passed(counts) => (counts, Ok(())),
+        Outcome::Failed(why, counts) => (counts, Err(format!("cargo {}: {why}", args.join(" ")))),
+    }
+}
+
 static LEDGER_SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// The variables as a shell would show them, secrets (`*SECRET*`, `*TOKEN*`) left out.
 fn env_prefix(env: &[(&str, String)]) -> String {
-    env.iter().map(|(k, v)| format!("{k}={v:?} ")).collect()
+    env.iter()
+        .map(|(k, v)| {
+            if k.contains("SECRET") || k.contains("TOKEN") {
+                format!("{k}=... ")
+            } else {
+                format!("{k}={v:?} ")
+            }
+        })
+        .collect()
 }
 
 /// `cargo xtask test-matrix`.

@@ -4,9 +4,9 @@
 //! ceiling (`hipfile-remote/bench/figures.py`, run by `run.sh --remote-figures`).
 //!
 //! The server is Debian's nginx from the build machine (`/usr/sbin/nginx`, or the file
-//! `$HIPFILE_NGINX` names) with the shared libraries `ldd` resolves for it, except the C library
-//! and the loader, which the GPU machine has: the bundle's `remote/nginx/lib` goes on nginx's
-//! `LD_LIBRARY_PATH` only. Without nginx the bundle is made without it and says so; the figures
+//! `$HIPFILE_NGINX` names) with the shared libraries `ldd` resolves for it, except the C
+//! library's, the loader and OpenSSL's, which the GPU machine has: the bundle's
+//! `remote/nginx/lib` goes on nginx's `LD_LIBRARY_PATH` only. Without nginx the bundle is made without it and says so; the figures
 //! then fail at their first step, clearly.
 
 use std::path::{Path, PathBuf};
@@ -18,8 +18,9 @@ pub const FIGURES: (&str, &str) = ("hipfile-remote/bench/figures.py", "remote/fi
 /// Where nginx is looked for unless `$HIPFILE_NGINX` names a file.
 const DEFAULT_NGINX: &str = "/usr/sbin/nginx";
 
-/// The libraries the GPU machine's own C library provides.
-fn from_the_c_library(name: &str) -> bool {
+/// The libraries the GPU machine has without the bundle: its C library's, and OpenSSL's, which
+/// curl (the figures' ceiling) needs there anyway (4.8 MiB the bundle does not carry).
+fn on_the_gpu_machine(name: &str) -> bool {
     [
         "linux-vdso",
         "libc.so",
@@ -28,19 +29,21 @@ fn from_the_c_library(name: &str) -> bool {
         "libpthread.so",
         "libdl.so",
         "librt.so",
+        "libssl.so",
+        "libcrypto.so",
     ]
     .iter()
     .any(|p| name.starts_with(p))
 }
 
-/// The paths `ldd` resolves, but the C library's own.
+/// The paths `ldd` resolves, but those the GPU machine has.
 pub fn carried_libraries(ldd_output: &str) -> Vec<PathBuf> {
     ldd_output
         .lines()
         .filter_map(|line| {
             let (name, rest) = line.trim().split_once(" => ")?;
             let path = rest.split(" (").next()?.trim();
-            (!from_the_c_library(name) && path.starts_with('/')).then(|| PathBuf::from(path))
+            (!on_the_gpu_machine(name) && path.starts_with('/')).then(|| PathBuf::from(path))
         })
         .collect()
 }
@@ -117,6 +120,7 @@ mod tests {
         let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\
                    \tlibcrypt.so.1 => /lib/x86_64-linux-gnu/libcrypt.so.1 (0x00007f)\n\
                    \tlibpcre2-8.so.0 => /lib/x86_64-linux-gnu/libpcre2-8.so.0 (0x00007f)\n\
+                   \tlibssl.so.3 => /lib/x86_64-linux-gnu/libssl.so.3 (0x00007f)\n\
                    \tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\
                    \t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n\
                    \tlibmissing.so.1 => not found\n";
