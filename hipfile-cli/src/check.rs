@@ -4,7 +4,8 @@
 //! `hipAmdFileRead`/`hipAmdFileWrite` through `hipGetProcAddress` and the KFD device; NVIDIA: the
 //! nvidia-fs driver and `libcufile.so.0`), and for every mounted filesystem the fastpath's verdict
 //! (ext4 with data=ordered, xfs, or a block device, unless `HIPFILE_UNSUPPORTED_FILE_SYSTEMS=true`)
-//! with an O_DIRECT probe where the mount is writable, and the mode a read of a file there gets
+//! with an O_DIRECT probe where the mount is writable, FUSE and network filesystems named as such
+//! (`fuse.ceph-fuse (FUSE, network)`, `nfs4 (network)`), and the mode a read of a file there gets
 //! (P2P via the platform's driver, staged with O_DIRECT, or staged through the page cache only),
 //! as NVIDIA's `gdscheck` reports per filesystem. The table's columns are as wide as their
 //! content; a mount point too long for its column gets a line of its own. The exit status is 0
@@ -253,15 +254,98 @@ fn started_backends(rt: Arc<dyn GpuRuntime>) -> Result<Started, String> {
     })
 }
 
-/// Mounts that can hold files for GPU IO: backed by a device, or one of the filesystems the
-/// fastpath knows; pseudo filesystems (proc, sysfs, cgroup, ...) are left out unless `all`.
+/// Mounts that can hold files for GPU IO: backed by a device, one of the filesystems the
+/// fastpath knows, a FUSE or a network filesystem; pseudo filesystems (proc, sysfs, cgroup,
+/// ...) are left out unless `all`.
 fn interesting(f: &FsFacts, all: bool) -> bool {
     all || f.source.starts_with("/dev/")
         || matches!(
             f.kind,
             FsKind::Ext4 { .. } | FsKind::Xfs | FsKind::BlockDevice
         )
-        || matches!(&f.kind, FsKind::Other(t) if matches!(t.as_str(), "tmpfs" | "overlay" | "nfs" | "nfs4" | "btrfs" | "zfs" | "lustre" | "beegfs" | "virtiofs" | "9p"))
+        || matches!(&f.kind, FsKind::Other(t) if matches!(t.as_str(), "tmpfs" | "overlay" | "btrfs" | "zfs"))
+        || FsClass::of(&f.kind) != FsClass::Local
+}
+
+/// Where a filesystem's files live, as far as the mount type tells: the fastpath takes only
+/// local filesystems, and a read of a FUSE or network filesystem goes through a daemon or the
+/// network whatever the engine, which the table says next to the type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FsClass {
+    /// A local filesystem (or one the type does not place).
+    Local,
+    /// A filesystem in user space (type `fuse`, `fuseblk` or `fuse.<daemon>`) whose daemon
+    /// keeps the files locally, as far as its name tells.
+    Fuse,
+    /// A FUSE daemon of a network filesystem (`fuse.ceph-fuse`, `fuse.sshfs`, ...).
+    NetworkFuse,
+    /// A network filesystem in the kernel (`nfs4`, `ceph`, `cifs`, ...).
+    Network,
+}
+
+/// Kernel filesystems whose files live on other machines.
+const NETWORK_TYPES: &[&str] = &[
+    "nfs",
+    "nfs4",
+    "ceph",
+    "cifs",
+    "smb3",
+    "lustre",
+    "beegfs",
+    "gpfs",
+    "9p",
+    "virtiofs",
+    "afs",
+    "glusterfs",
+];
+
+/// FUSE daemons that serve network filesystems (the part of `fuse.<daemon>` after the dot).
+const NETWORK_FUSE_DAEMONS: &[&str] = &[
+    "ceph-fuse",
+    "glusterfs",
+    "sshfs",
+    "s3fs",
+    "gcsfuse",
+    "goofys",
+    "rclone",
+    "juicefs",
+    "beegfs",
+    "lustre",
+];
+
+impl FsClass {
+    fn of(kind: &FsKind) -> FsClass {
+        let FsKind::Other(name) = kind else {
+            return FsClass::Local;
+        };
+        match name.split_once('.') {
+            Some(("fuse" | "fuseblk", daemon)) if NETWORK_FUSE_DAEMONS.contains(&daemon) => {
+                FsClass::NetworkFuse
+            }
+            Some(("fuse" | "fuseblk", _)) => FsClass::Fuse,
+            None if name == "fuse" || name == "fuseblk" => FsClass::Fuse,
+            _ if NETWORK_TYPES.contains(&name.as_str()) => FsClass::Network,
+            _ => FsClass::Local,
+        }
+    }
+
+    fn is_fuse(self) -> bool {
+        matches!(self, FsClass::Fuse | FsClass::NetworkFuse)
+    }
+
+    fn is_network(self) -> bool {
+        matches!(self, FsClass::Network | FsClass::NetworkFuse)
+    }
+
+    /// What the table adds after the type name.
+    fn note(self) -> &'static str {
+        match self {
+            FsClass::Local => "",
+            FsClass::Fuse => " (FUSE)",
+            FsClass::NetworkFuse => " (FUSE, network)",
+            FsClass::Network => " (network)",
+        }
+    }
 }
 
 /// Create and remove a file opened with O_DIRECT in `dir`; `None` when the mount cannot be
@@ -353,7 +437,7 @@ fn fs_name(kind: &FsKind) -> String {
         FsKind::Ext4 { ordered: true } => "ext4 (data=ordered)".into(),
         FsKind::Ext4 { ordered: false } => "ext4 (not data=ordered)".into(),
         FsKind::Xfs => "xfs".into(),
-        FsKind::Other(name) => name.clone(),
+        FsKind::Other(name) => format!("{name}{}", FsClass::of(kind).note()),
     }
 }
 
@@ -388,6 +472,8 @@ pub fn to_json(f: &Findings) -> Value {
                 "mount_point": fs.facts.mount_point,
                 "source": fs.facts.source,
                 "filesystem": fs_name(&fs.facts.kind),
+                "fuse": FsClass::of(&fs.facts.kind).is_fuse(),
+                "network": FsClass::of(&fs.facts.kind).is_network(),
                 "fastpath_filesystem": fs.verdict.is_ok(),
                 "declined_because": fs.verdict.as_ref().err(),
                 "o_direct": fs.o_direct.as_ref().map(|r| r.is_ok()),
@@ -1067,5 +1153,79 @@ mod tests {
         assert_eq!(lines.len(), 2, "{table}");
         assert_eq!(lines[1], format!("{edge} xfs        ok"));
         assert_eq!(starts(lines[0], &["filesystem"]), [MOUNT_POINT_WIDTH + 1]);
+    }
+
+    #[test]
+    fn fuse_and_network_filesystems_are_listed_and_named_as_such() {
+        let facts = |kind: &str, source: &str| FsFacts {
+            kind: FsKind::Other(kind.into()),
+            mount_point: "/mnt/x".into(),
+            source: source.into(),
+        };
+        let cases = [
+            (
+                "fuse.ceph-fuse",
+                "ceph-fuse",
+                "fuse.ceph-fuse (FUSE, network)",
+                true,
+                true,
+            ),
+            (
+                "fuse.sshfs",
+                "me@host:",
+                "fuse.sshfs (FUSE, network)",
+                true,
+                true,
+            ),
+            ("fuse.mergerfs", "a:b", "fuse.mergerfs (FUSE)", true, false),
+            ("fuseblk", "/dev/sdb1", "fuseblk (FUSE)", true, false),
+            ("ceph", "10.0.0.1:/", "ceph (network)", false, true),
+            ("nfs4", "server:/export", "nfs4 (network)", false, true),
+            ("tmpfs", "tmpfs", "tmpfs", false, false),
+        ];
+        for (kind, source, name, fuse, network) in cases {
+            let f = facts(kind, source);
+            assert!(interesting(&f, false), "{kind} is listed");
+            assert_eq!(fs_name(&f.kind), name);
+            let class = FsClass::of(&f.kind);
+            assert_eq!(
+                (class.is_fuse(), class.is_network()),
+                (fuse, network),
+                "{kind}"
+            );
+        }
+        for pseudo in ["fusectl", "proc", "cgroup2"] {
+            assert!(!interesting(&facts(pseudo, "none"), false), "{pseudo}");
+        }
+        assert_eq!(FsClass::of(&FsKind::Xfs), FsClass::Local);
+
+        // The table and the JSON say so, and the fastpath declines it by its type name.
+        let mut cephfs = mount(
+            "/mnt/cephfs",
+            FsKind::Other("fuse.ceph-fuse".into()),
+            Some(Ok(())),
+        );
+        cephfs.facts.source = "ceph-fuse".into();
+        let f = Findings {
+            platform: platform(Some("nvidia-fs"), &BOTH, COMPAT_ON, DirectIoPolicy::Auto),
+            filesystems: vec![cephfs],
+            stats_dir: Err("none".into()),
+        };
+        let table = filesystem_table(&f);
+        let row = table.lines().nth(1).unwrap();
+        assert!(
+            row.starts_with("/mnt/cephfs")
+                && row.contains("fuse.ceph-fuse (FUSE, network) yes")
+                && row.contains("staged, O_DIRECT when cold")
+                && row.ends_with("declines: filesystem fuse.ceph-fuse is not supported"),
+            "{table}"
+        );
+        let fs = &to_json(&f)["filesystems"][0];
+        assert_eq!(fs["filesystem"], "fuse.ceph-fuse (FUSE, network)");
+        assert_eq!(
+            (fs["fuse"].as_bool(), fs["network"].as_bool()),
+            (Some(true), Some(true))
+        );
+        assert_eq!(fs["read_mode"], "staged, O_DIRECT when cold");
     }
 }

@@ -13,6 +13,7 @@
 //! | `python`      | the `hipfile` Python package: a venv under the target directory with pinned maturin, pytest and NumPy, the wheel built by maturin and installed, pytest on the sim (see [`python`]) |
 //! | `gpu-bundle`  | builds the release test binaries, `libhipfile.so`, the CLI, the C programs, the Python wheel with its tests and benchmark, `libcufile.so.0` with the cuFile clients, and `run.sh` into `target/gpu-bundle/` to carry to the GPU machine (see [`bundle`]) |
 //! | `fuzz`        | a longer fuzzing run: the C ABI call sequences against the model, then the `fuzz/` targets under cargo-fuzz (nightly) or their stable corpus runners, reporting executions (see [`fuzz`]) |
+//! | `ceph`        | `ceph up|down|status|test|install`: a single-node Ceph cluster (monitor, manager, one memstore OSD, CephFS mounted with ceph-fuse, RADOS Gateway with an S3 user) from the distribution's packages as background processes in `target/ceph/`, its environment in `target/ceph/env`, and the test targets that need it (see [`ceph`]) |
 //! | `sanitize`    | the Rust tests of core, fallback and the facade under AddressSanitizer and ThreadSanitizer, and the C ABI tests with `-fsanitize=address`; needs nightly, not part of CI (see [`sanitize`]) |
 //!
 //! Every command exits non-zero when anything failed. The tidy checks also run as a unit test, so
@@ -26,6 +27,7 @@
 //! ```
 
 mod bundle;
+mod ceph;
 mod counts;
 mod ctests;
 mod fuzz;
@@ -85,6 +87,15 @@ commands:
                target/sanitize/), and the C ABI tests built with -fsanitize=address; all three
                by default. Needs a nightly toolchain (with rust-src for -Zbuild-std) and exits
                non-zero without one. Not part of CI; logs in target/sanitize/
+  ceph up|down|status|test [ARGS]|install
+               a single-node Ceph cluster for the remote-storage tests, from Debian's packages,
+               as plain processes in HIPFILE_CEPH_DIR (default target/ceph): `up` starts a
+               monitor, a manager, one memstore OSD, an MDS with a CephFS mounted by ceph-fuse
+               at target/ceph/mnt and a RADOS Gateway on a loopback port with an S3 user, and
+               writes target/ceph/env (export lines: AWS_*, HIPFILE_CEPHFS_DIR, ...); `down`
+               unmounts, stops every daemon and removes the directory; `status` says whether
+               it is up; `test` runs the test targets that need it with that environment (ARGS
+               go to cargo test); `install` apt-get installs the packages
   help         print this message";
 
 fn main() -> ExitCode {
@@ -104,6 +115,7 @@ fn main() -> ExitCode {
         ["gpu-bundle", rest @ ..] => bundle::run(rest),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["sanitize", rest @ ..] => sanitize::run(rest),
+        ["ceph", rest @ ..] => ceph::run(rest),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
             Ok(())
