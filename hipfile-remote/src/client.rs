@@ -23,6 +23,9 @@ pub(crate) enum Failure {
     Timeout,
     /// The connection failed: refused, reset, closed before the answer was whole.
     Connection(String),
+    /// The server refused an upload whose bytes do not hash to its `Content-MD5` (S3's
+    /// `BadDigest`): they changed on the way, and the same bytes sent again may arrive whole.
+    BadDigest(String),
     /// Not worth repeating, and already an error.
     Fatal(RemoteError),
 }
@@ -33,7 +36,7 @@ impl Failure {
     pub(crate) fn retryable(&self) -> bool {
         match self {
             Failure::Status { status, .. } => *status >= 500 || *status == 429,
-            Failure::Timeout | Failure::Connection(_) => true,
+            Failure::Timeout | Failure::Connection(_) | Failure::BadDigest(_) => true,
             Failure::Fatal(_) => false,
         }
     }
@@ -61,6 +64,13 @@ impl Failure {
                 detail,
             },
             Failure::Timeout => RemoteError::Timeout { url, attempts },
+            Failure::BadDigest(detail) => RemoteError::ChecksumMismatch {
+                url,
+                detail: format!(
+                    "the server's MD5 of the bytes sent is not their Content-MD5 on all \
+                     {attempts} attempt(s) ({detail})"
+                ),
+            },
             Failure::Connection(detail) => RemoteError::Connection {
                 url,
                 attempts,
@@ -191,6 +201,15 @@ pub(crate) fn md5_of(bytes: &[u8]) -> (String, String) {
     )
 }
 
+/// What a HEAD tells of an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ObjectInfo {
+    /// Its size in bytes.
+    pub(crate) size: u64,
+    /// The hex MD5 of its bytes, where its ETag is one ([`Client::info`]).
+    pub(crate) md5: Option<String>,
+}
+
 /// One object's client: its connections, its settings, its counters.
 #[derive(Debug)]
 pub(crate) struct Client {
@@ -271,8 +290,9 @@ impl Client {
     }
 
     /// The object's size: `Content-Length` of a HEAD, else the total of a one-byte ranged GET's
-    /// `Content-Range` (an empty object answers that with 416 and `bytes */0`).
-    pub(crate) fn size(&self) -> Result<u64> {
+    /// `Content-Range` (an empty object answers that with 416 and `bytes */0`); and for an S3
+    /// object whose ETag is the MD5 of its bytes, that MD5.
+    pub(crate) fn info(&self) -> Result<ObjectInfo> {
         self.retrying(None, || {
             let response = self.agent.head(self.url(Action::Head)?).call()?;
             match response.status().as_u16() {
@@ -280,7 +300,10 @@ impl Client {
                     if let Some(n) =
                         header(&response, "content-length").and_then(|v| v.parse().ok())
                     {
-                        return Ok(n);
+                        return Ok(ObjectInfo {
+                            size: n,
+                            md5: self.etag_md5(&response),
+                        });
                     }
                 }
                 404 | 401 | 403 => return Err(status_failure(response)),
@@ -300,7 +323,10 @@ impl Client {
                 (206 | 416, Some(total)) => {
                     let _ =
                         std::io::copy(&mut response.body_mut().as_reader(), &mut std::io::sink());
-                    Ok(total)
+                    Ok(ObjectInfo {
+                        size: total,
+                        md5: None,
+                    })
                 }
                 (200, _) => Err(Failure::Fatal(RemoteError::RangeIgnored {
                     url: self.name.clone(),
@@ -313,6 +339,22 @@ impl Client {
                 _ => Err(status_failure(response)),
             }
         })
+    }
+
+    /// The MD5 an S3 answer's ETag gives: S3 (and Ceph RGW) make the ETag of an object written
+    /// by one PUT the hex MD5 of its bytes, unless it is encrypted with SSE-KMS or SSE-C (then
+    /// the answer names the encryption); a multipart object's ETag is `MD5-of-MD5s-PARTS`, not 32
+    /// hex digits. Plain HTTP servers make ETags their own way: none is taken for an MD5.
+    fn etag_md5(&self, response: &Response<Body>) -> Option<String> {
+        if !matches!(self.object, Object::S3 { .. }) {
+            return None;
+        }
+        let encrypted = header(response, "x-amz-server-side-encryption")
+            .is_some_and(|v| v.starts_with("aws:kms"))
+            || header(response, "x-amz-server-side-encryption-customer-algorithm").is_some();
+        let etag = header(response, "etag")?.trim().trim_matches('"');
+        let is_md5 = etag.len() == 32 && etag.bytes().all(|b| b.is_ascii_hexdigit());
+        (is_md5 && !encrypted).then(|| etag.to_ascii_lowercase())
     }
 
     /// Fill `buf` with the object's bytes from `start`, in one ranged GET (and its retries,
@@ -387,7 +429,13 @@ impl Client {
             }
             let response = request.send(body)?;
             if response.status().as_u16() != 200 {
-                return Err(status_failure(response));
+                return Err(match status_failure(response) {
+                    Failure::Status {
+                        status: 400,
+                        detail,
+                    } if detail.starts_with("BadDigest") => Failure::BadDigest(detail),
+                    other => other,
+                });
             }
             let etag = header(&response, "etag").unwrap_or("").to_string();
             if let Some((_, hex)) = &md5 {
@@ -463,7 +511,8 @@ impl Client {
                 .delete(self.url(Action::Abort { upload_id })?)
                 .call()?;
             match response.status().as_u16() {
-                200 | 204 => Ok(()),
+                // 404 (NoSuchUpload): gone already, as after an attempt whose answer was lost.
+                200 | 204 | 404 => Ok(()),
                 _ => Err(status_failure(response)),
             }
         })

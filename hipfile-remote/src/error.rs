@@ -103,6 +103,22 @@ pub enum RemoteError {
     /// credentials for a write, an unreadable config file).
     #[error("remote configuration: {0}")]
     Config(String),
+    /// A write failed, and aborting its multipart upload failed too (the server was gone): no
+    /// object was made, but the parts uploaded so far stay on the server, in the upload named
+    /// here, until it is aborted (`aws s3api abort-multipart-upload`) or a lifecycle rule expires
+    /// it. Reads as `failure` in [`hipfile::Error`].
+    #[error(
+        "{failure}; aborting upload {upload_id} failed too ({abort}): no object was made, but \
+         its parts stay on the server until the upload is aborted or expires"
+    )]
+    UploadLeft {
+        /// What failed the write.
+        failure: Box<RemoteError>,
+        /// The multipart upload left behind.
+        upload_id: String,
+        /// Why the abort failed.
+        abort: Box<RemoteError>,
+    },
     /// A write used after it failed, or a request the object's kind does not support.
     #[error("{0}")]
     Unsupported(String),
@@ -124,6 +140,7 @@ impl RemoteError {
             RemoteError::Connection { .. } => libc::ECONNRESET,
             RemoteError::ChecksumMismatch { .. } => libc::EBADMSG,
             RemoteError::RangeIgnored { .. } => libc::EOPNOTSUPP,
+            RemoteError::UploadLeft { failure, .. } => return failure.errno(),
             RemoteError::InvalidUrl { .. }
             | RemoteError::Config(_)
             | RemoteError::Unsupported(_)
@@ -143,6 +160,7 @@ impl From<RemoteError> for Error {
         }
         match e {
             RemoteError::Device(inner) => inner,
+            RemoteError::UploadLeft { failure, .. } => Error::from(*failure),
             RemoteError::Unsupported(s) => Error::new(ErrorKind::IoNotSupported, s),
             other => Error::new(ErrorKind::InvalidValue, other.to_string()),
         }

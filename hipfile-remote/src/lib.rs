@@ -75,13 +75,41 @@
 //!   [`RemoteError::RangeIgnored`]; an answer whose `Content-Range` is not the range asked for is
 //!   [`RemoteError::Protocol`]. Neither is retried.
 //! - Retries (with the request re-signed, and a GET resuming after the bytes already received)
-//!   are for 5xx, 429, timeouts and broken connections; never for other 4xx.
+//!   are for 5xx, 429, timeouts and broken connections, and for an upload the server refuses as
+//!   `BadDigest` (its bytes changed on the way: the writer still holds them, so they are sent
+//!   again); never for other 4xx. Retries spent, a `BadDigest` is
+//!   [`RemoteError::ChecksumMismatch`].
 //! - A write's object appears only at [`RemoteWriter::finish`], whole; any failure aborts the
-//!   upload and a writer dropped unfinished aborts it too.
+//!   upload and a writer dropped unfinished aborts it too. Where the abort cannot reach the
+//!   server either (it is down), the error says so: [`RemoteError::UploadLeft`] names the upload
+//!   whose parts stay on the server until it is aborted or a lifecycle rule expires it (a drop
+//!   can only log it). No object is made either way.
+//! - The server kept a part only if its MD5 is the part's `Content-MD5` (sent when
+//!   [`RemoteOptions::checksums`] is on, the default): S3 and Ceph RGW refuse a part whose bytes
+//!   do not hash to it, so a byte changed on the way never reaches an object.
 //! - Everything is `Send + Sync`; [`RemoteFile`] clones share one connection pool.
 //! - Counters ([`RemoteCounts`]: requests, bytes read and written, retries, errors) are kept
 //!   per open driver and shown in its statistics as the path `remote` beside the backends
 //!   ([`hipfile_core::SidePath`], `hipfile stats`).
+//!
+//! ## Checking what is read
+//!
+//! S3 gives no checksum of a byte range: a ranged GET is trusted as TCP (and TLS) deliver it.
+//! What it gives is the object's ETag, which for an object written by one PUT (and not encrypted
+//! with SSE-KMS or SSE-C) is the MD5 of its bytes; a multipart object's is an MD5 of the parts'
+//! MD5s (`...-N`), which cannot be checked without knowing the part boundaries. So with
+//! [`RemoteOptions::verify_reads`] a read of a whole `s3://` object whose ETag (from the HEAD at
+//! open) is a plain MD5 is checked against it, and a mismatch fails the read with
+//! [`RemoteError::ChecksumMismatch`] (counted as an error); reads of part of an object, of
+//! multipart objects and of `http(s)://` objects (whose ETags are the server's own) are not
+//! checked. MD5 is a running hash over the bytes in object order, while the pieces of a read
+//! arrive in parallel and out of order: a host read hashes its destination in one pass once all
+//! pieces are in; a device read hashes each piece in its staging half before the half is reused,
+//! a piece waiting for those before it (pieces are taken in order, so the wait is only for
+//! pieces already being received). Either way the read goes no faster than one core's MD5
+//! (about 0.5 to 1 GB/s), below what the parallel requests reach on a fast link, so the check is
+//! off by default and the default path does no hashing. A whole read that must be trusted
+//! end to end turns it on; it also catches an object replaced between open and read.
 //!
 //! ## Errors
 //!
@@ -97,7 +125,8 @@
 //! | `Timeout` | `ETIMEDOUT` |
 //! | `Server` (5xx, 429 after retries, other 4xx), `Protocol` | `EIO` |
 //! | `Connection` | `ECONNRESET` |
-//! | `ChecksumMismatch` | `EBADMSG` |
+//! | `ChecksumMismatch` (a part the server refused as `BadDigest`, a whole read whose MD5 is not the ETag) | `EBADMSG` |
+//! | `UploadLeft` (a write failed and its abort too) | that of the write's failure |
 //! | `RangeIgnored` | `EOPNOTSUPP` |
 //!
 //! `InvalidUrl` and `Config` are [`hipfile::ErrorKind::InvalidValue`], `Unsupported` (a write to

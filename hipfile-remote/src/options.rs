@@ -15,6 +15,7 @@ use crate::error::{RemoteError, Result};
 /// | `retries` | 5 | `HIPFILE_REMOTE_RETRIES` |
 /// | `backoff` | 100 ms | `HIPFILE_REMOTE_BACKOFF_MS` |
 /// | `checksums` | on | `HIPFILE_REMOTE_CHECKSUM` (`true`/`false`, `1`/`0`, `on`/`off`) |
+/// | `verify_reads` | off | `HIPFILE_REMOTE_VERIFY_READS` (as `HIPFILE_REMOTE_CHECKSUM`) |
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemoteOptions {
     /// Bytes per ranged GET, and per uploaded part (at least 5 MiB for parts, S3's minimum). Also
@@ -33,8 +34,14 @@ pub struct RemoteOptions {
     /// The first wait before a retry; each later one doubles, with random jitter, up to 64 times
     /// this.
     pub backoff: Duration,
-    /// Send `Content-MD5` with uploaded parts and check each part's ETag against it.
+    /// Send `Content-MD5` with uploaded parts and check each part's ETag against it. Costs an
+    /// MD5 of each part on the thread that sends it, beside the part's transfer.
     pub checksums: bool,
+    /// Check a read of a whole object against the object's MD5, where its ETag is one (an
+    /// object written by one PUT, not encrypted with SSE-KMS or SSE-C; see the crate docs).
+    /// Off by default: the bytes are hashed in object order, one piece after the other, which
+    /// bounds the read at one core's MD5 speed.
+    pub verify_reads: bool,
 }
 
 /// S3's smallest part (but the last) of a multipart upload.
@@ -50,6 +57,7 @@ impl Default for RemoteOptions {
             retries: 5,
             backoff: Duration::from_millis(100),
             checksums: true,
+            verify_reads: false,
         }
     }
 }
@@ -90,11 +98,10 @@ impl RemoteOptions {
             );
         }
         if let Some(v) = get("HIPFILE_REMOTE_CHECKSUM") {
-            o.checksums = match v.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "on" | "yes" => true,
-                "0" | "false" | "off" | "no" => false,
-                _ => return Err(bad("HIPFILE_REMOTE_CHECKSUM", &v)),
-            };
+            o.checksums = switch(&v).ok_or_else(|| bad("HIPFILE_REMOTE_CHECKSUM", &v))?;
+        }
+        if let Some(v) = get("HIPFILE_REMOTE_VERIFY_READS") {
+            o.verify_reads = switch(&v).ok_or_else(|| bad("HIPFILE_REMOTE_VERIFY_READS", &v))?;
         }
         o.validate()?;
         Ok(o)
@@ -122,6 +129,14 @@ impl RemoteOptions {
 
 fn bad(name: &str, value: &str) -> RemoteError {
     RemoteError::Config(format!("{name}={value:?} is not a valid value"))
+}
+
+fn switch(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
 }
 
 fn number<T: std::str::FromStr>(v: &str) -> Option<T> {
@@ -172,6 +187,7 @@ mod tests {
             ("HIPFILE_REMOTE_RETRIES", "0"),
             ("HIPFILE_REMOTE_BACKOFF_MS", "7"),
             ("HIPFILE_REMOTE_CHECKSUM", "off"),
+            ("HIPFILE_REMOTE_VERIFY_READS", "on"),
         ]))
         .unwrap();
         assert_eq!(o.request_size, 4 << 20);
@@ -180,6 +196,7 @@ mod tests {
         assert_eq!(o.read_timeout, Duration::from_millis(1500));
         assert_eq!((o.retries, o.backoff), (0, Duration::from_millis(7)));
         assert!(!o.checksums);
+        assert!(o.verify_reads);
         assert_eq!(o.part_size(), MIN_PART_SIZE, "parts are at least 5 MiB");
     }
 
@@ -191,6 +208,7 @@ mod tests {
             ("HIPFILE_REMOTE_CONNECTIONS", "-1"),
             ("HIPFILE_REMOTE_CONNECTIONS", "0"),
             ("HIPFILE_REMOTE_CHECKSUM", "maybe"),
+            ("HIPFILE_REMOTE_VERIFY_READS", "2"),
         ] {
             let e = RemoteOptions::from_lookup(env(&[(name, value)])).unwrap_err();
             assert!(matches!(e, RemoteError::Config(_)), "{name}={value}: {e}");

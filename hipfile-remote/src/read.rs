@@ -1,8 +1,11 @@
 //! Reading a remote object: [`RemoteFile`] and its pending reads.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
+
+use md5::{Digest, Md5};
 
 use hipfile::{AsDeviceMut, Driver, Error, ErrorKind};
 use hipfile_hip::DeviceRange;
@@ -30,6 +33,8 @@ struct Inner {
     client: Client,
     url: ObjectUrl,
     size: u64,
+    /// The object's MD5, where its ETag is one.
+    md5: Option<String>,
     lanes: Arc<DriverLanes>,
 }
 
@@ -67,6 +72,54 @@ impl FirstError {
     }
 }
 
+/// The MD5 of a read's pieces taken in object order: the thread that received piece `i` waits
+/// until pieces `0..i` are hashed, hashes its own, and lets the next one in.
+struct InOrder {
+    state: Mutex<(usize, Md5)>,
+    turn: Condvar,
+}
+
+impl InOrder {
+    fn new() -> Self {
+        InOrder {
+            state: Mutex::new((0, Md5::new())),
+            turn: Condvar::new(),
+        }
+    }
+
+    /// Hash `bytes`, piece `index`, in its turn; returns without hashing once the read failed
+    /// (the piece before it may never come).
+    fn hash(&self, index: usize, bytes: &[u8], first: &FirstError) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while state.0 != index {
+            if first.stopped() {
+                return;
+            }
+            state = self
+                .turn
+                .wait_timeout(state, Duration::from_millis(20))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        state.1.update(bytes);
+        state.0 += 1;
+        self.turn.notify_all();
+    }
+
+    /// The hex MD5 of the pieces, if all `count` were hashed.
+    fn finish(self, count: usize) -> Option<String> {
+        let (hashed, md5) = self
+            .state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        (hashed == count).then(|| hex(&md5.finalize()))
+    }
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn hip(e: hipfile_hip::HipError, context: &str) -> RemoteError {
     RemoteError::Device(Error::hip(&e, context))
 }
@@ -97,12 +150,13 @@ impl RemoteFile {
             options,
             Arc::clone(&lanes.counters),
         );
-        let size = client.size()?;
+        let info = client.info()?;
         Ok(RemoteFile {
             inner: Arc::new(Inner {
                 client,
                 url: parsed,
-                size,
+                size: info.size,
+                md5: info.md5,
                 lanes,
             }),
         })
@@ -156,15 +210,43 @@ impl RemoteFile {
         let pieces = Pieces::new(offset, n, self.options().request_size);
         let next = AtomicUsize::new(0);
         let first = FirstError::default();
+        let expected = self.expected_md5(offset, n);
+        let in_order = expected.map(|_| InOrder::new());
         let threads = self.options().connections.min(pieces.count());
+        let run = || self.stage(&range, &pieces, &next, &first, in_order.as_ref());
         std::thread::scope(|s| {
             for _ in 1..threads {
-                s.spawn(|| first.record(self.stage(&range, &pieces, &next, &first)));
+                s.spawn(|| first.record(run()));
             }
-            first.record(self.stage(&range, &pieces, &next, &first));
+            first.record(run());
         });
         first.into_result()?;
+        if let (Some(expected), Some(in_order)) = (expected, in_order) {
+            let found = in_order.finish(pieces.count()).unwrap_or_default();
+            self.check_md5(expected, &found)?;
+        }
         Ok(n)
+    }
+
+    /// The MD5 a read of `n` bytes at `offset` is checked against: the object's, when the read
+    /// is the whole object and reads are verified.
+    fn expected_md5(&self, offset: u64, n: usize) -> Option<&str> {
+        let whole = offset == 0 && n as u64 == self.inner.size;
+        if !(whole && self.options().verify_reads) {
+            return None;
+        }
+        self.inner.md5.as_deref()
+    }
+
+    fn check_md5(&self, expected: &str, found: &str) -> Result<()> {
+        if expected == found {
+            return Ok(());
+        }
+        self.inner.client.counters().error();
+        Err(RemoteError::ChecksumMismatch {
+            url: self.inner.client.name().to_string(),
+            detail: format!("the object's ETag is MD5 {expected}, the bytes read hash to {found}"),
+        })
     }
 
     /// One thread's share of a device read: take pieces until none are left, each received into
@@ -175,6 +257,7 @@ impl RemoteFile {
         pieces: &Pieces,
         next: &AtomicUsize,
         first: &FirstError,
+        in_order: Option<&InOrder>,
     ) -> Result<()> {
         let options = self.options();
         let chunk = options.request_size;
@@ -187,7 +270,8 @@ impl RemoteFile {
             if first.stopped() {
                 break Ok(());
             }
-            let Some(piece) = pieces.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            let Some(piece) = pieces.get(index) else {
                 break Ok(());
             };
             let half = match lane.half_mut(slot) {
@@ -200,6 +284,9 @@ impl RemoteFile {
                 .get_into(piece.object_offset, &mut half[..piece.len])
             {
                 break Err(e);
+            }
+            if let Some(in_order) = in_order {
+                in_order.hash(index, &half[..piece.len], first);
             }
             let Some(target) = dst.slice(piece.buffer_offset, piece.len) else {
                 break Err(RemoteError::Device(Error::new(
@@ -255,6 +342,10 @@ impl RemoteFile {
             first.record(work());
         });
         first.into_result()?;
+        if let Some(expected) = self.expected_md5(offset, n) {
+            // The parts are all in place, in object order: one pass over them.
+            self.check_md5(expected, &hex(&Md5::digest(&dst[..n])))?;
+        }
         Ok(n)
     }
 

@@ -188,21 +188,36 @@ impl RemoteWriter {
             .map_err(|e| RemoteError::Device(Error::hip(&e, "copying device bytes to host")))
     }
 
-    /// On failure, abort the upload and refuse further writes.
+    /// On failure, abort the upload and refuse further writes; an abort that fails too is told
+    /// in the error ([`RemoteError::UploadLeft`]).
     fn settle(&mut self, result: Result<()>) -> Result<()> {
-        if result.is_err() {
-            self.failed = true;
-            self.abort();
+        let Err(failure) = result else {
+            return Ok(());
+        };
+        self.failed = true;
+        match self.abort() {
+            Ok(()) => Err(failure),
+            Err((upload_id, abort)) => Err(RemoteError::UploadLeft {
+                failure: Box::new(failure),
+                upload_id,
+                abort: Box::new(abort),
+            }),
         }
-        result
     }
 
-    fn abort(&mut self) {
-        if let Some(id) = self.upload_id.take() {
-            if let Err(e) = self.client.abort_upload(&id) {
-                log::warn!("{}: aborting upload {id}: {e}", self.client.name());
-            }
-        }
+    /// Abort the upload, if one was started; on failure, its id and why.
+    fn abort(&mut self) -> std::result::Result<(), (String, RemoteError)> {
+        let Some(id) = self.upload_id.take() else {
+            return Ok(());
+        };
+        self.client.abort_upload(&id).map_err(|e| {
+            log::warn!(
+                "{}: aborting upload {id}: {e}; its parts stay on the server until it is \
+                 aborted or expires",
+                self.client.name()
+            );
+            (id, e)
+        })
     }
 
     /// Make the object: upload what is pending as the last part and complete the upload (or,
@@ -238,8 +253,9 @@ impl RemoteWriter {
 
 impl Drop for RemoteWriter {
     fn drop(&mut self) {
-        // Finished writers hold no upload; an unfinished one is abandoned whole.
-        self.abort();
+        // Finished writers hold no upload; an unfinished one is abandoned whole (a failed abort
+        // is logged: a drop has no one to tell).
+        let _ = self.abort();
     }
 }
 

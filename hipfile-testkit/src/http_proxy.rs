@@ -10,7 +10,8 @@
 //!   ([`Fault::Respond`], [`Fault::status`]): a transiently failing server;
 //! - hold the response head back ([`Fault::DelayHead`]) or pause in the middle of the body
 //!   ([`Fault::StallBody`]): a slow server, for timeouts;
-//! - invert one byte of the response body ([`Fault::FlipBodyByte`]): corruption on the wire;
+//! - invert one byte of the response body ([`Fault::FlipBodyByte`]) or of the request body
+//!   ([`Fault::FlipRequestBodyByte`]): corruption on the wire, towards the client or the server;
 //! - close both connections after some bytes of the response body ([`Fault::CutResponse`]) or of
 //!   the request body ([`Fault::CutRequest`]): a gateway dying in the middle of a read or an
 //!   upload.
@@ -105,6 +106,12 @@ pub enum Fault {
     /// a shorter body).
     FlipBodyByte {
         /// The byte's offset in the body (in the payload of a chunked body).
+        offset: u64,
+    },
+    /// Forward the request with its body's byte at `offset` inverted (nothing happens to a
+    /// shorter body), and the response untouched: an upload corrupted on its way to the server.
+    FlipRequestBodyByte {
+        /// The byte's offset in the request body (in the payload of a chunked body).
         offset: u64,
     },
     /// Forward the request, send `after` bytes of the response body and close both connections
@@ -757,6 +764,7 @@ impl Connection {
             let mut body = Payload {
                 tamper: match fault {
                     Some(Fault::CutRequest { after }) => Tamper::Cut(after),
+                    Some(Fault::FlipRequestBodyByte { offset }) => Tamper::Flip(offset),
                     _ => Tamper::Clean,
                 },
                 position: 0,

@@ -3,13 +3,22 @@
 //! named by `target/ceph/env`, or any endpoint the AWS_* environment names). They fail, never
 //! skip, when their server is missing.
 
+mod failures;
 mod nginx;
 mod s3;
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use hipfile::{Driver, DriverOptions};
 use hipfile_hip::sim::SimRuntime;
+
+/// Held shared by every test of the S3 gateway, and alone by the tests that kill it.
+pub static GATEWAY: RwLock<()> = RwLock::new(());
+
+/// The S3 gateway, kept running for the caller while the guard lives.
+pub fn gateway_shared() -> RwLockReadGuard<'static, ()> {
+    GATEWAY.read().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// A private driver on a simulated GPU.
 pub fn driver() -> Driver {

@@ -18,7 +18,8 @@ fn pattern(n: usize) -> Vec<u8> {
 /// A server answering `GET /cl/N` with N bytes and a `Content-Length`, `GET /chunked/N` with
 /// N bytes in chunks of 1000, `GET /close/N` with N bytes ended by closing, `GET /drop/N` like
 /// `/cl/N` then closing, and any request with a body by `got N` (after `100 Continue` when asked,
-/// unless the target starts with `/silent`). It logs what it received, a body cut short included.
+/// unless the target starts with `/silent`), or by the body itself when the target starts with
+/// `/echo`. It logs what it received, a body cut short included.
 struct Upstream {
     addr: SocketAddr,
     log: Arc<Mutex<Vec<String>>>,
@@ -152,7 +153,14 @@ fn serve_upstream(stream: TcpStream, log: &Mutex<Vec<String>>) -> io::Result<()>
         }
         log.lock().unwrap().push(entry);
         let size = |prefix: &str| target.strip_prefix(prefix).map(|n| n.parse().unwrap());
-        if has_body {
+        if has_body && target.starts_with("/echo") {
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )?;
+            out.write_all(&body)?;
+        } else if has_body {
             let text = format!("got {}", body.len());
             write!(
                 out,
@@ -491,6 +499,29 @@ fn a_flipped_byte_differs_at_its_offset_only() {
     }
     proxy.inject(Fault::FlipBodyByte { offset: 10 });
     assert_eq!(client.get("/cl/10").body, pattern(10));
+}
+
+#[test]
+fn a_flipped_request_byte_reaches_the_server_inverted_and_the_answer_untouched() {
+    let (upstream, proxy) = start();
+    proxy.inject(Rule::new(Fault::FlipRequestBodyByte { offset: 70_000 }).method("PUT"));
+    let mut client = Client::connect(&proxy);
+    // The GET is not a PUT: its body passes as it is.
+    assert_eq!(client.get("/cl/100000").body, pattern(100_000));
+    let r = client.put("/echo/a", &pattern(100_000));
+    let mut expected = pattern(100_000);
+    expected[70_000] ^= 0xff;
+    assert_eq!((r.status, r.whole), (200, true));
+    assert!(
+        r.body == expected,
+        "the server got the byte at 70000 inverted, only it"
+    );
+    // The rule is spent; a body shorter than the offset passes untouched.
+    assert!(client.put("/echo/b", &pattern(100_000)).body == pattern(100_000));
+    proxy.inject(Fault::FlipRequestBodyByte { offset: 10 });
+    assert_eq!(client.put("/echo/c", &pattern(10)).body, pattern(10));
+    assert_eq!(upstream.log_of(4).len(), 4);
+    assert_eq!(proxy.counts(), counts(1, 4, 4, 2));
 }
 
 #[test]
