@@ -175,6 +175,10 @@ pid file = {dir}/run/$name.pid
 rgw data = {dir}/rgw
 rgw frontends = beast endpoint=127.0.0.1:{rgw_port}
 rgw thread pool size = 64
+# Deleted objects' data is freed a minute after, not hours: the tests' buckets are emptied as
+# they end, and the OSD's memstore is small.
+rgw gc obj min wait = 60
+rgw gc processor period = 60
 
 [client.fuse]
 admin socket = {dir}/run/$name.asok
