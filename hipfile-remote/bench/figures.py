@@ -68,19 +68,27 @@ def worker_kvikio(a):
     f = kvikio.RemoteFile.open_http(a.url)
     size = f.nbytes()
     buf = cupy.zeros(size, dtype=cupy.uint8)
-    cupy.cuda.runtime.deviceSynchronize()
-    c0, t0 = time.process_time(), time.perf_counter()
-    n = f.read(buf)
-    cupy.cuda.runtime.deviceSynchronize()
-    dt, dc = time.perf_counter() - t0, time.process_time() - c0
-    ok = n == size and figures.gpu_verify(buf, size)
+    # Three reads in this process, the median reported: a steady state, as bench's --repeat 3
+    # gives ours (the first read of a process also pays for thread pools and pinned buffers).
+    runs, ok = [], True
+    for _ in range(3):
+        buf.fill(0)
+        cupy.cuda.runtime.deviceSynchronize()
+        c0, t0 = time.process_time(), time.perf_counter()
+        n = f.read(buf)
+        cupy.cuda.runtime.deviceSynchronize()
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        runs.append((n / dt / 1e9, dc / dt))
+        ok = ok and n == size and figures.gpu_verify(buf, size)
+    gbps, cores = sorted(runs)[1]
     emit(
         {
             "tool": "kvikio",
             "threads": a.threads,
             "bytes": n,
-            "gbps": n / dt / 1e9,
-            "cores": dc / dt,
+            "gbps": gbps,
+            "cores": cores,
+            "runs": runs,
             "verified": ok,
         }
     )
@@ -146,7 +154,7 @@ class Run:
             "--remote",
             self.url,
             "--repeat",
-            "1",
+            "3",
             "--json",
             "--platform",
             self.a.platform,
@@ -189,7 +197,8 @@ class Run:
 def nginx_up(a, root):
     nginx = os.path.join(a.bundle, "remote", "nginx", "nginx")
     prefix = os.path.join(a.dir, "nginx")
-    os.makedirs(os.path.join(prefix, "logs"), exist_ok=True)
+    for sub in ("logs", "tmp"):
+        os.makedirs(os.path.join(prefix, sub), exist_ok=True)
     port = free_port()
     conf = os.path.join(prefix, "nginx.conf")
     with open(conf, "w") as f:
@@ -200,6 +209,12 @@ error_log {prefix}/logs/error.log;
 events {{ worker_connections 1024; }}
 http {{
     access_log off;
+    # Debian's build keeps its temporary files under /var/lib/nginx, which the GPU machine lacks.
+    client_body_temp_path {prefix}/tmp/body;
+    proxy_temp_path {prefix}/tmp/proxy;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
     sendfile on;
     sendfile_max_chunk 8m;
     tcp_nopush on;
@@ -212,13 +227,15 @@ http {{
     env["LD_LIBRARY_PATH"] = ":".join(p for p in (libs, env.get("LD_LIBRARY_PATH")) if p)
     proc = subprocess.Popen([nginx, "-p", prefix, "-c", conf, "-g", "daemon off;"], env=env)
     for _ in range(100):
+        if proc.poll() is not None:
+            break
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return proc, port
         except OSError:
             time.sleep(0.1)
     proc.kill()
-    raise SystemExit(f"nginx did not start: {open(os.path.join(prefix, 'logs', 'error.log')).read()[-800:]}")
+    raise SystemExit(f"nginx did not start (exit {proc.wait()}); its messages are above")
 
 
 def median(rs, key="gbps"):

@@ -145,6 +145,9 @@ fn figures(env: &[(&str, String)]) -> Result<(), String> {
         "s3_roundtrip",
         "-p",
         "hipfile-cli",
+        // Target flags apply to every package named: without it, only the example is built.
+        "--bin",
+        "hipfile",
     ];
     println!("\n$ cargo {}", build.join(" "));
     workspace::run_to_end(
