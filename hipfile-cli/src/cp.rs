@@ -192,33 +192,11 @@ impl Plan {
             Extent::Sized
         };
 
-        let mut dst = dst.to_path_buf();
-        match std::fs::metadata(&dst) {
-            Ok(m) if m.is_dir() => {
-                let name = src
-                    .file_name()
-                    .ok_or_else(|| format!("{} names no file to copy", shown(src)))?;
-                dst.push(name);
-            }
-            _ if dst.as_os_str().as_bytes().ends_with(b"/") => {
-                return Err(format!("{} is not a directory", shown(&dst)));
-            }
-            _ => {}
-        }
-        let dir = match dst.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        match std::fs::metadata(&dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(format!("{} is not a directory", shown(&dir))),
-            Err(e) => {
-                return Err(format!(
-                    "the destination directory {} is not there: {e}",
-                    shown(&dir)
-                ))
-            }
-        }
+        let (dst, dir) = destination(dst, || {
+            src.file_name()
+                .map(std::ffi::OsStr::to_os_string)
+                .ok_or_else(|| format!("{} names no file to copy", shown(src)))
+        })?;
         if let Ok(target) = std::fs::metadata(&dst) {
             if same_file(&src_meta, &target) {
                 return Err(format!(
@@ -228,23 +206,7 @@ impl Plan {
                 ));
             }
         }
-        let (replaces, mode) = match std::fs::symlink_metadata(&dst) {
-            Err(_) => (false, src_meta.permissions().mode() & 0o7777),
-            Ok(m) if m.is_dir() => {
-                return Err(format!("{} is a directory", shown(&dst)));
-            }
-            Ok(_) if !force => {
-                return Err(format!("{} exists: --force replaces it", shown(&dst)));
-            }
-            Ok(m) if m.is_file() => (true, m.permissions().mode() & 0o7777),
-            Ok(m) if m.file_type().is_symlink() => (true, src_meta.permissions().mode() & 0o7777),
-            Ok(_) => {
-                return Err(format!(
-                    "{} is not a regular file: cp replaces only files",
-                    shown(&dst)
-                ))
-            }
-        };
+        let (replaces, mode) = replaced(&dst, force, src_meta.permissions().mode() & 0o7777)?;
         Ok(Plan {
             src: src.to_path_buf(),
             src_file,
@@ -893,6 +855,50 @@ pub fn run(args: &CpArgs) -> Result<bool, String> {
         )
     })?;
     Ok(true)
+}
+
+/// Where a copy goes on this machine: `dst`, or `dst/NAME` when `dst` is a directory (`name`
+/// answers NAME), and the directory it lands in, which must exist.
+pub(crate) fn destination(
+    dst: &Path,
+    name: impl FnOnce() -> Result<std::ffi::OsString, String>,
+) -> Result<(PathBuf, PathBuf), String> {
+    let mut path = dst.to_path_buf();
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_dir() => path.push(name()?),
+        _ if dst.as_os_str().as_bytes().ends_with(b"/") => {
+            return Err(format!("{} is not a directory", shown(dst)));
+        }
+        _ => {}
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => Ok((path, dir)),
+        Ok(_) => Err(format!("{} is not a directory", shown(&dir))),
+        Err(e) => Err(format!(
+            "the destination directory {} is not there: {e}",
+            shown(&dir)
+        )),
+    }
+}
+
+/// Whether the copy replaces a file at `path` (only with `force`, and only a regular file or a
+/// link), and the mode the copy gets: the replaced file's, else `new_mode`.
+pub(crate) fn replaced(path: &Path, force: bool, new_mode: u32) -> Result<(bool, u32), String> {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => Ok((false, new_mode)),
+        Ok(m) if m.is_dir() => Err(format!("{} is a directory", shown(path))),
+        Ok(_) if !force => Err(format!("{} exists: --force replaces it", shown(path))),
+        Ok(m) if m.is_file() => Ok((true, m.permissions().mode() & 0o7777)),
+        Ok(m) if m.file_type().is_symlink() => Ok((true, new_mode)),
+        Ok(_) => Err(format!(
+            "{} is not a regular file: cp replaces only files",
+            shown(path)
+        )),
+    }
 }
 
 #[cfg(test)]

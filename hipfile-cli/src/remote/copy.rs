@@ -37,8 +37,8 @@ use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
 use crate::cp::{
-    digest_of, driver_options, finish, gbps, moved, path_taken, progress_bar, shown, CpArgs,
-    Temporary, ALIGN,
+    destination, digest_of, driver_options, finish, gbps, moved, path_taken, progress_bar,
+    replaced, shown, CpArgs, Temporary, ALIGN,
 };
 use crate::location::{is_s3, object_name, Location};
 use crate::platform::pick_runtime;
@@ -114,50 +114,16 @@ fn source_plan(src: Location<'_>) -> Result<SourcePlan, String> {
 /// Where a copy of the object `url` goes on this machine: `dst`, or `dst/NAME` when `dst` is a
 /// directory (NAME: the last segment of the URL's path).
 fn local_sink_plan(dst: &Path, url: &str, force: bool) -> Result<SinkPlan, String> {
-    let mut path = dst.to_path_buf();
-    match std::fs::metadata(&path) {
-        Ok(m) if m.is_dir() => {
-            let name = object_name(url).ok_or_else(|| {
-                format!(
-                    "{url} has no name to copy it under into the directory {}: name the file",
-                    shown(dst)
-                )
-            })?;
-            path.push(name);
-        }
-        _ if dst.as_os_str().to_string_lossy().ends_with('/') => {
-            return Err(format!("{} is not a directory", shown(dst)));
-        }
-        _ => {}
-    }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    match std::fs::metadata(&dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(format!("{} is not a directory", shown(&dir))),
-        Err(e) => {
-            return Err(format!(
-                "the destination directory {} is not there: {e}",
-                shown(&dir)
-            ))
-        }
-    }
+    let (path, dir) = destination(dst, || {
+        object_name(url).map(Into::into).ok_or_else(|| {
+            format!(
+                "{url} has no name to copy it under into the directory {}: name the file",
+                shown(dst)
+            )
+        })
+    })?;
     // A new file gets 0666 less the umask, as a download does; a replaced one keeps its bits.
-    let (replaces, mode) = match std::fs::symlink_metadata(&path) {
-        Err(_) => (false, 0o666),
-        Ok(m) if m.is_dir() => return Err(format!("{} is a directory", shown(&path))),
-        Ok(_) if !force => return Err(format!("{} exists: --force replaces it", shown(&path))),
-        Ok(m) if m.is_file() => (true, m.permissions().mode() & 0o7777),
-        Ok(m) if m.file_type().is_symlink() => (true, 0o666),
-        Ok(_) => {
-            return Err(format!(
-                "{} is not a regular file: cp replaces only files",
-                shown(&path)
-            ))
-        }
-    };
+    let (replaces, mode) = replaced(&path, force, 0o666)?;
     Ok(SinkPlan::File {
         path,
         dir,
