@@ -388,32 +388,9 @@ impl Mover<'_> {
         }
     }
 
-    /// Write the buffer's first `got` bytes to the copy at `off`: the aligned part and the tail
-    /// as two writes, so the tail alone leaves the direct path.
+    /// Write the buffer's first `got` bytes to the copy at `off` ([`put`]).
     fn put(&self, got: usize, off: u64) -> Result<(), String> {
-        let head = if got >= ALIGN { got / ALIGN * ALIGN } else { 0 };
-        for (from, to) in [(0, head), (head, got)] {
-            if to > from {
-                self.write(from, to, off)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Write the buffer's bytes `from..to` to the copy at `off + from`.
-    fn write(&self, from: usize, to: usize, off: u64) -> Result<(), String> {
-        let at = off + from as u64;
-        let put = self
-            .dst
-            .write(self.buf.slice(from..to).map_err(|e| e.to_string())?, at)
-            .map_err(|e| format!("writing the copy at byte {at}: {e}"))?;
-        if put != to - from {
-            return Err(format!(
-                "writing the copy at byte {at}: {put} of {} bytes written",
-                to - from
-            ));
-        }
-        Ok(())
+        put(self.dst, &self.buf, got, off)
     }
 
     /// Read `len` bytes of the copy at `off` back into the buffer; an error when the copy ends
@@ -855,6 +832,33 @@ pub fn run(args: &CpArgs) -> Result<bool, String> {
         )
     })?;
     Ok(true)
+}
+
+/// Write the first `got` bytes of `buf` to `dst` at `off`: the aligned part and the tail as two
+/// writes, so the tail alone leaves the direct path.
+pub(crate) fn put(
+    dst: &FileHandle,
+    buf: &RegisteredBuffer<DeviceBuffer>,
+    got: usize,
+    off: u64,
+) -> Result<(), String> {
+    let head = if got >= ALIGN { got / ALIGN * ALIGN } else { 0 };
+    for (from, to) in [(0, head), (head, got)] {
+        if to > from {
+            let at = off + from as u64;
+            let part = buf.slice(from..to).map_err(|e| e.to_string())?;
+            let wrote = dst
+                .write(part, at)
+                .map_err(|e| format!("writing the copy at byte {at}: {e}"))?;
+            if wrote != to - from {
+                return Err(format!(
+                    "writing the copy at byte {at}: {wrote} of {} bytes written",
+                    to - from
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where a copy goes on this machine: `dst`, or `dst/NAME` when `dst` is a directory (`name`

@@ -37,7 +37,7 @@ use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
 use crate::cp::{
-    destination, digest_of, driver_options, finish, gbps, moved, path_taken, progress_bar,
+    destination, digest_of, driver_options, finish, gbps, moved, path_taken, progress_bar, put,
     replaced, shown, CpArgs, Temporary, ALIGN,
 };
 use crate::location::{is_s3, object_name, Location};
@@ -231,27 +231,7 @@ impl Sink {
         off: u64,
     ) -> Result<(), String> {
         match self {
-            Sink::File { handle, .. } => {
-                // The aligned part and the tail as two writes, so the tail alone leaves the
-                // direct path.
-                let head = if got >= ALIGN { got / ALIGN * ALIGN } else { 0 };
-                for (from, to) in [(0, head), (head, got)] {
-                    if to > from {
-                        let at = off + from as u64;
-                        let part = buf.slice(from..to).map_err(|e| e.to_string())?;
-                        let put = handle
-                            .write(part, at)
-                            .map_err(|e| format!("writing the copy at byte {at}: {e}"))?;
-                        if put != to - from {
-                            return Err(format!(
-                                "writing the copy at byte {at}: {put} of {} bytes written",
-                                to - from
-                            ));
-                        }
-                    }
-                }
-                Ok(())
-            }
+            Sink::File { handle, .. } => put(handle, buf, got, off),
             Sink::Object { writer, .. } => {
                 let part = buf.slice(..got).map_err(|e| e.to_string())?;
                 writer
