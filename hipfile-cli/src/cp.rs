@@ -781,22 +781,26 @@ fn summary_line(plan: &Plan, done: &Done) -> String {
         .not_the_size
         .as_ref()
         .map_or_else(String::new, |w| format!("; {w}"));
-    let each: Vec<String> = done
-        .moved_by
+    format!(
+        "copied {src} to {dst}: {} bytes in {:.3} s, {:.2} GB/s, path {}{why}; {verified}",
+        done.bytes,
+        done.seconds,
+        gbps(done.bytes, done.seconds),
+        paths_and_requests(&done.moved_by),
+    )
+}
+
+/// `staged (fallback 3 requests, host 1 request)`: the paths the bytes took and the requests
+/// each backend ran, as the copy reports say it.
+pub(crate) fn paths_and_requests(moved_by: &[BackendCounts]) -> String {
+    let each: Vec<String> = moved_by
         .iter()
         .map(|b| {
             let requests = if b.ops == 1 { "request" } else { "requests" };
             format!("{} {} {requests}", b.name, b.ops)
         })
         .collect();
-    format!(
-        "copied {src} to {dst}: {} bytes in {:.3} s, {:.2} GB/s, path {} ({}){why}; {verified}",
-        done.bytes,
-        done.seconds,
-        gbps(done.bytes, done.seconds),
-        path_taken(&done.moved_by),
-        each.join(", "),
-    )
+    format!("{} ({})", path_taken(moved_by), each.join(", "))
 }
 
 /// Run `hipfile cp`; `Ok(true)` when the copy is in place (and matched, with `--verify`).

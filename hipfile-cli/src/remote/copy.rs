@@ -37,8 +37,8 @@ use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
 use crate::cp::{
-    destination, digest_of, driver_options, finish, gbps, moved, path_taken, progress_bar, put,
-    replaced, shown, CpArgs, Temporary, ALIGN,
+    destination, digest_of, driver_options, finish, gbps, moved, path_taken, paths_and_requests,
+    progress_bar, put, replaced, shown, CpArgs, Temporary, ALIGN,
 };
 use crate::location::{is_s3, object_name, Location};
 use crate::platform::pick_runtime;
@@ -673,19 +673,7 @@ fn summary_line(source: &str, destination: &str, done: &Done) -> String {
     let local = if done.moved_by.is_empty() {
         String::new()
     } else {
-        let each: Vec<String> = done
-            .moved_by
-            .iter()
-            .map(|b| {
-                let requests = if b.ops == 1 { "request" } else { "requests" };
-                format!("{} {} {requests}", b.name, b.ops)
-            })
-            .collect();
-        format!(
-            ", local side path {} ({})",
-            path_taken(&done.moved_by),
-            each.join(", ")
-        )
+        format!(", local side path {}", paths_and_requests(&done.moved_by))
     };
     let count = |name: &str| {
         done.remote
